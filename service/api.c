@@ -1,0 +1,152 @@
+#include "api.h"
+
+#include "api_internal.h"
+#include "app.h"
+#include "auth.h"
+#include "err.h"
+#include "jsonv.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+enum access { ACCESS_PUBLIC, ACCESS_USER, ACCESS_ADMIN };
+enum body_rule {
+    BODY_NONE,     /* GET: a body is ignored */
+    BODY_OPTIONAL, /* empty accepted; a non-empty one must be JSON */
+    BODY_REQUIRED, /* must be JSON */
+};
+
+struct handler {
+    api_handler_fn fn;
+    enum access access;
+    enum body_rule body;
+};
+
+/* Who may call each route and what it takes. The payment callback is
+ * public here: the gateway proves itself with an HMAC, checked by the
+ * handler over the raw body. */
+static const struct handler handlers[ROUTE_COUNT] = {
+    [ROUTE_LIVEZ] = {api_livez, ACCESS_PUBLIC, BODY_NONE},
+    [ROUTE_HEALTHZ] = {api_livez, ACCESS_PUBLIC, BODY_NONE},
+    [ROUTE_READYZ] = {api_readyz, ACCESS_PUBLIC, BODY_NONE},
+    [ROUTE_METRICS] = {api_metrics, ACCESS_PUBLIC, BODY_NONE},
+    [ROUTE_TOKENS_CREATE] = {api_tokens_create, ACCESS_USER, BODY_OPTIONAL},
+    [ROUTE_ORDERS_CREATE] = {api_orders_create, ACCESS_USER, BODY_REQUIRED},
+    [ROUTE_ORDERS_LIST] = {api_orders_list, ACCESS_USER, BODY_NONE},
+    [ROUTE_ORDER_GET] = {api_order_get, ACCESS_USER, BODY_NONE},
+    [ROUTE_ORDER_CANCEL] = {api_order_cancel, ACCESS_USER, BODY_OPTIONAL},
+    [ROUTE_ORDER_COMPLETE] = {api_order_complete, ACCESS_ADMIN, BODY_OPTIONAL},
+    [ROUTE_PAYMENT_CALLBACK] = {api_payment_callback, ACCESS_PUBLIC, BODY_REQUIRED},
+    [ROUTE_SESSIONS_CREATE] = {api_sessions_create, ACCESS_ADMIN, BODY_REQUIRED},
+    [ROUTE_SESSION_GET] = {api_session_get, ACCESS_PUBLIC, BODY_NONE},
+    [ROUTE_ME] = {api_me, ACCESS_USER, BODY_NONE},
+    [ROUTE_ADMIN_AUDIT] = {api_admin_audit, ACCESS_ADMIN, BODY_NONE},
+};
+
+/* application/json, any case, parameters (charset) allowed. */
+static bool is_json_media_type(const char *ct)
+{
+    if (ct == NULL)
+        return false;
+    while (*ct == ' ')
+        ct++;
+    size_t n = strlen("application/json");
+    if (strncasecmp(ct, "application/json", n) != 0)
+        return false;
+    char next = ct[n];
+    return next == '\0' || next == ';' || next == ' ';
+}
+
+void api_dispatch(struct req *r, struct resp *w)
+{
+    r->route = router_match(r->method, r->path, &r->match);
+    if (r->route == ROUTE_NOT_FOUND) {
+        resp_problem(w, PROBLEM_NOT_FOUND, NULL, "no resource at %s", r->path);
+        return;
+    }
+    if (r->route == ROUTE_METHOD_NOT_ALLOWED) {
+        resp_problem(w, PROBLEM_METHOD_NOT_ALLOWED, NULL, "%s is not allowed here; use %s",
+                     r->method, r->match.allow);
+        resp_header(w, "Allow", r->match.allow);
+        return;
+    }
+    const struct handler *h = &handlers[r->route];
+    if (h->access != ACCESS_PUBLIC) {
+        const struct config *cfg = r->app->cfg;
+        if (auth_verify(req_header(r, "Authorization"), cfg->jwt_secret, wall_s(), &r->who) !=
+            TD_OK) {
+            resp_problem(w, PROBLEM_UNAUTHENTICATED, NULL, "a valid bearer token is required");
+            resp_header(w, "WWW-Authenticate", "Bearer realm=\"ticketd\"");
+            return;
+        }
+        if (h->access == ACCESS_ADMIN && !r->who.admin) {
+            resp_problem(w, PROBLEM_FORBIDDEN, NULL, "this route is for administrators");
+            return;
+        }
+    }
+    if ((h->body == BODY_REQUIRED || (h->body == BODY_OPTIONAL && r->body_len > 0)) &&
+        !is_json_media_type(req_header(r, "Content-Type"))) {
+        resp_problem(w, PROBLEM_UNSUPPORTED_MEDIA_TYPE, NULL,
+                     "the body must be sent as Content-Type: application/json");
+        return;
+    }
+    h->fn(r, w);
+}
+
+json_t *api_body_object(const struct req *r, struct resp *w)
+{
+    char why[200];
+    if (r->body_len == 0) {
+        resp_problem(w, PROBLEM_INVALID_JSON, NULL, "a JSON object body is required");
+        return NULL;
+    }
+    json_t *o = jsonv_parse_object(r->body, r->body_len, why, sizeof why);
+    if (o == NULL)
+        resp_problem(w, PROBLEM_INVALID_JSON, NULL, "%s", why);
+    return o;
+}
+
+void api_fail(struct resp *w, int err, const char *what)
+{
+    if (err == TD_EUNAVAIL || err == TD_ERETRY) {
+        resp_problem(w, PROBLEM_DEPENDENCY_UNAVAILABLE, NULL,
+                     "%s: a dependency is unavailable; retry later", what);
+        resp_header(w, "Retry-After", "1");
+        return;
+    }
+    resp_problem(w, PROBLEM_INTERNAL, NULL, "%s failed", what);
+}
+
+json_t *api_session_json(const struct session *s)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(s->id));
+    json_object_set_new(o, "title", json_string(s->title));
+    json_object_set_new(o, "price_cents", json_integer(s->price_cents));
+    json_object_set_new(o, "capacity", json_integer(s->capacity));
+    json_object_set_new(o, "stock", json_integer(s->stock));
+    json_object_set_new(o, "version", json_integer(s->version));
+    return o;
+}
+
+json_t *api_order_json(const struct order *o)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "order_no", json_string(o->order_no));
+    json_object_set_new(j, "user_id", json_integer(o->user_id));
+    json_object_set_new(j, "session_id", json_integer(o->session_id));
+    json_object_set_new(j, "quantity", json_integer(o->quantity));
+    json_object_set_new(j, "amount_cents", json_integer(o->amount_cents));
+    json_object_set_new(j, "status", json_string(order_status_name(o->status)));
+    json_object_set_new(j, "version", json_integer(o->version));
+    json_object_set_new(j, "created_at", json_string(o->created_at));
+    json_object_set_new(j, "updated_at", json_string(o->updated_at));
+    return j;
+}
+
+bool api_parse_id(const char *s, int64_t *out)
+{
+    return s != NULL && s[0] != '0' && parse_i64(s, 1, AUTH_MAX_USER_ID, out);
+}

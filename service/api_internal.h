@@ -1,0 +1,45 @@
+/* api_internal.h - what the api_*.c files share: the handlers the route
+ * table names, and the JSON helpers they all use. Not a public interface. */
+#ifndef TICKETD_API_INTERNAL_H
+#define TICKETD_API_INTERNAL_H
+
+#include "model.h"
+#include "req.h"
+#include "resp.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+
+typedef void (*api_handler_fn)(struct req *r, struct resp *w);
+
+void api_livez(struct req *r, struct resp *w);
+void api_readyz(struct req *r, struct resp *w);
+void api_metrics(struct req *r, struct resp *w);
+void api_tokens_create(struct req *r, struct resp *w);
+void api_sessions_create(struct req *r, struct resp *w);
+void api_session_get(struct req *r, struct resp *w);
+void api_orders_create(struct req *r, struct resp *w);
+void api_orders_list(struct req *r, struct resp *w);
+void api_order_get(struct req *r, struct resp *w);
+void api_order_cancel(struct req *r, struct resp *w);
+void api_order_complete(struct req *r, struct resp *w);
+void api_payment_callback(struct req *r, struct resp *w);
+void api_me(struct req *r, struct resp *w);
+void api_admin_audit(struct req *r, struct resp *w);
+
+/* Parses the request body as one JSON object. Returns a new reference, or
+ * NULL after writing the 400 INVALID_JSON problem into w. */
+json_t *api_body_object(const struct req *r, struct resp *w);
+
+/* Writes the problem for a domain error that has no more specific answer:
+ * 503 DEPENDENCY_UNAVAILABLE with Retry-After, or 500. */
+void api_fail(struct resp *w, int err, const char *what);
+
+/* New JSON objects for the records of the API (caller owns them). */
+json_t *api_session_json(const struct session *s);
+json_t *api_order_json(const struct order *o);
+
+/* Parses a decimal id path parameter in 1..2^53-1. */
+bool api_parse_id(const char *s, int64_t *out);
+
+#endif

@@ -1,0 +1,210 @@
+/* cache_redis.c - the cache port on Redis with hiredis. The only file
+ * (with events' stream code) that includes <hiredis.h>. */
+#include "cache.h"
+
+#include "err.h"
+#include "log.h"
+#include "metrics.h"
+#include "redis.h"
+#include "util.h"
+
+#include <hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* GET == user, then DEL: checking and spending in one atomic step, so two
+ * requests with one token can never both pass. */
+static const char token_take_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                                     "  redis.call('DEL', KEYS[1])\n"
+                                     "  return 1\n"
+                                     "end\n"
+                                     "return 0\n";
+
+/* Success: our marker becomes the completed record; our lock is released.
+ * A marker that expired and was taken by another request is not ours to
+ * overwrite. KEYS: idem, lock. ARGV: marker, record, ttl_s, owner. */
+static const char complete_lua[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
+    "end\n"
+    "if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) == ARGV[4] then\n"
+    "  redis.call('DEL', KEYS[2])\n"
+    "end\n"
+    "return 1\n";
+
+/* Failure: compare-and-delete of marker and lock. KEYS: idem, lock.
+ * ARGV: marker, owner ('' for one not taken). */
+static const char release_lua[] =
+    "if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "end\n"
+    "if ARGV[2] ~= '' and redis.call('GET', KEYS[2]) == ARGV[2] then\n"
+    "  redis.call('DEL', KEYS[2])\n"
+    "end\n"
+    "return 1\n";
+
+static struct redis_script token_take = {token_take_lua, ""};
+static struct redis_script complete = {complete_lua, ""};
+static struct redis_script release = {release_lua, ""};
+
+int cache_init(const struct config *cfg)
+{
+    int rc = redis_init(cfg);
+    if (rc != TD_OK)
+        return rc;
+    redis_script_prepare(&token_take);
+    redis_script_prepare(&complete);
+    redis_script_prepare(&release);
+    return TD_OK;
+}
+
+void cache_thread_release(void)
+{
+    redis_thread_release();
+}
+
+void cache_cleanup(void)
+{
+    redis_cleanup();
+}
+
+int cache_ping(void)
+{
+    redisReply *r = NULL;
+    const char *argv[] = {"PING"};
+    int rc = redis_command(1, argv, NULL, &r);
+    freeReplyObject(r);
+    return rc;
+}
+
+static void token_key(char *out, size_t cap, int64_t user_id, const char *token)
+{
+    snprintf(out, cap, "token:{%lld}:%s", (long long)user_id, token);
+}
+
+static void idem_key(char *out, size_t cap, int64_t user_id, const char *key)
+{
+    snprintf(out, cap, "idem:{%lld}:%s", (long long)user_id, key);
+}
+
+static void lock_key(char *out, size_t cap, int64_t user_id, int64_t session_id)
+{
+    snprintf(out, cap, "lock:order:{%lld}:%lld", (long long)user_id, (long long)session_id);
+}
+
+int cache_token_put(int64_t user_id, const char *token, int ttl_s)
+{
+    char key[256], uid[24], ttl[24];
+    redisReply *r = NULL;
+    token_key(key, sizeof key, user_id, token);
+    snprintf(uid, sizeof uid, "%lld", (long long)user_id);
+    snprintf(ttl, sizeof ttl, "%d", ttl_s);
+    const char *argv[] = {"SET", key, uid, "EX", ttl};
+    int rc = redis_command(5, argv, NULL, &r);
+    if (rc == TD_OK && r->type != REDIS_REPLY_STATUS)
+        rc = TD_EINTERNAL;
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_token_take(int64_t user_id, const char *token)
+{
+    char key[256], uid[24];
+    redisReply *r = NULL;
+    token_key(key, sizeof key, user_id, token);
+    snprintf(uid, sizeof uid, "%lld", (long long)user_id);
+    const char *keys[] = {key};
+    const char *args[] = {uid};
+    int rc = redis_eval(&token_take, 1, keys, 1, args, &r);
+    if (rc == TD_OK)
+        rc = r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? TD_OK : TD_ENOTFOUND;
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_idem_begin(int64_t user_id, const char *key, const char *marker, int ttl_ms,
+                     char **existing)
+{
+    char k[256], ttl[24];
+    redisReply *r = NULL;
+    *existing = NULL;
+    idem_key(k, sizeof k, user_id, key);
+    snprintf(ttl, sizeof ttl, "%d", ttl_ms);
+    /* SET NX ... GET answers the old value when there was one (and sets
+     * nothing), nil when it set ours: the response-cache lookup and the
+     * in-flight marker in one round trip. */
+    const char *argv[] = {"SET", k, marker, "NX", "PX", ttl, "GET"};
+    int rc = redis_command(7, argv, NULL, &r);
+    if (rc != TD_OK)
+        goto out;
+    if (r->type == REDIS_REPLY_NIL) {
+        rc = TD_OK;
+    } else if (r->type == REDIS_REPLY_STRING) {
+        *existing = xstrndup(r->str, r->len);
+        rc = TD_EDUP;
+    } else {
+        rc = TD_EINTERNAL;
+    }
+out:
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, int ttl_ms)
+{
+    char k[128], ttl[24];
+    redisReply *r = NULL;
+    lock_key(k, sizeof k, user_id, session_id);
+    snprintf(ttl, sizeof ttl, "%d", ttl_ms);
+    const char *argv[] = {"SET", k, owner, "NX", "PX", ttl};
+    int rc = redis_command(6, argv, NULL, &r);
+    if (rc == TD_OK) {
+        if (r->type == REDIS_REPLY_STATUS)
+            rc = TD_OK;
+        else if (r->type == REDIS_REPLY_NIL)
+            rc = TD_ECONFLICT;
+        else
+            rc = TD_EINTERNAL;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_order_complete(int64_t user_id, const char *key, const char *marker, const char *record,
+                         int ttl_s, int64_t session_id, const char *owner)
+{
+    char ik[256], lk[128], ttl[24];
+    redisReply *r = NULL;
+    idem_key(ik, sizeof ik, user_id, key);
+    lock_key(lk, sizeof lk, user_id, session_id);
+    snprintf(ttl, sizeof ttl, "%d", ttl_s);
+    const char *keys[] = {ik, lk};
+    const char *args[] = {marker ? marker : "", record, ttl, owner ? owner : ""};
+    int rc = redis_eval(&complete, 2, keys, 4, args, &r);
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_order_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
+                        const char *owner)
+{
+    char ik[256], lk[128];
+    redisReply *r = NULL;
+    idem_key(ik, sizeof ik, user_id, key);
+    lock_key(lk, sizeof lk, user_id, session_id);
+    const char *keys[] = {ik, lk};
+    const char *args[] = {marker ? marker : "", owner ? owner : ""};
+    int rc = redis_eval(&release, 2, keys, 2, args, &r);
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_flush(void)
+{
+    redisReply *r = NULL;
+    const char *argv[] = {"FLUSHDB"};
+    int rc = redis_command(1, argv, NULL, &r);
+    freeReplyObject(r);
+    return rc;
+}

@@ -1,0 +1,334 @@
+#include "config.h"
+
+#include "err.h"
+#include "log.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum setting_type { T_INT, T_BOOL, T_STR, T_ENUM };
+
+/* One row per setting: the whole surface of ticketd's configuration. The
+ * shape is Redis's static_configs[]: name, type, where it lands, bounds. */
+struct setting {
+    const char *name;
+    enum setting_type type;
+    size_t offset;
+    long long min, max; /* T_INT only */
+    const char *def;
+    bool secret;
+    const char *const *choices; /* T_ENUM only, NULL-terminated */
+};
+
+static const char *const policy_choices[] = {"degrade", "strict", NULL};
+
+#define OFF(field) offsetof(struct config, field)
+
+static const struct setting settings[] = {
+    {"TICKETD_ENV", T_STR, OFF(env), 0, 0, "production", false, NULL},
+    {"TICKETD_BIND", T_STR, OFF(bind), 0, 0, "127.0.0.1", false, NULL},
+    {"TICKETD_PORT", T_INT, OFF(port), 1, 65535, "8080", false, NULL},
+    {"TICKETD_THREADS", T_INT, OFF(threads), 1, 256, "8", false, NULL},
+    {"TICKETD_MAX_BODY", T_INT, OFF(max_body), 256, 1048576, "16384", false, NULL},
+    {"TICKETD_CONN_LIMIT", T_INT, OFF(conn_limit), 4, 100000, "4096", false, NULL},
+    {"TICKETD_CONN_TIMEOUT_S", T_INT, OFF(conn_timeout_s), 1, 3600, "30", false, NULL},
+    {"TICKETD_DRAIN_TIMEOUT_S", T_INT, OFF(drain_timeout_s), 0, 600, "10", false, NULL},
+    {"TICKETD_ACCESS_LOG", T_BOOL, OFF(access_log), 0, 0, "1", false, NULL},
+    {"TICKETD_LOG_LEVEL", T_STR, OFF(log_level), 0, 0, "info", false, NULL},
+
+    {"TICKETD_REDIS_HOST", T_STR, OFF(redis_host), 0, 0, "127.0.0.1", false, NULL},
+    {"TICKETD_REDIS_PORT", T_INT, OFF(redis_port), 1, 65535, "6379", false, NULL},
+    {"TICKETD_REDIS_TIMEOUT_MS", T_INT, OFF(redis_timeout_ms), 10, 60000, "300", false, NULL},
+    {"TICKETD_REDIS_POLICY", T_ENUM, OFF(redis_policy), 0, 0, "degrade", false, policy_choices},
+
+    {"TICKETD_MYSQL_HOST", T_STR, OFF(mysql_host), 0, 0, "127.0.0.1", false, NULL},
+    {"TICKETD_MYSQL_PORT", T_INT, OFF(mysql_port), 1, 65535, "3306", false, NULL},
+    {"TICKETD_MYSQL_USER", T_STR, OFF(mysql_user), 0, 0, "ticketd", false, NULL},
+    {"TICKETD_MYSQL_PASSWORD", T_STR, OFF(mysql_password), 0, 0, "", true, NULL},
+    {"TICKETD_MYSQL_DB", T_STR, OFF(mysql_db), 0, 0, "ticketd", false, NULL},
+    {"TICKETD_MYSQL_SOCKET", T_STR, OFF(mysql_socket), 0, 0, "", false, NULL},
+    {"TICKETD_MYSQL_TIMEOUT_S", T_INT, OFF(mysql_timeout_s), 1, 600, "5", false, NULL},
+    {"TICKETD_TX_RETRIES", T_INT, OFF(tx_retries), 0, 50, "5", false, NULL},
+
+    {"TICKETD_JWT_SECRET", T_STR, OFF(jwt_secret), 0, 0, "", true, NULL},
+    {"TICKETD_PAY_SECRET", T_STR, OFF(pay_secret), 0, 0, "", true, NULL},
+    {"TICKETD_PAY_TOLERANCE_S", T_INT, OFF(pay_tolerance_s), 1, 86400, "300", false, NULL},
+
+    {"TICKETD_TOKEN_TTL_S", T_INT, OFF(token_ttl_s), 1, 86400, "600", false, NULL},
+    {"TICKETD_ORDER_TOKEN_REQUIRED", T_BOOL, OFF(order_token_required), 0, 0, "1", false, NULL},
+    {"TICKETD_MAX_PER_ORDER", T_INT, OFF(max_per_order), 1, 1000, "6", false, NULL},
+    {"TICKETD_IDEM_TTL_S", T_INT, OFF(idem_ttl_s), 1, 30 * 86400, "86400", false, NULL},
+    {"TICKETD_INFLIGHT_TTL_MS", T_INT, OFF(inflight_ttl_ms), 100, 600000, "10000", false, NULL},
+    {"TICKETD_LOCK_TTL_MS", T_INT, OFF(lock_ttl_ms), 100, 600000, "5000", false, NULL},
+    {"TICKETD_RESPCACHE_ENTRIES", T_INT, OFF(respcache_entries), 0, 10000000, "16384", false, NULL},
+
+    {"TICKETD_ORDER_TTL_S", T_INT, OFF(order_ttl_s), 1, 30 * 86400, "900", false, NULL},
+    {"TICKETD_SWEEP_INTERVAL_MS", T_INT, OFF(sweep_interval_ms), 10, 3600000, "1000", false, NULL},
+    {"TICKETD_WORKERS", T_BOOL, OFF(workers), 0, 0, "1", false, NULL},
+    {"TICKETD_DEFENSES", T_STR, OFF(defenses), 0, 0, "all", false, NULL},
+    {"TICKETD_RELAY_BATCH", T_INT, OFF(relay_batch), 1, 10000, "100", false, NULL},
+    {"TICKETD_CONSUMER_BLOCK_MS", T_INT, OFF(consumer_block_ms), 1, 60000, "200", false, NULL},
+    {"TICKETD_CLAIM_IDLE_MS", T_INT, OFF(claim_idle_ms), 10, 3600000, "5000", false, NULL},
+    {"TICKETD_MAX_DELIVERIES", T_INT, OFF(max_deliveries), 1, 1000, "5", false, NULL},
+};
+
+#define N_SETTINGS (sizeof settings / sizeof settings[0])
+
+static const struct setting *find_setting(const char *name)
+{
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        if (strcmp(settings[i].name, name) == 0)
+            return &settings[i];
+    }
+    return NULL;
+}
+
+static int apply(struct config *cfg, const struct setting *s, const char *value, char *err,
+                 size_t cap)
+{
+    char *base = (char *)cfg + s->offset;
+    int64_t v;
+    switch (s->type) {
+    case T_INT:
+        if (!parse_i64(value, s->min, s->max, &v)) {
+            snprintf(err, cap, "%s=%s: expected an integer from %lld to %lld", s->name, value,
+                     s->min, s->max);
+            return TD_EINVAL;
+        }
+        *(int *)base = (int)v;
+        return TD_OK;
+    case T_BOOL:
+        if (strcmp(value, "1") == 0 || strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 ||
+            strcmp(value, "on") == 0) {
+            *(bool *)base = true;
+        } else if (strcmp(value, "0") == 0 || strcmp(value, "false") == 0 ||
+                   strcmp(value, "no") == 0 || strcmp(value, "off") == 0) {
+            *(bool *)base = false;
+        } else {
+            snprintf(err, cap, "%s=%s: expected 1 or 0 (true/false, yes/no, on/off)", s->name,
+                     value);
+            return TD_EINVAL;
+        }
+        return TD_OK;
+    case T_STR: {
+        char **slot = (char **)base;
+        free(*slot);
+        *slot = xstrdup(value);
+        return TD_OK;
+    }
+    case T_ENUM:
+        for (int i = 0; s->choices[i] != NULL; i++) {
+            if (strcmp(value, s->choices[i]) == 0) {
+                *(int *)base = i;
+                return TD_OK;
+            }
+        }
+        snprintf(err, cap, "%s=%s: expected one of the documented choices", s->name, value);
+        return TD_EINVAL;
+    }
+    return TD_EINTERNAL;
+}
+
+int config_set(struct config *cfg, const char *key, const char *value, char *err, size_t cap)
+{
+    const struct setting *s = find_setting(key);
+    if (s == NULL) {
+        snprintf(err, cap, "%s: unknown setting", key);
+        return TD_EINVAL;
+    }
+    return apply(cfg, s, value, err, cap);
+}
+
+void config_defaults(struct config *cfg)
+{
+    char err[256];
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        if (apply(cfg, &settings[i], settings[i].def, err, sizeof err) != TD_OK) {
+            fprintf(stderr, "bad built-in default: %s\n", err);
+            abort();
+        }
+    }
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+int config_parse_file_text(struct config *cfg, const char *text, const char *origin, char *err,
+                           size_t cap)
+{
+    int rc = TD_OK;
+    char *copy = xstrdup(text);
+    int lineno = 0;
+    /* strtok_r would skip empty lines and so miscount; walk lines by hand. */
+    char *line = copy;
+    while (line != NULL) {
+        char *next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        lineno++;
+        char *l = trim(line);
+        line = next;
+        if (*l == '\0' || *l == '#')
+            continue;
+        char *eq = strchr(l, '=');
+        if (eq == NULL) {
+            snprintf(err, cap, "%s:%d: expected KEY=VALUE", origin, lineno);
+            rc = TD_EINVAL;
+            goto out;
+        }
+        *eq = '\0';
+        char *key = trim(l);
+        char *value = trim(eq + 1);
+        size_t vn = strlen(value);
+        if (vn >= 2 && (value[0] == '"' || value[0] == '\'') && value[vn - 1] == value[0]) {
+            value[vn - 1] = '\0';
+            value++;
+        }
+        if (getenv(key) != NULL)
+            continue;
+        char why[256];
+        if (config_set(cfg, key, value, why, sizeof why) != TD_OK) {
+            snprintf(err, cap, "%s:%d: %s", origin, lineno, why);
+            rc = TD_EINVAL;
+            goto out;
+        }
+    }
+out:
+    free(copy);
+    return rc;
+}
+
+static int read_file(const char *path, char **out)
+{
+    int rc = TD_EINVAL;
+    char *buf = NULL;
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        goto out;
+    size_t len = 0, cap = 4096;
+    buf = xmalloc(cap);
+    for (;;) {
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0)
+            break;
+        if (len + 1 == cap) {
+            if (cap >= (1u << 20))
+                goto out; /* a config file is not a megabyte */
+            cap *= 2;
+            buf = xrealloc(buf, cap);
+        }
+    }
+    if (ferror(f))
+        goto out;
+    buf[len] = '\0';
+    *out = buf;
+    buf = NULL;
+    rc = TD_OK;
+out:
+    if (f != NULL)
+        fclose(f);
+    free(buf);
+    return rc;
+}
+
+int config_validate(const struct config *cfg, char *err, size_t cap)
+{
+    enum log_level lvl;
+    if (log_parse_level(cfg->log_level, &lvl) != TD_OK) {
+        snprintf(err, cap, "TICKETD_LOG_LEVEL=%s: expected debug, info, warn or error",
+                 cfg->log_level);
+        return TD_EINVAL;
+    }
+    if (cfg->jwt_secret[0] == '\0') {
+        snprintf(err, cap, "TICKETD_JWT_SECRET is not set (see config/ticketd.env)");
+        return TD_EINVAL;
+    }
+    if (strlen(cfg->jwt_secret) < 32) {
+        snprintf(err, cap, "TICKETD_JWT_SECRET: at least 32 characters are needed for HS256");
+        return TD_EINVAL;
+    }
+    return TD_OK;
+}
+
+int config_load(struct config *cfg, const char *path)
+{
+    int rc = TD_EINVAL;
+    char err[512];
+    char *text = NULL;
+    config_defaults(cfg);
+    if (path != NULL) {
+        if (read_file(path, &text) != TD_OK) {
+            fprintf(stderr, "ticketd: cannot read config file %s\n", path);
+            goto out;
+        }
+        if (config_parse_file_text(cfg, text, path, err, sizeof err) != TD_OK) {
+            fprintf(stderr, "ticketd: %s\n", err);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const char *v = getenv(settings[i].name);
+        if (v != NULL && apply(cfg, &settings[i], v, err, sizeof err) != TD_OK) {
+            fprintf(stderr, "ticketd: %s\n", err);
+            goto out;
+        }
+    }
+    if (config_validate(cfg, err, sizeof err) != TD_OK) {
+        fprintf(stderr, "ticketd: %s\n", err);
+        goto out;
+    }
+    rc = TD_OK;
+out:
+    free(text);
+    return rc;
+}
+
+void config_log(const struct config *cfg)
+{
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const struct setting *s = &settings[i];
+        const char *base = (const char *)cfg + s->offset;
+        switch (s->type) {
+        case T_INT:
+            log_info("config %s=%d", s->name, *(const int *)base);
+            break;
+        case T_BOOL:
+            log_info("config %s=%d", s->name, *(const bool *)base ? 1 : 0);
+            break;
+        case T_ENUM:
+            log_info("config %s=%s", s->name, s->choices[*(const int *)base]);
+            break;
+        case T_STR: {
+            const char *v = *(char *const *)base;
+            if (s->secret)
+                log_info("config %s=%s", s->name, v[0] ? "********" : "(unset)");
+            else
+                log_info("config %s=%s", s->name, v);
+            break;
+        }
+        }
+    }
+}
+
+void config_cleanup(struct config *cfg)
+{
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        if (settings[i].type == T_STR) {
+            char **slot = (char **)((char *)cfg + settings[i].offset);
+            free(*slot);
+            *slot = NULL;
+        }
+    }
+}

@@ -1,0 +1,84 @@
+/* config.h - every setting of ticketd, from one table.
+ *
+ * Each setting is an environment variable TICKETD_*; `--config FILE` holds
+ * the same KEY=VALUE lines (a Compose env_file) and the real environment
+ * wins over it. A value out of bounds stops start-up with a message naming
+ * the setting. The loaded config is immutable and read by all threads. */
+#ifndef TICKETD_CONFIG_H
+#define TICKETD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum redis_policy { REDIS_POLICY_DEGRADE, REDIS_POLICY_STRICT };
+
+struct config {
+    char *env; /* dev, demo, test or production */
+    char *bind;
+    int port;
+    int threads;
+    int max_body;
+    int conn_limit;
+    int conn_timeout_s;
+    int drain_timeout_s;
+    bool access_log;
+    char *log_level;
+
+    char *redis_host;
+    int redis_port;
+    int redis_timeout_ms;
+    int redis_policy; /* enum redis_policy */
+
+    char *mysql_host;
+    int mysql_port;
+    char *mysql_user;
+    char *mysql_password;
+    char *mysql_db;
+    char *mysql_socket;
+    int mysql_timeout_s;
+    int tx_retries;
+
+    char *jwt_secret;
+    char *pay_secret;
+    int pay_tolerance_s;
+
+    int token_ttl_s;
+    bool order_token_required;
+    int max_per_order;
+    int idem_ttl_s;
+    int inflight_ttl_ms;
+    int lock_ttl_ms;
+    int respcache_entries;
+
+    int order_ttl_s;
+    int sweep_interval_ms;
+    bool workers;
+    char *defenses;
+    int relay_batch;
+    int consumer_block_ms;
+    int claim_idle_ms;
+    int max_deliveries;
+};
+
+/* Fills cfg with the defaults, then the file (if path is not NULL), then the
+ * environment. On error prints the reason to stderr and returns TD_EINVAL;
+ * cfg must still be given to config_cleanup(). */
+int config_load(struct config *cfg, const char *path);
+
+/* Parses one KEY=VALUE assignment onto cfg. Exposed for the unit tests.
+ * Returns TD_OK, or TD_EINVAL with a reason in err (cap bytes). */
+int config_set(struct config *cfg, const char *key, const char *value, char *err, size_t cap);
+
+/* Parses the text of an env file onto cfg; keys present in the real
+ * environment are skipped (the environment wins). */
+int config_parse_file_text(struct config *cfg, const char *text, const char *origin, char *err,
+                           size_t cap);
+
+void config_defaults(struct config *cfg);
+/* Checks the combinations no single bound expresses. */
+int config_validate(const struct config *cfg, char *err, size_t cap);
+/* Logs the effective config, secrets masked. */
+void config_log(const struct config *cfg);
+void config_cleanup(struct config *cfg);
+
+#endif

@@ -1,0 +1,388 @@
+#include "db.h"
+
+#include "err.h"
+#include "log.h"
+#include "metrics.h"
+#include "util.h"
+
+#include <errmsg.h>
+#include <mysql.h>
+#include <mysqld_error.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DB_MAX_ARGS 16
+#define DB_MAX_COLS 16
+
+struct db_conn {
+    MYSQL *m;
+    MYSQL_STMT **stmts;
+    char dup_key[64];
+};
+
+static const struct config *cfg;
+static const char *const *sql_table;
+static int sql_count;
+static pthread_key_t conn_key;
+
+static void conn_close(struct db_conn *c)
+{
+    for (int i = 0; i < sql_count; i++) {
+        if (c->stmts[i] != NULL) {
+            mysql_stmt_close(c->stmts[i]);
+            c->stmts[i] = NULL;
+        }
+    }
+    if (c->m != NULL) {
+        mysql_close(c->m);
+        c->m = NULL;
+    }
+}
+
+static void conn_destroy(void *p)
+{
+    struct db_conn *c = p;
+    if (c == NULL)
+        return;
+    conn_close(c);
+    free(c->stmts);
+    free(c);
+}
+
+int db_init(const struct config *config, const char *const *sql, int nsql)
+{
+    cfg = config;
+    sql_table = sql;
+    sql_count = nsql;
+    if (mysql_library_init(0, NULL, NULL) != 0)
+        return TD_EINTERNAL;
+    if (pthread_key_create(&conn_key, conn_destroy) != 0)
+        return TD_EINTERNAL;
+    return TD_OK;
+}
+
+void db_thread_release(void)
+{
+    struct db_conn *c = pthread_getspecific(conn_key);
+    conn_destroy(c);
+    pthread_setspecific(conn_key, NULL);
+}
+
+void db_cleanup(void)
+{
+    db_thread_release();
+    pthread_key_delete(conn_key);
+    mysql_library_end();
+}
+
+static bool connection_error(unsigned int e)
+{
+    /* Client-side errors (2000-2999) are all about the link: gone, lost,
+     * refused, timed out, out of sync. On the server side, shutdown and
+     * killed connections mean the same for us. */
+    return (e >= CR_MIN_ERROR && e <= CR_MAX_ERROR) || e == ER_SERVER_SHUTDOWN ||
+           e == ER_CONNECTION_KILLED || e == ER_QUERY_INTERRUPTED || e == 4031 /* idle timeout */;
+}
+
+/* Maps the last error of c (or of stmt) and drops the connection when it
+ * cannot be trusted any more. */
+static int fail(struct db_conn *c, unsigned int e, const char *msg, const char *what)
+{
+    if (e == ER_DUP_ENTRY) {
+        /* "Duplicate entry 'x' for key 'name'": remember which key. */
+        const char *k = strstr(msg, "for key '");
+        c->dup_key[0] = '\0';
+        if (k != NULL) {
+            k += 9;
+            size_t n = strcspn(k, "'");
+            const char *dot = memchr(k, '.', n); /* MySQL 8 says 'table.key' */
+            if (dot != NULL) {
+                n -= (size_t)(dot + 1 - k);
+                k = dot + 1;
+            }
+            if (n >= sizeof c->dup_key)
+                n = sizeof c->dup_key - 1;
+            memcpy(c->dup_key, k, n);
+            c->dup_key[n] = '\0';
+        }
+        return TD_EDUP;
+    }
+    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT)
+        return TD_ERETRY;
+    metrics_inc(M_DEP_ERRORS_MYSQL);
+    if (connection_error(e)) {
+        log_warn("mysql: %s: %u %s (reconnecting on next use)", what, e, msg);
+        conn_close(c);
+        return TD_EUNAVAIL;
+    }
+    log_error("mysql: %s: %u %s", what, e, msg);
+    conn_close(c);
+    return TD_EINTERNAL;
+}
+
+static int connect_thread(struct db_conn *c)
+{
+    MYSQL *m = mysql_init(NULL);
+    if (m == NULL)
+        return TD_EINTERNAL;
+    unsigned int t = (unsigned int)cfg->mysql_timeout_s;
+    my_bool off = 0;
+    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &t);
+    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &t);
+    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &t);
+    mysql_options(m, MYSQL_OPT_RECONNECT, &off); /* we reconnect, knowing what was lost */
+    mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    /* Times are stored and shown in UTC; READ COMMITTED keeps the stock CAS
+     * and duplicate lookups seeing the latest committed rows. */
+    mysql_options(m, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
+    mysql_options(m, MYSQL_INIT_COMMAND, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    const char *sock = cfg->mysql_socket[0] ? cfg->mysql_socket : NULL;
+    if (mysql_real_connect(m, sock ? NULL : cfg->mysql_host, cfg->mysql_user, cfg->mysql_password,
+                           cfg->mysql_db, (unsigned int)cfg->mysql_port, sock, 0) == NULL) {
+        metrics_inc(M_DEP_ERRORS_MYSQL);
+        log_warn("mysql: connect to %s:%d failed: %s", sock ? sock : cfg->mysql_host,
+                 cfg->mysql_port, mysql_error(m));
+        mysql_close(m);
+        return TD_EUNAVAIL;
+    }
+    c->m = m;
+    return TD_OK;
+}
+
+int db_conn(struct db_conn **out)
+{
+    struct db_conn *c = pthread_getspecific(conn_key);
+    *out = NULL;
+    if (c == NULL) {
+        c = xcalloc(1, sizeof *c);
+        c->stmts = xcalloc((size_t)sql_count, sizeof *c->stmts);
+        pthread_setspecific(conn_key, c);
+    }
+    if (c->m == NULL) {
+        int rc = connect_thread(c);
+        if (rc != TD_OK)
+            return rc;
+    }
+    *out = c;
+    return TD_OK;
+}
+
+static int simple(struct db_conn *c, const char *q)
+{
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    if (mysql_real_query(c->m, q, strlen(q)) != 0)
+        return fail(c, mysql_errno(c->m), mysql_error(c->m), q);
+    return TD_OK;
+}
+
+int db_begin(struct db_conn *c)
+{
+    return simple(c, "START TRANSACTION");
+}
+
+int db_commit(struct db_conn *c)
+{
+    return simple(c, "COMMIT");
+}
+
+void db_rollback(struct db_conn *c)
+{
+    if (c->m != NULL && mysql_rollback(c->m) != 0)
+        fail(c, mysql_errno(c->m), mysql_error(c->m), "ROLLBACK");
+}
+
+int db_ping(struct db_conn *c)
+{
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    if (mysql_ping(c->m) != 0)
+        return fail(c, mysql_errno(c->m), mysql_error(c->m), "ping");
+    return TD_OK;
+}
+
+const char *db_dup_key(const struct db_conn *c)
+{
+    return c->dup_key;
+}
+
+static int prepare(struct db_conn *c, int id, MYSQL_STMT **out)
+{
+    *out = NULL;
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    if (c->stmts[id] == NULL) {
+        MYSQL_STMT *s = mysql_stmt_init(c->m);
+        if (s == NULL)
+            return TD_EINTERNAL;
+        if (mysql_stmt_prepare(s, sql_table[id], strlen(sql_table[id])) != 0) {
+            int rc = fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[id]);
+            mysql_stmt_close(s);
+            return rc;
+        }
+        c->stmts[id] = s;
+    }
+    *out = c->stmts[id];
+    return TD_OK;
+}
+
+static void bind_args(MYSQL_BIND *b, const struct db_arg *args, int nargs)
+{
+    memset(b, 0, sizeof(MYSQL_BIND) * (size_t)nargs);
+    for (int i = 0; i < nargs; i++) {
+        switch (args[i].type) {
+        case DB_INT:
+            b[i].buffer_type = MYSQL_TYPE_LONGLONG;
+            b[i].buffer = (void *)&args[i].i;
+            break;
+        case DB_STR:
+            b[i].buffer_type = MYSQL_TYPE_STRING;
+            b[i].buffer = (void *)args[i].s;
+            b[i].buffer_length = args[i].len;
+            b[i].length = (unsigned long *)&args[i].len;
+            break;
+        case DB_NULL:
+            b[i].buffer_type = MYSQL_TYPE_NULL;
+            break;
+        }
+    }
+}
+
+/* Prepares (once), binds and executes. */
+static int run(struct db_conn *c, int id, const struct db_arg *args, int nargs, MYSQL_STMT **out)
+{
+    MYSQL_STMT *s;
+    MYSQL_BIND b[DB_MAX_ARGS];
+    *out = NULL;
+    int rc = prepare(c, id, &s);
+    if (rc != TD_OK)
+        return rc;
+    if (nargs > DB_MAX_ARGS || mysql_stmt_param_count(s) != (unsigned long)nargs) {
+        log_error("mysql: statement %d takes %lu arguments, given %d", id,
+                  mysql_stmt_param_count(s), nargs);
+        return TD_EINTERNAL;
+    }
+    bind_args(b, args, nargs);
+    if (nargs > 0 && mysql_stmt_bind_param(s, b) != 0)
+        return fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[id]);
+    if (mysql_stmt_execute(s) != 0)
+        return fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[id]);
+    *out = s;
+    return TD_OK;
+}
+
+int db_exec(struct db_conn *c, int stmt, const struct db_arg *args, int nargs, uint64_t *affected,
+            uint64_t *insert_id)
+{
+    MYSQL_STMT *s;
+    int rc = run(c, stmt, args, nargs, &s);
+    if (rc != TD_OK)
+        return rc;
+    if (affected != NULL)
+        *affected = (uint64_t)mysql_stmt_affected_rows(s);
+    if (insert_id != NULL)
+        *insert_id = (uint64_t)mysql_stmt_insert_id(s);
+    return TD_OK;
+}
+
+struct col_state {
+    MYSQL_BIND b[DB_MAX_COLS];
+    unsigned long len[DB_MAX_COLS];
+    my_bool is_null[DB_MAX_COLS];
+    my_bool error[DB_MAX_COLS];
+    long long ints[DB_MAX_COLS];
+};
+
+static void bind_cols(struct col_state *st, const struct db_col *cols, int ncols)
+{
+    memset(st, 0, sizeof *st);
+    for (int i = 0; i < ncols; i++) {
+        MYSQL_BIND *b = &st->b[i];
+        b->length = &st->len[i];
+        b->is_null = &st->is_null[i];
+        b->error = &st->error[i];
+        if (cols[i].type == DB_INT) {
+            b->buffer_type = MYSQL_TYPE_LONGLONG;
+            b->buffer = &st->ints[i];
+        } else {
+            b->buffer_type = MYSQL_TYPE_STRING;
+            b->buffer = cols[i].dst;
+            b->buffer_length = cols[i].cap - 1; /* room for the NUL */
+        }
+    }
+}
+
+/* Copies a fetched row out of st into the callers' buffers. */
+static void store_cols(struct col_state *st, const struct db_col *cols, int ncols)
+{
+    for (int i = 0; i < ncols; i++) {
+        if (cols[i].type == DB_INT) {
+            *(int64_t *)cols[i].dst = st->is_null[i] ? 0 : (int64_t)st->ints[i];
+        } else {
+            char *p = cols[i].dst;
+            p[st->is_null[i] ? 0 : st->len[i]] = '\0';
+        }
+    }
+}
+
+int db_rows(struct db_conn *c, int stmt, const struct db_arg *args, int nargs,
+            const struct db_col *cols, int ncols, int (*each)(void *ctx), void *ctx)
+{
+    MYSQL_STMT *s;
+    struct col_state st;
+    int rc = run(c, stmt, args, nargs, &s);
+    if (rc != TD_OK)
+        return rc;
+    /* Buffer the (small, LIMITed) result so that freeing it mid-way never
+     * leaves unread rows on the wire. */
+    if (mysql_stmt_store_result(s) != 0)
+        return fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[stmt]);
+    if (ncols > DB_MAX_COLS || mysql_stmt_field_count(s) != (unsigned int)ncols) {
+        log_error("mysql: statement %d returns %u columns, expected %d", stmt,
+                  mysql_stmt_field_count(s), ncols);
+        mysql_stmt_free_result(s);
+        conn_close(c);
+        return TD_EINTERNAL;
+    }
+    bind_cols(&st, cols, ncols);
+    if (mysql_stmt_bind_result(s, st.b) != 0) {
+        rc = fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[stmt]);
+        goto out;
+    }
+    rc = TD_ENOTFOUND;
+    for (;;) {
+        int f = mysql_stmt_fetch(s);
+        if (f == MYSQL_NO_DATA)
+            break;
+        if (f == MYSQL_DATA_TRUNCATED) {
+            log_error("mysql: a value of statement %d does not fit its buffer", stmt);
+            rc = TD_EINTERNAL;
+            break;
+        }
+        if (f != 0) {
+            rc = fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[stmt]);
+            goto out;
+        }
+        store_cols(&st, cols, ncols);
+        rc = TD_OK;
+        if (each == NULL)
+            break;
+        int stop = each(ctx);
+        if (stop != 0) {
+            rc = stop;
+            break;
+        }
+    }
+out:
+    /* Discard what was not read, so the connection stays in sync. */
+    if (c->m != NULL)
+        mysql_stmt_free_result(s);
+    return rc;
+}
+
+int db_row(struct db_conn *c, int stmt, const struct db_arg *args, int nargs,
+           const struct db_col *cols, int ncols)
+{
+    return db_rows(c, stmt, args, nargs, cols, ncols, NULL, NULL);
+}

@@ -1,0 +1,79 @@
+/* db.h - a thin layer over the MariaDB/MySQL C API's prepared statements:
+ * one connection per thread, statements prepared once per connection from
+ * a table of SQL, arguments and result columns described by small arrays.
+ * Only store_*.c include this; only db.c includes <mysql.h>.
+ *
+ * Every call maps MySQL's error numbers onto td_err: 1062 is TD_EDUP,
+ * 1213 and 1205 TD_ERETRY, lost or refused connections TD_EUNAVAIL (and the
+ * connection is dropped so the next call reconnects). */
+#ifndef TICKETD_DB_H
+#define TICKETD_DB_H
+
+#include "config.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum db_type { DB_INT, DB_STR, DB_NULL };
+
+struct db_arg {
+    enum db_type type;
+    long long i;
+    const char *s;
+    unsigned long len;
+};
+
+#define DB_I(v) ((struct db_arg){.type = DB_INT, .i = (long long)(v)})
+#define DB_S(v) ((struct db_arg){.type = DB_STR, .s = (v), .len = (unsigned long)strlen(v)})
+#define DB_NUL  ((struct db_arg){.type = DB_NULL})
+
+/* A result column: DB_INT into an int64_t, DB_STR into a char buffer of
+ * cap bytes (NUL-terminated; a longer value is an error). */
+struct db_col {
+    enum db_type type;
+    void *dst;
+    size_t cap;
+};
+
+#define DB_COL_I(p) ((struct db_col){.type = DB_INT, .dst = (p), .cap = 0})
+#define DB_COL_S(b) ((struct db_col){.type = DB_STR, .dst = (b), .cap = sizeof(b)})
+
+/* Statements are named by index into the SQL table given to db_init. */
+int db_init(const struct config *cfg, const char *const *sql, int nsql);
+void db_thread_release(void);
+void db_cleanup(void);
+
+struct db_conn;
+
+/* The calling thread's connection, connecting if needed. */
+int db_conn(struct db_conn **out);
+
+int db_begin(struct db_conn *c);
+int db_commit(struct db_conn *c);
+/* Rolls back; always explicit, because a lock wait timeout rolls back only
+ * the statement and a later COMMIT would keep the rest. */
+void db_rollback(struct db_conn *c);
+int db_ping(struct db_conn *c);
+
+/* Runs a statement that returns no rows. *affected and *insert_id may be
+ * NULL. Duplicate-key errors also copy the key name into dup_key (if not
+ * NULL, 64 bytes). */
+int db_exec(struct db_conn *c, int stmt, const struct db_arg *args, int nargs, uint64_t *affected,
+            uint64_t *insert_id);
+
+/* The name of the unique key behind the last TD_EDUP on c ("" if none). */
+const char *db_dup_key(const struct db_conn *c);
+
+/* Runs a query and reads its first row into cols. TD_ENOTFOUND when there
+ * is none. */
+int db_row(struct db_conn *c, int stmt, const struct db_arg *args, int nargs,
+           const struct db_col *cols, int ncols);
+
+/* Runs a query and calls each(ctx) after every row is read into cols; a
+ * non-zero return from each stops and is returned. */
+int db_rows(struct db_conn *c, int stmt, const struct db_arg *args, int nargs,
+            const struct db_col *cols, int ncols, int (*each)(void *ctx), void *ctx);
+
+#endif

@@ -1,0 +1,86 @@
+#include "defenses.h"
+
+#include "err.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    enum defense bit;
+    const char *name;
+} names[] = {
+    {DEFENSE_RESPONSE_CACHE, "response-cache"}, {DEFENSE_INFLIGHT_KEY, "inflight-key"},
+    {DEFENSE_SESSION_LOCK, "session-lock"},     {DEFENSE_TOKEN, "token"},
+    {DEFENSE_STOCK_CAS, "stock-cas"},           {DEFENSE_UNIQUE_INDEX, "unique-index"},
+    {DEFENSE_CALLBACK_DEDUP, "callback-dedup"}, {DEFENSE_CONSUMER_DEDUP, "consumer-dedup"},
+};
+
+#define N_NAMES (sizeof names / sizeof names[0])
+
+const char *defense_name(enum defense d)
+{
+    for (size_t i = 0; i < N_NAMES; i++) {
+        if (names[i].bit == d)
+            return names[i].name;
+    }
+    return "unknown";
+}
+
+int defenses_parse(const char *spec, unsigned *out, char *err, size_t cap)
+{
+    unsigned on = spec[0] == '-' ? DEFENSES_ALL : 0;
+    const char *p = spec;
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        char item[32];
+        if (n == 0 || n >= sizeof item) {
+            snprintf(err, cap, "empty or overlong item");
+            return TD_EINVAL;
+        }
+        memcpy(item, p, n);
+        item[n] = '\0';
+        p += n;
+        if (*p == ',')
+            p++;
+        bool off = item[0] == '-';
+        const char *name = off ? item + 1 : item;
+        if (strcmp(name, "all") == 0) {
+            on = off ? 0 : DEFENSES_ALL;
+            continue;
+        }
+        if (strcmp(name, "none") == 0 && !off) {
+            on = 0;
+            continue;
+        }
+        unsigned bit = 0;
+        for (size_t i = 0; i < N_NAMES; i++) {
+            if (strcmp(names[i].name, name) == 0)
+                bit = names[i].bit;
+        }
+        if (bit == 0) {
+            snprintf(err, cap, "unknown defence '%s'", name);
+            return TD_EINVAL;
+        }
+        on = off ? on & ~bit : on | bit;
+    }
+    *out = on;
+    return TD_OK;
+}
+
+int defenses_check_env(unsigned on, const char *env)
+{
+    bool any_off = false;
+    for (size_t i = 0; i < N_NAMES; i++) {
+        if ((on & names[i].bit) == 0) {
+            any_off = true;
+            log_warn("DEFENCE SWITCHED OFF: %s -- duplicates it would stop will get through",
+                     names[i].name);
+        }
+    }
+    if (any_off && strcmp(env, "demo") != 0) {
+        log_error("defences may only be switched off with TICKETD_ENV=demo (it is %s)", env);
+        return TD_EINVAL;
+    }
+    return TD_OK;
+}

@@ -1,0 +1,39 @@
+/* defenses.h - which of ticketd's defences against duplicates are on.
+ *
+ * All are on by default. TICKETD_DEFENSES can switch single ones off so a
+ * demo can show the damage each one prevents; that is refused unless
+ * TICKETD_ENV=demo, and logged loudly when allowed. Pure. */
+#ifndef TICKETD_DEFENSES_H
+#define TICKETD_DEFENSES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum defense {
+    DEFENSE_RESPONSE_CACHE = 1u << 0,
+    DEFENSE_INFLIGHT_KEY = 1u << 1,
+    DEFENSE_SESSION_LOCK = 1u << 2,
+    DEFENSE_TOKEN = 1u << 3,
+    DEFENSE_STOCK_CAS = 1u << 4,
+    DEFENSE_UNIQUE_INDEX = 1u << 5,
+    DEFENSE_CALLBACK_DEDUP = 1u << 6,
+    DEFENSE_CONSUMER_DEDUP = 1u << 7,
+};
+
+#define DEFENSES_ALL 0xffu
+
+/* Parses "all", "none", or a comma list of names (response-cache,
+ * inflight-key, session-lock, token, stock-cas, unique-index,
+ * callback-dedup, consumer-dedup), each optionally prefixed with '-' to
+ * switch it off. A list that starts with '-' starts from all on.
+ * Returns TD_OK or TD_EINVAL with a reason in err. */
+int defenses_parse(const char *spec, unsigned *out, char *err, size_t cap);
+
+/* Logs every switched-off defence. Returns TD_EINVAL (logged) if any is off
+ * and env is not "demo". */
+int defenses_check_env(unsigned on, const char *env);
+
+/* The name of one defence bit, e.g. "session-lock". */
+const char *defense_name(enum defense d);
+
+#endif

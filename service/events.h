@@ -1,0 +1,18 @@
+/* events.h - ticketd's background work: the expiry sweep, the outbox
+ * relay and the stream consumers, each on its own thread.
+ *
+ * `ticketd serve` runs them beside the HTTP server unless
+ * TICKETD_WORKERS=0; `ticketd worker` runs only them. Any number of
+ * processes may run them at once against one Redis and one database. */
+#ifndef TICKETD_EVENTS_H
+#define TICKETD_EVENTS_H
+
+struct app;
+struct events;
+
+/* Starts the background threads. Returns a new handle, or NULL (logged). */
+struct events *events_start(struct app *app);
+/* Asks every thread to stop, joins them, frees e. NULL is accepted. */
+void events_stop(struct events *e);
+
+#endif

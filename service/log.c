@@ -1,0 +1,126 @@
+#include "log.h"
+
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+enum log_level log_min_level = LOG_INFO;
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+void log_set_level(enum log_level level)
+{
+    log_min_level = level;
+}
+
+int log_parse_level(const char *s, enum log_level *out)
+{
+    for (size_t i = 0; i < sizeof level_names / sizeof level_names[0]; i++) {
+        if (strcmp(s, level_names[i]) == 0) {
+            *out = (enum log_level)i;
+            return TD_OK;
+        }
+    }
+    return TD_EINVAL;
+}
+
+static size_t format_ts(char *out, size_t cap)
+{
+    struct timeval tv;
+    struct tm tm;
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+    n += (size_t)snprintf(out + n, cap - n, ".%03dZ", (int)(tv.tv_usec / 1000));
+    return n;
+}
+
+size_t log_json_escape(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    if (cap == 0)
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        char esc[8];
+        const char *add = esc;
+        size_t len;
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            len = 2;
+        } else if (*p == '\n') {
+            add = "\\n";
+            len = 2;
+        } else if (*p < 0x20) {
+            len = (size_t)snprintf(esc, sizeof esc, "\\u%04x", *p);
+        } else {
+            esc[0] = (char)*p;
+            len = 1;
+        }
+        if (o + len >= cap)
+            break;
+        memcpy(out + o, add, len);
+        o += len;
+    }
+    out[o] = '\0';
+    return o;
+}
+
+/* Lines are assembled in a stack buffer and written with one write(2), so
+ * lines from different threads never interleave. */
+static void emit(char *line, size_t n, size_t cap)
+{
+    if (n >= cap - 1)
+        n = cap - 2;
+    line[n++] = '\n';
+    ssize_t w = write(STDOUT_FILENO, line, n);
+    (void)w;
+}
+
+void log_write(enum log_level level, const char *fmt, ...)
+{
+    char msg[1536];
+    char esc[2048];
+    char line[2304];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_json_escape(msg, esc, sizeof esc);
+    size_t n = (size_t)snprintf(line, sizeof line, "{\"ts\":\"");
+    n += format_ts(line + n, sizeof line - n);
+    n += (size_t)snprintf(line + n, sizeof line - n, "\",\"level\":\"%s\",\"msg\":\"%s\"}",
+                          level_names[level], esc);
+    emit(line, n, sizeof line);
+}
+
+void log_access(const char *request_id, const char *method, const char *route, int status,
+                double duration_ms, const char *code, const char *layer)
+{
+    if (LOG_INFO < log_min_level)
+        return;
+    char rid[160], m[32], r[96], c[64], l[64];
+    char line[1024];
+    log_json_escape(request_id ? request_id : "", rid, sizeof rid);
+    log_json_escape(method ? method : "", m, sizeof m);
+    log_json_escape(route ? route : "", r, sizeof r);
+    log_json_escape(code ? code : "", c, sizeof c);
+    log_json_escape(layer ? layer : "", l, sizeof l);
+    size_t n = (size_t)snprintf(line, sizeof line, "{\"ts\":\"");
+    n += format_ts(line + n, sizeof line - n);
+    n += (size_t)snprintf(line + n, sizeof line - n,
+                          "\",\"level\":\"info\",\"msg\":\"access\",\"request_id\":\"%s\","
+                          "\"method\":\"%s\",\"route\":\"%s\",\"status\":%d,\"duration_ms\":%.3f",
+                          rid, m, r, status, duration_ms);
+    if (code != NULL)
+        n += (size_t)snprintf(line + n, sizeof line - n, ",\"code\":\"%s\"", c);
+    if (layer != NULL)
+        n += (size_t)snprintf(line + n, sizeof line - n, ",\"layer\":\"%s\"", l);
+    n += (size_t)snprintf(line + n, sizeof line - n, "}");
+    emit(line, n, sizeof line);
+}

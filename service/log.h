@@ -1,0 +1,41 @@
+/* log.h - JSON log lines on stdout, one object per line.
+ *
+ * Every line has "ts" (RFC 3339 UTC with milliseconds), "level" and "msg".
+ * The level check happens in the macro, before the arguments are evaluated,
+ * so debug lines cost nothing when they are off. Thread-safe: each line is
+ * written with one write(2). */
+#ifndef TICKETD_LOG_H
+#define TICKETD_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+
+extern enum log_level log_min_level;
+
+void log_set_level(enum log_level level);
+/* Parses "debug", "info", "warn" or "error". Returns 0 or TD_EINVAL. */
+int log_parse_level(const char *s, enum log_level *out);
+
+void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_at(level, ...)                                                                         \
+    do {                                                                                           \
+        if ((level) >= log_min_level)                                                              \
+            log_write((level), __VA_ARGS__);                                                       \
+    } while (0)
+#define log_debug(...) log_at(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...)  log_at(LOG_INFO, __VA_ARGS__)
+#define log_warn(...)  log_at(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_at(LOG_ERROR, __VA_ARGS__)
+
+/* The access log line of one request. Strings may be NULL. */
+void log_access(const char *request_id, const char *method, const char *route, int status,
+                double duration_ms, const char *code, const char *layer);
+
+/* Writes s as the inside of a JSON string (no quotes) into out (cap bytes,
+ * NUL-terminated, truncated if needed). Returns the length written. */
+size_t log_json_escape(const char *s, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,239 @@
+#include "metrics.h"
+
+#include "router.h"
+#include "util.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct metric_def {
+    const char *name;
+    const char *labels; /* already formatted, e.g. "layer=\"token\"", or "" */
+    const char *type;
+    const char *help;
+};
+
+/* Rows that share a name must be adjacent: HELP and TYPE are written once
+ * per name, at its first row. */
+static const struct metric_def defs[M_COUNT] = {
+    [M_ORDERS_CREATED] = {"ticketd_orders_created_total", "", "counter", "Orders created."},
+    [M_STOCK_CONFLICTS] = {"ticketd_stock_conflicts_total", "", "counter",
+                           "Orders refused because the stock compare-and-set found too little."},
+    [M_TX_RETRIES] = {"ticketd_transaction_retries_total", "", "counter",
+                      "Transactions retried after a deadlock or lock wait timeout."},
+    [M_DUP_RESPONSE_CACHE] = {"ticketd_duplicates_blocked_total", "layer=\"response-cache\"",
+                              "counter", "Duplicate requests answered or refused, by defence."},
+    [M_DUP_UNIQUE_INDEX] = {"ticketd_duplicates_blocked_total", "layer=\"unique-index\"", NULL,
+                            NULL},
+    [M_DUP_INFLIGHT_KEY] = {"ticketd_duplicates_blocked_total", "layer=\"inflight-key\"", NULL,
+                            NULL},
+    [M_DUP_SESSION_LOCK] = {"ticketd_duplicates_blocked_total", "layer=\"session-lock\"", NULL,
+                            NULL},
+    [M_DUP_TOKEN] = {"ticketd_duplicates_blocked_total", "layer=\"token\"", NULL, NULL},
+    [M_DUP_KEY_REUSED] = {"ticketd_duplicates_blocked_total", "layer=\"fingerprint\"", NULL, NULL},
+    [M_DEP_ERRORS_REDIS] = {"ticketd_dependency_errors_total", "dependency=\"redis\"", "counter",
+                            "Failed calls to a dependency."},
+    [M_DEP_ERRORS_MYSQL] = {"ticketd_dependency_errors_total", "dependency=\"mysql\"", NULL, NULL},
+    [M_REDIS_DEGRADED] = {"ticketd_redis_degraded_requests_total", "", "counter",
+                          "Order requests served without the Redis defences (policy degrade)."},
+    [M_PAYMENTS_APPLIED] = {"ticketd_payment_callbacks_total", "outcome=\"APPLIED\"", "counter",
+                            "Payment callbacks processed for the first time, by outcome."},
+    [M_PAYMENTS_FAILED] = {"ticketd_payment_callbacks_total", "outcome=\"PAYMENT_FAILED\"", NULL,
+                           NULL},
+    [M_PAYMENTS_DUPLICATE] = {"ticketd_payment_callbacks_total", "outcome=\"DUPLICATE_PAYMENT\"",
+                              NULL, NULL},
+    [M_PAYMENTS_LATE] = {"ticketd_payment_callbacks_total", "outcome=\"LATE_PAYMENT\"", NULL, NULL},
+    [M_PAYMENTS_MISMATCH] = {"ticketd_payment_callbacks_total", "outcome=\"AMOUNT_MISMATCH\"", NULL,
+                             NULL},
+    [M_PAYMENTS_REPLAYED] = {"ticketd_payment_callbacks_replayed_total", "", "counter",
+                             "Payment callbacks answered from the stored outcome of their txn_id."},
+    [M_ORDERS_CANCELLED] = {"ticketd_orders_cancelled_total", "cause=\"user\"", "counter",
+                            "Orders cancelled, stock given back."},
+    [M_ORDERS_EXPIRED] = {"ticketd_orders_cancelled_total", "cause=\"expired\"", NULL, NULL},
+    [M_EVENTS_PUBLISHED] = {"ticketd_events_published_total", "", "counter",
+                            "Outbox rows relayed to the event stream."},
+    [M_EVENTS_CONSUMED_POINTS] = {"ticketd_events_consumed_total", "consumer=\"points\"", "counter",
+                                  "Events whose effect a consumer applied."},
+    [M_EVENTS_CONSUMED_TICKETING] = {"ticketd_events_consumed_total", "consumer=\"ticketing\"",
+                                     NULL, NULL},
+    [M_EVENTS_DUPLICATE_POINTS] = {"ticketd_events_duplicates_skipped_total", "consumer=\"points\"",
+                                   "counter", "Redelivered events acknowledged without effect."},
+    [M_EVENTS_DUPLICATE_TICKETING] = {"ticketd_events_duplicates_skipped_total",
+                                      "consumer=\"ticketing\"", NULL, NULL},
+    [M_EVENTS_RECLAIMED] = {"ticketd_events_reclaimed_total", "", "counter",
+                            "Pending events taken over from an idle consumer."},
+    [M_EVENTS_DEAD_LETTERED] = {"ticketd_events_dead_lettered_total", "", "counter",
+                                "Events moved to the dead-letter stream."},
+    [M_OUTBOX_BACKLOG] = {"ticketd_outbox_backlog", "", "gauge",
+                          "Outbox rows not yet relayed, at the relay's last look."},
+    [M_STREAM_LAG] = {"ticketd_stream_pending", "", "gauge",
+                      "Stream entries delivered but not yet acknowledged."},
+    [M_INFLIGHT_REQUESTS] = {"ticketd_inflight_requests", "", "gauge",
+                             "HTTP requests being served now."},
+};
+
+static _Atomic int64_t values[M_COUNT];
+
+/* Latency buckets in seconds, Prometheus style (cumulative at render). */
+static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                 0.05,   0.1,   0.25,   0.5,   1,    2.5};
+#define N_BUCKETS (sizeof buckets / sizeof buckets[0])
+
+/* Statuses ticketd answers; anything else counts as "other". */
+static const int statuses[] = {200, 201, 204, 400, 401, 403, 404,
+                               405, 409, 413, 415, 422, 500, 503};
+#define N_STATUSES    (sizeof statuses / sizeof statuses[0])
+#define N_ROUTE_SLOTS (ROUTE_COUNT + 2) /* + not found, method not allowed */
+
+static _Atomic uint64_t req_count[N_ROUTE_SLOTS][N_STATUSES + 1];
+static _Atomic uint64_t req_bucket[N_ROUTE_SLOTS][N_BUCKETS + 1];
+static _Atomic uint64_t req_sum_us[N_ROUTE_SLOTS];
+
+void metrics_add(enum metric m, int64_t n)
+{
+    atomic_fetch_add_explicit(&values[m], n, memory_order_relaxed);
+}
+
+void metrics_inc(enum metric m)
+{
+    metrics_add(m, 1);
+}
+
+void metrics_set(enum metric m, int64_t v)
+{
+    atomic_store_explicit(&values[m], v, memory_order_relaxed);
+}
+
+int64_t metrics_get(enum metric m)
+{
+    return atomic_load_explicit(&values[m], memory_order_relaxed);
+}
+
+static int route_slot(int route)
+{
+    if (route >= 0 && route < ROUTE_COUNT)
+        return route;
+    return route == ROUTE_METHOD_NOT_ALLOWED ? ROUTE_COUNT + 1 : ROUTE_COUNT;
+}
+
+void metrics_request(int route, int status, double seconds)
+{
+    int slot = route_slot(route);
+    size_t si = N_STATUSES;
+    for (size_t i = 0; i < N_STATUSES; i++) {
+        if (statuses[i] == status) {
+            si = i;
+            break;
+        }
+    }
+    size_t b = N_BUCKETS;
+    for (size_t i = 0; i < N_BUCKETS; i++) {
+        if (seconds <= buckets[i]) {
+            b = i;
+            break;
+        }
+    }
+    atomic_fetch_add_explicit(&req_count[slot][si], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&req_bucket[slot][b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&req_sum_us[slot], (uint64_t)(seconds * 1e6), memory_order_relaxed);
+}
+
+/* A growing text buffer for the rendering; bounded by the fixed series. */
+struct text {
+    char *p;
+    size_t len, cap;
+};
+
+static void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void text_printf(struct text *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        t->cap *= 2;
+        t->p = xrealloc(t->p, t->cap);
+    }
+}
+
+static const char *slot_label(int slot)
+{
+    if (slot < ROUTE_COUNT)
+        return router_pattern(slot);
+    return slot == ROUTE_COUNT ? "(unmatched)" : "(method not allowed)";
+}
+
+char *metrics_render(size_t *len)
+{
+    struct text t = {xmalloc(16384), 0, 16384};
+    t.p[0] = '\0';
+    const char *last = "";
+    for (int i = 0; i < M_COUNT; i++) {
+        const struct metric_def *d = &defs[i];
+        if (strcmp(d->name, last) != 0) {
+            /* The first row of a name carries its help and type. */
+            text_printf(&t, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help, d->name, d->type);
+            last = d->name;
+        }
+        if (d->labels[0] != '\0')
+            text_printf(&t, "%s{%s} %lld\n", d->name, d->labels, (long long)metrics_get(i));
+        else
+            text_printf(&t, "%s %lld\n", d->name, (long long)metrics_get(i));
+    }
+
+    text_printf(&t, "# HELP ticketd_http_requests_total HTTP requests by route and status.\n"
+                    "# TYPE ticketd_http_requests_total counter\n");
+    for (int s = 0; s < N_ROUTE_SLOTS; s++) {
+        for (size_t i = 0; i <= N_STATUSES; i++) {
+            uint64_t v = atomic_load_explicit(&req_count[s][i], memory_order_relaxed);
+            if (v == 0)
+                continue;
+            if (i < N_STATUSES)
+                text_printf(&t, "ticketd_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+                            slot_label(s), statuses[i], (unsigned long long)v);
+            else
+                text_printf(&t, "ticketd_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
+                            slot_label(s), (unsigned long long)v);
+        }
+    }
+
+    text_printf(&t, "# HELP ticketd_http_request_duration_seconds Request latency by route.\n"
+                    "# TYPE ticketd_http_request_duration_seconds histogram\n");
+    for (int s = 0; s < N_ROUTE_SLOTS; s++) {
+        uint64_t counts[N_BUCKETS + 1];
+        uint64_t total = 0;
+        for (size_t b = 0; b <= N_BUCKETS; b++) {
+            counts[b] = atomic_load_explicit(&req_bucket[s][b], memory_order_relaxed);
+            total += counts[b];
+        }
+        if (total == 0)
+            continue;
+        uint64_t cum = 0;
+        for (size_t b = 0; b < N_BUCKETS; b++) {
+            cum += counts[b];
+            text_printf(&t,
+                        "ticketd_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} "
+                        "%llu\n",
+                        slot_label(s), buckets[b], (unsigned long long)cum);
+        }
+        text_printf(&t,
+                    "ticketd_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+                    slot_label(s), (unsigned long long)total);
+        uint64_t sum_us = atomic_load_explicit(&req_sum_us[s], memory_order_relaxed);
+        text_printf(&t, "ticketd_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n",
+                    slot_label(s), (double)sum_us / 1e6);
+        text_printf(&t, "ticketd_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+                    slot_label(s), (unsigned long long)total);
+    }
+    *len = t.len;
+    return t.p;
+}

@@ -1,0 +1,60 @@
+/* metrics.h - process-wide counters, gauges and the request latency
+ * histogram, rendered in the Prometheus text format for GET /metrics.
+ *
+ * Every update is one relaxed atomic add: safe from any thread and cheap
+ * enough for the hot path. Labels are fixed at compile time, so the number
+ * of series is bounded whatever clients send. */
+#ifndef TICKETD_METRICS_H
+#define TICKETD_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum metric {
+    M_ORDERS_CREATED,
+    M_STOCK_CONFLICTS,
+    M_TX_RETRIES,
+    M_DUP_RESPONSE_CACHE,
+    M_DUP_UNIQUE_INDEX,
+    M_DUP_INFLIGHT_KEY,
+    M_DUP_SESSION_LOCK,
+    M_DUP_TOKEN,
+    M_DUP_KEY_REUSED,
+    M_DEP_ERRORS_REDIS,
+    M_DEP_ERRORS_MYSQL,
+    M_REDIS_DEGRADED,
+    M_PAYMENTS_APPLIED,
+    M_PAYMENTS_FAILED,
+    M_PAYMENTS_DUPLICATE,
+    M_PAYMENTS_LATE,
+    M_PAYMENTS_MISMATCH,
+    M_PAYMENTS_REPLAYED,
+    M_ORDERS_CANCELLED,
+    M_ORDERS_EXPIRED,
+    M_EVENTS_PUBLISHED,
+    M_EVENTS_CONSUMED_POINTS,
+    M_EVENTS_CONSUMED_TICKETING,
+    M_EVENTS_DUPLICATE_POINTS,
+    M_EVENTS_DUPLICATE_TICKETING,
+    M_EVENTS_RECLAIMED,
+    M_EVENTS_DEAD_LETTERED,
+    M_OUTBOX_BACKLOG,    /* gauge */
+    M_STREAM_LAG,        /* gauge */
+    M_INFLIGHT_REQUESTS, /* gauge */
+    M_COUNT
+};
+
+/* Adds n to a counter (or a gauge). */
+void metrics_add(enum metric m, int64_t n);
+void metrics_inc(enum metric m);
+void metrics_set(enum metric m, int64_t v);
+int64_t metrics_get(enum metric m);
+
+/* Records one finished request. route is a route id (router.h) or one of
+ * the negative ROUTE_* values; status any HTTP status. */
+void metrics_request(int route, int status, double seconds);
+
+/* Returns the new text of every metric (caller frees). */
+char *metrics_render(size_t *len);
+
+#endif

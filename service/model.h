@@ -1,0 +1,52 @@
+/* model.h - ticketd's domain records as plain C structs: what the store
+ * reads and writes and the API turns into JSON. No library headers. */
+#ifndef TICKETD_MODEL_H
+#define TICKETD_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TITLE_MAX      200 /* characters */
+#define ORDER_NO_LEN   20
+#define REQUEST_ID_MAX 64
+#define TXN_ID_MAX     64
+#define TIME_LEN       24 /* "2026-12-01T08:00:00Z" */
+
+struct session {
+    int64_t id;
+    char title[TITLE_MAX * 4 + 1]; /* UTF-8 */
+    int64_t price_cents;
+    int64_t capacity;
+    int64_t stock;
+    int64_t version;
+};
+
+enum order_status {
+    ORDER_PENDING_PAYMENT,
+    ORDER_PAID,
+    ORDER_TICKETED,
+    ORDER_COMPLETED,
+    ORDER_CANCELLED,
+    ORDER_STATUS_COUNT
+};
+
+struct order {
+    int64_t id;
+    char order_no[ORDER_NO_LEN + 1];
+    int64_t user_id;
+    int64_t session_id;
+    char request_id[REQUEST_ID_MAX + 1];
+    int64_t quantity;
+    int64_t amount_cents;
+    enum order_status status;
+    int64_t version;
+    char created_at[TIME_LEN + 1];
+    char updated_at[TIME_LEN + 1];
+};
+
+/* "PENDING_PAYMENT" and so on; static strings. */
+const char *order_status_name(enum order_status s);
+/* Returns true and sets *out when name is a status name. */
+bool order_status_parse(const char *name, enum order_status *out);
+
+#endif

@@ -1,0 +1,210 @@
+#include "redis.h"
+
+#include "err.h"
+#include "log.h"
+#include "metrics.h"
+#include "util.h"
+
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+/* After a failure the thread leaves Redis alone this long, so a dead or
+ * paused Redis costs one timeout per thread per back-off, not per request. */
+#define REDIS_BACKOFF_MS 500
+#define REDIS_MAX_ARGS   32
+
+struct redis_conn {
+    redisContext *ctx;
+    int64_t retry_at_ms;
+};
+
+static const struct config *cfg;
+static pthread_key_t conn_key;
+
+static void conn_destroy(void *p)
+{
+    struct redis_conn *c = p;
+    if (c == NULL)
+        return;
+    if (c->ctx != NULL)
+        redisFree(c->ctx);
+    free(c);
+}
+
+int redis_init(const struct config *config)
+{
+    cfg = config;
+    if (pthread_key_create(&conn_key, conn_destroy) != 0)
+        return TD_EINTERNAL;
+    return TD_OK;
+}
+
+void redis_thread_release(void)
+{
+    conn_destroy(pthread_getspecific(conn_key));
+    pthread_setspecific(conn_key, NULL);
+}
+
+void redis_cleanup(void)
+{
+    redis_thread_release();
+    pthread_key_delete(conn_key);
+}
+
+void redis_script_prepare(struct redis_script *s)
+{
+    unsigned char md[SHA_DIGEST_LENGTH];
+    SHA1((const unsigned char *)s->source, strlen(s->source), md);
+    hex_encode(md, sizeof md, s->sha);
+}
+
+static struct timeval ms_to_tv(int ms)
+{
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    return tv;
+}
+
+static void drop(struct redis_conn *c, const char *why)
+{
+    metrics_inc(M_DEP_ERRORS_REDIS);
+    log_warn("redis: %s (backing off %d ms)", why, REDIS_BACKOFF_MS);
+    if (c->ctx != NULL) {
+        redisFree(c->ctx);
+        c->ctx = NULL;
+    }
+    c->retry_at_ms = mono_ms() + REDIS_BACKOFF_MS;
+}
+
+static int get_conn(struct redis_conn **out)
+{
+    struct redis_conn *c = pthread_getspecific(conn_key);
+    *out = NULL;
+    if (c == NULL) {
+        c = xcalloc(1, sizeof *c);
+        pthread_setspecific(conn_key, c);
+    }
+    if (c->ctx == NULL) {
+        if (mono_ms() < c->retry_at_ms)
+            return TD_EUNAVAIL;
+        struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
+        c->ctx = redisConnectWithTimeout(cfg->redis_host, cfg->redis_port, tv);
+        if (c->ctx == NULL || c->ctx->err) {
+            char why[160];
+            snprintf(why, sizeof why, "connect to %s:%d failed: %s", cfg->redis_host,
+                     cfg->redis_port, c->ctx ? c->ctx->errstr : "out of memory");
+            drop(c, why);
+            return TD_EUNAVAIL;
+        }
+        if (redisSetTimeout(c->ctx, tv) != REDIS_OK || redisEnableKeepAlive(c->ctx) != REDIS_OK) {
+            drop(c, "cannot set socket options");
+            return TD_EUNAVAIL;
+        }
+    }
+    *out = c;
+    return TD_OK;
+}
+
+/* Errors Redis gives while it cannot serve (starting, replica without a
+ * master, script stuck) mean "unavailable", not "bug". */
+static bool transient_error(const char *msg)
+{
+    return strncmp(msg, "LOADING", 7) == 0 || strncmp(msg, "BUSY", 4) == 0 ||
+           strncmp(msg, "MASTERDOWN", 10) == 0 || strncmp(msg, "TRYAGAIN", 8) == 0 ||
+           strncmp(msg, "CLUSTERDOWN", 11) == 0 || strncmp(msg, "READONLY", 8) == 0;
+}
+
+static int send_argv(struct redis_conn *c, int argc, const char **argv, const size_t *lens,
+                     redisReply **reply)
+{
+    size_t l[REDIS_MAX_ARGS];
+    if (argc > REDIS_MAX_ARGS)
+        return TD_EINTERNAL;
+    for (int i = 0; i < argc; i++)
+        l[i] = lens != NULL ? lens[i] : strlen(argv[i]);
+    redisReply *r = redisCommandArgv(c->ctx, argc, argv, l);
+    if (r == NULL) {
+        char why[160];
+        snprintf(why, sizeof why, "%s failed: %s", argv[0], c->ctx->errstr);
+        drop(c, why);
+        return TD_EUNAVAIL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        int rc = TD_EINTERNAL;
+        if (strncmp(r->str, "NOSCRIPT", 8) == 0) {
+            rc = TD_ENOTFOUND; /* redis_eval retries with EVAL */
+        } else if (transient_error(r->str)) {
+            metrics_inc(M_DEP_ERRORS_REDIS);
+            log_warn("redis: %s: %s", argv[0], r->str);
+            rc = TD_EUNAVAIL;
+        } else {
+            metrics_inc(M_DEP_ERRORS_REDIS);
+            log_error("redis: %s: %s", argv[0], r->str);
+        }
+        freeReplyObject(r);
+        return rc;
+    }
+    *reply = r;
+    return TD_OK;
+}
+
+int redis_command(int argc, const char **argv, const size_t *lens, redisReply **reply)
+{
+    struct redis_conn *c;
+    *reply = NULL;
+    int rc = get_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    rc = send_argv(c, argc, argv, lens, reply);
+    return rc == TD_ENOTFOUND ? TD_EINTERNAL : rc;
+}
+
+int redis_command_blocking(int argc, const char **argv, const size_t *lens, int block_ms,
+                           redisReply **reply)
+{
+    struct redis_conn *c;
+    *reply = NULL;
+    int rc = get_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    redisSetTimeout(c->ctx, ms_to_tv(block_ms + cfg->redis_timeout_ms));
+    rc = send_argv(c, argc, argv, lens, reply);
+    if (c->ctx != NULL)
+        redisSetTimeout(c->ctx, ms_to_tv(cfg->redis_timeout_ms));
+    return rc == TD_ENOTFOUND ? TD_EINTERNAL : rc;
+}
+
+int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, const char **args,
+               redisReply **reply)
+{
+    const char *argv[REDIS_MAX_ARGS];
+    char n[16];
+    struct redis_conn *c;
+    *reply = NULL;
+    if (3 + nkeys + nargs > REDIS_MAX_ARGS)
+        return TD_EINTERNAL;
+    int rc = get_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    snprintf(n, sizeof n, "%d", nkeys);
+    argv[0] = "EVALSHA";
+    argv[1] = s->sha;
+    argv[2] = n;
+    for (int i = 0; i < nkeys; i++)
+        argv[3 + i] = keys[i];
+    for (int i = 0; i < nargs; i++)
+        argv[3 + nkeys + i] = args[i];
+    rc = send_argv(c, 3 + nkeys + nargs, argv, NULL, reply);
+    if (rc == TD_ENOTFOUND) {
+        argv[0] = "EVAL";
+        argv[1] = s->source;
+        rc = send_argv(c, 3 + nkeys + nargs, argv, NULL, reply);
+        if (rc == TD_ENOTFOUND)
+            rc = TD_EINTERNAL;
+    }
+    return rc;
+}

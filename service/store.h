@@ -1,0 +1,66 @@
+/* store.h - the database port: everything ticketd keeps durably.
+ *
+ * The domain calls these; store_mysql.c implements them on MariaDB/MySQL
+ * and the unit tests link fakes in its place. Each call runs on the
+ * calling thread's own connection (connections are never shared), opened
+ * on first use and reopened after any error. All functions are safe to
+ * call from any thread. Errors: TD_EUNAVAIL when the database cannot be
+ * reached or timed out, TD_ERETRY after a deadlock or lock wait timeout
+ * (the transaction was rolled back and may be run again), TD_EINTERNAL
+ * for anything unexpected. Out-parameters are cleared on entry. */
+#ifndef TICKETD_STORE_H
+#define TICKETD_STORE_H
+
+#include "config.h"
+#include "model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Remembers cfg's connection settings (borrowed; must outlive the store)
+ * and initialises the client library. Connects nothing. Call once, before
+ * any thread uses the store. */
+int store_init(const struct config *cfg);
+/* Closes the calling thread's connection. Threads that end through
+ * pthread_exit or returning get this automatically. */
+void store_thread_release(void);
+void store_cleanup(void);
+
+/* Returns TD_OK when the database answers a ping. */
+int store_ping(void);
+
+int store_session_create(const char *title, int64_t price_cents, int64_t stock,
+                         struct session *out);
+/* TD_ENOTFOUND when there is no such session. */
+int store_session_get(int64_t id, struct session *out);
+
+struct order_draft {
+    const char *order_no;
+    int64_t user_id;
+    int64_t session_id;
+    const char *request_id;
+    int64_t quantity;
+};
+
+/* One transaction: read the session's price, insert the order (unique
+ * index first: a duplicate takes no stock row lock), take the stock by
+ * compare-and-set, write the history row, commit. Returns TD_OK with the
+ * new order in *out; TD_ENOTFOUND for an unknown session; TD_EDUP when the
+ * (user, session, request) key exists (look it up with
+ * store_order_find_request); TD_ECONFLICT when the stock is too low; or
+ * TD_ERETRY / TD_EUNAVAIL / TD_EINTERNAL. Nothing is written on error. */
+int store_order_create(const struct order_draft *d, struct order *out);
+
+/* The order of a (user, session, request) key. TD_ENOTFOUND if none. */
+int store_order_find_request(int64_t user_id, int64_t session_id, const char *request_id,
+                             struct order *out);
+
+/* The order with this number, if it belongs to user_id (any user when
+ * user_id is 0). TD_ENOTFOUND otherwise. */
+int store_order_get(const char *order_no, int64_t user_id, struct order *out);
+
+/* Up to limit orders of user_id with id < before_id (0: from the newest),
+ * newest first, into out[]; *n is how many. */
+int store_order_list(int64_t user_id, int64_t before_id, int limit, struct order *out, int *n);
+
+#endif

@@ -1,0 +1,301 @@
+/* store_mysql.c - the store port on MariaDB/MySQL. Every statement is a
+ * prepared statement from the table below; every transaction that fails is
+ * rolled back explicitly before the error is returned. */
+#include "store.h"
+
+#include "db.h"
+#include "err.h"
+#include "log.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define ORDER_COLS                                                                                 \
+    "id, order_no, user_id, session_id, request_id, quantity, amount_cents, status, version, "     \
+    "DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%sZ'), DATE_FORMAT(updated_at, '%Y-%m-%dT%H:%i:%sZ')"
+
+enum stmt {
+    S_SESSION_INSERT,
+    S_SESSION_GET,
+    S_SESSION_PRICE,
+    S_ORDER_INSERT,
+    S_STOCK_TAKE,
+    S_HISTORY_INSERT,
+    S_ORDER_BY_REQUEST,
+    S_ORDER_BY_NO,
+    S_ORDER_BY_NO_USER,
+    S_ORDER_LIST,
+    S_ORDER_LIST_BEFORE,
+    S_COUNT
+};
+
+static const char *const sql[S_COUNT] = {
+    [S_SESSION_INSERT] = "INSERT INTO sessions (title, price_cents, capacity, stock, version) "
+                         "VALUES (?, ?, ?, ?, 0)",
+    [S_SESSION_GET] = "SELECT id, title, price_cents, capacity, stock, version FROM sessions "
+                      "WHERE id = ?",
+    [S_SESSION_PRICE] = "SELECT price_cents FROM sessions WHERE id = ?",
+    [S_ORDER_INSERT] = "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, "
+                       "amount_cents, status, version, created_at, updated_at) "
+                       "VALUES (?, ?, ?, ?, ?, ?, 'PENDING_PAYMENT', 1, ?, ?)",
+    /* The stock compare-and-set: never read-modify-write. */
+    [S_STOCK_TAKE] = "UPDATE sessions SET stock = stock - ?, version = version + 1 "
+                     "WHERE id = ? AND stock >= ?",
+    [S_HISTORY_INSERT] = "INSERT INTO order_history (order_id, from_status, to_status, version, "
+                         "cause, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+    [S_ORDER_BY_REQUEST] = "SELECT " ORDER_COLS " FROM orders "
+                           "WHERE user_id = ? AND session_id = ? AND request_id = ?",
+    [S_ORDER_BY_NO] = "SELECT " ORDER_COLS " FROM orders WHERE order_no = ?",
+    [S_ORDER_BY_NO_USER] = "SELECT " ORDER_COLS " FROM orders WHERE order_no = ? AND user_id = ?",
+    [S_ORDER_LIST] = "SELECT " ORDER_COLS " FROM orders WHERE user_id = ? "
+                     "ORDER BY id DESC LIMIT ?",
+    [S_ORDER_LIST_BEFORE] = "SELECT " ORDER_COLS " FROM orders WHERE user_id = ? AND id < ? "
+                            "ORDER BY id DESC LIMIT ?",
+};
+
+int store_init(const struct config *cfg)
+{
+    return db_init(cfg, sql, S_COUNT);
+}
+
+void store_thread_release(void)
+{
+    db_thread_release();
+}
+
+void store_cleanup(void)
+{
+    db_cleanup();
+}
+
+int store_ping(void)
+{
+    struct db_conn *c;
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    return db_ping(c);
+}
+
+/* Now, as the database's DATETIME(3) text and as RFC 3339 for the API. The
+ * service clock stamps rows so that a new order needs no read-back. */
+static void now_stamps(char db[32], char api[TIME_LEN + 1])
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(db, 32, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(db + n, 32 - n, ".%03d", (int)(ts.tv_nsec / 1000000) % 1000);
+    strftime(api, TIME_LEN + 1, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int store_session_create(const char *title, int64_t price_cents, int64_t stock, struct session *out)
+{
+    struct db_conn *c;
+    uint64_t id = 0;
+    memset(out, 0, sizeof *out);
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg args[] = {DB_S(title), DB_I(price_cents), DB_I(stock), DB_I(stock)};
+    rc = db_exec(c, S_SESSION_INSERT, args, 4, NULL, &id);
+    if (rc != TD_OK)
+        return rc;
+    out->id = (int64_t)id;
+    snprintf(out->title, sizeof out->title, "%s", title);
+    out->price_cents = price_cents;
+    out->capacity = stock;
+    out->stock = stock;
+    out->version = 0;
+    return TD_OK;
+}
+
+int store_session_get(int64_t id, struct session *out)
+{
+    struct db_conn *c;
+    memset(out, 0, sizeof *out);
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg args[] = {DB_I(id)};
+    struct db_col cols[] = {DB_COL_I(&out->id),          DB_COL_S(out->title),
+                            DB_COL_I(&out->price_cents), DB_COL_I(&out->capacity),
+                            DB_COL_I(&out->stock),       DB_COL_I(&out->version)};
+    return db_row(c, S_SESSION_GET, args, 1, cols, 6);
+}
+
+/* Reading an order: the columns of ORDER_COLS into o (status as text). */
+struct order_row {
+    struct order o;
+    char status[24];
+    struct db_col cols[11];
+};
+
+static void order_row_bind(struct order_row *r)
+{
+    memset(&r->o, 0, sizeof r->o);
+    struct db_col cols[11] = {
+        DB_COL_I(&r->o.id),           DB_COL_S(r->o.order_no),   DB_COL_I(&r->o.user_id),
+        DB_COL_I(&r->o.session_id),   DB_COL_S(r->o.request_id), DB_COL_I(&r->o.quantity),
+        DB_COL_I(&r->o.amount_cents), DB_COL_S(r->status),       DB_COL_I(&r->o.version),
+        DB_COL_S(r->o.created_at),    DB_COL_S(r->o.updated_at),
+    };
+    memcpy(r->cols, cols, sizeof cols);
+}
+
+static int order_row_finish(struct order_row *r)
+{
+    if (!order_status_parse(r->status, &r->o.status)) {
+        log_error("order %s has unknown status %s", r->o.order_no, r->status);
+        return TD_EINTERNAL;
+    }
+    return TD_OK;
+}
+
+static int order_query(int stmt, const struct db_arg *args, int nargs, struct order *out)
+{
+    struct db_conn *c;
+    struct order_row r;
+    memset(out, 0, sizeof *out);
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    order_row_bind(&r);
+    rc = db_row(c, stmt, args, nargs, r.cols, 11);
+    if (rc == TD_OK)
+        rc = order_row_finish(&r);
+    if (rc == TD_OK)
+        *out = r.o;
+    return rc;
+}
+
+int store_order_create(const struct order_draft *d, struct order *out)
+{
+    struct db_conn *c;
+    char db_now[32], api_now[TIME_LEN + 1];
+    int64_t price = 0;
+    uint64_t affected = 0, id = 0;
+    memset(out, 0, sizeof *out);
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    now_stamps(db_now, api_now);
+
+    rc = db_begin(c);
+    if (rc != TD_OK)
+        goto out;
+
+    struct db_arg sid[] = {DB_I(d->session_id)};
+    struct db_col pcol[] = {DB_COL_I(&price)};
+    rc = db_row(c, S_SESSION_PRICE, sid, 1, pcol, 1);
+    if (rc != TD_OK)
+        goto out;
+    int64_t amount = price * d->quantity;
+
+    /* The unique index (user_id, session_id, request_id) decides here. The
+     * insert goes first: a duplicate is refused before any stock row lock
+     * is taken, which keeps the hot session's row free for real orders. */
+    struct db_arg ins[] = {DB_S(d->order_no),   DB_I(d->user_id),  DB_I(d->session_id),
+                           DB_S(d->request_id), DB_I(d->quantity), DB_I(amount),
+                           DB_S(db_now),        DB_S(db_now)};
+    rc = db_exec(c, S_ORDER_INSERT, ins, 8, NULL, &id);
+    if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_orders_order_no") == 0)
+        rc = TD_ERETRY; /* a random order number collided: run again with a new one */
+    if (rc != TD_OK)
+        goto out;
+
+    struct db_arg take[] = {DB_I(d->quantity), DB_I(d->session_id), DB_I(d->quantity)};
+    rc = db_exec(c, S_STOCK_TAKE, take, 3, &affected, NULL);
+    if (rc != TD_OK)
+        goto out;
+    if (affected != 1) {
+        rc = TD_ECONFLICT;
+        goto out;
+    }
+
+    struct db_arg hist[] = {DB_I(id), DB_NUL,         DB_S("PENDING_PAYMENT"),
+                            DB_I(1),  DB_S("create"), DB_S(db_now)};
+    rc = db_exec(c, S_HISTORY_INSERT, hist, 6, NULL, NULL);
+    if (rc != TD_OK)
+        goto out;
+    rc = db_commit(c);
+    if (rc != TD_OK)
+        goto out;
+
+    out->id = (int64_t)id;
+    snprintf(out->order_no, sizeof out->order_no, "%s", d->order_no);
+    out->user_id = d->user_id;
+    out->session_id = d->session_id;
+    snprintf(out->request_id, sizeof out->request_id, "%s", d->request_id);
+    out->quantity = d->quantity;
+    out->amount_cents = amount;
+    out->status = ORDER_PENDING_PAYMENT;
+    out->version = 1;
+    memcpy(out->created_at, api_now, sizeof out->created_at);
+    memcpy(out->updated_at, api_now, sizeof out->updated_at);
+out:
+    if (rc != TD_OK)
+        db_rollback(c);
+    return rc;
+}
+
+int store_order_find_request(int64_t user_id, int64_t session_id, const char *request_id,
+                             struct order *out)
+{
+    struct db_arg args[] = {DB_I(user_id), DB_I(session_id), DB_S(request_id)};
+    return order_query(S_ORDER_BY_REQUEST, args, 3, out);
+}
+
+int store_order_get(const char *order_no, int64_t user_id, struct order *out)
+{
+    if (user_id == 0) {
+        struct db_arg args[] = {DB_S(order_no)};
+        return order_query(S_ORDER_BY_NO, args, 1, out);
+    }
+    struct db_arg args[] = {DB_S(order_no), DB_I(user_id)};
+    return order_query(S_ORDER_BY_NO_USER, args, 2, out);
+}
+
+struct list_ctx {
+    struct order_row *row;
+    struct order *out;
+    int n;
+    int max;
+};
+
+static int list_each(void *p)
+{
+    struct list_ctx *l = p;
+    int rc = order_row_finish(l->row);
+    if (rc != TD_OK)
+        return rc;
+    if (l->n < l->max)
+        l->out[l->n++] = l->row->o;
+    return 0;
+}
+
+int store_order_list(int64_t user_id, int64_t before_id, int limit, struct order *out, int *n)
+{
+    struct db_conn *c;
+    struct order_row r;
+    *n = 0;
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    order_row_bind(&r);
+    struct list_ctx l = {&r, out, 0, limit};
+    if (before_id > 0) {
+        struct db_arg args[] = {DB_I(user_id), DB_I(before_id), DB_I(limit)};
+        rc = db_rows(c, S_ORDER_LIST_BEFORE, args, 3, r.cols, 11, list_each, &l);
+    } else {
+        struct db_arg args[] = {DB_I(user_id), DB_I(limit)};
+        rc = db_rows(c, S_ORDER_LIST, args, 2, r.cols, 11, list_each, &l);
+    }
+    if (rc == TD_ENOTFOUND)
+        rc = TD_OK;
+    *n = l.n;
+    return rc;
+}

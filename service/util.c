@@ -1,0 +1,203 @@
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+static void oom(size_t n)
+{
+    fprintf(stderr, "{\"level\":\"fatal\",\"msg\":\"out of memory allocating %zu bytes\"}\n", n);
+    abort();
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        oom(n);
+    return p;
+}
+
+void *xcalloc(size_t count, size_t n)
+{
+    void *p = calloc(count ? count : 1, n ? n : 1);
+    if (p == NULL)
+        oom(count * n);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL)
+        oom(n);
+    return q;
+}
+
+char *xstrdup(const char *s)
+{
+    return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        abort();
+    char *p = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+void rand_bytes(void *buf, size_t n)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t got = getrandom(p, n, 0);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            fprintf(stderr, "{\"level\":\"fatal\",\"msg\":\"getrandom failed\"}\n");
+            abort();
+        }
+        p += got;
+        n -= (size_t)got;
+    }
+}
+
+uint64_t rand_below(uint64_t bound)
+{
+    /* Rejection sampling: drop the top slice that would bias the modulo. */
+    uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    uint64_t v;
+    do {
+        rand_bytes(&v, sizeof v);
+    } while (v >= limit);
+    return v % bound;
+}
+
+size_t b64url_len(size_t n)
+{
+    return (n * 4 + 2) / 3;
+}
+
+void b64url_encode(const unsigned char *in, size_t n, char *out)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t o = 0;
+    size_t i = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+        out[o++] = tab[v >> 18 & 63];
+        out[o++] = tab[v >> 12 & 63];
+        out[o++] = tab[v >> 6 & 63];
+        out[o++] = tab[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        out[o++] = tab[v >> 18 & 63];
+        out[o++] = tab[v >> 12 & 63];
+    } else if (n - i == 2) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
+        out[o++] = tab[v >> 18 & 63];
+        out[o++] = tab[v >> 12 & 63];
+        out[o++] = tab[v >> 6 & 63];
+    }
+    out[o] = '\0';
+}
+
+void hex_encode(const unsigned char *in, size_t n, char *out)
+{
+    static const char tab[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = tab[in[i] >> 4];
+        out[2 * i + 1] = tab[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t mono_ms(void)
+{
+    return mono_ns() / 1000000;
+}
+
+int64_t wall_s(void)
+{
+    return (int64_t)time(NULL);
+}
+
+void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    if (s == NULL || *s == '\0')
+        return false;
+    bool neg = false;
+    const char *p = s;
+    if (*p == '-') {
+        if (min >= 0)
+            return false;
+        neg = true;
+        p++;
+    }
+    if (*p == '\0')
+        return false;
+    /* Accumulate as a negative number so INT64_MIN fits. */
+    int64_t v = 0;
+    for (; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        int d = *p - '0';
+        if (v < (INT64_MIN + d) / 10)
+            return false;
+        v = v * 10 - d;
+    }
+    if (!neg) {
+        if (v == INT64_MIN)
+            return false;
+        v = -v;
+    }
+    if (v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool ct_equal(const void *a, const void *b, size_t n)
+{
+    const volatile unsigned char *x = a;
+    const volatile unsigned char *y = b;
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= x[i] ^ y[i];
+    return d == 0;
+}

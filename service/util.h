@@ -1,0 +1,51 @@
+/* util.h - small helpers every module uses: allocation that aborts on
+ * out-of-memory, randomness, encodings, clocks.
+ *
+ * Allocation failure is not an error ticketd can serve around, so the x*
+ * wrappers log and abort instead of returning NULL (as Redis's zmalloc
+ * does); callers never check them. Thread-safe. */
+#ifndef TICKETD_UTIL_H
+#define TICKETD_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t n);
+void *xrealloc(void *p, size_t n);
+/* Returns a new copy of s (caller frees). */
+char *xstrdup(const char *s);
+/* Returns a new copy of the first n bytes of s, NUL-terminated (caller frees). */
+char *xstrndup(const char *s, size_t n);
+/* Returns a new string formatted like printf (caller frees). */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Fills buf with n bytes from the kernel's CSPRNG. Aborts if it cannot. */
+void rand_bytes(void *buf, size_t n);
+/* A uniformly random integer in [0, bound). bound > 0. */
+uint64_t rand_below(uint64_t bound);
+
+/* Base64url without padding. out must hold b64url_len(n) + 1 bytes. */
+size_t b64url_len(size_t n);
+void b64url_encode(const unsigned char *in, size_t n, char *out);
+/* Lowercase hex. out must hold 2n + 1 bytes. */
+void hex_encode(const unsigned char *in, size_t n, char *out);
+
+/* Milliseconds on the monotonic clock, for durations and deadlines. */
+int64_t mono_ms(void);
+/* Nanoseconds on the monotonic clock. */
+int64_t mono_ns(void);
+/* Seconds since the epoch on the wall clock. */
+int64_t wall_s(void);
+/* Sleeps ms milliseconds (restarts after signals). */
+void sleep_ms(int64_t ms);
+
+/* Parses a whole decimal integer in [min, max]; no sign unless min < 0,
+ * no spaces, no leading '+'. Returns true and sets *out on success. */
+bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+
+/* Compares n bytes in time independent of where they differ. */
+bool ct_equal(const void *a, const void *b, size_t n);
+
+#endif
