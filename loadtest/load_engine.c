@@ -1,0 +1,559 @@
+#include "load_engine.h"
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* ticketd's answers are small; a body beyond this is cut (and still counted)
+ * so that a misbehaving server cannot grow the tool's memory. */
+#define LOAD_RESP_MAX (256 * 1024)
+
+struct load_engine {
+    struct load_engine_config cfg;
+    CURLM *multi;
+    CURL *control; /* easy handle of load_engine_call(), keeps its connection */
+    CURL **idle;   /* easy handles ready for reuse */
+    int idle_count;
+    int idle_cap;
+    long long started;
+    int rr;
+    bool stopped;
+    struct load_stats *stats;
+};
+
+/* Set from a signal handler: every engine stops starting requests. */
+static volatile sig_atomic_t engine_interrupted;
+
+void load_engine_interrupt(void)
+{
+    engine_interrupted = 1;
+}
+
+void *load_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n == 0 ? 1 : n, size == 0 ? 1 : size);
+
+    if (p == NULL) {
+        fprintf(stderr, "ticketd-load: out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+char *load_xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = load_xcalloc(1, n);
+
+    memcpy(p, s, n);
+    return p;
+}
+
+double load_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+long long load_unix_now(void)
+{
+    return (long long)time(NULL);
+}
+
+struct load_stats *load_stats_new(void)
+{
+    return load_xcalloc(1, sizeof(struct load_stats));
+}
+
+struct load_engine *load_engine_new(const struct load_engine_config *cfg)
+{
+    struct load_engine *e = load_xcalloc(1, sizeof(*e));
+
+    e->cfg = *cfg;
+    e->multi = curl_multi_init();
+    e->control = curl_easy_init();
+    e->stats = load_stats_new();
+    if (e->multi == NULL || e->control == NULL) {
+        load_engine_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void load_engine_free(struct load_engine *e)
+{
+    if (e == NULL)
+        return;
+    for (int i = 0; i < e->idle_count; i++)
+        curl_easy_cleanup(e->idle[i]);
+    free(e->idle);
+    if (e->control != NULL)
+        curl_easy_cleanup(e->control);
+    if (e->multi != NULL)
+        curl_multi_cleanup(e->multi);
+    free(e->stats);
+    free(e);
+}
+
+struct load_req *load_req_new(enum load_kind kind, const char *method, const char *fmt, ...)
+{
+    struct load_req *r = load_xcalloc(1, sizeof(*r));
+    va_list ap;
+
+    r->kind = kind;
+    r->method = method;
+    r->target = -1;
+    va_start(ap, fmt);
+    vsnprintf(r->path, sizeof(r->path), fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+void load_req_free(struct load_req *r)
+{
+    if (r == NULL)
+        return;
+    free(r->body);
+    curl_slist_free_all(r->headers);
+    json_decref(r->json);
+    free(r->resp);
+    free(r);
+}
+
+void load_req_header(struct load_req *r, const char *fmt, ...)
+{
+    char line[1024];
+    struct curl_slist *next;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    next = curl_slist_append(r->headers, line);
+    if (next == NULL) {
+        fprintf(stderr, "ticketd-load: out of memory\n");
+        abort();
+    }
+    r->headers = next;
+}
+
+void load_req_raw(struct load_req *r, const char *body, size_t len)
+{
+    free(r->body);
+    r->body = load_xcalloc(1, len + 1);
+    memcpy(r->body, body, len);
+    r->body_len = len;
+    load_req_header(r, "Content-Type: application/json");
+}
+
+void load_req_json(struct load_req *r, const json_t *obj)
+{
+    char *s = json_dumps(obj, JSON_COMPACT);
+
+    if (s == NULL) {
+        fprintf(stderr, "ticketd-load: out of memory\n");
+        abort();
+    }
+    load_req_raw(r, s, strlen(s));
+    free(s);
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userp)
+{
+    struct load_req *r = userp;
+    size_t n = size * nmemb;
+    size_t room;
+
+    if (r->resp_len >= LOAD_RESP_MAX)
+        return n;
+    room = LOAD_RESP_MAX - r->resp_len;
+    if (n > room)
+        n = room;
+    if (r->resp_len + n + 1 > r->resp_cap) {
+        size_t cap = r->resp_cap == 0 ? 1024 : r->resp_cap;
+        char *p;
+
+        while (cap < r->resp_len + n + 1)
+            cap *= 2;
+        p = realloc(r->resp, cap);
+        if (p == NULL) {
+            fprintf(stderr, "ticketd-load: out of memory\n");
+            abort();
+        }
+        r->resp = p;
+        r->resp_cap = cap;
+    }
+    memcpy(r->resp + r->resp_len, data, n);
+    r->resp_len += n;
+    r->resp[r->resp_len] = '\0';
+    return size * nmemb;
+}
+
+/* Copies the value of header line "Name: value\r\n" into out if the name
+ * matches, trimmed. */
+static bool header_value(const char *line, size_t len, const char *name, char *out, size_t outlen)
+{
+    size_t nlen = strlen(name);
+    size_t start;
+    size_t end;
+    size_t n;
+
+    if (len <= nlen || line[nlen] != ':' || strncasecmp(line, name, nlen) != 0)
+        return false;
+    start = nlen + 1;
+    while (start < len && (line[start] == ' ' || line[start] == '\t'))
+        start++;
+    end = len;
+    while (end > start && (line[end - 1] == '\r' || line[end - 1] == '\n' || line[end - 1] == ' ' ||
+                           line[end - 1] == '\t'))
+        end--;
+    n = end - start;
+    if (n >= outlen)
+        n = outlen - 1;
+    memcpy(out, line + start, n);
+    out[n] = '\0';
+    return true;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
+{
+    struct load_req *r = userp;
+    size_t n = size * nmemb;
+    char flag[16];
+
+    /* A new status line starts a new answer (after a 100 Continue). */
+    if (n > 5 && strncmp(data, "HTTP/", 5) == 0) {
+        r->layer[0] = '\0';
+        r->replayed = false;
+        return n;
+    }
+    if (header_value(data, n, "Idempotency-Layer", r->layer, sizeof(r->layer)))
+        return n;
+    if (header_value(data, n, "Idempotent-Replayed", flag, sizeof(flag)))
+        r->replayed = strcasecmp(flag, "true") == 0 || strcmp(flag, "?1") == 0;
+    return n;
+}
+
+static const char *target_of(struct load_engine *e, struct load_req *r)
+{
+    if (r->target < 0 || r->target >= e->cfg.target_count) {
+        r->target = e->rr % e->cfg.target_count;
+        e->rr = (e->rr + 1) % e->cfg.target_count;
+    }
+    return e->cfg.targets[r->target];
+}
+
+static int easy_setup(struct load_engine *e, CURL *h, struct load_req *r)
+{
+    char url[512];
+
+    snprintf(url, sizeof(url), "%s%s", target_of(e, r), r->path);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, e->cfg.timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, e->cfg.timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, r);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->error);
+    curl_easy_setopt(h, CURLOPT_VERBOSE, e->cfg.verbose > 1 ? 1L : 0L);
+    /* Never wait for 100 Continue: every body here is small. */
+    load_req_header(r, "Expect:");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->headers);
+    if (strcmp(r->method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body != NULL ? r->body : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)r->body_len);
+    } else {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    }
+    r->easy = h;
+    return 0;
+}
+
+static bool content_is_json(CURL *h)
+{
+    char *ct = NULL;
+
+    if (curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct) != CURLE_OK || ct == NULL)
+        return false;
+    return strncasecmp(ct, "application/json", 16) == 0 ||
+           strncasecmp(ct, "application/problem+json", 24) == 0;
+}
+
+/* Fills the answer fields of r from its transfer. */
+static void answer_fill(struct load_req *r, CURL *h, CURLcode res)
+{
+    const char *s;
+
+    r->t_end = load_now();
+    r->latency_us = (uint64_t)((r->t_end - r->t_start) * 1e6);
+    if (res != CURLE_OK) {
+        r->status = 0;
+        if (r->error[0] == '\0')
+            snprintf(r->error, sizeof(r->error), "%s", curl_easy_strerror(res));
+        return;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    if (r->resp_len > 0 && content_is_json(h))
+        r->json = json_loadb(r->resp, r->resp_len, 0, NULL);
+    if (r->json == NULL)
+        return;
+    if (r->status >= 400) {
+        s = json_string_value(json_object_get(r->json, "code"));
+        if (s != NULL)
+            snprintf(r->code, sizeof(r->code), "%s", s);
+    } else if (r->kind == LOAD_CALLBACK) {
+        /* A callback's answer is 200 whatever happened; what matters is
+         * the outcome and whether it was a replay of the first one. */
+        s = json_string_value(json_object_get(r->json, "outcome"));
+        if (s != NULL)
+            snprintf(r->code, sizeof(r->code), "%s", s);
+        if (json_is_true(json_object_get(r->json, "replayed")))
+            r->replayed = true;
+    }
+}
+
+static void stats_record(struct load_stats *st, const struct load_req *r)
+{
+    struct load_answer *a = NULL;
+
+    st->requests[r->kind]++;
+    if (r->status == 0) {
+        st->transport_errors[r->kind]++;
+        if (st->first_transport_error[0] == '\0')
+            snprintf(st->first_transport_error, sizeof(st->first_transport_error), "%s %s: %s",
+                     r->method, r->path, r->error);
+        return;
+    }
+    hist_add(&st->latency[r->kind], r->latency_us);
+    if (r->kind != LOAD_CONTROL)
+        hist_add(&st->latency_load, r->latency_us);
+    if (r->status >= 500)
+        st->server_errors[r->kind]++;
+    if (r->kind == LOAD_ORDER && r->status == 201 && !r->replayed)
+        st->orders_created++;
+    for (unsigned i = 0; i < st->answer_count; i++) {
+        struct load_answer *x = &st->answers[i];
+
+        if (x->kind == r->kind && x->status == r->status && x->replayed == r->replayed &&
+            strcmp(x->code, r->code) == 0 && strcmp(x->layer, r->layer) == 0) {
+            a = x;
+            break;
+        }
+    }
+    if (a == NULL) {
+        if (st->answer_count == LOAD_ANSWERS_MAX) {
+            st->answers_other++;
+            return;
+        }
+        a = &st->answers[st->answer_count++];
+        a->kind = r->kind;
+        a->status = r->status;
+        a->replayed = r->replayed;
+        snprintf(a->code, sizeof(a->code), "%s", r->code);
+        snprintf(a->layer, sizeof(a->layer), "%s", r->layer);
+    }
+    a->count++;
+}
+
+void load_stats_merge(struct load_stats *dst, const struct load_stats *src)
+{
+    for (int k = 0; k < LOAD_KIND_COUNT; k++) {
+        dst->requests[k] += src->requests[k];
+        dst->transport_errors[k] += src->transport_errors[k];
+        dst->server_errors[k] += src->server_errors[k];
+        hist_merge(&dst->latency[k], &src->latency[k]);
+    }
+    hist_merge(&dst->latency_load, &src->latency_load);
+    dst->orders_created += src->orders_created;
+    dst->answers_other += src->answers_other;
+    if (dst->first_transport_error[0] == '\0')
+        memcpy(dst->first_transport_error, src->first_transport_error,
+               sizeof(dst->first_transport_error));
+    if (src->elapsed_s > dst->elapsed_s)
+        dst->elapsed_s = src->elapsed_s;
+    for (unsigned i = 0; i < src->answer_count; i++) {
+        const struct load_answer *s = &src->answers[i];
+        bool merged = false;
+
+        for (unsigned j = 0; j < dst->answer_count; j++) {
+            struct load_answer *d = &dst->answers[j];
+
+            if (d->kind == s->kind && d->status == s->status && d->replayed == s->replayed &&
+                strcmp(d->code, s->code) == 0 && strcmp(d->layer, s->layer) == 0) {
+                d->count += s->count;
+                merged = true;
+                break;
+            }
+        }
+        if (merged)
+            continue;
+        if (dst->answer_count == LOAD_ANSWERS_MAX)
+            dst->answers_other += s->count;
+        else
+            dst->answers[dst->answer_count++] = *s;
+    }
+}
+
+long long load_engine_budget_left(const struct load_engine *e)
+{
+    long long left = 1LL << 60;
+
+    if (e->stopped || engine_interrupted)
+        return 0;
+    if (e->cfg.deadline > 0 && load_now() >= e->cfg.deadline)
+        return 0;
+    if (e->cfg.max_requests > 0)
+        left = e->cfg.max_requests - e->started;
+    return left > 0 ? left : 0;
+}
+
+void load_engine_stop(struct load_engine *e)
+{
+    e->stopped = true;
+}
+
+static CURL *easy_get(struct load_engine *e)
+{
+    if (e->idle_count > 0)
+        return e->idle[--e->idle_count];
+    return curl_easy_init();
+}
+
+static void easy_put(struct load_engine *e, CURL *h)
+{
+    if (e->idle_count == e->idle_cap) {
+        int cap = e->idle_cap == 0 ? 64 : e->idle_cap * 2;
+        CURL **p = realloc(e->idle, (size_t)cap * sizeof(*p));
+
+        if (p == NULL) {
+            curl_easy_cleanup(h);
+            return;
+        }
+        e->idle = p;
+        e->idle_cap = cap;
+    }
+    curl_easy_reset(h);
+    e->idle[e->idle_count++] = h;
+}
+
+static int engine_loop(struct load_engine *e, int concurrency, bool bounded, load_next_fn next,
+                       load_done_fn done, void *arg)
+{
+    double t0 = load_now();
+    int inflight = 0;
+    int rc = -1;
+
+    if (concurrency < 1)
+        concurrency = 1;
+    /* Keep one cached connection per slot so that bursts reuse warm
+     * connections instead of opening new ones. */
+    curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, (long)concurrency + 8);
+    for (;;) {
+        int running = 0;
+        int queued = 0;
+        CURLMsg *msg;
+
+        /* Start everything next() offers now, before transferring any of
+         * it, so that a group leaves together. */
+        while (inflight < concurrency && (!bounded || load_engine_budget_left(e) > 0)) {
+            struct load_req *r = next(arg, concurrency - inflight);
+            CURL *h;
+
+            if (r == NULL)
+                break;
+            h = easy_get(e);
+            if (h == NULL) {
+                load_req_free(r);
+                goto out;
+            }
+            easy_setup(e, h, r);
+            r->t_start = load_now();
+            if (curl_multi_add_handle(e->multi, h) != CURLM_OK) {
+                curl_easy_cleanup(h);
+                load_req_free(r);
+                goto out;
+            }
+            if (bounded)
+                e->started++;
+            inflight++;
+        }
+        if (inflight == 0)
+            break;
+        if (curl_multi_perform(e->multi, &running) != CURLM_OK)
+            goto out;
+        while ((msg = curl_multi_info_read(e->multi, &queued)) != NULL) {
+            struct load_req *r = NULL;
+            CURL *h = msg->easy_handle;
+
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
+            answer_fill(r, h, msg->data.result);
+            curl_multi_remove_handle(e->multi, h);
+            stats_record(e->stats, r);
+            inflight--;
+            if (e->cfg.verbose > 0)
+                fprintf(stderr, "%s %s -> %ld %s %s%s (%.1f ms)\n", r->method, r->path, r->status,
+                        r->code, r->layer, r->replayed ? " replayed" : "",
+                        (double)r->latency_us / 1000.0);
+            done(arg, r);
+            r->easy = NULL;
+            easy_put(e, h);
+            load_req_free(r);
+        }
+        if (inflight > 0 && running > 0 && curl_multi_poll(e->multi, NULL, 0, 50, NULL) != CURLM_OK)
+            goto out;
+    }
+    rc = 0;
+out:
+    if (bounded)
+        e->stats->elapsed_s += load_now() - t0;
+    return rc;
+}
+
+int load_engine_run(struct load_engine *e, int concurrency, load_next_fn next, load_done_fn done,
+                    void *arg)
+{
+    return engine_loop(e, concurrency, true, next, done, arg);
+}
+
+int load_engine_run_control(struct load_engine *e, int concurrency, load_next_fn next,
+                            load_done_fn done, void *arg)
+{
+    return engine_loop(e, concurrency, false, next, done, arg);
+}
+
+int load_engine_call(struct load_engine *e, struct load_req *r)
+{
+    CURLcode res;
+
+    r->kind = LOAD_CONTROL;
+    curl_easy_reset(e->control);
+    easy_setup(e, e->control, r);
+    r->t_start = load_now();
+    res = curl_easy_perform(e->control);
+    answer_fill(r, e->control, res);
+    r->easy = NULL;
+    stats_record(e->stats, r);
+    if (e->cfg.verbose > 0)
+        fprintf(stderr, "%s %s -> %ld %s\n", r->method, r->path, r->status, r->code);
+    return r->status == 0 ? -1 : 0;
+}
+
+const struct load_stats *load_engine_stats(const struct load_engine *e)
+{
+    return e->stats;
+}

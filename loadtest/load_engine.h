@@ -1,0 +1,185 @@
+/*
+ * load_engine.h - concurrent HTTP requests against one or more ticketd
+ * instances (libcurl multi interface), with every answer recorded.
+ *
+ * A scenario drives the engine with two callbacks: next() hands it the next
+ * request to start while a slot is free, done() receives each answer. All
+ * requests that next() returns in one go start together, before any of them
+ * is transferred, so a group of copies hits the server at the same moment.
+ *
+ * The engine enforces the run's bounds: no request is started past the
+ * request budget or the deadline; requests in flight are finished. Control
+ * requests (creating sessions, reading the audit) go through
+ * load_engine_call(), outside the budget.
+ *
+ * An engine and its requests belong to one thread; several engines may run
+ * in different threads.
+ */
+#ifndef LOADTEST_LOAD_ENGINE_H
+#define LOADTEST_LOAD_ENGINE_H
+
+#include "hist.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a request is for; the verdict counts and times them apart. */
+enum load_kind {
+    LOAD_ORDER,    /* POST /api/v1/orders */
+    LOAD_TOKEN,    /* POST /api/v1/tokens */
+    LOAD_CALLBACK, /* POST /api/v1/payments/callback */
+    LOAD_CANCEL,   /* POST /api/v1/orders/{no}/cancel */
+    LOAD_CONTROL,  /* set-up and checks: sessions, audit, /me, order reads */
+    LOAD_KIND_COUNT,
+};
+
+/* Distinct (kind, status, code, layer, replayed) answers kept apart; more
+ * than this and the rest are counted as "other". */
+#define LOAD_ANSWERS_MAX 160
+
+struct load_answer {
+    enum load_kind kind;
+    long status;
+    char code[40];  /* problem `code`, or the callback `outcome` */
+    char layer[32]; /* Idempotency-Layer */
+    bool replayed;  /* Idempotent-Replayed: true, or "replayed": true */
+    uint64_t count;
+};
+
+struct load_stats {
+    uint64_t requests[LOAD_KIND_COUNT];
+    uint64_t transport_errors[LOAD_KIND_COUNT];
+    uint64_t server_errors[LOAD_KIND_COUNT]; /* 5xx */
+    uint64_t orders_created;                 /* 201 on POST /orders, not replayed */
+    struct hist latency_load;                /* every kind but LOAD_CONTROL */
+    struct hist latency[LOAD_KIND_COUNT];
+    struct load_answer answers[LOAD_ANSWERS_MAX];
+    unsigned answer_count;
+    uint64_t answers_other;
+    char first_transport_error[600];
+    double elapsed_s; /* wall time spent in load_engine_run() */
+};
+
+struct load_req {
+    enum load_kind kind;
+    const char *method; /* "GET" or "POST", static */
+    char path[256];
+    char *body; /* owned; NULL sends an empty body */
+    size_t body_len;
+    struct curl_slist *headers; /* owned */
+    int target;                 /* index into the targets; -1: round robin */
+
+    /* Scenario's own bookkeeping, untouched by the engine. */
+    void *owner;
+    long tag;
+    long tag2;
+
+    /* The answer, filled in before done() is called. */
+    long status; /* 0 on a transport error */
+    char error[256];
+    char code[40];
+    char layer[32];
+    bool replayed;
+    json_t *json; /* the parsed body if it was JSON, else NULL; owned */
+    uint64_t latency_us;
+    double t_start;
+    double t_end;
+
+    /* Engine internals. */
+    void *easy;
+    char *resp;
+    size_t resp_len;
+    size_t resp_cap;
+};
+
+struct load_engine_config {
+    const char *const *targets; /* base URLs, e.g. http://127.0.0.1:8080; borrowed */
+    int target_count;
+    long timeout_ms;
+    long long max_requests; /* budget of load requests; <= 0: none */
+    double deadline;        /* monotonic seconds (load_now()); <= 0: none */
+    int verbose;
+};
+
+struct load_engine;
+
+/* Seconds on the monotonic clock. */
+double load_now(void);
+
+/* Unix time in seconds, for signatures. */
+long long load_unix_now(void);
+
+/* Returns a new engine, or NULL. The config is copied; its strings are
+ * borrowed and must outlive the engine. */
+struct load_engine *load_engine_new(const struct load_engine_config *cfg);
+void load_engine_free(struct load_engine *e);
+
+/* Returns a new request with method and path (printf format); abort on OOM. */
+struct load_req *load_req_new(enum load_kind kind, const char *method, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void load_req_free(struct load_req *r);
+
+/* Adds one header line ("Name: value", printf format). */
+void load_req_header(struct load_req *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Sets the body to the compact JSON of obj (borrowed) and adds the JSON
+ * Content-Type. */
+void load_req_json(struct load_req *r, const json_t *obj);
+
+/* Sets the raw body (copied), as given, for signed callbacks. */
+void load_req_raw(struct load_req *r, const char *body, size_t len);
+
+/* Returns the next request to start (the engine takes it), or NULL for
+ * "nothing more now". free_slots is how many more may start at once. */
+typedef struct load_req *(*load_next_fn)(void *arg, int free_slots);
+
+/* Receives a finished request; the engine frees it afterwards. */
+typedef void (*load_done_fn)(void *arg, struct load_req *r);
+
+/*
+ * Runs until next() has nothing more and nothing is in flight, or the
+ * budget or deadline is reached and everything in flight has finished.
+ * Returns 0, or -1 on an internal libcurl error.
+ */
+int load_engine_run(struct load_engine *e, int concurrency, load_next_fn next, load_done_fn done,
+                    void *arg);
+
+/* Like load_engine_run() but for control reads: outside the budget and
+ * the deadline (each request is still bounded by the timeout). */
+int load_engine_run_control(struct load_engine *e, int concurrency, load_next_fn next,
+                            load_done_fn done, void *arg);
+
+/* How many more load requests may start now: 0 once the budget is spent or
+ * the deadline has passed (or after load_engine_stop()). */
+long long load_engine_budget_left(const struct load_engine *e);
+
+/* Makes the budget zero: nothing new starts. */
+void load_engine_stop(struct load_engine *e);
+
+/* Makes every engine's budget zero (SIGINT); async-signal safe. */
+void load_engine_interrupt(void);
+
+/*
+ * Performs r now, synchronously, outside the budget and deadline, records
+ * it as LOAD_CONTROL and fills in the answer. The caller keeps r.
+ * Returns 0 if an HTTP answer arrived (any status), -1 on transport error.
+ */
+int load_engine_call(struct load_engine *e, struct load_req *r);
+
+/* Borrowed; valid for the engine's life. */
+const struct load_stats *load_engine_stats(const struct load_engine *e);
+
+/* Adds src's figures to dst (for several engines in one run). */
+void load_stats_merge(struct load_stats *dst, const struct load_stats *src);
+
+/* Returns a new zeroed stats object; abort on OOM. */
+struct load_stats *load_stats_new(void);
+
+/* Memory helpers that abort on out-of-memory, as a CLI tool may. */
+void *load_xcalloc(size_t n, size_t size);
+char *load_xstrdup(const char *s);
+
+#endif

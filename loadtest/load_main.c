@@ -1,0 +1,512 @@
+/*
+ * ticketd-load - load and replay scenarios against ticketd, with a verdict.
+ *
+ * Runs one named scenario against one or more ticketd instances, records
+ * every answer, then asks the service (session stock, /me points, the
+ * admin audit) whether any guarantee was broken, and prints a table.
+ * Exit code: 0 no damage, 2 damage found, 1 usage or connection errors.
+ */
+#include "load_engine.h"
+#include "load_scenario.h"
+#include "load_sign.h"
+#include "load_verdict.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+/* Secrets found in --config; the file's values outlive main's parsing. */
+static char config_jwt[512];
+static char config_pay[512];
+
+static void usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: ticketd-load SCENARIO [options]\n"
+        "Scenarios: %s\n"
+        "\n"
+        "Targets and bounds\n"
+        "  --target URL        ticketd base URL, repeatable (round robin); default\n"
+        "                      http://127.0.0.1:8080\n"
+        "  --requests N        stop starting requests after N (default 200000)\n"
+        "  --duration S        stop starting requests after S seconds (default 30)\n"
+        "  --concurrency C     requests in flight at once (default 32)\n"
+        "  --timeout MS        per request (default 10000)\n"
+        "\n"
+        "Scenario shape (0 or absent: the scenario's default)\n"
+        "  --rounds N          retry-storm keys (50), double-click bursts (50), flash sales (1)\n"
+        "  --copies N          retry-storm copies of each request (8)\n"
+        "  --burst N           double-click clicks per burst (2)\n"
+        "  --users N           flash-sale buyers (200); mq-redelivery users (orders/3)\n"
+        "  --seats N           flash-sale seats (10)\n"
+        "  --orders N          gateway-retry and mq-redelivery orders (100)\n"
+        "  --retries N         callback copies per txn_id (3)\n"
+        "  --sessions N        new-orders sessions (100)\n"
+        "  --stock N           stock of new-orders/hot-session sessions (1000000)\n"
+        "  --quantity N        seats per order (1)\n"
+        "  --price CENTS       price of the sessions created (1000)\n"
+        "  --session ID        order on this existing session instead of creating one\n"
+        "                      (its stock is then not checked)\n"
+        "  --no-token          send orders without X-Order-Token (only for a server run\n"
+        "                      with TICKETD_ORDER_TOKEN_REQUIRED=0)\n"
+        "\n"
+        "Credentials (flag, else environment, else --config file)\n"
+        "  --jwt-secret S      TICKETD_JWT_SECRET, to mint user and admin JWTs\n"
+        "  --pay-secret S      TICKETD_PAY_SECRET, to sign payment callbacks\n"
+        "  --config FILE       KEY=VALUE file (e.g. config/ticketd.env)\n"
+        "  --admin-user ID     user id of the admin JWT (1)\n"
+        "  --user-base N       first user id of the run (default: from the clock, so\n"
+        "                      every run has fresh users)\n"
+        "  --token-ttl S       lifetime of minted JWTs (3600)\n"
+        "\n"
+        "Verdict\n"
+        "  --settle S          wait up to S seconds for points and ticketing (20)\n"
+        "  --no-audit          do not read GET /api/v1/admin/audit\n"
+        "  --json FILE         also write the figures as JSON\n"
+        "  -v, --verbose       print every answer (twice: libcurl's trace too)\n",
+        scenario_names());
+}
+
+static int parse_ll(const char *s, long long min, long long max, long long *out)
+{
+    char *end = NULL;
+    long long v;
+
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_int(const char *s, int min, int max, int *out)
+{
+    long long v = 0;
+
+    if (parse_ll(s, min, max, &v) != 0)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Reads the two secrets from a KEY=VALUE file (Compose env_file format:
+ * comments, blank lines, optional quotes). */
+static int config_read(const char *path)
+{
+    char line[1024];
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL) {
+        fprintf(stderr, "ticketd-load: cannot read %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *eq = strchr(line, '=');
+        char *val;
+        size_t n;
+
+        if (line[0] == '#' || eq == NULL)
+            continue;
+        *eq = '\0';
+        val = eq + 1;
+        n = strlen(val);
+        while (n > 0 && (val[n - 1] == '\n' || val[n - 1] == '\r' || val[n - 1] == ' '))
+            val[--n] = '\0';
+        if (n >= 2 && (val[0] == '"' || val[0] == '\'') && val[n - 1] == val[0]) {
+            val[n - 1] = '\0';
+            val++;
+        }
+        if (strcmp(line, "TICKETD_JWT_SECRET") == 0)
+            snprintf(config_jwt, sizeof(config_jwt), "%s", val);
+        else if (strcmp(line, "TICKETD_PAY_SECRET") == 0)
+            snprintf(config_pay, sizeof(config_pay), "%s", val);
+    }
+    fclose(f);
+    return 0;
+}
+
+static const char *first_set(const char *flag, const char *env_name, const char *file)
+{
+    const char *e = getenv(env_name);
+
+    if (flag != NULL && flag[0] != '\0')
+        return flag;
+    if (e != NULL && e[0] != '\0')
+        return e;
+    if (file != NULL && file[0] != '\0')
+        return file;
+    return NULL;
+}
+
+static int opts_parse(int argc, char **argv, struct load_opts *o)
+{
+    enum {
+        OPT_TARGET = 256,
+        OPT_REQUESTS,
+        OPT_DURATION,
+        OPT_CONCURRENCY,
+        OPT_TIMEOUT,
+        OPT_ROUNDS,
+        OPT_COPIES,
+        OPT_BURST,
+        OPT_USERS,
+        OPT_SEATS,
+        OPT_ORDERS,
+        OPT_RETRIES,
+        OPT_SESSIONS,
+        OPT_STOCK,
+        OPT_QUANTITY,
+        OPT_PRICE,
+        OPT_SESSION,
+        OPT_NO_TOKEN,
+        OPT_JWT_SECRET,
+        OPT_PAY_SECRET,
+        OPT_CONFIG,
+        OPT_ADMIN_USER,
+        OPT_USER_BASE,
+        OPT_TOKEN_TTL,
+        OPT_SETTLE,
+        OPT_NO_AUDIT,
+        OPT_JSON,
+        OPT_SCENARIO,
+        OPT_HELP,
+    };
+    static const struct option longopts[] = {
+        {"target", required_argument, NULL, OPT_TARGET},
+        {"requests", required_argument, NULL, OPT_REQUESTS},
+        {"duration", required_argument, NULL, OPT_DURATION},
+        {"concurrency", required_argument, NULL, OPT_CONCURRENCY},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"rounds", required_argument, NULL, OPT_ROUNDS},
+        {"copies", required_argument, NULL, OPT_COPIES},
+        {"burst", required_argument, NULL, OPT_BURST},
+        {"users", required_argument, NULL, OPT_USERS},
+        {"seats", required_argument, NULL, OPT_SEATS},
+        {"orders", required_argument, NULL, OPT_ORDERS},
+        {"retries", required_argument, NULL, OPT_RETRIES},
+        {"sessions", required_argument, NULL, OPT_SESSIONS},
+        {"stock", required_argument, NULL, OPT_STOCK},
+        {"quantity", required_argument, NULL, OPT_QUANTITY},
+        {"price", required_argument, NULL, OPT_PRICE},
+        {"session", required_argument, NULL, OPT_SESSION},
+        {"no-token", no_argument, NULL, OPT_NO_TOKEN},
+        {"jwt-secret", required_argument, NULL, OPT_JWT_SECRET},
+        {"pay-secret", required_argument, NULL, OPT_PAY_SECRET},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"admin-user", required_argument, NULL, OPT_ADMIN_USER},
+        {"user-base", required_argument, NULL, OPT_USER_BASE},
+        {"token-ttl", required_argument, NULL, OPT_TOKEN_TTL},
+        {"settle", required_argument, NULL, OPT_SETTLE},
+        {"no-audit", no_argument, NULL, OPT_NO_AUDIT},
+        {"json", required_argument, NULL, OPT_JSON},
+        {"scenario", required_argument, NULL, OPT_SCENARIO},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    const char *jwt = NULL, *pay = NULL;
+    long long v = 0;
+    int c;
+
+    o->requests = 200000;
+    o->duration_s = 30;
+    o->concurrency = 32;
+    o->timeout_ms = 10000;
+    o->quantity = 1;
+    o->price = 1000;
+    o->admin_user = 1;
+    o->token_ttl_s = 3600;
+    o->settle_s = 20;
+
+    while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+        int rc = 0;
+
+        switch (c) {
+        case OPT_TARGET:
+            if (o->target_count == LOAD_TARGETS_MAX) {
+                fprintf(stderr, "ticketd-load: at most %d targets\n", LOAD_TARGETS_MAX);
+                return -1;
+            }
+            o->targets[o->target_count++] = optarg;
+            break;
+        case OPT_REQUESTS:
+            rc = parse_ll(optarg, 1, 1000000000LL, &o->requests);
+            break;
+        case OPT_DURATION:
+            rc = parse_ll(optarg, 1, 86400, &v);
+            o->duration_s = (double)v;
+            break;
+        case OPT_CONCURRENCY:
+            rc = parse_int(optarg, 1, 4096, &o->concurrency);
+            break;
+        case OPT_TIMEOUT:
+            rc = parse_ll(optarg, 10, 600000, &v);
+            o->timeout_ms = (long)v;
+            break;
+        case OPT_ROUNDS:
+            rc = parse_int(optarg, 1, 1000000, &o->rounds);
+            break;
+        case OPT_COPIES:
+            rc = parse_int(optarg, 1, 1024, &o->copies);
+            break;
+        case OPT_BURST:
+            rc = parse_int(optarg, 1, 1024, &o->burst);
+            break;
+        case OPT_USERS:
+            rc = parse_int(optarg, 1, 1000000, &o->users);
+            break;
+        case OPT_SEATS:
+            rc = parse_int(optarg, 1, 1000000, &o->seats);
+            break;
+        case OPT_ORDERS:
+            rc = parse_int(optarg, 1, 1000000, &o->orders);
+            break;
+        case OPT_RETRIES:
+            rc = parse_int(optarg, 1, 1024, &o->retries);
+            break;
+        case OPT_SESSIONS:
+            rc = parse_int(optarg, 1, 100000, &o->sessions);
+            break;
+        case OPT_STOCK:
+            rc = parse_ll(optarg, 1, 2000000000LL, &o->stock);
+            break;
+        case OPT_QUANTITY:
+            rc = parse_int(optarg, 1, 1000, &o->quantity);
+            break;
+        case OPT_PRICE:
+            rc = parse_ll(optarg, 0, 100000000LL, &o->price);
+            break;
+        case OPT_SESSION:
+            rc = parse_ll(optarg, 1, (1LL << 53) - 1, &v);
+            o->session_id = (uint64_t)v;
+            break;
+        case OPT_NO_TOKEN:
+            o->no_token = true;
+            break;
+        case OPT_JWT_SECRET:
+            jwt = optarg;
+            break;
+        case OPT_PAY_SECRET:
+            pay = optarg;
+            break;
+        case OPT_CONFIG:
+            if (config_read(optarg) != 0)
+                return -1;
+            break;
+        case OPT_ADMIN_USER:
+            rc = parse_ll(optarg, 1, (1LL << 53) - 1, &v);
+            o->admin_user = (uint64_t)v;
+            break;
+        case OPT_USER_BASE:
+            rc = parse_ll(optarg, 1, (1LL << 52), &v);
+            o->user_base = (uint64_t)v;
+            break;
+        case OPT_TOKEN_TTL:
+            rc = parse_ll(optarg, 1, 86400 * 365, &v);
+            o->token_ttl_s = (long)v;
+            break;
+        case OPT_SETTLE:
+            rc = parse_ll(optarg, 0, 3600, &v);
+            o->settle_s = (double)v;
+            break;
+        case OPT_NO_AUDIT:
+            o->no_audit = true;
+            break;
+        case OPT_JSON:
+            o->json_path = optarg;
+            break;
+        case OPT_SCENARIO:
+            o->scenario = optarg;
+            break;
+        case 'v':
+            o->verbose++;
+            break;
+        case OPT_HELP:
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return -1;
+        }
+        if (rc != 0) {
+            fprintf(stderr, "ticketd-load: bad value '%s'\n", optarg);
+            return -1;
+        }
+    }
+    if (o->scenario == NULL && optind < argc)
+        o->scenario = argv[optind++];
+    if (optind != argc) {
+        fprintf(stderr, "ticketd-load: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    if (o->scenario == NULL || !scenario_known(o->scenario)) {
+        fprintf(stderr, "ticketd-load: name a scenario: %s\n", scenario_names());
+        return -1;
+    }
+    if (o->target_count == 0)
+        o->targets[o->target_count++] = "http://127.0.0.1:8080";
+    for (int i = 0; i < o->target_count; i++) {
+        size_t n = strlen(o->targets[i]);
+
+        /* Paths are appended as "/api/...": drop one trailing slash. */
+        if (n > 1 && o->targets[i][n - 1] == '/') {
+            char *t = load_xstrdup(o->targets[i]);
+
+            t[n - 1] = '\0';
+            o->targets[i] = t;
+        }
+    }
+    o->jwt_secret = first_set(jwt, "TICKETD_JWT_SECRET", config_jwt);
+    o->pay_secret = first_set(pay, "TICKETD_PAY_SECRET", config_pay);
+    if (o->jwt_secret == NULL) {
+        fprintf(stderr, "ticketd-load: no JWT secret: use --jwt-secret, TICKETD_JWT_SECRET or "
+                        "--config FILE\n");
+        return -1;
+    }
+    if (o->pay_secret == NULL)
+        o->pay_secret = "";
+    if (o->pay_secret[0] == '\0' &&
+        (strcmp(o->scenario, "gateway-retry") == 0 || strcmp(o->scenario, "mq-redelivery") == 0 ||
+         strcmp(o->scenario, "mixed") == 0)) {
+        fprintf(stderr,
+                "ticketd-load: %s signs callbacks: use --pay-secret, TICKETD_PAY_SECRET "
+                "or --config FILE\n",
+                o->scenario);
+        return -1;
+    }
+    if (o->user_base == 0) {
+        struct timeval tv;
+
+        /* 10^5 fresh ids per second of wall time: runs a few seconds apart
+         * never share a user, and ids stay far below 2^53. */
+        gettimeofday(&tv, NULL);
+        o->user_base = (uint64_t)tv.tv_sec * 100000ULL + (uint64_t)(tv.tv_usec / 10);
+    }
+    return 0;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    scenario_interrupt();
+    load_engine_interrupt();
+}
+
+/* Every target must answer /livez before any load starts. */
+static int preflight(struct load_engine *e, const struct load_opts *o)
+{
+    int rc = 0;
+
+    for (int i = 0; i < o->target_count; i++) {
+        struct load_req *r = load_req_new(LOAD_CONTROL, "GET", "/livez");
+
+        r->target = i;
+        load_engine_call(e, r);
+        if (r->status != 200) {
+            fprintf(stderr, "ticketd-load: %s/livez: %s\n", o->targets[i],
+                    r->status == 0 ? r->error : "not 200");
+            rc = -1;
+        }
+        load_req_free(r);
+    }
+    return rc;
+}
+
+static void run_id_make(char *out, size_t len)
+{
+    unsigned char raw[4] = {0};
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0 || read(fd, raw, sizeof(raw)) != (ssize_t)sizeof(raw)) {
+        unsigned v = (unsigned)time(NULL) ^ (unsigned)getpid();
+
+        memcpy(raw, &v, sizeof(raw));
+    }
+    if (fd >= 0)
+        close(fd);
+    snprintf(out, len, "%02x%02x%02x%02x", raw[0], raw[1], raw[2], raw[3]);
+}
+
+int main(int argc, char **argv)
+{
+    struct load_opts opts;
+    struct scen_env env;
+    struct load_engine *control = NULL;
+    struct load_stats *total = NULL;
+    struct verdict *v = NULL;
+    struct sigaction sa;
+    struct verdict_run_info info;
+    int rc = 1;
+
+    memset(&opts, 0, sizeof(opts));
+    if (opts_parse(argc, argv, &opts) != 0)
+        return 1;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        fprintf(stderr, "ticketd-load: curl_global_init failed\n");
+        return 1;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    {
+        struct load_engine_config cfg = {
+            .targets = opts.targets,
+            .target_count = opts.target_count,
+            .timeout_ms = opts.timeout_ms,
+            .verbose = opts.verbose,
+        };
+
+        control = load_engine_new(&cfg);
+    }
+    total = load_stats_new();
+    v = verdict_new();
+    if (control == NULL) {
+        fprintf(stderr, "ticketd-load: cannot initialise libcurl\n");
+        goto out;
+    }
+    if (preflight(control, &opts) != 0)
+        goto out;
+
+    memset(&env, 0, sizeof(env));
+    env.opts = &opts;
+    env.verdict = v;
+    run_id_make(env.run_id, sizeof(env.run_id));
+    env.deadline = load_now() + opts.duration_s;
+    fprintf(stderr, "ticketd-load: run %s, %s, users from %llu, at most %lld requests / %.0f s\n",
+            env.run_id, opts.scenario, (unsigned long long)opts.user_base, opts.requests,
+            opts.duration_s);
+    if (scenario_run(&env, total) != 0 && !verdict_failed(v))
+        verdict_fail(v, "the scenario could not run");
+
+    verdict_check(v, control, opts.jwt_secret, opts.admin_user, opts.settle_s, !opts.no_audit);
+    load_stats_merge(total, load_engine_stats(control));
+
+    info.scenario = opts.scenario;
+    info.targets = opts.targets;
+    info.target_count = opts.target_count;
+    info.concurrency = opts.concurrency;
+    info.max_requests = opts.requests;
+    info.duration_s = opts.duration_s;
+    if (verdict_print(v, total, &info, stdout, opts.json_path) != 0)
+        goto out;
+    rc = verdict_exit_code(v, total);
+out:
+    verdict_free(v);
+    free(total);
+    load_engine_free(control);
+    curl_global_cleanup();
+    return rc;
+}

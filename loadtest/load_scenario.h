@@ -1,0 +1,81 @@
+/*
+ * load_scenario.h - the named load scenarios of ticketd-load.
+ *
+ * Each scenario plays one way clients and gateways repeat themselves (a
+ * retry storm, a double click, a flash sale, a gateway that retries its
+ * callbacks, an event stream that redelivers) or a plain benchmark load,
+ * and writes what the answers should add up to into the verdict ledger.
+ * Scenarios use fresh users and fresh sessions of their own, so that their
+ * figures can be checked exactly whatever else the database holds.
+ */
+#ifndef LOADTEST_LOAD_SCENARIO_H
+#define LOADTEST_LOAD_SCENARIO_H
+
+#include "load_engine.h"
+#include "load_verdict.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define LOAD_TARGETS_MAX 16
+
+struct load_opts {
+    const char *scenario;
+    const char *targets[LOAD_TARGETS_MAX];
+    int target_count;
+    long long requests; /* budget of load requests; 0: none */
+    double duration_s;
+    int concurrency;
+    long timeout_ms;
+
+    int rounds;          /* retry-storm keys, double-click bursts, flash sales */
+    int copies;          /* retry-storm copies per key */
+    int burst;           /* double-click clicks per burst */
+    int users;           /* flash-sale buyers; mq-redelivery users */
+    int seats;           /* flash-sale seats */
+    int orders;          /* gateway-retry and mq-redelivery orders */
+    int retries;         /* callback copies per txn_id */
+    int sessions;        /* new-orders sessions */
+    long long stock;     /* stock of sessions created for open-ended loads */
+    int quantity;        /* seats per order */
+    long long price;     /* price_cents of sessions created */
+    uint64_t session_id; /* use this session instead of creating one (benchmarks) */
+    bool no_token;       /* skip POST /tokens (server runs TICKETD_ORDER_TOKEN_REQUIRED=0) */
+
+    const char *jwt_secret;
+    const char *pay_secret;
+    uint64_t user_base;
+    uint64_t admin_user;
+    long token_ttl_s;
+    double settle_s;
+    bool no_audit;
+    const char *json_path;
+    int verbose;
+};
+
+/* What a scenario run shares: the options, the ledger, the run's id. */
+struct scen_env {
+    const struct load_opts *opts;
+    struct verdict *verdict;
+    char run_id[16];
+    double deadline;
+};
+
+/* True if name is a known scenario. */
+bool scenario_known(const char *name);
+
+/* The scenario names, for the usage text. */
+const char *scenario_names(void);
+
+/*
+ * Runs env->opts->scenario to its end (bounds reached or work done) and
+ * adds every engine's figures to total. Set-up failures are recorded with
+ * verdict_fail(). Returns 0, or -1 if nothing could run.
+ */
+int scenario_run(const struct scen_env *env, struct load_stats *total);
+
+/* Stops every running engine (SIGINT): nothing new starts. Async-signal
+ * safe. */
+void scenario_interrupt(void);
+
+#endif

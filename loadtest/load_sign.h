@@ -1,0 +1,36 @@
+/*
+ * load_sign.h - the credentials ticketd-load presents: user and admin JWTs
+ * (HS256) and the payment gateway's callback signature.
+ *
+ * ticketd-load mints these itself from the shared secrets so that it needs
+ * nothing from the service under test. Thread-safe: no state besides the
+ * caller's buffers.
+ */
+#ifndef LOADTEST_LOAD_SIGN_H
+#define LOADTEST_LOAD_SIGN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A JWT for user ids up to 2^53 fits in this many bytes with room to spare. */
+#define SIGN_JWT_MAX 512
+/* Lowercase hex of a SHA-256 HMAC plus the terminator. */
+#define SIGN_HEX_LEN 65
+
+/*
+ * Writes an HS256 JWT with claims sub = user_id (decimal string),
+ * iat = now, exp = now + ttl_s and, if admin, role = "admin", into out
+ * (SIGN_JWT_MAX bytes). Returns 0, or -1 if the secret is empty or the
+ * token does not fit.
+ */
+int sign_jwt(const char *secret, uint64_t user_id, int admin, long ttl_s, char *out, size_t outlen);
+
+/*
+ * Writes the lowercase hex HMAC-SHA256(secret, "<timestamp>.<body>") into
+ * hex (SIGN_HEX_LEN bytes), the X-Pay-Signature of a payment callback.
+ * Returns 0, or -1 if the body is longer than the 4 KiB callbacks need.
+ */
+int sign_payment(const char *secret, long long timestamp, const char *body, size_t body_len,
+                 char hex[SIGN_HEX_LEN]);
+
+#endif

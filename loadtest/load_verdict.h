@@ -1,0 +1,110 @@
+/*
+ * load_verdict.h - what a run expected, what the service says, and the
+ * verdict table.
+ *
+ * Scenarios write their expectations into one ledger while they run: the
+ * sessions they created and the seats their orders hold, the points each
+ * paying user should end with, and every piece of damage they saw in the
+ * answers themselves (two orders for one key, two applied payments for one
+ * order). After the load, verdict_check() compares that with what ticketd
+ * reports (session stock, /me, the admin audit) and verdict_print() prints
+ * the table. Damage is what the guarantees forbid (oversold seats, double
+ * applied payments, double credited points, two orders for one key);
+ * anomalies are answers the contract does not allow that did no damage.
+ *
+ * Thread-safe while the load runs: the recording functions take the
+ * ledger's lock. verdict_check() and verdict_print() run alone, after it.
+ */
+#ifndef LOADTEST_LOAD_VERDICT_H
+#define LOADTEST_LOAD_VERDICT_H
+
+#include "load_engine.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum verdict_damage {
+    DAMAGE_OVERSOLD,        /* seats sold beyond capacity / stock taken */
+    DAMAGE_DUPLICATE_ORDER, /* a second order for one (user, key) */
+    DAMAGE_DOUBLE_PAYMENT,  /* a second applied payment for one order */
+    DAMAGE_PAID_CANCELLED,  /* an order both cancelled and paid */
+    DAMAGE_DOUBLE_POINTS,   /* points above 1 per 100 cents of paid orders */
+    DAMAGE_MISSING_POINTS,  /* points still below that after the wait */
+    DAMAGE_COUNT,
+};
+
+struct verdict;
+
+/* Returns a new, empty ledger; abort on OOM. */
+struct verdict *verdict_new(void);
+void verdict_free(struct verdict *v);
+
+/* Records a session whose stock the run accounts for: created by the run
+ * (fresh: only the run's orders hold its seats). Returns its index. */
+int verdict_session_add(struct verdict *v, uint64_t id, long long capacity);
+
+/* Seats held by the run's orders on session idx: +quantity on a created
+ * order, -quantity on a cancel. */
+void verdict_session_held(struct verdict *v, int idx, long long delta);
+
+/* An order request on session idx ended without a known outcome
+ * (transport error or 5xx): its seats may or may not be held. */
+void verdict_session_uncertain(struct verdict *v, int idx);
+
+/* The user's /me points must end at this sum (add 0 to check a user that
+ * paid nothing). */
+void verdict_points_expect(struct verdict *v, uint64_t user_id, long long points);
+
+/* Records n units of damage with an explanation (printf format). */
+void verdict_damage(struct verdict *v, enum verdict_damage kind, long long n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Records an answer the contract does not allow that did no damage. */
+void verdict_anomaly(struct verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Adds a line to the scenario summary (what the scenario saw). */
+void verdict_note(struct verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Marks the run as failed for a reason other than damage (set-up failed,
+ * target unreachable): exit code 1. */
+void verdict_fail(struct verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Paid orders whose ticketing the check should wait for (GET by order_no,
+ * status TICKETED or COMPLETED), with the JWT of their owner. */
+void verdict_ticket_expect(struct verdict *v, uint64_t user_id, const char *order_no);
+
+/*
+ * Asks the service: waits up to settle_s for /me points and ticketing to
+ * catch up, reads every session's stock and the admin audit, and turns the
+ * differences into damage. Uses e (control requests) and the secrets to
+ * mint tokens. Returns 0, or -1 if the service could not be read.
+ */
+int verdict_check(struct verdict *v, struct load_engine *e, const char *jwt_secret,
+                  uint64_t admin_user, double settle_s, bool audit);
+
+/* 2 if damage was found, else 1 if the run failed (set-up, unreachable
+ * target, transport errors), else 0. */
+int verdict_exit_code(const struct verdict *v, const struct load_stats *st);
+
+/* Total damage units found. */
+long long verdict_damage_total(const struct verdict *v);
+
+/* True if verdict_fail() was called. */
+bool verdict_failed(const struct verdict *v);
+
+struct verdict_run_info {
+    const char *scenario;
+    const char *const *targets;
+    int target_count;
+    int concurrency;
+    long long max_requests;
+    double duration_s;
+};
+
+/* Prints the verdict table to out; and writes the same figures as JSON to
+ * json_path if not NULL. Returns -1 if the JSON file cannot be written. */
+int verdict_print(const struct verdict *v, const struct load_stats *st,
+                  const struct verdict_run_info *info, FILE *out, const char *json_path);
+
+#endif
