@@ -12,28 +12,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DB_MAX_ARGS 16
-#define DB_MAX_COLS 16
+#define DB_MAX_ARGS  16
+#define DB_MAX_COLS  16
+#define DB_MAX_STMTS 128 /* distinct statements a connection may prepare */
+
+struct db_stmt {
+    const char *sql; /* static text: its address is the key */
+    MYSQL_STMT *stmt;
+};
+
+/* A connection idle this long is pinged before use: after a server
+ * restart the first statement would otherwise fail on a dead socket. */
+#define DB_IDLE_PING_MS 1000
 
 struct db_conn {
     MYSQL *m;
-    MYSQL_STMT **stmts;
+    int64_t last_used_ms;
+    struct db_stmt stmts[DB_MAX_STMTS];
+    int nstmts;
     char dup_key[64];
 };
 
 static const struct config *cfg;
-static const char *const *sql_table;
-static int sql_count;
 static pthread_key_t conn_key;
 
 static void conn_close(struct db_conn *c)
 {
-    for (int i = 0; i < sql_count; i++) {
-        if (c->stmts[i] != NULL) {
-            mysql_stmt_close(c->stmts[i]);
-            c->stmts[i] = NULL;
-        }
-    }
+    for (int i = 0; i < c->nstmts; i++)
+        mysql_stmt_close(c->stmts[i].stmt);
+    c->nstmts = 0;
     if (c->m != NULL) {
         mysql_close(c->m);
         c->m = NULL;
@@ -46,15 +53,12 @@ static void conn_destroy(void *p)
     if (c == NULL)
         return;
     conn_close(c);
-    free(c->stmts);
     free(c);
 }
 
-int db_init(const struct config *config, const char *const *sql, int nsql)
+int db_init(const struct config *config)
 {
     cfg = config;
-    sql_table = sql;
-    sql_count = nsql;
     if (mysql_library_init(0, NULL, NULL) != 0)
         return TD_EINTERNAL;
     if (pthread_key_create(&conn_key, conn_destroy) != 0)
@@ -156,14 +160,19 @@ int db_conn(struct db_conn **out)
     *out = NULL;
     if (c == NULL) {
         c = xcalloc(1, sizeof *c);
-        c->stmts = xcalloc((size_t)sql_count, sizeof *c->stmts);
         pthread_setspecific(conn_key, c);
+    }
+    int64_t now = mono_ms();
+    if (c->m != NULL && now - c->last_used_ms > DB_IDLE_PING_MS && mysql_ping(c->m) != 0) {
+        log_info("mysql: idle connection is gone (%s); reconnecting", mysql_error(c->m));
+        conn_close(c);
     }
     if (c->m == NULL) {
         int rc = connect_thread(c);
         if (rc != TD_OK)
             return rc;
     }
+    c->last_used_ms = now;
     *out = c;
     return TD_OK;
 }
@@ -207,23 +216,33 @@ const char *db_dup_key(const struct db_conn *c)
     return c->dup_key;
 }
 
-static int prepare(struct db_conn *c, int id, MYSQL_STMT **out)
+static int prepare(struct db_conn *c, const char *sql, MYSQL_STMT **out)
 {
     *out = NULL;
     if (c->m == NULL)
         return TD_EUNAVAIL;
-    if (c->stmts[id] == NULL) {
-        MYSQL_STMT *s = mysql_stmt_init(c->m);
-        if (s == NULL)
-            return TD_EINTERNAL;
-        if (mysql_stmt_prepare(s, sql_table[id], strlen(sql_table[id])) != 0) {
-            int rc = fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[id]);
-            mysql_stmt_close(s);
-            return rc;
+    for (int i = 0; i < c->nstmts; i++) {
+        if (c->stmts[i].sql == sql) {
+            *out = c->stmts[i].stmt;
+            return TD_OK;
         }
-        c->stmts[id] = s;
     }
-    *out = c->stmts[id];
+    if (c->nstmts == DB_MAX_STMTS) {
+        log_error("mysql: more than %d distinct statements; raise DB_MAX_STMTS", DB_MAX_STMTS);
+        return TD_EINTERNAL;
+    }
+    MYSQL_STMT *s = mysql_stmt_init(c->m);
+    if (s == NULL)
+        return TD_EINTERNAL;
+    if (mysql_stmt_prepare(s, sql, strlen(sql)) != 0) {
+        int rc = fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql);
+        mysql_stmt_close(s);
+        return rc;
+    }
+    c->stmts[c->nstmts].sql = sql;
+    c->stmts[c->nstmts].stmt = s;
+    c->nstmts++;
+    *out = s;
     return TD_OK;
 }
 
@@ -250,33 +269,34 @@ static void bind_args(MYSQL_BIND *b, const struct db_arg *args, int nargs)
 }
 
 /* Prepares (once), binds and executes. */
-static int run(struct db_conn *c, int id, const struct db_arg *args, int nargs, MYSQL_STMT **out)
+static int run(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+               MYSQL_STMT **out)
 {
     MYSQL_STMT *s;
     MYSQL_BIND b[DB_MAX_ARGS];
     *out = NULL;
-    int rc = prepare(c, id, &s);
+    int rc = prepare(c, sql, &s);
     if (rc != TD_OK)
         return rc;
     if (nargs > DB_MAX_ARGS || mysql_stmt_param_count(s) != (unsigned long)nargs) {
-        log_error("mysql: statement %d takes %lu arguments, given %d", id,
-                  mysql_stmt_param_count(s), nargs);
+        log_error("mysql: '%s' takes %lu arguments, given %d", sql, mysql_stmt_param_count(s),
+                  nargs);
         return TD_EINTERNAL;
     }
     bind_args(b, args, nargs);
     if (nargs > 0 && mysql_stmt_bind_param(s, b) != 0)
-        return fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[id]);
+        return fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql);
     if (mysql_stmt_execute(s) != 0)
-        return fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[id]);
+        return fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql);
     *out = s;
     return TD_OK;
 }
 
-int db_exec(struct db_conn *c, int stmt, const struct db_arg *args, int nargs, uint64_t *affected,
-            uint64_t *insert_id)
+int db_exec(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+            uint64_t *affected, uint64_t *insert_id)
 {
     MYSQL_STMT *s;
-    int rc = run(c, stmt, args, nargs, &s);
+    int rc = run(c, sql, args, nargs, &s);
     if (rc != TD_OK)
         return rc;
     if (affected != NULL)
@@ -326,28 +346,28 @@ static void store_cols(struct col_state *st, const struct db_col *cols, int ncol
     }
 }
 
-int db_rows(struct db_conn *c, int stmt, const struct db_arg *args, int nargs,
+int db_rows(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
             const struct db_col *cols, int ncols, int (*each)(void *ctx), void *ctx)
 {
     MYSQL_STMT *s;
     struct col_state st;
-    int rc = run(c, stmt, args, nargs, &s);
+    int rc = run(c, sql, args, nargs, &s);
     if (rc != TD_OK)
         return rc;
     /* Buffer the (small, LIMITed) result so that freeing it mid-way never
      * leaves unread rows on the wire. */
     if (mysql_stmt_store_result(s) != 0)
-        return fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[stmt]);
+        return fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql);
     if (ncols > DB_MAX_COLS || mysql_stmt_field_count(s) != (unsigned int)ncols) {
-        log_error("mysql: statement %d returns %u columns, expected %d", stmt,
-                  mysql_stmt_field_count(s), ncols);
+        log_error("mysql: '%s' returns %u columns, expected %d", sql, mysql_stmt_field_count(s),
+                  ncols);
         mysql_stmt_free_result(s);
         conn_close(c);
         return TD_EINTERNAL;
     }
     bind_cols(&st, cols, ncols);
     if (mysql_stmt_bind_result(s, st.b) != 0) {
-        rc = fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[stmt]);
+        rc = fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql);
         goto out;
     }
     rc = TD_ENOTFOUND;
@@ -356,12 +376,12 @@ int db_rows(struct db_conn *c, int stmt, const struct db_arg *args, int nargs,
         if (f == MYSQL_NO_DATA)
             break;
         if (f == MYSQL_DATA_TRUNCATED) {
-            log_error("mysql: a value of statement %d does not fit its buffer", stmt);
+            log_error("mysql: a value of '%s' does not fit its buffer", sql);
             rc = TD_EINTERNAL;
             break;
         }
         if (f != 0) {
-            rc = fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql_table[stmt]);
+            rc = fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql);
             goto out;
         }
         store_cols(&st, cols, ncols);
@@ -381,8 +401,8 @@ out:
     return rc;
 }
 
-int db_row(struct db_conn *c, int stmt, const struct db_arg *args, int nargs,
+int db_row(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
            const struct db_col *cols, int ncols)
 {
-    return db_rows(c, stmt, args, nargs, cols, ncols, NULL, NULL);
+    return db_rows(c, sql, args, nargs, cols, ncols, NULL, NULL);
 }

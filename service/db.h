@@ -40,8 +40,9 @@ struct db_col {
 #define DB_COL_I(p) ((struct db_col){.type = DB_INT, .dst = (p), .cap = 0})
 #define DB_COL_S(b) ((struct db_col){.type = DB_STR, .dst = (b), .cap = sizeof(b)})
 
-/* Statements are named by index into the SQL table given to db_init. */
-int db_init(const struct config *cfg, const char *const *sql, int nsql);
+/* Statements are named by their SQL text, which must have static storage:
+ * each connection prepares a text once and finds it again by its address. */
+int db_init(const struct config *cfg);
 void db_thread_release(void);
 void db_cleanup(void);
 
@@ -60,20 +61,20 @@ int db_ping(struct db_conn *c);
 /* Runs a statement that returns no rows. *affected and *insert_id may be
  * NULL. Duplicate-key errors also copy the key name into dup_key (if not
  * NULL, 64 bytes). */
-int db_exec(struct db_conn *c, int stmt, const struct db_arg *args, int nargs, uint64_t *affected,
-            uint64_t *insert_id);
+int db_exec(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+            uint64_t *affected, uint64_t *insert_id);
 
 /* The name of the unique key behind the last TD_EDUP on c ("" if none). */
 const char *db_dup_key(const struct db_conn *c);
 
 /* Runs a query and reads its first row into cols. TD_ENOTFOUND when there
  * is none. */
-int db_row(struct db_conn *c, int stmt, const struct db_arg *args, int nargs,
+int db_row(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
            const struct db_col *cols, int ncols);
 
 /* Runs a query and calls each(ctx) after every row is read into cols; a
  * non-zero return from each stops and is returned. */
-int db_rows(struct db_conn *c, int stmt, const struct db_arg *args, int nargs,
+int db_rows(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
             const struct db_col *cols, int ncols, int (*each)(void *ctx), void *ctx);
 
 #endif

@@ -276,12 +276,12 @@ struct http_server *http_start(struct app *app)
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
                          MHD_USE_ERROR_LOG | MHD_USE_TURBO;
     s->daemon = MHD_start_daemon(
-        flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned int)cfg->conn_limit, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned int)cfg->conn_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+        flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned int)cfg->threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->conn_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->conn_timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_END);
     if (s->daemon == NULL) {
         log_error("cannot listen on %s:%d", cfg->bind, cfg->port);
         free(s);

@@ -21,6 +21,8 @@
 struct redis_conn {
     redisContext *ctx;
     int64_t retry_at_ms;
+    bool used;        /* the context has answered at least once */
+    bool peer_closed; /* the last failure was the server closing on us */
 };
 
 static const struct config *cfg;
@@ -129,6 +131,9 @@ static int send_argv(struct redis_conn *c, int argc, const char **argv, const si
     redisReply *r = redisCommandArgv(c->ctx, argc, argv, l);
     if (r == NULL) {
         char why[160];
+        c->peer_closed = c->ctx->err == REDIS_ERR_EOF ||
+                         (c->ctx->err == REDIS_ERR_IO && (strstr(c->ctx->errstr, "reset") != NULL ||
+                                                          strstr(c->ctx->errstr, "pipe") != NULL));
         snprintf(why, sizeof why, "%s failed: %s", argv[0], c->ctx->errstr);
         drop(c, why);
         return TD_EUNAVAIL;
@@ -148,33 +153,53 @@ static int send_argv(struct redis_conn *c, int argc, const char **argv, const si
         freeReplyObject(r);
         return rc;
     }
+    c->used = true;
     *reply = r;
     return TD_OK;
 }
 
-int redis_command(int argc, const char **argv, const size_t *lens, redisReply **reply)
+/* Sends a command; when a connection that used to work turns out closed by
+ * the server (Redis restarted while we were idle), reconnects at once and
+ * sends it one more time. A closed socket means the command never reached
+ * the new server, so this cannot run it twice; a timeout is never retried. */
+static int send_retry(int argc, const char **argv, const size_t *lens, int block_ms,
+                      redisReply **reply)
 {
     struct redis_conn *c;
-    *reply = NULL;
     int rc = get_conn(&c);
     if (rc != TD_OK)
         return rc;
+    if (block_ms > 0)
+        redisSetTimeout(c->ctx, ms_to_tv(block_ms + cfg->redis_timeout_ms));
+    bool reused = c->used;
     rc = send_argv(c, argc, argv, lens, reply);
+    if (rc == TD_EUNAVAIL && reused && c->peer_closed) {
+        c->retry_at_ms = 0;
+        c->used = false;
+        rc = get_conn(&c);
+        if (rc == TD_OK) {
+            if (block_ms > 0)
+                redisSetTimeout(c->ctx, ms_to_tv(block_ms + cfg->redis_timeout_ms));
+            rc = send_argv(c, argc, argv, lens, reply);
+        }
+    }
+    if (block_ms > 0 && c->ctx != NULL)
+        redisSetTimeout(c->ctx, ms_to_tv(cfg->redis_timeout_ms));
+    return rc;
+}
+
+int redis_command(int argc, const char **argv, const size_t *lens, redisReply **reply)
+{
+    *reply = NULL;
+    int rc = send_retry(argc, argv, lens, 0, reply);
     return rc == TD_ENOTFOUND ? TD_EINTERNAL : rc;
 }
 
 int redis_command_blocking(int argc, const char **argv, const size_t *lens, int block_ms,
                            redisReply **reply)
 {
-    struct redis_conn *c;
     *reply = NULL;
-    int rc = get_conn(&c);
-    if (rc != TD_OK)
-        return rc;
-    redisSetTimeout(c->ctx, ms_to_tv(block_ms + cfg->redis_timeout_ms));
-    rc = send_argv(c, argc, argv, lens, reply);
-    if (c->ctx != NULL)
-        redisSetTimeout(c->ctx, ms_to_tv(cfg->redis_timeout_ms));
+    int rc = send_retry(argc, argv, lens, block_ms, reply);
     return rc == TD_ENOTFOUND ? TD_EINTERNAL : rc;
 }
 
@@ -183,13 +208,9 @@ int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, 
 {
     const char *argv[REDIS_MAX_ARGS];
     char n[16];
-    struct redis_conn *c;
     *reply = NULL;
     if (3 + nkeys + nargs > REDIS_MAX_ARGS)
         return TD_EINTERNAL;
-    int rc = get_conn(&c);
-    if (rc != TD_OK)
-        return rc;
     snprintf(n, sizeof n, "%d", nkeys);
     argv[0] = "EVALSHA";
     argv[1] = s->sha;
@@ -198,11 +219,11 @@ int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, 
         argv[3 + i] = keys[i];
     for (int i = 0; i < nargs; i++)
         argv[3 + nkeys + i] = args[i];
-    rc = send_argv(c, 3 + nkeys + nargs, argv, NULL, reply);
+    int rc = send_retry(3 + nkeys + nargs, argv, NULL, 0, reply);
     if (rc == TD_ENOTFOUND) {
         argv[0] = "EVAL";
         argv[1] = s->source;
-        rc = send_argv(c, 3 + nkeys + nargs, argv, NULL, reply);
+        rc = send_retry(3 + nkeys + nargs, argv, NULL, 0, reply);
         if (rc == TD_ENOTFOUND)
             rc = TD_EINTERNAL;
     }

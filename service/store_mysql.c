@@ -5,6 +5,7 @@
 
 #include "db.h"
 #include "err.h"
+#include "store_tx.h"
 #include "log.h"
 #include "util.h"
 
@@ -12,9 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#define ORDER_COLS                                                                                 \
-    "id, order_no, user_id, session_id, request_id, quantity, amount_cents, status, version, "     \
-    "DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%sZ'), DATE_FORMAT(updated_at, '%Y-%m-%dT%H:%i:%sZ')"
+#define ORDER_COLS STORE_ORDER_COLS
 
 enum stmt {
     S_SESSION_INSERT,
@@ -28,6 +27,7 @@ enum stmt {
     S_ORDER_BY_NO_USER,
     S_ORDER_LIST,
     S_ORDER_LIST_BEFORE,
+    S_TRANSITION,
     S_COUNT
 };
 
@@ -53,11 +53,14 @@ static const char *const sql[S_COUNT] = {
                      "ORDER BY id DESC LIMIT ?",
     [S_ORDER_LIST_BEFORE] = "SELECT " ORDER_COLS " FROM orders WHERE user_id = ? AND id < ? "
                             "ORDER BY id DESC LIMIT ?",
+    /* Every state change: a compare-and-set on status and version. */
+    [S_TRANSITION] = "UPDATE orders SET status = ?, version = version + 1, updated_at = ? "
+                     "WHERE id = ? AND status = ? AND version = ?",
 };
 
 int store_init(const struct config *cfg)
 {
-    return db_init(cfg, sql, S_COUNT);
+    return db_init(cfg);
 }
 
 void store_thread_release(void)
@@ -81,7 +84,7 @@ int store_ping(void)
 
 /* Now, as the database's DATETIME(3) text and as RFC 3339 for the API. The
  * service clock stamps rows so that a new order needs no read-back. */
-static void now_stamps(char db[32], char api[TIME_LEN + 1])
+void store_now(char db[32], char api[TIME_LEN + 1])
 {
     struct timespec ts;
     struct tm tm;
@@ -101,7 +104,7 @@ int store_session_create(const char *title, int64_t price_cents, int64_t stock, 
     if (rc != TD_OK)
         return rc;
     struct db_arg args[] = {DB_S(title), DB_I(price_cents), DB_I(stock), DB_I(stock)};
-    rc = db_exec(c, S_SESSION_INSERT, args, 4, NULL, &id);
+    rc = db_exec(c, sql[S_SESSION_INSERT], args, 4, NULL, &id);
     if (rc != TD_OK)
         return rc;
     out->id = (int64_t)id;
@@ -124,7 +127,7 @@ int store_session_get(int64_t id, struct session *out)
     struct db_col cols[] = {DB_COL_I(&out->id),          DB_COL_S(out->title),
                             DB_COL_I(&out->price_cents), DB_COL_I(&out->capacity),
                             DB_COL_I(&out->stock),       DB_COL_I(&out->version)};
-    return db_row(c, S_SESSION_GET, args, 1, cols, 6);
+    return db_row(c, sql[S_SESSION_GET], args, 1, cols, 6);
 }
 
 /* Reading an order: the columns of ORDER_COLS into o (status as text). */
@@ -155,7 +158,42 @@ static int order_row_finish(struct order_row *r)
     return TD_OK;
 }
 
-static int order_query(int stmt, const struct db_arg *args, int nargs, struct order *out)
+int store_tx_order(struct db_conn *c, const char *stmt, const struct db_arg *args, int nargs,
+                   struct order *out)
+{
+    struct order_row r;
+    memset(out, 0, sizeof *out);
+    order_row_bind(&r);
+    int rc = db_row(c, stmt, args, nargs, r.cols, 11);
+    if (rc == TD_OK)
+        rc = order_row_finish(&r);
+    if (rc == TD_OK)
+        *out = r.o;
+    return rc;
+}
+
+int store_tx_transition(struct db_conn *c, const struct order *o, enum order_event ev)
+{
+    char db_now[32], api_now[TIME_LEN + 1];
+    enum order_status to;
+    uint64_t affected = 0;
+    if (!statemachine_next(o->status, ev, &to))
+        return TD_ECONFLICT;
+    store_now(db_now, api_now);
+    struct db_arg cas[] = {DB_S(order_status_name(to)), DB_S(db_now), DB_I(o->id),
+                           DB_S(order_status_name(o->status)), DB_I(o->version)};
+    int rc = db_exec(c, sql[S_TRANSITION], cas, 5, &affected, NULL);
+    if (rc != TD_OK)
+        return rc;
+    if (affected != 1)
+        return TD_ECONFLICT; /* someone else moved it first */
+    struct db_arg hist[] = {
+        DB_I(o->id),          DB_S(order_status_name(o->status)), DB_S(order_status_name(to)),
+        DB_I(o->version + 1), DB_S(order_event_name(ev)),         DB_S(db_now)};
+    return db_exec(c, sql[S_HISTORY_INSERT], hist, 6, NULL, NULL);
+}
+
+static int order_query(const char *stmt, const struct db_arg *args, int nargs, struct order *out)
 {
     struct db_conn *c;
     struct order_row r;
@@ -182,7 +220,7 @@ int store_order_create(const struct order_draft *d, struct order *out)
     int rc = db_conn(&c);
     if (rc != TD_OK)
         return rc;
-    now_stamps(db_now, api_now);
+    store_now(db_now, api_now);
 
     rc = db_begin(c);
     if (rc != TD_OK)
@@ -190,7 +228,7 @@ int store_order_create(const struct order_draft *d, struct order *out)
 
     struct db_arg sid[] = {DB_I(d->session_id)};
     struct db_col pcol[] = {DB_COL_I(&price)};
-    rc = db_row(c, S_SESSION_PRICE, sid, 1, pcol, 1);
+    rc = db_row(c, sql[S_SESSION_PRICE], sid, 1, pcol, 1);
     if (rc != TD_OK)
         goto out;
     int64_t amount = price * d->quantity;
@@ -201,14 +239,14 @@ int store_order_create(const struct order_draft *d, struct order *out)
     struct db_arg ins[] = {DB_S(d->order_no),   DB_I(d->user_id),  DB_I(d->session_id),
                            DB_S(d->request_id), DB_I(d->quantity), DB_I(amount),
                            DB_S(db_now),        DB_S(db_now)};
-    rc = db_exec(c, S_ORDER_INSERT, ins, 8, NULL, &id);
+    rc = db_exec(c, sql[S_ORDER_INSERT], ins, 8, NULL, &id);
     if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_orders_order_no") == 0)
         rc = TD_ERETRY; /* a random order number collided: run again with a new one */
     if (rc != TD_OK)
         goto out;
 
     struct db_arg take[] = {DB_I(d->quantity), DB_I(d->session_id), DB_I(d->quantity)};
-    rc = db_exec(c, S_STOCK_TAKE, take, 3, &affected, NULL);
+    rc = db_exec(c, sql[S_STOCK_TAKE], take, 3, &affected, NULL);
     if (rc != TD_OK)
         goto out;
     if (affected != 1) {
@@ -218,7 +256,7 @@ int store_order_create(const struct order_draft *d, struct order *out)
 
     struct db_arg hist[] = {DB_I(id), DB_NUL,         DB_S("PENDING_PAYMENT"),
                             DB_I(1),  DB_S("create"), DB_S(db_now)};
-    rc = db_exec(c, S_HISTORY_INSERT, hist, 6, NULL, NULL);
+    rc = db_exec(c, sql[S_HISTORY_INSERT], hist, 6, NULL, NULL);
     if (rc != TD_OK)
         goto out;
     rc = db_commit(c);
@@ -246,17 +284,17 @@ int store_order_find_request(int64_t user_id, int64_t session_id, const char *re
                              struct order *out)
 {
     struct db_arg args[] = {DB_I(user_id), DB_I(session_id), DB_S(request_id)};
-    return order_query(S_ORDER_BY_REQUEST, args, 3, out);
+    return order_query(sql[S_ORDER_BY_REQUEST], args, 3, out);
 }
 
 int store_order_get(const char *order_no, int64_t user_id, struct order *out)
 {
     if (user_id == 0) {
         struct db_arg args[] = {DB_S(order_no)};
-        return order_query(S_ORDER_BY_NO, args, 1, out);
+        return order_query(sql[S_ORDER_BY_NO], args, 1, out);
     }
     struct db_arg args[] = {DB_S(order_no), DB_I(user_id)};
-    return order_query(S_ORDER_BY_NO_USER, args, 2, out);
+    return order_query(sql[S_ORDER_BY_NO_USER], args, 2, out);
 }
 
 struct list_ctx {
@@ -289,10 +327,10 @@ int store_order_list(int64_t user_id, int64_t before_id, int limit, struct order
     struct list_ctx l = {&r, out, 0, limit};
     if (before_id > 0) {
         struct db_arg args[] = {DB_I(user_id), DB_I(before_id), DB_I(limit)};
-        rc = db_rows(c, S_ORDER_LIST_BEFORE, args, 3, r.cols, 11, list_each, &l);
+        rc = db_rows(c, sql[S_ORDER_LIST_BEFORE], args, 3, r.cols, 11, list_each, &l);
     } else {
         struct db_arg args[] = {DB_I(user_id), DB_I(limit)};
-        rc = db_rows(c, S_ORDER_LIST, args, 2, r.cols, 11, list_each, &l);
+        rc = db_rows(c, sql[S_ORDER_LIST], args, 2, r.cols, 11, list_each, &l);
     }
     if (rc == TD_ENOTFOUND)
         rc = TD_OK;

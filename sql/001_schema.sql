@@ -37,7 +37,12 @@ CREATE TABLE orders (
     -- Listing a user's orders newest first, and the expiry sweep.
     KEY ix_orders_user (user_id, id),
     KEY ix_orders_status_created (status, created_at),
-    CONSTRAINT fk_orders_session FOREIGN KEY (session_id) REFERENCES sessions (id),
+    -- No foreign key to sessions, on purpose: its check takes a shared lock
+    -- on the session row, and the stock CAS that follows needs an exclusive
+    -- one, so concurrent orders for one hot session deadlock each other.
+    -- The order transaction reads the session first, in the same
+    -- transaction, and sessions are never deleted.
+    KEY ix_orders_session (session_id),
     CONSTRAINT ck_orders_quantity CHECK (quantity >= 1)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 

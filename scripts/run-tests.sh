@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Runs ticketd's tests and ends with one summary line: "N passed, N failed".
+#
+#   scripts/run-tests.sh              unit tests (release and ASan builds), then
+#                                     integration tests against the ASan binary
+#                                     and private servers under .state/test
+#   scripts/run-tests.sh --unit-only  unit tests only
+#
+# Each test binary is a cmocka group; its "[  PASSED  ] N" and "[  FAILED  ] N"
+# lines are added up. A binary that crashes or prints no summary counts as one
+# failure, so a sanitizer abort can never pass silently.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+unit_only=0
+[[ "${1:-}" == "--unit-only" ]] && unit_only=1
+
+STATE=${TICKETD_TEST_STATE:-.state/test}
+REDIS_PORT=${TICKETD_TEST_REDIS_PORT:-26379}
+MYSQL_PORT=${TICKETD_TEST_MYSQL_PORT:-23306}
+LOGS=build/test-logs
+mkdir -p "$LOGS"
+
+passed=0
+failed=0
+failures=()
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan.supp:print_suppressions=0}
+
+run_one() {
+    local bin=$1 name out rc p f
+    name=$(echo "$bin" | sed 's|build/||; s|/tests/|-|')
+    out="$LOGS/$name.out"
+    "$bin" >"$out" 2>&1
+    rc=$?
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -1)
+    p=${p:-0}
+    f=${f:-0}
+    if [[ $rc -ne 0 && $f -eq 0 ]]; then
+        f=1 # crashed, or a sanitizer stopped it
+    fi
+    if ! grep -q '^\[==========\] .* ran\.$\|^\[==========\] .* run\.$' "$out"; then
+        [[ $f -eq 0 ]] && f=1
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    if [[ $f -gt 0 ]]; then
+        failures+=("$name (see $out)")
+        echo "FAIL  $name: $p passed, $f failed"
+        grep -E '^\[  FAILED  \] |^\[  ERROR   \] |ERROR: |runtime error|^  *[a-z_/]+\.c:[0-9]+: error' "$out" | head -20 | sed 's/^/      /'
+    else
+        echo "ok    $name: $p passed"
+    fi
+}
+
+echo "== unit tests (release, then ASan+UBSan)"
+for bin in build/release/tests/test_* build/asan/tests/test_*; do
+    [[ -x "$bin" ]] && run_one "$bin"
+done
+
+if [[ $unit_only -eq 0 ]]; then
+    echo "== integration tests (ASan+UBSan binary, private Redis :$REDIS_PORT and MariaDB :$MYSQL_PORT)"
+    if env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET \
+        scripts/services.sh up "$STATE" "$REDIS_PORT" "$MYSQL_PORT" &&
+        scripts/services.sh migrate "$STATE"; then
+        export TICKETD_BIN=${TICKETD_BIN:-$ROOT/build/asan/ticketd}
+        export TICKETD_TEST_STATE=$STATE TICKETD_TEST_REDIS_PORT=$REDIS_PORT TICKETD_TEST_MYSQL_PORT=$MYSQL_PORT
+        export TICKETD_TEST_LOGS=$ROOT/$LOGS
+        for bin in build/release/tests/itest_*; do
+            [[ -x "$bin" ]] && run_one "$bin"
+        done
+    else
+        failures+=("private servers did not start")
+        failed=$((failed + 1))
+    fi
+    scripts/services.sh down "$STATE" || true
+fi
+
+if [[ ${#failures[@]} -gt 0 ]]; then
+    echo "failed:"
+    printf '  %s\n' "${failures[@]}"
+fi
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,195 @@
+/* api_orders.c - the orders resource: JSON and headers in, the domain's
+ * answer out. The defences themselves live in orders.c. */
+#include "api_internal.h"
+#include "app.h"
+#include "err.h"
+#include "idem.h"
+#include "jsonv.h"
+#include "orders.h"
+#include "store.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LIST_DEFAULT 20
+#define LIST_MAX     100
+#define TOKEN_MAX    128
+
+static char *render_order(const struct order *o, size_t *len)
+{
+    json_t *j = api_order_json(o);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (s == NULL)
+        abort(); /* jansson fails here only without memory */
+    *len = strlen(s);
+    return s;
+}
+
+static bool read_create_body(struct req *r, struct resp *w, int64_t *session_id, int64_t *quantity)
+{
+    char why[160];
+    bool ok = false;
+    json_t *body = api_body_object(r, w);
+    if (body == NULL)
+        return false;
+    if (jsonv_int(body, "session_id", 1, AUTH_MAX_USER_ID, session_id, why, sizeof why) != TD_OK) {
+        resp_problem(w, PROBLEM_VALIDATION_FAILED, "session_id", "%s", why);
+        goto out;
+    }
+    if (jsonv_int(body, "quantity", 1, r->app->cfg->max_per_order, quantity, why, sizeof why) !=
+        TD_OK) {
+        resp_problem(w, PROBLEM_VALIDATION_FAILED, "quantity", "%s", why);
+        goto out;
+    }
+    ok = true;
+out:
+    json_decref(body);
+    return ok;
+}
+
+void api_orders_create(struct req *r, struct resp *w)
+{
+    char key[IDEM_KEY_MAX + 1];
+    struct order_request rq = {.user_id = r->who.user_id, .key = key};
+    struct order_result res;
+
+    const char *hk = req_header(r, "Idempotency-Key");
+    if (hk == NULL) {
+        resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_REQUIRED, NULL,
+                     "send an Idempotency-Key header and reuse it for retries");
+        return;
+    }
+    if (!idem_parse_key(hk, key)) {
+        resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_INVALID, NULL,
+                     "Idempotency-Key must be 1 to %d characters of A-Z a-z 0-9 . _ : -",
+                     IDEM_KEY_MAX);
+        return;
+    }
+    if (!read_create_body(r, w, &rq.session_id, &rq.quantity))
+        return;
+    if (r->app->cfg->order_token_required) {
+        rq.token = req_header(r, "X-Order-Token");
+        if (rq.token == NULL || rq.token[0] == '\0') {
+            resp_problem(w, PROBLEM_ORDER_TOKEN_REQUIRED, NULL,
+                         "get a token from POST /api/v1/tokens and send it as X-Order-Token");
+            return;
+        }
+        if (strlen(rq.token) > TOKEN_MAX)
+            rq.token = "-"; /* cannot be ours; let the token defence refuse it */
+    }
+
+    orders_create(r->app, &rq, render_order, &res);
+    w->layer = res.layer;
+    switch (res.outcome) {
+    case ORDER_CREATED:
+    case ORDER_REPLAYED: {
+        resp_raw(w, res.status, "application/json", res.body, res.body_len);
+        json_t *o = json_loadb(res.body, res.body_len, 0, NULL);
+        const char *no = json_string_value(json_object_get(o, "order_no"));
+        if (no != NULL) {
+            char location[64];
+            snprintf(location, sizeof location, "/api/v1/orders/%s", no);
+            resp_header(w, "Location", location);
+        }
+        json_decref(o);
+        if (res.outcome == ORDER_REPLAYED)
+            resp_header(w, "Idempotent-Replayed", "true");
+        break;
+    }
+    case ORDER_KEY_REUSED:
+        resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_REUSED, NULL,
+                     "this Idempotency-Key was used with a different payload");
+        break;
+    case ORDER_IN_PROGRESS:
+        resp_problem(w, PROBLEM_REQUEST_IN_PROGRESS, NULL,
+                     "the first request with this Idempotency-Key is still being processed");
+        resp_header(w, "Retry-After", "1");
+        break;
+    case ORDER_DUPLICATE_SUBMISSION:
+        resp_problem(w, PROBLEM_DUPLICATE_SUBMISSION, NULL,
+                     "another order for this session is being placed right now");
+        break;
+    case ORDER_TOKEN_INVALID:
+        resp_problem(w, PROBLEM_ORDER_TOKEN_INVALID, NULL,
+                     "the order token is unknown, expired, spent or not yours");
+        break;
+    case ORDER_SOLD_OUT:
+        resp_problem(w, PROBLEM_SOLD_OUT, NULL, "not enough seats left for %lld",
+                     (long long)rq.quantity);
+        break;
+    case ORDER_SESSION_NOT_FOUND:
+        resp_problem(w, PROBLEM_SESSION_NOT_FOUND, "session_id", "no session %lld",
+                     (long long)rq.session_id);
+        break;
+    case ORDER_UNAVAILABLE:
+        api_fail(w, TD_EUNAVAIL, "placing the order");
+        break;
+    case ORDER_FAILED:
+        api_fail(w, TD_EINTERNAL, "placing the order");
+        break;
+    }
+    if (res.layer != NULL)
+        resp_header(w, "Idempotency-Layer", res.layer);
+    order_result_cleanup(&res);
+}
+
+void api_order_get(struct req *r, struct resp *w)
+{
+    struct order o;
+    int rc = store_order_get(r->match.params[0], r->who.user_id, &o);
+    if (rc == TD_ENOTFOUND) {
+        resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no order %s", r->match.params[0]);
+        return;
+    }
+    if (rc != TD_OK) {
+        api_fail(w, rc, "reading the order");
+        return;
+    }
+    resp_json(w, 200, api_order_json(&o));
+}
+
+/* Cursors are opaque to clients: "o" + the id to continue below. */
+static bool parse_cursor(const char *s, int64_t *before)
+{
+    return s[0] == 'o' && api_parse_id(s + 1, before);
+}
+
+void api_orders_list(struct req *r, struct resp *w)
+{
+    int64_t limit = LIST_DEFAULT, before = 0;
+    const char *ls = req_query(r, "limit");
+    const char *cs = req_query(r, "cursor");
+    if (ls != NULL && !parse_i64(ls, 1, LIST_MAX, &limit)) {
+        resp_problem(w, PROBLEM_VALIDATION_FAILED, "limit", "limit must be from 1 to %d", LIST_MAX);
+        return;
+    }
+    if (cs != NULL && !parse_cursor(cs, &before)) {
+        resp_problem(w, PROBLEM_VALIDATION_FAILED, "cursor", "cursor is not one we issued");
+        return;
+    }
+    /* One more row than asked tells whether another page exists. */
+    struct order *rows = xcalloc((size_t)limit + 1, sizeof *rows);
+    int n = 0;
+    int rc = store_order_list(r->who.user_id, before, (int)limit + 1, rows, &n);
+    if (rc != TD_OK) {
+        api_fail(w, rc, "listing orders");
+        goto out;
+    }
+    json_t *arr = json_array();
+    int shown = n > limit ? (int)limit : n;
+    for (int i = 0; i < shown; i++)
+        json_array_append_new(arr, api_order_json(&rows[i]));
+    json_t *next = json_null();
+    if (n > limit) {
+        char cur[32];
+        snprintf(cur, sizeof cur, "o%lld", (long long)rows[shown - 1].id);
+        json_decref(next);
+        next = json_string(cur);
+    }
+    resp_json(w, 200, json_pack("{s:o,s:o}", "orders", arr, "next_cursor", next));
+out:
+    free(rows);
+}

@@ -1,0 +1,92 @@
+#include "idem.h"
+
+#include "util.h"
+
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool key_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '-';
+}
+
+bool idem_parse_key(const char *header, char *out)
+{
+    if (header == NULL)
+        return false;
+    size_t n = strlen(header);
+    const char *p = header;
+    /* The IETF draft sends the key as an sf-string: "abc". */
+    if (n >= 2 && p[0] == '"' && p[n - 1] == '"') {
+        p++;
+        n -= 2;
+    }
+    if (n == 0 || n > IDEM_KEY_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (!key_char(p[i]))
+            return false;
+    }
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return true;
+}
+
+void idem_fingerprint_order(int64_t session_id, int64_t quantity, char *out)
+{
+    char canon[96];
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    int n = snprintf(canon, sizeof canon, "POST /api/v1/orders\nsession_id=%lld\nquantity=%lld\n",
+                     (long long)session_id, (long long)quantity);
+    SHA256((const unsigned char *)canon, (size_t)n, md);
+    hex_encode(md, sizeof md, out);
+}
+
+void idem_new_owner(char *out)
+{
+    unsigned char raw[IDEM_OWNER_LEN / 2];
+    rand_bytes(raw, sizeof raw);
+    hex_encode(raw, sizeof raw, out);
+}
+
+char *idem_marker(const char *fingerprint, const char *owner)
+{
+    return xasprintf("P|%s|%s", fingerprint, owner);
+}
+
+char *idem_done(const char *fingerprint, int status, const char *body, size_t body_len)
+{
+    return xasprintf("D|%s|%d|%.*s", fingerprint, status, (int)body_len, body);
+}
+
+bool idem_parse(const char *text, size_t len, struct idem_record *out)
+{
+    memset(out, 0, sizeof *out);
+    /* "X|" + 64 hex + "|" at least. */
+    if (len < 3 + IDEM_FP_LEN || text[1] != '|' || text[2 + IDEM_FP_LEN] != '|')
+        return false;
+    if (text[0] != 'P' && text[0] != 'D')
+        return false;
+    memcpy(out->fingerprint, text + 2, IDEM_FP_LEN);
+    out->fingerprint[IDEM_FP_LEN] = '\0';
+    out->done = text[0] == 'D';
+    if (!out->done)
+        return true;
+    const char *p = text + 3 + IDEM_FP_LEN;
+    const char *end = text + len;
+    int status = 0;
+    int digits = 0;
+    while (p < end && *p >= '0' && *p <= '9' && digits < 3) {
+        status = status * 10 + (*p - '0');
+        p++;
+        digits++;
+    }
+    if (digits != 3 || p >= end || *p != '|')
+        return false;
+    out->status = status;
+    out->body = p + 1;
+    out->body_len = (size_t)(end - (p + 1));
+    return true;
+}

@@ -1,0 +1,46 @@
+/* idem.h - the pieces of the Idempotency-Key defence that are pure logic:
+ * reading the header, fingerprinting a payload, and the text of the
+ * records kept under the key in Redis. Thread-safe. */
+#ifndef TICKETD_IDEM_H
+#define TICKETD_IDEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define IDEM_KEY_MAX   64
+#define IDEM_FP_LEN    64 /* hex SHA-256 */
+#define IDEM_OWNER_LEN 32
+
+/* Reads an Idempotency-Key header: 1..64 of [A-Za-z0-9._:-], bare or as a
+ * structured-field string ("abc", quotes stripped). Returns true and
+ * writes the key to out (IDEM_KEY_MAX + 1 bytes). */
+bool idem_parse_key(const char *header, char *out);
+
+/* The fingerprint of an order request: hex SHA-256 of its validated,
+ * canonical fields, so that whitespace or key order in the JSON does not
+ * make the same request look different. out: IDEM_FP_LEN + 1 bytes. */
+void idem_fingerprint_order(int64_t session_id, int64_t quantity, char *out);
+
+/* A random owner id for markers and locks, so that a request deletes only
+ * what it set itself. out: IDEM_OWNER_LEN + 1 bytes. */
+void idem_new_owner(char *out);
+
+/* Record texts. In flight: "P|<fp>|<owner>". Done: "D|<fp>|<status>|<body>".
+ * The encoders return new strings (caller frees). */
+char *idem_marker(const char *fingerprint, const char *owner);
+char *idem_done(const char *fingerprint, int status, const char *body, size_t body_len);
+
+struct idem_record {
+    bool done;
+    char fingerprint[IDEM_FP_LEN + 1];
+    int status;       /* done only */
+    const char *body; /* done only; borrowed from the parsed text */
+    size_t body_len;
+};
+
+/* Parses a record text. Returns false for anything malformed (treated by
+ * callers as no record: the database still decides). */
+bool idem_parse(const char *text, size_t len, struct idem_record *out);
+
+#endif

@@ -1,0 +1,291 @@
+#include "orders.h"
+
+#include "app.h"
+#include "cache.h"
+#include "defenses.h"
+#include "err.h"
+#include "idem.h"
+#include "log.h"
+#include "metrics.h"
+#include "respcache.h"
+#include "store.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* What this request has taken in Redis, to give back on failure. */
+struct claims {
+    bool redis_ok; /* false once Redis failed: skip the rest of it */
+    char *marker;  /* our in-flight marker, if we set one */
+    char owner[IDEM_OWNER_LEN + 1];
+    bool locked; /* we hold the user+session lock */
+};
+
+void orders_new_number(char *out)
+{
+    /* YYMMDD, then 14 random digits: sortable by day at a glance, and
+     * unguessable enough that order numbers leak nothing. */
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char day[16];
+    snprintf(day, sizeof day, "%02u%02u%02u", (unsigned)(tm.tm_year % 100) % 100,
+             (unsigned)(tm.tm_mon + 1) % 100, (unsigned)tm.tm_mday % 100);
+    memcpy(out, day, 6);
+    for (int i = 6; i < ORDER_NO_LEN; i++)
+        out[i] = (char)('0' + rand_below(10));
+    out[ORDER_NO_LEN] = '\0';
+}
+
+void order_result_cleanup(struct order_result *res)
+{
+    free(res->body);
+    memset(res, 0, sizeof *res);
+}
+
+static void answer(struct order_result *res, enum order_outcome oc, const char *layer)
+{
+    res->outcome = oc;
+    res->layer = layer;
+}
+
+static void replay(struct order_result *res, const char *layer, int status, char *body, size_t len)
+{
+    answer(res, ORDER_REPLAYED, layer);
+    res->status = status;
+    res->body = body;
+    res->body_len = len;
+}
+
+/* Redis failed at some step. Under policy strict that ends the request;
+ * under degrade the remaining Redis defences are skipped and the database
+ * decides alone. Returns true when the request may go on. */
+static bool redis_failed(struct app *app, struct claims *cl, struct order_result *res)
+{
+    cl->redis_ok = false;
+    if (app->cfg->redis_policy == REDIS_POLICY_STRICT) {
+        answer(res, ORDER_UNAVAILABLE, NULL);
+        return false;
+    }
+    return true;
+}
+
+/* Layers 1 and 2. Returns true when the request should go on. */
+static bool check_key(struct app *app, const struct order_request *rq, const char *fp,
+                      struct claims *cl, struct order_result *res)
+{
+    unsigned on = app->defenses;
+    struct cached_response hit;
+    if ((on & DEFENSE_RESPONSE_CACHE) &&
+        respcache_get(app->respcache, rq->user_id, rq->key, mono_ms(), &hit)) {
+        if (strcmp(hit.fingerprint, fp) != 0) {
+            free(hit.body);
+            metrics_inc(M_DUP_KEY_REUSED);
+            answer(res, ORDER_KEY_REUSED, "response-cache");
+            return false;
+        }
+        metrics_inc(M_DUP_RESPONSE_CACHE);
+        replay(res, "response-cache", hit.status, hit.body, hit.body_len);
+        return false;
+    }
+    if (!(on & (DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)))
+        return true;
+
+    char *existing = NULL;
+    char *marker = idem_marker(fp, cl->owner);
+    int rc = cache_idem_begin(rq->user_id, rq->key, marker, app->cfg->inflight_ttl_ms, &existing);
+    if (rc == TD_OK) {
+        if (on & DEFENSE_INFLIGHT_KEY) {
+            cl->marker = marker;
+        } else {
+            /* The demo switched the marker off: take it straight back. */
+            cache_order_release(rq->user_id, rq->key, marker, 0, NULL);
+            free(marker);
+        }
+        return true;
+    }
+    free(marker);
+    if (rc != TD_EDUP)
+        return redis_failed(app, cl, res);
+
+    struct idem_record rec;
+    bool go_on = true;
+    if (!idem_parse(existing, strlen(existing), &rec)) {
+        log_warn("malformed idempotency record for user %lld; ignoring it", (long long)rq->user_id);
+    } else if (rec.done && (on & DEFENSE_RESPONSE_CACHE)) {
+        if (strcmp(rec.fingerprint, fp) != 0) {
+            metrics_inc(M_DUP_KEY_REUSED);
+            answer(res, ORDER_KEY_REUSED, "response-cache");
+        } else {
+            metrics_inc(M_DUP_RESPONSE_CACHE);
+            respcache_put(app->respcache, rq->user_id, rq->key, fp, rec.status, rec.body,
+                          rec.body_len, mono_ms() + (int64_t)app->cfg->idem_ttl_s * 1000);
+            replay(res, "response-cache", rec.status, xstrndup(rec.body, rec.body_len),
+                   rec.body_len);
+        }
+        go_on = false;
+    } else if (!rec.done && (on & DEFENSE_INFLIGHT_KEY)) {
+        if (strcmp(rec.fingerprint, fp) != 0) {
+            metrics_inc(M_DUP_KEY_REUSED);
+            answer(res, ORDER_KEY_REUSED, "inflight-key");
+        } else {
+            metrics_inc(M_DUP_INFLIGHT_KEY);
+            answer(res, ORDER_IN_PROGRESS, "inflight-key");
+        }
+        go_on = false;
+    }
+    free(existing);
+    return go_on;
+}
+
+/* Layer 3. */
+static bool take_lock(struct app *app, const struct order_request *rq, struct claims *cl,
+                      struct order_result *res)
+{
+    if (!(app->defenses & DEFENSE_SESSION_LOCK) || !cl->redis_ok)
+        return true;
+    int rc = cache_lock_acquire(rq->user_id, rq->session_id, cl->owner, app->cfg->lock_ttl_ms);
+    if (rc == TD_OK) {
+        cl->locked = true;
+        return true;
+    }
+    if (rc == TD_ECONFLICT) {
+        metrics_inc(M_DUP_SESSION_LOCK);
+        answer(res, ORDER_DUPLICATE_SUBMISSION, "session-lock");
+        return false;
+    }
+    return redis_failed(app, cl, res);
+}
+
+/* Layer 4. */
+static bool spend_token(struct app *app, const struct order_request *rq, struct claims *cl,
+                        struct order_result *res)
+{
+    if (!(app->defenses & DEFENSE_TOKEN) || rq->token == NULL)
+        return true;
+    if (!cl->redis_ok) {
+        /* Tokens live only in Redis: without it there is nothing to check,
+         * and the unique index still holds the line. */
+        return app->cfg->redis_policy != REDIS_POLICY_STRICT;
+    }
+    int rc = cache_token_take(rq->user_id, rq->token);
+    if (rc == TD_OK)
+        return true;
+    if (rc == TD_ENOTFOUND) {
+        metrics_inc(M_DUP_TOKEN);
+        answer(res, ORDER_TOKEN_INVALID, "token");
+        return false;
+    }
+    return redis_failed(app, cl, res);
+}
+
+static int64_t backoff_ms(int attempt)
+{
+    /* Full jitter over a doubling window: 1-2 ms, then up to 4, 8, 16 ... */
+    int64_t window = (int64_t)2 << (attempt < 6 ? attempt : 6);
+    return 1 + (int64_t)rand_below((uint64_t)window);
+}
+
+/* Layers 5 and 6: the database transaction, retried after deadlocks. */
+static void write_order(struct app *app, const struct order_request *rq, order_render_fn render,
+                        struct order_result *res)
+{
+    char order_no[ORDER_NO_LEN + 1];
+    struct order o;
+    struct order_draft d = {order_no, rq->user_id, rq->session_id, rq->key, rq->quantity};
+    int rc = TD_ERETRY;
+    for (int attempt = 0; attempt <= app->cfg->tx_retries; attempt++) {
+        if (attempt > 0) {
+            metrics_inc(M_TX_RETRIES);
+            sleep_ms(backoff_ms(attempt));
+        }
+        orders_new_number(order_no);
+        rc = store_order_create(&d, &o);
+        if (rc != TD_ERETRY)
+            break;
+    }
+    switch (rc) {
+    case TD_OK:
+        metrics_inc(M_ORDERS_CREATED);
+        answer(res, ORDER_CREATED, NULL);
+        res->status = 201;
+        res->body = render(&o, &res->body_len);
+        return;
+    case TD_EDUP:
+        break;
+    case TD_ECONFLICT:
+        metrics_inc(M_STOCK_CONFLICTS);
+        answer(res, ORDER_SOLD_OUT, NULL);
+        return;
+    case TD_ENOTFOUND:
+        answer(res, ORDER_SESSION_NOT_FOUND, NULL);
+        return;
+    case TD_EUNAVAIL:
+    case TD_ERETRY:
+        answer(res, ORDER_UNAVAILABLE, NULL);
+        return;
+    default:
+        answer(res, ORDER_FAILED, NULL);
+        return;
+    }
+
+    /* The unique index refused a second order for this key: the first one
+     * exists, committed. Answer with it, as the original request did. */
+    rc = store_order_find_request(rq->user_id, rq->session_id, rq->key, &o);
+    if (rc != TD_OK) {
+        answer(res, rc == TD_EUNAVAIL ? ORDER_UNAVAILABLE : ORDER_FAILED, NULL);
+        return;
+    }
+    if (o.quantity != rq->quantity) {
+        metrics_inc(M_DUP_KEY_REUSED);
+        answer(res, ORDER_KEY_REUSED, "unique-index");
+        return;
+    }
+    metrics_inc(M_DUP_UNIQUE_INDEX);
+    size_t len;
+    char *body = render(&o, &len);
+    replay(res, "unique-index", 201, body, len);
+}
+
+void orders_create(struct app *app, const struct order_request *rq, order_render_fn render,
+                   struct order_result *res)
+{
+    char fp[IDEM_FP_LEN + 1];
+    struct claims cl = {.redis_ok = true};
+    memset(res, 0, sizeof *res);
+    idem_fingerprint_order(rq->session_id, rq->quantity, fp);
+    idem_new_owner(cl.owner);
+
+    if (!check_key(app, rq, fp, &cl, res) || !take_lock(app, rq, &cl, res) ||
+        !spend_token(app, rq, &cl, res))
+        goto out;
+    if (!cl.redis_ok)
+        metrics_inc(M_REDIS_DEGRADED);
+    write_order(app, rq, render, res);
+
+out:
+    if (res->outcome == ORDER_CREATED || res->outcome == ORDER_REPLAYED) {
+        if (res->layer == NULL || strcmp(res->layer, "unique-index") == 0) {
+            /* Remember the completed response for the key's retries. Tried
+             * even after a Redis failure: it costs nothing during the
+             * back-off and helps as soon as Redis is back. */
+            if (cl.marker != NULL || cl.locked) {
+                char *done = idem_done(fp, res->status, res->body, res->body_len);
+                cache_order_complete(rq->user_id, rq->key, cl.marker, done, app->cfg->idem_ttl_s,
+                                     rq->session_id, cl.locked ? cl.owner : NULL);
+                free(done);
+            }
+            if (app->defenses & DEFENSE_RESPONSE_CACHE)
+                respcache_put(app->respcache, rq->user_id, rq->key, fp, res->status, res->body,
+                              res->body_len, mono_ms() + (int64_t)app->cfg->idem_ttl_s * 1000);
+        }
+    } else if (cl.marker != NULL || cl.locked) {
+        /* Only a success is remembered: give the key back for a retry. */
+        cache_order_release(rq->user_id, rq->key, cl.marker, rq->session_id,
+                            cl.locked ? cl.owner : NULL);
+    }
+    free(cl.marker);
+}

@@ -1,0 +1,74 @@
+/* orders.h - creating an order, with every defence against duplicates in
+ * the order a request meets them (cheapest first):
+ *
+ *   1. response cache   in-process, then the Redis record of the key:
+ *                       a completed request is replayed, byte for byte;
+ *   2. in-flight key    SET NX PX marker with the payload fingerprint:
+ *                       a copy of a request still running gets 409;
+ *   3. session lock     one order at a time per user and session (the
+ *                       double click that made a new key);
+ *   4. one-time token   consumed atomically, bound to the user;
+ *   5. unique index     (user, session, request) in the database, the
+ *                       last word: a duplicate is looked up and replayed;
+ *   6. stock CAS        stock = stock - q WHERE stock >= q.
+ *
+ * Redis (1-4) only accelerates; with it gone (policy degrade) 5 and 6
+ * still give exactly one order per key. Only a success is remembered: any
+ * failure removes this request's marker and lock so the key can be retried.
+ *
+ * Domain logic only: it calls the store and cache ports and never sees
+ * HTTP or JSON. Thread-safe. */
+#ifndef TICKETD_ORDERS_H
+#define TICKETD_ORDERS_H
+
+#include "model.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct app;
+
+struct order_request {
+    int64_t user_id;
+    const char *key; /* the Idempotency-Key: the order's request_id */
+    int64_t session_id;
+    int64_t quantity;
+    const char *token; /* X-Order-Token, or NULL when not required */
+};
+
+enum order_outcome {
+    ORDER_CREATED,
+    ORDER_REPLAYED,
+    ORDER_KEY_REUSED,
+    ORDER_IN_PROGRESS,
+    ORDER_DUPLICATE_SUBMISSION,
+    ORDER_TOKEN_INVALID,
+    ORDER_SOLD_OUT,
+    ORDER_SESSION_NOT_FOUND,
+    ORDER_UNAVAILABLE,
+    ORDER_FAILED,
+};
+
+/* Renders the response body of a new order (a new string, caller frees).
+ * Given by the API layer so the domain stays free of JSON. */
+typedef char *(*order_render_fn)(const struct order *o, size_t *len);
+
+struct order_result {
+    enum order_outcome outcome;
+    const char *layer; /* the defence that answered, or NULL */
+    int status;        /* for CREATED and REPLAYED: the status to answer */
+    char *body;        /* for CREATED and REPLAYED: new, caller frees */
+    size_t body_len;
+};
+
+/* Runs the whole create flow. Always fills *res (cleared on entry). */
+void orders_create(struct app *app, const struct order_request *rq, order_render_fn render,
+                   struct order_result *res);
+
+void order_result_cleanup(struct order_result *res);
+
+/* Makes a fresh, random order number (ORDER_NO_LEN + 1 bytes). */
+void orders_new_number(char *out);
+
+#endif

@@ -1,0 +1,576 @@
+#include "harness.h"
+
+#include "auth.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static const char *env_or(const char *name, const char *def)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : def;
+}
+
+static void msleep(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- processes ---- */
+
+static void child_env(int port, const char *const *extra)
+{
+    char buf[64];
+    setenv("TICKETD_ENV", "test", 1);
+    snprintf(buf, sizeof buf, "%d", port);
+    setenv("TICKETD_PORT", buf, 1);
+    setenv("TICKETD_BIND", "127.0.0.1", 1);
+    setenv("TICKETD_REDIS_HOST", "127.0.0.1", 1);
+    setenv("TICKETD_REDIS_PORT", env_or("TICKETD_TEST_REDIS_PORT", "26379"), 1);
+    setenv("TICKETD_MYSQL_HOST", "127.0.0.1", 1);
+    setenv("TICKETD_MYSQL_PORT", env_or("TICKETD_TEST_MYSQL_PORT", "23306"), 1);
+    setenv("TICKETD_MYSQL_USER", "ticketd", 1);
+    setenv("TICKETD_MYSQL_PASSWORD", "ticketd", 1);
+    setenv("TICKETD_MYSQL_DB", "ticketd", 1);
+    setenv("TICKETD_JWT_SECRET", TH_JWT_SECRET, 1);
+    setenv("TICKETD_PAY_SECRET", TH_PAY_SECRET, 1);
+    setenv("TICKETD_LOG_LEVEL", "info", 1);
+    setenv("TICKETD_ACCESS_LOG", "0", 1);
+    setenv("TICKETD_THREADS", "8", 1);
+    for (; extra != NULL && *extra != NULL; extra++) {
+        char kv[512];
+        snprintf(kv, sizeof kv, "%s", *extra);
+        char *eq = strchr(kv, '=');
+        if (eq == NULL)
+            continue;
+        *eq = '\0';
+        setenv(kv, eq + 1, 1);
+    }
+}
+
+static void spawn(struct th_server *s, const char *cmd, const char *name, int port,
+                  const char *const *extra_env)
+{
+    memset(s, 0, sizeof *s);
+    s->port = port;
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", port);
+    snprintf(s->log_path, sizeof s->log_path, "%s/ticketd-%s-%d.log",
+             env_or("TICKETD_TEST_LOGS", "/tmp"), name, (int)getpid());
+    const char *bin = env_or("TICKETD_BIN", "build/asan/ticketd");
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(s->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        child_env(port, extra_env);
+        execl(bin, bin, cmd, (char *)NULL);
+        _exit(127);
+    }
+    s->pid = pid;
+}
+
+void th_start(struct th_server *s, int port, const char *const *extra_env)
+{
+    char name[16];
+    snprintf(name, sizeof name, "%d", port);
+    spawn(s, "serve", name, port, extra_env);
+    char url[128];
+    snprintf(url, sizeof url, "%s/livez", s->url);
+    for (int i = 0; i < 300; i++) {
+        struct th_resp r = th_request("GET", url, NULL, NULL);
+        long st = r.status;
+        th_resp_free(&r);
+        int status;
+        bool gone = waitpid(s->pid, &status, WNOHANG) == s->pid;
+        if (st == 200 && !gone)
+            return;
+        if (gone) {
+            s->pid = 0;
+            fail_msg("ticketd on port %d exited at start; see %s", port, s->log_path);
+        }
+        msleep(50);
+    }
+    fail_msg("ticketd on port %d did not answer /livez; see %s", port, s->log_path);
+}
+
+void th_start_worker(struct th_server *s, const char *name, const char *const *extra_env)
+{
+    spawn(s, "worker", name, 1, extra_env);
+}
+
+bool th_log_contains(const struct th_server *s, const char *needle)
+{
+    FILE *f = fopen(s->log_path, "r");
+    char line[4096];
+    bool found = false;
+    if (f == NULL)
+        return false;
+    while (!found && fgets(line, sizeof line, f) != NULL)
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+int th_stop(struct th_server *s)
+{
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 600; i++) {
+        pid_t w = waitpid(s->pid, &status, WNOHANG);
+        if (w == s->pid) {
+            s->pid = 0;
+            if (th_log_contains(s, "ERROR: AddressSanitizer") ||
+                th_log_contains(s, "ERROR: LeakSanitizer") ||
+                th_log_contains(s, "runtime error:")) {
+                print_error("sanitizer report in %s\n", s->log_path);
+                return -1;
+            }
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        }
+        msleep(50);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, &status, 0);
+    s->pid = 0;
+    return -1;
+}
+
+void th_kill(struct th_server *s)
+{
+    if (s->pid <= 0)
+        return;
+    kill(s->pid, SIGKILL);
+    int status;
+    waitpid(s->pid, &status, 0);
+    s->pid = 0;
+}
+
+/* ---- HTTP ---- */
+
+struct buf {
+    char *p;
+    size_t len;
+};
+
+static size_t on_data(char *data, size_t size, size_t n, void *ctx)
+{
+    struct buf *b = ctx;
+    size_t add = size * n;
+    b->p = realloc(b->p, b->len + add + 1);
+    memcpy(b->p + b->len, data, add);
+    b->len += add;
+    b->p[b->len] = '\0';
+    return add;
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *ctx)
+{
+    struct buf *b = ctx;
+    /* A new status line (after 100 Continue) starts the block anew. */
+    if (size * n >= 5 && strncmp(data, "HTTP/", 5) == 0)
+        b->len = 0;
+    return on_data(data, size, n, ctx);
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+struct th_resp th_request(const char *method, const char *url, const char *const *headers,
+                          const char *body)
+{
+    struct th_resp r = {0};
+    struct buf b = {NULL, 0}, h = {NULL, 0};
+    struct curl_slist *list = NULL;
+    bool has_ct = false;
+    pthread_once(&curl_once, curl_init_once);
+    CURL *c = curl_easy_init();
+    for (; headers != NULL && *headers != NULL; headers++) {
+        list = curl_slist_append(list, *headers);
+        if (strncasecmp(*headers, "Content-Type:", 13) == 0)
+            has_ct = true;
+    }
+    if (body != NULL && !has_ct)
+        list = curl_slist_append(list, "Content-Type: application/json");
+    list = curl_slist_append(list, "Expect:");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    if (body != NULL) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    double t0 = now_s();
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    r.seconds = now_s() - t0;
+    r.body = b.p != NULL ? b.p : calloc(1, 1);
+    r.body_len = b.len;
+    r.headers = h.p != NULL ? h.p : calloc(1, 1);
+    curl_slist_free_all(list);
+    curl_easy_cleanup(c);
+    return r;
+}
+
+void th_resp_free(struct th_resp *r)
+{
+    free(r->body);
+    free(r->headers);
+    memset(r, 0, sizeof *r);
+}
+
+const char *th_header(const struct th_resp *r, const char *name, char *buf, size_t cap)
+{
+    size_t n = strlen(name);
+    for (const char *line = r->headers; line != NULL && *line != '\0';) {
+        const char *eol = strstr(line, "\r\n");
+        size_t len = eol != NULL ? (size_t)(eol - line) : strlen(line);
+        if (len > n && strncasecmp(line, name, n) == 0 && line[n] == ':') {
+            const char *v = line + n + 1;
+            while (*v == ' ')
+                v++;
+            size_t vl = len - (size_t)(v - line);
+            if (vl >= cap)
+                vl = cap - 1;
+            memcpy(buf, v, vl);
+            buf[vl] = '\0';
+            return buf;
+        }
+        line = eol != NULL ? eol + 2 : NULL;
+    }
+    return NULL;
+}
+
+json_t *th_json(const struct th_resp *r)
+{
+    json_error_t e;
+    json_t *j = json_loadb(r->body, r->body_len, 0, &e);
+    if (j == NULL)
+        fail_msg("not JSON (status %ld): %.200s", r->status, r->body);
+    return j;
+}
+
+const char *th_code(const struct th_resp *r)
+{
+    static __thread char code[64];
+    code[0] = '\0';
+    json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
+    const char *c = json_string_value(json_object_get(j, "code"));
+    if (c != NULL)
+        snprintf(code, sizeof code, "%s", c);
+    json_decref(j);
+    return code;
+}
+
+int th_raw(int port, const char *bytes, size_t len, char *out, size_t cap, int timeout_ms)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return 0;
+    }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = send(fd, bytes + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            break; /* the server may close early (413): read what it said */
+        off += (size_t)w;
+    }
+    char local[8192];
+    char *dst = out != NULL ? out : local;
+    size_t dcap = out != NULL ? cap : sizeof local;
+    size_t got = 0;
+    double deadline = now_s() + timeout_ms / 1000.0;
+    while (got + 1 < dcap && now_s() < deadline) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        ssize_t n = recv(fd, dst + got, dcap - got - 1, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        dst[got] = '\0';
+        /* One complete response is enough when it has no body to wait for. */
+        if (strstr(dst, "\r\n\r\n") != NULL && strstr(dst, "Content-Length: ") != NULL) {
+            const char *cl = strstr(dst, "Content-Length: ") + 16;
+            const char *hend = strstr(dst, "\r\n\r\n") + 4;
+            if ((size_t)(dst + got - hend) >= (size_t)atol(cl))
+                break;
+        }
+    }
+    dst[got] = '\0';
+    close(fd);
+    int status = 0;
+    if (sscanf(dst, "HTTP/1.%*d %d", &status) != 1)
+        status = 0;
+    return status;
+}
+
+/* ---- identity ---- */
+
+char *th_jwt(int64_t user_id, bool admin)
+{
+    return auth_issue(TH_JWT_SECRET, user_id, admin, (int64_t)time(NULL), 3600);
+}
+
+char *th_auth_header(int64_t user_id, bool admin)
+{
+    static __thread char slots[8][1024];
+    static __thread int next;
+    char *jwt = th_jwt(user_id, admin);
+    char *out = slots[next++ % 8];
+    snprintf(out, 1024, "Authorization: Bearer %s", jwt);
+    free(jwt);
+    return out;
+}
+
+/* ---- state ---- */
+
+static MYSQL *db;
+
+MYSQL *th_db(void)
+{
+    if (db != NULL && mysql_ping(db) == 0)
+        return db;
+    if (db != NULL)
+        mysql_close(db);
+    db = mysql_init(NULL);
+    unsigned int t = 10;
+    mysql_options(db, MYSQL_OPT_CONNECT_TIMEOUT, &t);
+    if (mysql_real_connect(db, "127.0.0.1", "ticketd", "ticketd", "ticketd",
+                           (unsigned int)atoi(env_or("TICKETD_TEST_MYSQL_PORT", "23306")), NULL,
+                           0) == NULL)
+        fail_msg("cannot connect to the test MariaDB: %s", mysql_error(db));
+    return db;
+}
+
+int64_t th_db_int(const char *fmt, ...)
+{
+    char q[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(q, sizeof q, fmt, ap);
+    va_end(ap);
+    MYSQL *m = th_db();
+    if (mysql_query(m, q) != 0)
+        fail_msg("query failed: %s: %s", q, mysql_error(m));
+    MYSQL_RES *res = mysql_store_result(m);
+    int64_t v = -1;
+    MYSQL_ROW row = res != NULL ? mysql_fetch_row(res) : NULL;
+    if (row != NULL && row[0] != NULL)
+        v = atoll(row[0]);
+    else if (row != NULL)
+        v = 0;
+    mysql_free_result(res);
+    return v;
+}
+
+void th_db_exec(const char *fmt, ...)
+{
+    char q[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(q, sizeof q, fmt, ap);
+    va_end(ap);
+    MYSQL *m = th_db();
+    if (mysql_query(m, q) != 0)
+        fail_msg("statement failed: %s: %s", q, mysql_error(m));
+}
+
+static redisContext *redis_ctx(void)
+{
+    static __thread redisContext *rc;
+    if (rc != NULL && rc->err == 0)
+        return rc;
+    if (rc != NULL)
+        redisFree(rc);
+    struct timeval tv = {2, 0};
+    rc = redisConnectWithTimeout("127.0.0.1", atoi(env_or("TICKETD_TEST_REDIS_PORT", "26379")), tv);
+    return rc;
+}
+
+long long th_redis_int(const char *fmt, ...)
+{
+    va_list ap;
+    redisContext *c = redis_ctx();
+    if (c == NULL || c->err)
+        return -2;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    long long v = -2;
+    if (r != NULL) {
+        if (r->type == REDIS_REPLY_INTEGER)
+            v = r->integer;
+        else if (r->type == REDIS_REPLY_STRING)
+            v = atoll(r->str);
+        else if (r->type == REDIS_REPLY_NIL)
+            v = -1;
+        else if (r->type == REDIS_REPLY_STATUS)
+            v = 0;
+        freeReplyObject(r);
+    }
+    return v;
+}
+
+void th_reset(void)
+{
+    static const char *const tables[] = {"consume_records", "user_points", "outbox",  "payments",
+                                         "order_history",   "orders",      "sessions"};
+    th_db_exec("SET FOREIGN_KEY_CHECKS = 0");
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+        th_db_exec("TRUNCATE TABLE %s", tables[i]);
+    th_db_exec("SET FOREIGN_KEY_CHECKS = 1");
+    th_redis_int("FLUSHALL");
+}
+
+void th_services(const char *cmd)
+{
+    char line[1024];
+    snprintf(line, sizeof line, "scripts/services.sh %s %s >/dev/null 2>&1", cmd,
+             env_or("TICKETD_TEST_STATE", ".state/test"));
+    int rc = system(line);
+    if (rc != 0)
+        fail_msg("services.sh %s failed (%d)", cmd, rc);
+}
+
+/* ---- domain shortcuts ---- */
+
+int64_t th_session(const struct th_server *s, int64_t stock, int64_t price_cents)
+{
+    char url[128], body[256];
+    snprintf(url, sizeof url, "%s/api/v1/sessions", s->url);
+    snprintf(body, sizeof body, "{\"title\":\"Test show\",\"price_cents\":%lld,\"stock\":%lld}",
+             (long long)price_cents, (long long)stock);
+    const char *h[] = {th_auth_header(1, true), NULL};
+    struct th_resp r = th_request("POST", url, h, body);
+    if (r.status != 201)
+        fail_msg("creating a session: %ld %s", r.status, r.body);
+    json_t *j = th_json(&r);
+    int64_t id = json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    th_resp_free(&r);
+    return id;
+}
+
+void th_order_token(const struct th_server *s, int64_t user_id, char *out)
+{
+    char url[128];
+    snprintf(url, sizeof url, "%s/api/v1/tokens", s->url);
+    const char *h[] = {th_auth_header(user_id, false), NULL};
+    struct th_resp r = th_request("POST", url, h, NULL);
+    if (r.status != 201)
+        fail_msg("issuing a token: %ld %s", r.status, r.body);
+    json_t *j = th_json(&r);
+    snprintf(out, 96, "%s", json_string_value(json_object_get(j, "token")));
+    json_decref(j);
+    th_resp_free(&r);
+}
+
+struct th_resp th_order(const struct th_server *s, int64_t user_id, const char *key,
+                        const char *token, int64_t session_id, int64_t quantity)
+{
+    char url[128], body[128], kh[128], tk[160];
+    snprintf(url, sizeof url, "%s/api/v1/orders", s->url);
+    snprintf(body, sizeof body, "{\"session_id\":%lld,\"quantity\":%lld}", (long long)session_id,
+             (long long)quantity);
+    snprintf(kh, sizeof kh, "Idempotency-Key: %s", key);
+    snprintf(tk, sizeof tk, "X-Order-Token: %s", token != NULL ? token : "");
+    const char *h[] = {th_auth_header(user_id, false), kh, token != NULL ? tk : NULL, NULL};
+    return th_request("POST", url, h, body);
+}
+
+/* ---- concurrency ---- */
+
+struct par {
+    pthread_barrier_t barrier;
+    void (*fn)(int, void *);
+    void *ctx;
+};
+
+struct par_arg {
+    struct par *p;
+    int i;
+};
+
+static void *par_main(void *a)
+{
+    struct par_arg *pa = a;
+    pthread_barrier_wait(&pa->p->barrier);
+    pa->p->fn(pa->i, pa->p->ctx);
+    return NULL;
+}
+
+void th_parallel(int n, void (*fn)(int i, void *ctx), void *ctx)
+{
+    struct par p = {.fn = fn, .ctx = ctx};
+    pthread_t *t = calloc((size_t)n, sizeof *t);
+    struct par_arg *args = calloc((size_t)n, sizeof *args);
+    pthread_barrier_init(&p.barrier, NULL, (unsigned)n);
+    for (int i = 0; i < n; i++) {
+        args[i] = (struct par_arg){&p, i};
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        if (pthread_create(&t[i], &attr, par_main, &args[i]) != 0)
+            fail_msg("pthread_create failed at %d", i);
+        pthread_attr_destroy(&attr);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&p.barrier);
+    free(t);
+    free(args);
+}
+
+int th_port(int offset)
+{
+    return atoi(env_or("TICKETD_TEST_HTTP_PORT", "24080")) + offset;
+}

@@ -1,0 +1,116 @@
+/* harness.h - what every integration test uses: ticketd processes started
+ * from the real binary, HTTP through libcurl, the real private MariaDB and
+ * Redis for setting up and checking state, and many requests at once.
+ *
+ * Settings come from the environment run-tests.sh exports: TICKETD_BIN,
+ * TICKETD_TEST_STATE, TICKETD_TEST_REDIS_PORT, TICKETD_TEST_MYSQL_PORT,
+ * TICKETD_TEST_LOGS. Failures inside helpers fail the running cmocka test. */
+#ifndef TICKETD_HARNESS_H
+#define TICKETD_HARNESS_H
+
+#include <jansson.h>
+#include <mysql.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TH_JWT_SECRET "integration-test-jwt-secret-0123456789abcdef"
+#define TH_PAY_SECRET "integration-test-pay-secret-0123456789abcdef"
+
+/* ---- ticketd processes ---- */
+
+struct th_server {
+    pid_t pid;
+    int port;
+    char url[64];
+    char log_path[512];
+};
+
+/* Starts `ticketd serve` on port with the test settings plus extra_env
+ * ("KEY=VALUE" strings, NULL-terminated, may be NULL; later ones win) and
+ * waits until /livez answers. Fails the test if it does not. */
+void th_start(struct th_server *s, int port, const char *const *extra_env);
+/* Like th_start but runs `ticketd worker` (no HTTP); no wait. */
+void th_start_worker(struct th_server *s, const char *name, const char *const *extra_env);
+/* SIGTERM, then waits (bounded). Returns the exit status (0 clean), or -1
+ * when it had to be killed or a sanitizer reported an error in its log. */
+int th_stop(struct th_server *s);
+/* SIGKILL and reap: a crash. */
+void th_kill(struct th_server *s);
+/* True when the log of s contains needle. */
+bool th_log_contains(const struct th_server *s, const char *needle);
+
+/* ---- HTTP ---- */
+
+struct th_resp {
+    long status;
+    char *body;
+    size_t body_len;
+    char *headers; /* raw header block of the final response */
+    double seconds;
+};
+
+/* Sends a request. headers: "Name: value" strings, NULL-terminated, may be
+ * NULL. body may be NULL. Content-Type: application/json is added when
+ * body is given and no Content-Type header is. Returns status 0 when the
+ * connection failed. Caller frees with th_resp_free. */
+struct th_resp th_request(const char *method, const char *url, const char *const *headers,
+                          const char *body);
+void th_resp_free(struct th_resp *r);
+/* The value of a response header (case-insensitive), copied into buf, or
+ * NULL when absent. */
+const char *th_header(const struct th_resp *r, const char *name, char *buf, size_t cap);
+/* The body as JSON (new reference), failing the test if it is not. */
+json_t *th_json(const struct th_resp *r);
+/* The problem "code" of an error body, copied into a static per-thread
+ * buffer ("" if none). */
+const char *th_code(const struct th_resp *r);
+
+/* Sends raw bytes on a new TCP connection to 127.0.0.1:port and reads
+ * the answer until the server closes or timeout_ms passes. Returns the
+ * status code of the first response line (0 if none); the whole answer is
+ * copied into out (cap bytes) when out is not NULL. */
+int th_raw(int port, const char *bytes, size_t len, char *out, size_t cap, int timeout_ms);
+
+/* ---- identity ---- */
+
+/* A new JWT for user (caller frees). */
+char *th_jwt(int64_t user_id, bool admin);
+/* "Authorization: Bearer ..." for user, in a static per-user-slot buffer. */
+char *th_auth_header(int64_t user_id, bool admin);
+
+/* ---- state ---- */
+
+MYSQL *th_db(void);
+/* The first column of the first row of a query, as an integer (-1 if no row). */
+int64_t th_db_int(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void th_db_exec(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Empties every table (but schema_migrations) and Redis. */
+void th_reset(void);
+/* Runs a Redis command through redis-cli-like hiredis; returns the integer
+ * or string-as-integer reply, -1 for nil. */
+long long th_redis_int(const char *fmt, ...);
+/* Runs scripts/services.sh CMD STATE_DIR (stop-redis, start-redis, ...). */
+void th_services(const char *cmd);
+
+/* ---- domain shortcuts ---- */
+
+/* Creates a session via the admin API; returns its id. */
+int64_t th_session(const struct th_server *s, int64_t stock, int64_t price_cents);
+/* Issues an order token for user via the API; copies it into out (96 bytes). */
+void th_order_token(const struct th_server *s, int64_t user_id, char *out);
+/* Places an order; returns the response. token may be NULL. */
+struct th_resp th_order(const struct th_server *s, int64_t user_id, const char *key,
+                        const char *token, int64_t session_id, int64_t quantity);
+
+/* ---- concurrency ---- */
+
+/* Runs fn(i, ctx) on n threads released together by a barrier; returns
+ * when all are done. */
+void th_parallel(int n, void (*fn)(int i, void *ctx), void *ctx);
+
+/* A small TCP port base distinct per test binary, from its name. */
+int th_port(int offset);
+
+#endif
