@@ -21,7 +21,9 @@ BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) -Iservice $(PKG_CFLAGS)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 RELEASE_CFLAGS = $(BASE_CFLAGS) -O2 -g
-ASAN_CFLAGS = $(BASE_CFLAGS) -O1 -g $(SAN)
+# The ASan build is the test build: it also compiles in the fault points
+# (faults.h) that integration tests switch on to crash the process on purpose.
+ASAN_CFLAGS = $(BASE_CFLAGS) -O1 -g $(SAN) -DTICKETD_FAULTS
 
 SRCS := $(wildcard service/*.c)
 HDRS := $(wildcard service/*.h)
