@@ -1,0 +1,233 @@
+/* test_jsonv.c - strict request body parsing: one JSON object, no
+ * duplicate keys, integers that are JSON integers, bounded strings. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "err.h"
+#include "jsonv.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+static void test_parse_object_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        bool ok;
+    } cases[] = {
+        {"{}", true},
+        {" {\"session_id\": 7, \"quantity\": 2}\n", true},
+        {"{\"a\":{\"a\":1}}", true}, /* the same name at another level is no duplicate */
+        /* Duplicate keys would let two readers see two different orders. */
+        {"{\"quantity\":1,\"quantity\":5}", false},
+        {"{\"a\":1,\"b\":2,\"a\":1}", false},
+        {"{\"a\":{\"b\":1,\"b\":2}}", false},
+        /* Not an object. */
+        {"[]", false},
+        {"[{\"quantity\":1}]", false},
+        {"1", false},
+        {"\"quantity\"", false},
+        {"null", false},
+        {"true", false},
+        /* Not JSON. */
+        {"", false},
+        {" ", false},
+        {"{", false},
+        {"{\"a\":1,}", false},
+        {"{'a':1}", false},
+        {"{\"a\":1} {}", false},
+        {"{\"a\":1} x", false},
+        {"{\"a\":NaN}", false},
+        {"{\"a\":\"\\u0000\"}", false}, /* NUL inside a string */
+        {"{\"a\":\"\xff\"}", false},    /* not UTF-8 */
+        {"{\"a\":9223372036854775808}", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char why[200] = "";
+        json_t *o = jsonv_parse_object(cases[i].text, strlen(cases[i].text), why, sizeof why);
+        if (cases[i].ok && o == NULL)
+            fail_msg("refused %s: %s", cases[i].text, why);
+        if (!cases[i].ok && o != NULL)
+            fail_msg("accepted %s", cases[i].text);
+        if (o != NULL)
+            assert_true(json_is_object(o));
+        else
+            assert_true(strlen(why) > 0);
+        json_decref(o);
+    }
+}
+
+static void test_parse_honours_length(void **state)
+{
+    (void)state;
+    char why[200];
+    /* The body is the first len bytes, whatever follows in memory. */
+    static const char buf[] = "{\"a\":1}garbage";
+    json_t *o = jsonv_parse_object(buf, 7, why, sizeof why);
+    assert_non_null(o);
+    json_decref(o);
+    assert_null(jsonv_parse_object(buf, sizeof buf - 1, why, sizeof why));
+    /* A raw NUL byte inside the body is not JSON either. */
+    static const char nul[] = "{\"a\":1}\0{}";
+    assert_null(jsonv_parse_object(nul, sizeof nul - 1, why, sizeof why));
+    static const char nul_in_string[] = "{\"a\":\"x\0y\"}";
+    assert_null(jsonv_parse_object(nul_in_string, sizeof nul_in_string - 1, why, sizeof why));
+}
+
+static json_t *obj(const char *text)
+{
+    char why[200];
+    json_t *o = jsonv_parse_object(text, strlen(text), why, sizeof why);
+    if (o == NULL)
+        fail_msg("test body does not parse: %s", why);
+    return o;
+}
+
+static void test_int_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int64_t min, max;
+        bool ok;
+        int64_t want;
+    } cases[] = {
+        {"{\"quantity\":1}", 1, 6, true, 1},
+        {"{\"quantity\":6}", 1, 6, true, 6},
+        {"{\"quantity\":0}", 1, 6, false, 0},
+        {"{\"quantity\":7}", 1, 6, false, 0},
+        {"{\"quantity\":-1}", 1, 6, false, 0},
+        {"{\"quantity\":-1}", -5, 6, true, -1},
+        {"{\"quantity\":9007199254740991}", 1, 9007199254740991, true, 9007199254740991},
+        {"{\"quantity\":9007199254740992}", 1, 9007199254740991, false, 0},
+        {"{\"quantity\":-9223372036854775808}", INT64_MIN, 0, true, INT64_MIN},
+        /* jansson reads these as reals; an amount must not be ambiguous. */
+        {"{\"quantity\":2.0}", 1, 6, false, 0},
+        {"{\"quantity\":1e3}", 1, 10000, false, 0},
+        {"{\"quantity\":1E0}", 1, 6, false, 0},
+        {"{\"quantity\":2.5}", 1, 6, false, 0},
+        {"{\"quantity\":-0.0}", -1, 6, false, 0},
+        /* Other types. */
+        {"{\"quantity\":\"2\"}", 1, 6, false, 0},
+        {"{\"quantity\":true}", 0, 6, false, 0},
+        {"{\"quantity\":null}", 0, 6, false, 0},
+        {"{\"quantity\":[2]}", 0, 6, false, 0},
+        {"{\"quantity\":{}}", 0, 6, false, 0},
+        /* Missing, or under another name. */
+        {"{}", 0, 6, false, 0},
+        {"{\"Quantity\":2}", 0, 6, false, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *o = obj(cases[i].text);
+        char why[200] = "";
+        int64_t out = 12345;
+        int rc = jsonv_int(o, "quantity", cases[i].min, cases[i].max, &out, why, sizeof why);
+        if (cases[i].ok) {
+            if (rc != TD_OK)
+                fail_msg("%s refused: %s", cases[i].text, why);
+            assert_int_equal(out, cases[i].want);
+        } else {
+            if (rc != TD_EINVAL)
+                fail_msg("%s accepted", cases[i].text);
+            /* The reason names the field; *out is untouched. */
+            assert_non_null(strstr(why, "quantity"));
+            assert_int_equal(out, 12345);
+        }
+        json_decref(o);
+    }
+}
+
+static void test_string_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        size_t max;
+        bool ok;
+        const char *want;
+    } cases[] = {
+        {"{\"title\":\"a\"}", 4, true, "a"},
+        {"{\"title\":\"abcd\"}", 4, true, "abcd"},
+        {"{\"title\":\"abcde\"}", 4, false, NULL},
+        {"{\"title\":\"\"}", 4, false, NULL},
+        /* The bound is in bytes: "é" is two. */
+        {"{\"title\":\"\xc3\xa9\xc3\xa9\"}", 4, true, "\xc3\xa9\xc3\xa9"},
+        {"{\"title\":\"\xc3\xa9\xc3\xa9\xc3\xa9\"}", 4, false, NULL},
+        {"{\"title\":1}", 4, false, NULL},
+        {"{\"title\":null}", 4, false, NULL},
+        {"{\"title\":[\"a\"]}", 4, false, NULL},
+        {"{}", 4, false, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *o = obj(cases[i].text);
+        char why[200] = "";
+        const char *out = "untouched";
+        int rc = jsonv_string(o, "title", cases[i].max, &out, why, sizeof why);
+        if (cases[i].ok) {
+            if (rc != TD_OK)
+                fail_msg("%s refused: %s", cases[i].text, why);
+            assert_string_equal(out, cases[i].want);
+        } else {
+            if (rc != TD_EINVAL)
+                fail_msg("%s accepted", cases[i].text);
+            assert_string_equal(out, "untouched");
+            assert_non_null(strstr(why, "title"));
+        }
+        json_decref(o);
+    }
+}
+
+static void test_string_with_embedded_nul(void **state)
+{
+    (void)state;
+    /* The parser refuses \u0000, but an object built in code may hold one;
+     * a C string cut short at the NUL would be a different value. */
+    json_t *o = json_object();
+    json_object_set_new(o, "s", json_stringn("ab\0cd", 5));
+    char why[200];
+    const char *out = NULL;
+    assert_int_equal(jsonv_string(o, "s", 64, &out, why, sizeof why), TD_EINVAL);
+    assert_null(out);
+    json_decref(o);
+}
+
+static void test_unknown_keys(void **state)
+{
+    (void)state;
+    static const char *const allowed[] = {"session_id", "quantity", NULL};
+    static const char *const none[] = {NULL};
+    const char *unknown = NULL;
+    json_t *o = obj("{\"session_id\":1,\"quantity\":2}");
+    assert_false(jsonv_has_unknown(o, allowed, &unknown));
+    assert_null(unknown);
+    assert_true(jsonv_has_unknown(o, none, &unknown));
+    json_decref(o);
+
+    o = obj("{\"session_id\":1,\"price\":0}");
+    assert_true(jsonv_has_unknown(o, allowed, &unknown));
+    assert_string_equal(unknown, "price");
+    json_decref(o);
+
+    o = obj("{}");
+    unknown = NULL;
+    assert_false(jsonv_has_unknown(o, none, &unknown));
+    assert_null(unknown);
+    json_decref(o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_object_table),
+        cmocka_unit_test(test_parse_honours_length),
+        cmocka_unit_test(test_int_table),
+        cmocka_unit_test(test_string_table),
+        cmocka_unit_test(test_string_with_embedded_nul),
+        cmocka_unit_test(test_unknown_keys),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
