@@ -247,6 +247,7 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
             break;
         case OPT_CONCURRENCY:
             rc = parse_int(optarg, 1, 4096, &o->concurrency);
+            o->concurrency_set = true;
             break;
         case OPT_TIMEOUT:
             rc = parse_ll(optarg, 10, 600000, &v);

@@ -567,7 +567,10 @@ static int scen_double_click(struct scen *s)
     uint64_t session = 0;
     int one = 0, none = 0, more = 0;
 
-    if (clicks > s->concurrency)
+    /* One burst at a time unless asked otherwise: with many bursts queued
+     * on a busy server, the clicks of one burst are served one after the
+     * other and no longer meet the lock, which tests nothing. */
+    if (!o->concurrency_set || clicks > s->concurrency)
         s->concurrency = clicks;
     c.sidx = session_pick(s, "double-click", (long long)n * o->quantity + 10, &session);
     if (c.sidx == -1)

@@ -26,6 +26,7 @@ struct load_opts {
     long long requests; /* budget of load requests; 0: none */
     double duration_s;
     int concurrency;
+    bool concurrency_set; /* given on the command line, not the default */
     long timeout_ms;
 
     int rounds;          /* retry-storm keys, double-click bursts, flash sales */
