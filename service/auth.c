@@ -25,6 +25,35 @@ static bool claim_int(jwt_t *jwt, const char *name, long *out)
     return true;
 }
 
+/* Three non-empty base64url segments, and nothing else. libjwt 1.10 writes
+ * past a zero-byte buffer when a segment is empty ("Bearer .."), so tokens
+ * are checked for shape before the library sees them; an HS256 token always
+ * has a signature, so an empty third segment (alg "none") is refused here too. */
+static bool token_shape_ok(const char *t)
+{
+    int segments = 1;
+    size_t seg_len = 0;
+    for (const char *p = t;; p++) {
+        if (*p == '.' || *p == '\0') {
+            /* A base64 length of 4k+1 cannot be decoded. */
+            if (seg_len == 0 || seg_len % 4 == 1)
+                return false;
+            if (*p == '\0')
+                break;
+            segments++;
+            seg_len = 0;
+            continue;
+        }
+        char c = *p;
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '-' || c == '_';
+        if (!ok)
+            return false;
+        seg_len++;
+    }
+    return segments == 3;
+}
+
 int auth_verify(const char *header, const char *secret, int64_t now, struct identity *who)
 {
     int rc = TD_EINVAL;
@@ -37,7 +66,7 @@ int auth_verify(const char *header, const char *secret, int64_t now, struct iden
     while (*token == ' ')
         token++;
     size_t n = strlen(token);
-    if (n == 0 || n > AUTH_MAX_TOKEN)
+    if (n == 0 || n > AUTH_MAX_TOKEN || !token_shape_ok(token))
         goto out;
 
     if (jwt_decode(&jwt, token, (const unsigned char *)secret, (int)strlen(secret)) != 0)
