@@ -195,7 +195,15 @@ static void write_order(struct app *app, const struct order_request *rq, order_r
 {
     char order_no[ORDER_NO_LEN + 1];
     struct order o;
-    struct order_draft d = {order_no, rq->user_id, rq->session_id, rq->key, rq->quantity};
+    struct order_draft d = {
+        .order_no = order_no,
+        .user_id = rq->user_id,
+        .session_id = rq->session_id,
+        .request_id = rq->key,
+        .quantity = rq->quantity,
+        .read_then_write = !(app->defenses & DEFENSE_STOCK_CAS),
+        .check_then_insert = !(app->defenses & DEFENSE_UNIQUE_INDEX),
+    };
     int rc = TD_ERETRY;
     for (int attempt = 0; attempt <= app->cfg->tx_retries; attempt++) {
         if (attempt > 0) {

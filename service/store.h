@@ -40,6 +40,12 @@ struct order_draft {
     int64_t session_id;
     const char *request_id;
     int64_t quantity;
+    /* The demo's switched-off defences (never in production): read the
+     * stock then write it back instead of the compare-and-set, and look for
+     * the key before inserting instead of trusting the unique index. Both
+     * are the classic races the real code exists to avoid. */
+    bool read_then_write;
+    bool check_then_insert;
 };
 
 /* One transaction: read the session's price, insert the order (unique

@@ -28,6 +28,8 @@ enum stmt {
     S_ORDER_LIST,
     S_ORDER_LIST_BEFORE,
     S_TRANSITION,
+    S_STOCK_READ,
+    S_STOCK_WRITE,
     S_COUNT
 };
 
@@ -53,6 +55,11 @@ static const char *const sql[S_COUNT] = {
                      "ORDER BY id DESC LIMIT ?",
     [S_ORDER_LIST_BEFORE] = "SELECT " ORDER_COLS " FROM orders WHERE user_id = ? AND id < ? "
                             "ORDER BY id DESC LIMIT ?",
+    /* Only for the demo with the stock CAS switched off: read, then write
+     * back what was read minus the quantity. Two requests that read the
+     * same value both succeed, and one seat is sold twice. */
+    [S_STOCK_READ] = "SELECT stock FROM sessions WHERE id = ?",
+    [S_STOCK_WRITE] = "UPDATE sessions SET stock = ?, version = version + 1 WHERE id = ?",
     /* Every state change: a compare-and-set on status and version. */
     [S_TRANSITION] = "UPDATE orders SET status = ?, version = version + 1, updated_at = ? "
                      "WHERE id = ? AND status = ? AND version = ?",
@@ -210,6 +217,22 @@ static int order_query(const char *stmt, const struct db_arg *args, int nargs, s
     return rc;
 }
 
+/* The demo's switched-off stock CAS: a consistent (non-locking) read, then
+ * a blind write. Exactly the read-modify-write that oversells. */
+static int stock_read_then_write(struct db_conn *c, const struct order_draft *d)
+{
+    int64_t stock = 0;
+    struct db_arg sid[] = {DB_I(d->session_id)};
+    struct db_col col[] = {DB_COL_I(&stock)};
+    int rc = db_row(c, sql[S_STOCK_READ], sid, 1, col, 1);
+    if (rc != TD_OK)
+        return rc;
+    if (stock < d->quantity)
+        return TD_ECONFLICT;
+    struct db_arg put[] = {DB_I(stock - d->quantity), DB_I(d->session_id)};
+    return db_exec(c, sql[S_STOCK_WRITE], put, 2, NULL, NULL);
+}
+
 int store_order_create(const struct order_draft *d, struct order *out)
 {
     struct db_conn *c;
@@ -233,6 +256,21 @@ int store_order_create(const struct order_draft *d, struct order *out)
         goto out;
     int64_t amount = price * d->quantity;
 
+    if (d->check_then_insert) {
+        /* Demo only: the race the unique index closes. Between this look
+         * and the insert below, a concurrent copy can look too. */
+        struct order_row prior;
+        order_row_bind(&prior);
+        struct db_arg key[] = {DB_I(d->user_id), DB_I(d->session_id), DB_S(d->request_id)};
+        rc = db_row(c, sql[S_ORDER_BY_REQUEST], key, 3, prior.cols, 11);
+        if (rc == TD_OK)
+            rc = TD_EDUP;
+        else if (rc == TD_ENOTFOUND)
+            rc = TD_OK;
+        if (rc != TD_OK)
+            goto out;
+    }
+
     /* The unique index (user_id, session_id, request_id) decides here. The
      * insert goes first: a duplicate is refused before any stock row lock
      * is taken, which keeps the hot session's row free for real orders. */
@@ -245,13 +283,19 @@ int store_order_create(const struct order_draft *d, struct order *out)
     if (rc != TD_OK)
         goto out;
 
-    struct db_arg take[] = {DB_I(d->quantity), DB_I(d->session_id), DB_I(d->quantity)};
-    rc = db_exec(c, sql[S_STOCK_TAKE], take, 3, &affected, NULL);
-    if (rc != TD_OK)
-        goto out;
-    if (affected != 1) {
-        rc = TD_ECONFLICT;
-        goto out;
+    if (d->read_then_write) {
+        rc = stock_read_then_write(c, d);
+        if (rc != TD_OK)
+            goto out;
+    } else {
+        struct db_arg take[] = {DB_I(d->quantity), DB_I(d->session_id), DB_I(d->quantity)};
+        rc = db_exec(c, sql[S_STOCK_TAKE], take, 3, &affected, NULL);
+        if (rc != TD_OK)
+            goto out;
+        if (affected != 1) {
+            rc = TD_ECONFLICT;
+            goto out;
+        }
     }
 
     struct db_arg hist[] = {DB_I(id), DB_NUL,         DB_S("PENDING_PAYMENT"),
