@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs the release unit tests and a short ticketd session under valgrind's
+# memcheck with full leak checking; any error or definite leak fails.
+#
+# The session uses the private test servers (.state/test), creates a session,
+# issues a token, places, replays and conflicts an order, then stops ticketd
+# with SIGTERM so every thread and connection is torn down.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+VG=(valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect
+    --errors-for-leak-kinds=definite,indirect --error-exitcode=3
+    --suppressions=tests/valgrind.supp)
+STATE=.state/test
+PORT=24990
+failed=0
+passed=0
+
+for bin in build/release/tests/test_*; do
+    [[ -x "$bin" ]] || continue
+    if "${VG[@]}" "$bin" >/dev/null 2>"build/valgrind-$(basename "$bin").log"; then
+        passed=$((passed + 1))
+    else
+        echo "valgrind: $bin failed (build/valgrind-$(basename "$bin").log)"
+        failed=$((failed + 1))
+    fi
+done
+
+env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST scripts/services.sh up "$STATE" 26379 23306 &&
+    scripts/services.sh migrate "$STATE" || exit 1
+
+export TICKETD_JWT_SECRET=valgrind-session-jwt-secret-0123456789abcdef
+export TICKETD_PAY_SECRET=valgrind-session-pay-secret-0123456789abcdef
+TICKETD_PORT=$PORT TICKETD_REDIS_PORT=26379 TICKETD_MYSQL_PORT=23306 TICKETD_MYSQL_PASSWORD=ticketd \
+    TICKETD_ENV=test TICKETD_THREADS=2 \
+    "${VG[@]}" build/release/ticketd serve >build/valgrind-serve.log 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do
+    curl -fs "127.0.0.1:$PORT/livez" >/dev/null && break
+    sleep 0.2
+done
+url=127.0.0.1:$PORT
+admin=$(TICKETD_JWT_SECRET=$TICKETD_JWT_SECRET build/release/ticketd token --user 1 --admin)
+user=$(TICKETD_JWT_SECRET=$TICKETD_JWT_SECRET build/release/ticketd token --user 4242)
+sid=$(curl -fs -XPOST "$url/api/v1/sessions" -H "Authorization: Bearer $admin" \
+    -H 'Content-Type: application/json' -d '{"title":"valgrind","price_cents":100,"stock":5}' |
+    sed 's/.*"id":\([0-9]*\).*/\1/')
+tok=$(curl -fs -XPOST "$url/api/v1/tokens" -H "Authorization: Bearer $user" | sed 's/.*"token":"\([^"]*\)".*/\1/')
+key="vg-$$-$RANDOM"
+for q in 1 1 2; do
+    curl -s -o /dev/null -XPOST "$url/api/v1/orders" -H "Authorization: Bearer $user" \
+        -H 'Content-Type: application/json' -H "Idempotency-Key: $key" -H "X-Order-Token: $tok" \
+        -d "{\"session_id\":$sid,\"quantity\":$q}"
+done
+curl -s -o /dev/null "$url/api/v1/orders" -H "Authorization: Bearer $user"
+curl -s -o /dev/null "$url/metrics"
+curl -s -o /dev/null "$url/readyz"
+curl -s -o /dev/null "$url/nope"
+kill -TERM "$pid"
+if wait "$pid"; then
+    passed=$((passed + 1))
+else
+    echo "valgrind: ticketd serve reported errors (build/valgrind-serve.log)"
+    grep -A12 'definitely lost\|Invalid\|uninitialised' build/valgrind-serve.log | head -40
+    failed=$((failed + 1))
+fi
+echo "valgrind: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
