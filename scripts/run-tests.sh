@@ -57,6 +57,17 @@ run_one() {
     fi
 }
 
+echo "== formatting (clang-format, .clang-format)"
+if make --no-print-directory format-check >"$LOGS/format.out" 2>&1; then
+    passed=$((passed + 1))
+    echo "ok    format-check"
+else
+    failed=$((failed + 1))
+    failures+=("format-check (see $LOGS/format.out; 'make format' fixes it)")
+    echo "FAIL  format-check"
+    head -10 "$LOGS/format.out" | sed 's/^/      /'
+fi
+
 echo "== unit tests (release, then ASan+UBSan)"
 for bin in build/release/tests/test_* build/asan/tests/test_*; do
     [[ -x "$bin" ]] && run_one "$bin"
