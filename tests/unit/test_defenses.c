@@ -1,0 +1,149 @@
+/* test_defenses.c - TICKETD_DEFENSES: which defences a list switches on,
+ * and that switching any off is refused outside the demo environment. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "defenses.h"
+#include "err.h"
+#include "log.h"
+
+#include <string.h>
+
+#define ALL DEFENSES_ALL
+
+static void test_parse_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *spec;
+        int rc;
+        unsigned want;
+    } cases[] = {
+        {"all", TD_OK, ALL},
+        {"none", TD_OK, 0},
+        {"-token", TD_OK, ALL & ~DEFENSE_TOKEN},
+        {"-session-lock", TD_OK, ALL & ~DEFENSE_SESSION_LOCK},
+        {"all,-token,-session-lock", TD_OK, ALL & ~(DEFENSE_TOKEN | DEFENSE_SESSION_LOCK)},
+        {"-token,-session-lock", TD_OK, ALL & ~(DEFENSE_TOKEN | DEFENSE_SESSION_LOCK)},
+        {"none,token", TD_OK, DEFENSE_TOKEN},
+        {"token", TD_OK, DEFENSE_TOKEN},
+        {"token,unique-index", TD_OK, DEFENSE_TOKEN | DEFENSE_UNIQUE_INDEX},
+        {"none,token,-token", TD_OK, 0},
+        {"-all", TD_OK, 0},
+        {"-all,stock-cas", TD_OK, DEFENSE_STOCK_CAS},
+        {"all,-response-cache,-inflight-key", TD_OK,
+         ALL & ~(DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)},
+        {"-stock-cas,-unique-index,-callback-dedup,-consumer-dedup", TD_OK,
+         DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY | DEFENSE_SESSION_LOCK | DEFENSE_TOKEN},
+        /* Later items win. */
+        {"-token,all", TD_OK, ALL},
+        {"token,none", TD_OK, 0},
+        {"token,", TD_OK, DEFENSE_TOKEN},
+        /* Errors. */
+        {"tokens", TD_EINVAL, 0},
+        {"Token", TD_EINVAL, 0},
+        {"all,-tokn", TD_EINVAL, 0},
+        {"-none", TD_EINVAL, 0},
+        {"token,,session-lock", TD_EINVAL, 0},
+        {",token", TD_EINVAL, 0},
+        {"all, -token", TD_EINVAL, 0},
+        {"--token", TD_EINVAL, 0},
+        {"response-cache-and-then-some-more-words", TD_EINVAL, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[128] = "";
+        unsigned on = 0x1234;
+        int rc = defenses_parse(cases[i].spec, &on, err, sizeof err);
+        if (rc != cases[i].rc)
+            fail_msg("'%s': rc %d, want %d (%s)", cases[i].spec, rc, cases[i].rc, err);
+        if (rc == TD_OK && on != cases[i].want)
+            fail_msg("'%s': 0x%x, want 0x%x", cases[i].spec, on, cases[i].want);
+        if (rc != TD_OK) {
+            assert_true(strlen(err) > 0);
+            /* Nothing half-parsed is handed out. */
+            assert_int_equal(on, 0x1234);
+        }
+    }
+}
+
+static void test_error_names_the_item(void **state)
+{
+    (void)state;
+    char err[128] = "";
+    unsigned on;
+    assert_int_equal(defenses_parse("all,-tokn", &on, err, sizeof err), TD_EINVAL);
+    assert_non_null(strstr(err, "tokn"));
+}
+
+static void test_names(void **state)
+{
+    (void)state;
+    static const struct {
+        enum defense d;
+        const char *name;
+    } names[] = {
+        {DEFENSE_RESPONSE_CACHE, "response-cache"}, {DEFENSE_INFLIGHT_KEY, "inflight-key"},
+        {DEFENSE_SESSION_LOCK, "session-lock"},     {DEFENSE_TOKEN, "token"},
+        {DEFENSE_STOCK_CAS, "stock-cas"},           {DEFENSE_UNIQUE_INDEX, "unique-index"},
+        {DEFENSE_CALLBACK_DEDUP, "callback-dedup"}, {DEFENSE_CONSUMER_DEDUP, "consumer-dedup"},
+    };
+    unsigned all = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        assert_string_equal(defense_name(names[i].d), names[i].name);
+        /* Each name parses back to its own bit alone. */
+        char err[128];
+        unsigned on;
+        assert_int_equal(defenses_parse(names[i].name, &on, err, sizeof err), TD_OK);
+        assert_int_equal(on, names[i].d);
+        all |= names[i].d;
+    }
+    /* "all" is exactly the named defences. */
+    assert_int_equal(all, DEFENSES_ALL);
+    assert_string_equal(defense_name((enum defense)0), "unknown");
+    assert_string_equal(defense_name((enum defense)(1u << 12)), "unknown");
+}
+
+static void test_check_env(void **state)
+{
+    (void)state;
+    static const struct {
+        unsigned on;
+        const char *env;
+        int want;
+    } cases[] = {
+        {ALL, "production", TD_OK},
+        {ALL, "dev", TD_OK},
+        {ALL, "demo", TD_OK},
+        {ALL & ~DEFENSE_TOKEN, "demo", TD_OK},
+        {0, "demo", TD_OK},
+        {ALL & ~DEFENSE_TOKEN, "production", TD_EINVAL},
+        {ALL & ~DEFENSE_CONSUMER_DEDUP, "production", TD_EINVAL},
+        {ALL & ~DEFENSE_STOCK_CAS, "dev", TD_EINVAL},
+        {ALL & ~DEFENSE_UNIQUE_INDEX, "test", TD_EINVAL},
+        {0, "production", TD_EINVAL},
+        {ALL & ~DEFENSE_TOKEN, "Demo", TD_EINVAL},
+        {ALL & ~DEFENSE_TOKEN, "", TD_EINVAL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = defenses_check_env(cases[i].on, cases[i].env);
+        if (rc != cases[i].want)
+            fail_msg("0x%x in '%s': rc %d, want %d", cases[i].on, cases[i].env, rc, cases[i].want);
+    }
+}
+
+int main(void)
+{
+    /* check_env warns about every switched-off defence; that is expected
+     * here and would only bury the test output. */
+    log_set_level(LOG_ERROR);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_table),
+        cmocka_unit_test(test_error_names_the_item),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_check_env),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
