@@ -166,6 +166,9 @@ if ((START)); then
     MYSQL_HOST=127.0.0.1
     MYSQL_PORT=${BENCH_MYSQL_PORT}
     URL=${URL:-http://127.0.0.1:${BENCH_HTTP_PORT}}
+    if curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:${BENCH_HTTP_PORT}/livez" 2>/dev/null; then
+        die "something already serves 127.0.0.1:${BENCH_HTTP_PORT}; stop it first"
+    fi
     log "starting ticketd on ${URL}"
     env -u TICKETD_MYSQL_SOCKET \
         TICKETD_ENV=dev TICKETD_PORT="${BENCH_HTTP_PORT}" TICKETD_BIND=127.0.0.1 \
@@ -177,8 +180,10 @@ if ((START)); then
         "${TICKETD}" serve --config "${CONFIG}" >"${BENCH_STATE}/ticketd.log" 2>&1 &
     STARTED_TICKETD=$!
     PID=${STARTED_TICKETD}
+    ready=0
     for _ in $(seq 1 150); do
         if curl -fsS -o /dev/null --max-time 1 "${URL}/readyz" 2>/dev/null; then
+            ready=1
             break
         fi
         kill -0 "${STARTED_TICKETD}" 2>/dev/null || {
@@ -187,6 +192,7 @@ if ((START)); then
         }
         sleep 0.2
     done
+    ((ready)) || die "ticketd not ready after 30 s (see ${BENCH_STATE}/ticketd.log)"
 fi
 
 URL=${URL:-http://127.0.0.1:8080}
