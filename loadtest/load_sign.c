@@ -51,19 +51,25 @@ static void hmac_sha256(const char *secret, const unsigned char *msg, size_t len
 
 int sign_jwt(const char *secret, uint64_t user_id, int admin, long ttl_s, char *out, size_t outlen)
 {
+    long long now = (long long)time(NULL);
+
+    return sign_jwt_at(secret, user_id, admin, now, now + ttl_s, out, outlen);
+}
+
+int sign_jwt_at(const char *secret, uint64_t user_id, int admin, long long iat, long long exp,
+                char *out, size_t outlen)
+{
     static const char header[] = "{\"alg\":\"HS256\",\"typ\":\"JWT\"}";
     char claims[160];
     unsigned char mac[32];
-    long long now = (long long)time(NULL);
     size_t n;
     size_t m;
     int clen;
 
     if (secret == NULL || secret[0] == '\0')
         return -1;
-    clen =
-        snprintf(claims, sizeof(claims), "{\"sub\":\"%llu\",\"iat\":%lld,\"exp\":%lld%s}",
-                 (unsigned long long)user_id, now, now + ttl_s, admin ? ",\"role\":\"admin\"" : "");
+    clen = snprintf(claims, sizeof(claims), "{\"sub\":\"%llu\",\"iat\":%lld,\"exp\":%lld%s}",
+                    (unsigned long long)user_id, iat, exp, admin ? ",\"role\":\"admin\"" : "");
     if (clen < 0 || (size_t)clen >= sizeof(claims))
         return -1;
     n = b64url((const unsigned char *)header, sizeof(header) - 1, out, outlen);

@@ -25,6 +25,10 @@
  */
 int sign_jwt(const char *secret, uint64_t user_id, int admin, long ttl_s, char *out, size_t outlen);
 
+/* The same with explicit iat and exp claims (for tests). */
+int sign_jwt_at(const char *secret, uint64_t user_id, int admin, long long iat, long long exp,
+                char *out, size_t outlen);
+
 /*
  * Writes the lowercase hex HMAC-SHA256(secret, "<timestamp>.<body>") into
  * hex (SIGN_HEX_LEN bytes), the X-Pay-Signature of a payment callback.

@@ -1,0 +1,103 @@
+/*
+ * selftest - checks of ticketd-load's pure parts: the histogram's
+ * percentiles and the credentials it mints. The expected JWTs and callback
+ * signature were computed independently (HMAC-SHA256 and base64url of the
+ * same inputs), so a mistake here cannot hide behind the code it tests.
+ */
+#include "hist.h"
+#include "load_sign.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+static void check(int ok, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "FAIL: %s\n", what);
+        failures++;
+    }
+}
+
+static void within(double got, double want, double rel, const char *what)
+{
+    char msg[160];
+
+    snprintf(msg, sizeof(msg), "%s: got %.1f, want %.1f", what, got, want);
+    check(fabs(got - want) <= want * rel, msg);
+}
+
+static void test_hist(void)
+{
+    struct hist *h = calloc(1, sizeof(*h));
+    struct hist *g = calloc(1, sizeof(*g));
+
+    if (h == NULL || g == NULL)
+        abort();
+    hist_init(h);
+    check(hist_percentile(h, 0.5) == 0, "empty histogram");
+    for (uint64_t v = 1; v <= 100000; v++)
+        hist_add(h, v);
+    within((double)hist_percentile(h, 0.50), 50000, 0.005, "p50 of 1..100000");
+    within((double)hist_percentile(h, 0.99), 99000, 0.005, "p99 of 1..100000");
+    check(hist_percentile(h, 1.0) == 100000, "p100 is the max");
+    within(hist_mean(h), 50000.5, 1e-9, "mean");
+
+    hist_init(g);
+    for (int i = 0; i < 99; i++)
+        hist_add(g, 100);
+    hist_add(g, 5000000);
+    check(hist_percentile(g, 0.50) == 100, "small values are exact");
+    check(hist_percentile(g, 0.99) == 100, "p99 of 99 x 100 and one outlier");
+    within((double)hist_percentile(g, 0.995), 5000000, 0.002, "outlier bucket");
+    hist_merge(h, g);
+    check(h->count == 100100, "merge adds counts");
+    check(h->max_us == 5000000, "merge keeps the max");
+    free(h);
+    free(g);
+}
+
+static void test_sign(void)
+{
+    static const char secret[] = "dev-jwt-secret-change-me-0123456789abcdef";
+    static const char pay[] = "dev-pay-secret-change-me-0123456789abcdef";
+    static const char body[] =
+        "{\"txn_id\":\"t1\",\"order_no\":\"ABC\",\"amount_cents\":2000,\"status\":\"SUCCESS\"}";
+    char jwt[SIGN_JWT_MAX];
+    char hex[SIGN_HEX_LEN];
+
+    check(sign_jwt_at(secret, 42, 1, 1700000000, 1700003600, jwt, sizeof(jwt)) == 0,
+          "admin JWT minted");
+    check(strcmp(jwt, "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+                      "eyJzdWIiOiI0MiIsImlhdCI6MTcwMDAwMDAwMCwiZXhwIjoxNzAwMDAzNjAwLCJyb2xlIjoiYWR"
+                      "taW4ifQ.KXkPlif4PRCBGOo5jzRMYbGwdzcU9e1lXk0sg-C5Wxk") == 0,
+          "admin JWT matches the reference");
+    check(sign_jwt_at(secret, 9007199254740991ULL, 0, 1700000000, 1700003600, jwt, sizeof(jwt)) ==
+              0,
+          "user JWT minted");
+    check(strcmp(jwt, "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+                      "eyJzdWIiOiI5MDA3MTk5MjU0NzQwOTkxIiwiaWF0IjoxNzAwMDAwMDAwLCJleHAiOjE3MDAwMDM2"
+                      "MDB9.q7GtKaNSrcsp_KHn5AEtQYKfPbRa9whJMDafmGxlhfU") == 0,
+          "user JWT with the largest id matches the reference");
+    check(sign_jwt_at("", 1, 0, 0, 1, jwt, sizeof(jwt)) == -1, "no JWT without a secret");
+    check(sign_jwt_at(secret, 1, 0, 0, 1, jwt, 40) == -1, "no JWT into a short buffer");
+
+    check(sign_payment(pay, 1700000000, body, strlen(body), hex) == 0, "callback signed");
+    check(strcmp(hex, "6d5bcff6b246f279cfd2c47d1743ef797a15952ab856c9b9d84554fa94c1b7c5") == 0,
+          "callback signature matches the reference");
+}
+
+int main(void)
+{
+    test_hist();
+    test_sign();
+    if (failures > 0) {
+        fprintf(stderr, "selftest: %d failed\n", failures);
+        return 1;
+    }
+    printf("selftest: ok\n");
+    return 0;
+}
