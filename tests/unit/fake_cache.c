@@ -1,0 +1,130 @@
+/* fake_cache.c - the Redis port (cache.h) answered from the knobs of
+ * fakes.h instead of Redis. Every function of cache.h is here. */
+#include "cache.h"
+#include "fakes.h"
+
+#include "err.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct fake_cache fake_cache;
+
+void fake_cache_reset(void)
+{
+    memset(&fake_cache, 0, sizeof fake_cache);
+}
+
+static void copy(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src);
+}
+
+static void copy_opt(struct fake_str *dst, const char *src)
+{
+    dst->null = src == NULL;
+    copy(dst->s, sizeof dst->s, src != NULL ? src : "");
+}
+
+int cache_init(const struct config *cfg)
+{
+    (void)cfg;
+    fake_call("cache_init");
+    return TD_OK;
+}
+
+void cache_thread_release(void)
+{
+    fake_call("cache_thread_release");
+}
+
+void cache_cleanup(void)
+{
+    fake_call("cache_cleanup");
+}
+
+int cache_ping(void)
+{
+    fake_call("cache_ping");
+    return fake_cache.ping_rc;
+}
+
+int cache_token_put(int64_t user_id, const char *token, int ttl_s)
+{
+    (void)ttl_s;
+    fake_call("token_put");
+    fake_cache.token_put.calls++;
+    fake_cache.token_put.user_id = user_id;
+    copy(fake_cache.token_put.token, sizeof fake_cache.token_put.token, token);
+    return fake_cache.token_put_rc;
+}
+
+int cache_token_take(int64_t user_id, const char *token)
+{
+    fake_call("token_take");
+    fake_cache.token_take.calls++;
+    fake_cache.token_take.user_id = user_id;
+    copy(fake_cache.token_take.token, sizeof fake_cache.token_take.token, token);
+    return fake_cache.token_rc;
+}
+
+int cache_idem_begin(int64_t user_id, const char *key, const char *marker, int ttl_ms,
+                     char **existing)
+{
+    *existing = NULL;
+    fake_call("idem_begin");
+    fake_cache.idem_begin.calls++;
+    fake_cache.idem_begin.user_id = user_id;
+    copy(fake_cache.idem_begin.key, sizeof fake_cache.idem_begin.key, key);
+    copy(fake_cache.idem_begin.marker, sizeof fake_cache.idem_begin.marker, marker);
+    fake_cache.idem_begin.ttl_ms = ttl_ms;
+    if (fake_cache.idem_begin_rc == TD_EDUP)
+        *existing = xstrdup(fake_cache.existing);
+    return fake_cache.idem_begin_rc;
+}
+
+int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, int ttl_ms)
+{
+    fake_call("lock_acquire");
+    fake_cache.lock.calls++;
+    fake_cache.lock.user_id = user_id;
+    fake_cache.lock.session_id = session_id;
+    copy(fake_cache.lock.owner, sizeof fake_cache.lock.owner, owner);
+    fake_cache.lock.ttl_ms = ttl_ms;
+    return fake_cache.lock_rc;
+}
+
+int cache_order_complete(int64_t user_id, const char *key, const char *marker, const char *record,
+                         int ttl_s, int64_t session_id, const char *owner)
+{
+    fake_call("order_complete");
+    fake_cache.complete.calls++;
+    fake_cache.complete.user_id = user_id;
+    copy(fake_cache.complete.key, sizeof fake_cache.complete.key, key);
+    copy_opt(&fake_cache.complete.marker, marker);
+    copy(fake_cache.complete.record, sizeof fake_cache.complete.record, record);
+    fake_cache.complete.ttl_s = ttl_s;
+    fake_cache.complete.session_id = session_id;
+    copy_opt(&fake_cache.complete.owner, owner);
+    return fake_cache.complete_rc;
+}
+
+int cache_order_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
+                        const char *owner)
+{
+    fake_call("order_release");
+    fake_cache.release.calls++;
+    fake_cache.release.user_id = user_id;
+    copy(fake_cache.release.key, sizeof fake_cache.release.key, key);
+    copy_opt(&fake_cache.release.marker, marker);
+    fake_cache.release.session_id = session_id;
+    copy_opt(&fake_cache.release.owner, owner);
+    return fake_cache.release_rc;
+}
+
+int cache_flush(void)
+{
+    fake_call("cache_flush");
+    return TD_OK;
+}

@@ -1,0 +1,125 @@
+/* fakes.h - link-time fakes of ticketd's ports, store.h (MySQL) and
+ * cache.h (Redis), for testing the domain logic without either server.
+ *
+ * A test binary links fake_store.c and fake_cache.c instead of
+ * store_mysql.c and cache_redis.c. Each fake answers from the plain global
+ * knobs below, which a test sets before the call under test, and records
+ * what it was asked:
+ *
+ *   - fake_calls names every port call in order, space-separated, e.g.
+ *     "idem_begin lock_acquire token_take order_create order_complete";
+ *   - each function keeps a copy of the arguments of its last call and
+ *     counts its calls.
+ *
+ * fakes_reset() sets every knob to "all is well" (TD_OK, no record under
+ * the key) and forgets every call. Not thread-safe: one test at a time. */
+#ifndef TICKETD_TEST_FAKES_H
+#define TICKETD_TEST_FAKES_H
+
+#include "model.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define FAKE_STR    256
+#define FAKE_RECORD 4096
+#define FAKE_TRIES  8
+
+/* The call log shared by both fakes. */
+extern char fake_calls[1024];
+void fake_call(const char *name);
+
+/* Resets both fakes and the call log. */
+void fakes_reset(void);
+void fake_store_reset(void);
+void fake_cache_reset(void);
+
+/* A copied string argument; null tells a NULL apart from "". */
+struct fake_str {
+    bool null;
+    char s[FAKE_STR];
+};
+
+struct fake_store {
+    /* store_order_create answers create_rc[i] on its i-th call, the last
+     * one repeating (ncreate_rc 0: always TD_OK). On TD_OK the new order
+     * is made from the draft, priced at price_cents a seat. */
+    int create_rc[FAKE_TRIES];
+    int ncreate_rc;
+    int64_t price_cents;
+    /* store_order_find_request answers find_rc, with `found` on TD_OK. */
+    int find_rc;
+    struct order found;
+    /* The other calls. */
+    int ping_rc;
+    int session_rc;
+    struct session session;
+    int get_rc;
+
+    /* Recorded: every store_order_create attempt's order number, and the
+     * last draft (its strings copied). */
+    int create_calls;
+    char order_nos[FAKE_TRIES][ORDER_NO_LEN + 1];
+    struct {
+        int64_t user_id, session_id, quantity;
+        char request_id[REQUEST_ID_MAX + 1];
+        bool read_then_write, check_then_insert;
+    } draft;
+    int find_calls;
+    struct {
+        int64_t user_id, session_id;
+        char request_id[REQUEST_ID_MAX + 1];
+    } find;
+};
+
+struct fake_cache {
+    /* cache_idem_begin answers idem_begin_rc; with TD_EDUP it hands back a
+     * copy of existing (the record another request left under the key). */
+    int idem_begin_rc;
+    char existing[FAKE_RECORD];
+    int lock_rc;
+    int token_rc;
+    int complete_rc;
+    int release_rc;
+    int ping_rc;
+    int token_put_rc;
+
+    /* Recorded: the last call of each. */
+    struct {
+        int calls;
+        int64_t user_id;
+        char key[FAKE_STR];
+        char marker[FAKE_STR];
+        int ttl_ms;
+    } idem_begin;
+    struct {
+        int calls;
+        int64_t user_id, session_id;
+        char owner[FAKE_STR];
+        int ttl_ms;
+    } lock;
+    struct {
+        int calls;
+        int64_t user_id;
+        char token[FAKE_STR];
+    } token_take, token_put;
+    struct {
+        int calls;
+        int64_t user_id, session_id;
+        char key[FAKE_STR];
+        struct fake_str marker, owner;
+        char record[FAKE_RECORD];
+        int ttl_s;
+    } complete;
+    struct {
+        int calls;
+        int64_t user_id, session_id;
+        char key[FAKE_STR];
+        struct fake_str marker, owner;
+    } release;
+};
+
+extern struct fake_store fake_store;
+extern struct fake_cache fake_cache;
+
+#endif
