@@ -27,6 +27,7 @@ unit_util_SRCS := service/util.c
 unit_metrics_SRCS := service/metrics.c service/router.c service/util.c
 unit_log_SRCS := service/log.c
 unit_model_SRCS := service/model.c service/err.c
+unit_statemachine_SRCS := service/statemachine.c service/model.c
 
 UNIT_HDRS := $(wildcard tests/unit/*.h)
 UNIT_LIBS = $(PKG_LIBS) -lcmocka

@@ -1,0 +1,80 @@
+/* test_model.c - the names the API and the database share: order statuses
+ * (stored as text in orders.status) and the error vocabulary. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "err.h"
+#include "model.h"
+
+#include <string.h>
+
+static void test_status_names_round_trip(void **state)
+{
+    (void)state;
+    /* The contract's spelling; the schema stores the same text. */
+    static const struct {
+        enum order_status s;
+        const char *name;
+    } names[] = {
+        {ORDER_PENDING_PAYMENT, "PENDING_PAYMENT"},
+        {ORDER_PAID, "PAID"},
+        {ORDER_TICKETED, "TICKETED"},
+        {ORDER_COMPLETED, "COMPLETED"},
+        {ORDER_CANCELLED, "CANCELLED"},
+    };
+    assert_int_equal(sizeof names / sizeof names[0], ORDER_STATUS_COUNT);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        assert_string_equal(order_status_name(names[i].s), names[i].name);
+        enum order_status back = ORDER_STATUS_COUNT;
+        assert_true(order_status_parse(names[i].name, &back));
+        assert_int_equal(back, names[i].s);
+    }
+}
+
+static void test_status_unknown(void **state)
+{
+    (void)state;
+    assert_string_equal(order_status_name(ORDER_STATUS_COUNT), "UNKNOWN");
+    assert_string_equal(order_status_name((enum order_status) - 1), "UNKNOWN");
+    static const char *const bad[] = {"paid", "Paid", "PAID ", "", "CANCELED", "UNKNOWN"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        enum order_status s = ORDER_PAID;
+        assert_false(order_status_parse(bad[i], &s));
+        assert_int_equal(s, ORDER_PAID); /* untouched */
+    }
+}
+
+static void test_strerror(void **state)
+{
+    (void)state;
+    static const struct {
+        int err;
+        const char *name;
+    } names[] = {
+        {TD_OK, "ok"},
+        {TD_EINVAL, "invalid"},
+        {TD_ENOTFOUND, "not found"},
+        {TD_ECONFLICT, "conflict"},
+        {TD_EDUP, "duplicate"},
+        {TD_ERETRY, "retriable"},
+        {TD_EUNAVAIL, "unavailable"},
+        {TD_EINTERNAL, "internal"},
+        {-100, "unknown"},
+        {1, "unknown"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        assert_string_equal(td_strerror(names[i].err), names[i].name);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_names_round_trip),
+        cmocka_unit_test(test_status_unknown),
+        cmocka_unit_test(test_strerror),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
