@@ -1,0 +1,84 @@
+/* payments.h - the payment gateway's callback: what a verified callback
+ * does to its order, recorded once per gateway transaction id.
+ *
+ * The rules (payments_decide) on an order the callback's transaction has
+ * locked:
+ *
+ *   status FAILED                          -> PAYMENT_FAILED     order unchanged
+ *   order PENDING_PAYMENT, amount differs  -> AMOUNT_MISMATCH    order unchanged
+ *   order PENDING_PAYMENT, amount matches  -> APPLIED            PAID, order.paid event
+ *   order PAID, TICKETED or COMPLETED      -> DUPLICATE_PAYMENT  refund event
+ *   order CANCELLED                        -> LATE_PAYMENT       refund event
+ *
+ * The defence (callback-dedup): payments.txn_id is unique and the payment
+ * row is written in the same transaction as the order's transition and
+ * its outbox event, with the outcome; a txn_id seen before is answered
+ * with that first outcome, marked replayed, and changes nothing.
+ *
+ * Domain logic only: it calls the store_payments port and never sees HTTP
+ * or JSON. The signature is checked before (paysig.h). Thread-safe. */
+#ifndef TICKETD_PAYMENTS_H
+#define TICKETD_PAYMENTS_H
+
+#include "model.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct app;
+
+/* The names are those of the contract and of payments.outcome. */
+enum pay_outcome {
+    PAY_APPLIED,
+    PAY_FAILED,
+    PAY_DUPLICATE,
+    PAY_LATE,
+    PAY_MISMATCH,
+    PAY_OUTCOME_COUNT
+};
+
+/* "APPLIED", "PAYMENT_FAILED", ...: static strings. */
+const char *pay_outcome_name(enum pay_outcome oc);
+/* Returns true and sets *out when name is an outcome name. */
+bool pay_outcome_parse(const char *name, enum pay_outcome *out);
+
+/* A callback's body, validated. The strings are borrowed. */
+struct payment_callback {
+    const char *txn_id;   /* 1..TXN_ID_MAX characters, none a space or control */
+    const char *order_no; /* as sent; an order number or not */
+    int64_t amount_cents; /* >= 0 */
+    bool success;         /* status SUCCESS (else FAILED) */
+};
+
+/* Bytes a txn_id may take: TXN_ID_MAX UTF-8 characters. */
+#define TXN_ID_BYTES (TXN_ID_MAX * 4)
+
+/* True when s is an acceptable txn_id: 1..TXN_ID_MAX characters of valid
+ * UTF-8 (the caller's JSON parser checked that) with no space or control
+ * character, which the unique key would compare loosely or logs would
+ * mangle. */
+bool payments_txn_id_valid(const char *s);
+
+/* The outcome rules above, for an order in `status` whose amount is
+ * order_amount. Pure. */
+enum pay_outcome payments_decide(enum order_status status, int64_t order_amount,
+                                 const struct payment_callback *cb);
+
+struct payment_result {
+    enum pay_outcome outcome;
+    enum order_status order_status; /* the order's status after this txn_id's callback */
+    bool replayed;                  /* the txn_id was recorded before: its first outcome */
+    char txn_id[TXN_ID_BYTES + 1];
+    char order_no[ORDER_NO_LEN + 1]; /* the order the txn_id was recorded for */
+};
+
+/* Applies one verified callback: one transaction, run again after
+ * deadlocks. Returns TD_OK with *res filled (cleared on entry);
+ * TD_ENOTFOUND when there is no such order (nothing recorded);
+ * TD_EUNAVAIL or TD_ERETRY when the database could not do it (nothing
+ * recorded; the gateway will retry); TD_EINTERNAL. */
+int payments_callback(struct app *app, const struct payment_callback *cb,
+                      struct payment_result *res);
+
+#endif
