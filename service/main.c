@@ -12,6 +12,7 @@
 #include "log.h"
 #include "respcache.h"
 #include "store.h"
+#include "sweep.h"
 #include "util.h"
 
 #include <getopt.h>
@@ -85,6 +86,7 @@ static int cmd_serve(struct config *cfg, bool http)
     struct app app = {0};
     struct http_server *srv = NULL;
     struct events *ev = NULL;
+    struct sweep *sw = NULL;
     sigset_t set;
     int sig;
 
@@ -94,6 +96,9 @@ static int cmd_serve(struct config *cfg, bool http)
     if (!http || cfg->workers) {
         ev = events_start(&app);
         if (ev == NULL)
+            goto out;
+        sw = sweep_start(&app);
+        if (sw == NULL)
             goto out;
     }
     if (http) {
@@ -117,6 +122,8 @@ static int cmd_serve(struct config *cfg, bool http)
             log_warn("%d requests still in flight after %d s; closing them", left,
                      cfg->drain_timeout_s);
     }
+    sweep_stop(sw);
+    sw = NULL;
     events_stop(ev);
     ev = NULL;
     http_stop(srv);
@@ -124,6 +131,7 @@ static int cmd_serve(struct config *cfg, bool http)
     rc = EXIT_SUCCESS;
     log_info("stopped");
 out:
+    sweep_stop(sw);
     events_stop(ev);
     http_stop(srv);
     store_thread_release();
