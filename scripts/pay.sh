@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Plays the payment gateway: signs one payment callback and sends it to ticketd.
+#
+# Usage: scripts/pay.sh [-i] ORDER_NO AMOUNT_CENTS [STATUS] [TXN_ID]
+#
+#   STATUS   SUCCESS (default) or FAILED
+#   TXN_ID   the gateway's transaction id; a new random one by default.
+#            Send the same one again to see the callback replayed.
+#   -i       show the response's status line and headers too
+#
+# Environment:
+#   TICKETD_URL         where ticketd listens (default http://127.0.0.1:8080)
+#   TICKETD_PAY_SECRET  the shared secret; by default the one in
+#                       config/ticketd.env (or the file named by TICKETD_CONFIG)
+#
+# The signature is the one ticketd checks: lowercase hex
+# HMAC-SHA256(secret, "<X-Pay-Timestamp>.<raw body>").
+set -euo pipefail
+
+usage() {
+    sed -n '/^# Usage:/,/^# HMAC/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+show_headers=()
+if [[ "${1:-}" == "-i" ]]; then
+    show_headers=(-i)
+    shift
+fi
+[[ $# -ge 2 && $# -le 4 ]] || usage
+
+order_no=$1
+amount=$2
+status=${3:-SUCCESS}
+txn_id=${4:-txn-$(date +%s)-$(openssl rand -hex 4)}
+
+[[ "$order_no" =~ ^[0-9A-Za-z]{1,64}$ ]] || { echo "pay.sh: ORDER_NO looks wrong: $order_no" >&2; exit 2; }
+[[ "$amount" =~ ^[0-9]{1,16}$ ]] || { echo "pay.sh: AMOUNT_CENTS must be a whole number of cents" >&2; exit 2; }
+[[ "$status" == SUCCESS || "$status" == FAILED ]] || { echo "pay.sh: STATUS must be SUCCESS or FAILED" >&2; exit 2; }
+# Kept to characters that need no JSON escaping here; ticketd accepts more.
+[[ "$txn_id" =~ ^[A-Za-z0-9._:-]{1,64}$ ]] || { echo "pay.sh: TXN_ID: 1 to 64 of A-Z a-z 0-9 . _ : -" >&2; exit 2; }
+
+secret=${TICKETD_PAY_SECRET:-}
+if [[ -z "$secret" ]]; then
+    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    env_file=${TICKETD_CONFIG:-$root/config/ticketd.env}
+    if [[ -r "$env_file" ]]; then
+        secret=$(sed -n 's/^[[:space:]]*TICKETD_PAY_SECRET=//p' "$env_file" | tail -n 1)
+        secret=${secret%$'\r'}
+        # The env file may quote the value.
+        if [[ ${#secret} -ge 2 && ( ${secret:0:1} == '"' || ${secret:0:1} == "'" ) && ${secret: -1} == "${secret:0:1}" ]]; then
+            secret=${secret:1:${#secret}-2}
+        fi
+    fi
+fi
+[[ -n "$secret" ]] || { echo "pay.sh: set TICKETD_PAY_SECRET (no secret found in ${env_file:-the environment})" >&2; exit 2; }
+
+url=${TICKETD_URL:-http://127.0.0.1:8080}
+body=$(printf '{"txn_id":"%s","order_no":"%s","amount_cents":%s,"status":"%s"}' \
+    "$txn_id" "$order_no" "$amount" "$status")
+ts=$(date +%s)
+sig=$(printf '%s.%s' "$ts" "$body" | openssl dgst -sha256 -hmac "$secret" | sed 's/^.*= *//')
+
+echo "pay.sh: txn_id $txn_id (send it again: scripts/pay.sh $order_no $amount $status $txn_id)" >&2
+curl -sS "${show_headers[@]}" -X POST "$url/api/v1/payments/callback" \
+    -H 'Content-Type: application/json' \
+    -H "X-Pay-Timestamp: $ts" \
+    -H "X-Pay-Signature: $sig" \
+    --data-binary "$body"
+echo
