@@ -28,6 +28,7 @@ unit_metrics_SRCS := service/metrics.c service/router.c service/util.c
 unit_log_SRCS := service/log.c
 unit_model_SRCS := service/model.c service/err.c
 unit_statemachine_SRCS := service/statemachine.c service/model.c
+unit_paysig_SRCS := service/paysig.c service/util.c
 
 UNIT_HDRS := $(wildcard tests/unit/*.h)
 UNIT_LIBS = $(PKG_LIBS) -lcmocka
