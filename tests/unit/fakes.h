@@ -119,7 +119,34 @@ struct fake_cache {
     } release;
 };
 
+/* The payment callback's port (store_payments.h), in fake_store_payments.c:
+ * store_payment_record answers rc[i] on its i-th call (the last one
+ * repeating; nrc 0: always TD_OK). On TD_OK it applies the decide function
+ * it was given to an order in `status` costing `amount_cents`, as the real
+ * transaction does to the locked row, unless `replayed` says the txn_id
+ * was recorded before (then `outcome` is the first one). Reset by
+ * fake_payments_reset(), not by fakes_reset(). */
+struct fake_payments {
+    int rc[FAKE_TRIES];
+    int nrc;
+    enum order_status status;
+    int64_t amount_cents;
+    bool replayed;
+    int outcome; /* enum pay_outcome, for a replay */
+
+    int calls;
+    bool dedup;
+    bool decide_given;
+    char txn_id[FAKE_STR];
+    char order_no[FAKE_STR];
+    int64_t cb_amount_cents;
+    bool cb_success;
+};
+
+void fake_payments_reset(void);
+
 extern struct fake_store fake_store;
 extern struct fake_cache fake_cache;
+extern struct fake_payments fake_payments;
 
 #endif

@@ -1,0 +1,85 @@
+/* test_txretry.c - running a transaction again after deadlocks: how many
+ * times, what is returned, what is counted, and that the waits are short. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "err.h"
+#include "metrics.h"
+#include "txretry.h"
+#include "util.h"
+
+/* A transaction that answers answers[i] on its i-th run, the last one
+ * repeating. */
+struct script {
+    int answers[8];
+    int n;
+    int runs;
+};
+
+static int scripted(void *ctx)
+{
+    struct script *s = ctx;
+    int i = s->runs++;
+    return s->answers[i < s->n ? i : s->n - 1];
+}
+
+static void test_table(void **state)
+{
+    (void)state;
+    static const struct {
+        int retries;
+        struct script s;
+        int want_rc;
+        int want_runs;
+    } cases[] = {
+        {5, {{TD_OK}, 1, 0}, TD_OK, 1},
+        {5, {{TD_ERETRY, TD_OK}, 2, 0}, TD_OK, 2},
+        {5, {{TD_ERETRY, TD_ERETRY, TD_ERETRY, TD_OK}, 4, 0}, TD_OK, 4},
+        /* 1 + retries runs at most, then the deadlock is the answer. */
+        {0, {{TD_ERETRY}, 1, 0}, TD_ERETRY, 1},
+        {1, {{TD_ERETRY}, 1, 0}, TD_ERETRY, 2},
+        {3, {{TD_ERETRY}, 1, 0}, TD_ERETRY, 4},
+        {3, {{TD_ERETRY, TD_ERETRY, TD_ERETRY, TD_OK}, 4, 0}, TD_OK, 4},
+        /* Other errors stop at once and are passed through. */
+        {5, {{TD_EUNAVAIL}, 1, 0}, TD_EUNAVAIL, 1},
+        {5, {{TD_ECONFLICT}, 1, 0}, TD_ECONFLICT, 1},
+        {5, {{TD_EDUP}, 1, 0}, TD_EDUP, 1},
+        {5, {{TD_ERETRY, TD_EINTERNAL}, 2, 0}, TD_EINTERNAL, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct script s = cases[i].s;
+        int64_t before = metrics_get(M_TX_RETRIES);
+        int rc = txretry_run(cases[i].retries, scripted, &s);
+        if (rc != cases[i].want_rc || s.runs != cases[i].want_runs)
+            fail_msg("case %zu: rc %d after %d runs, want %d after %d", i, rc, s.runs,
+                     cases[i].want_rc, cases[i].want_runs);
+        /* Every run after the first is one retry counted. */
+        assert_int_equal(metrics_get(M_TX_RETRIES) - before, s.runs - 1);
+    }
+}
+
+static void test_waits_are_bounded(void **state)
+{
+    (void)state;
+    /* Ten retries wait at most 2 + 4 + ... + 128 (capped) ms: well under
+     * two seconds, and never nothing at all (so colliders drift apart). */
+    struct script s = {{TD_ERETRY}, 1, 0};
+    int64_t t0 = mono_ms();
+    assert_int_equal(txretry_run(10, scripted, &s), TD_ERETRY);
+    int64_t took = mono_ms() - t0;
+    assert_int_equal(s.runs, 11);
+    assert_true(took >= 10);
+    assert_true(took < 2000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_waits_are_bounded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
