@@ -5,6 +5,7 @@
 
 #include "db.h"
 #include "err.h"
+#include "payments.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -22,6 +23,7 @@ enum stmt {
     A_POINTS,
     A_NEGATIVE,
     A_HISTORY,
+    A_REFUNDS,
     A_COUNT
 };
 
@@ -70,6 +72,11 @@ static const char *const sql[A_COUNT] = {
     [A_HISTORY] = "SELECT (SELECT COUNT(*) FROM orders), COUNT(*), COALESCE(MIN(o.order_no), '') "
                   "FROM orders o LEFT JOIN (SELECT order_id, COUNT(*) AS n FROM order_history "
                   "GROUP BY order_id) h ON h.order_id = o.id WHERE COALESCE(h.n, 0) <> o.version",
+    /* A refund is owed only for money that paid nothing: a payment whose
+     * own txn_id is the applied one must never be refunded. */
+    [A_REFUNDS] = "SELECT COUNT(*), COALESCE(MIN(e.biz_key), '') FROM outbox e "
+                  "JOIN payments p ON p.txn_id = e.biz_key "
+                  "WHERE e.event_type = 'payment.refund_required' AND p.outcome = 'APPLIED'",
 };
 
 static void set(struct audit_check *a, const char *name, bool ok, const char *fmt, ...)
@@ -118,11 +125,11 @@ static int check_requests(struct db_conn *c, struct audit_check *a)
     if (rc != TD_OK)
         return rc;
     if (bad == 0)
-        set(a, "one_order_per_request", true,
-            "%lld orders, no two for one user, session and request id", (long long)orders);
+        set(a, "one_order_per_request", true, "%lld orders, no two for one user and request id",
+            (long long)orders);
     else
         set(a, "one_order_per_request", false,
-            "%lld user, session and request id triples have more than one order", (long long)bad);
+            "%lld user and request id pairs have more than one order", (long long)bad);
     return TD_OK;
 }
 
@@ -214,11 +221,29 @@ static int check_history(struct db_conn *c, struct audit_check *a)
     return TD_OK;
 }
 
+static int check_refunds(struct db_conn *c, struct audit_check *a)
+{
+    int64_t bad = 0;
+    char first[TXN_ID_BYTES + 1];
+    struct db_col cols[] = {DB_COL_I(&bad), DB_COL_S(first)};
+    int rc = db_row(c, sql[A_REFUNDS], NULL, 0, cols, 2);
+    if (rc != TD_OK)
+        return rc;
+    if (bad == 0)
+        set(a, "no_refund_of_applied_payment", true,
+            "no refund was requested for a payment that paid its order");
+    else
+        set(a, "no_refund_of_applied_payment", false,
+            "%lld payments that paid their order were also sent for refund; first: txn %s",
+            (long long)bad, first);
+    return TD_OK;
+}
+
 int store_audit(struct audit_check *out, int *n)
 {
     static int (*const checks[])(struct db_conn *, struct audit_check *) = {
         check_stock,  check_requests, check_applied, check_paid_orders,
-        check_points, check_negative, check_history,
+        check_points, check_negative, check_history, check_refunds,
     };
     struct db_conn *c;
     *n = 0;

@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#define AUDIT_MAX_CHECKS  8
+#define AUDIT_MAX_CHECKS  12
 #define AUDIT_DETAIL_SIZE 256
 
 struct audit_check {
