@@ -163,6 +163,46 @@ static char *trim(char *s)
     return s;
 }
 
+/* Reads a value the way Compose reads an env_file, in place: unquoted up to
+ * an inline " #" comment; 'single' quotes literal; "double" quotes with \n,
+ * \t, \\ and \" escapes; after a closing quote only a comment may follow. */
+static int env_value(char *raw, char **out, char *why, size_t cap)
+{
+    char q = raw[0];
+    *out = raw;
+    if (q != '"' && q != '\'') {
+        for (char *p = raw; *p != '\0'; p++) {
+            if (*p == '#' && p > raw && (p[-1] == ' ' || p[-1] == '\t')) {
+                *p = '\0';
+                break;
+            }
+        }
+        *out = trim(raw);
+        return TD_OK;
+    }
+    char *w = raw; /* unescaped text is written over the quoted text */
+    char *p = raw + 1;
+    for (; *p != '\0' && *p != q; p++) {
+        if (q == '"' && *p == '\\' && p[1] != '\0') {
+            p++;
+            *w++ = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p;
+        } else {
+            *w++ = *p;
+        }
+    }
+    if (*p != q) {
+        snprintf(why, cap, "unterminated quote");
+        return TD_EINVAL;
+    }
+    char *rest = trim(p + 1);
+    if (*rest != '\0' && *rest != '#') {
+        snprintf(why, cap, "unexpected text after the closing quote");
+        return TD_EINVAL;
+    }
+    *w = '\0';
+    return TD_OK;
+}
+
 int config_parse_file_text(struct config *cfg, const char *text, const char *origin, char *err,
                            size_t cap)
 {
@@ -188,15 +228,15 @@ int config_parse_file_text(struct config *cfg, const char *text, const char *ori
         }
         *eq = '\0';
         char *key = trim(l);
-        char *value = trim(eq + 1);
-        size_t vn = strlen(value);
-        if (vn >= 2 && (value[0] == '"' || value[0] == '\'') && value[vn - 1] == value[0]) {
-            value[vn - 1] = '\0';
-            value++;
+        char *value;
+        char why[256];
+        if (env_value(trim(eq + 1), &value, why, sizeof why) != TD_OK) {
+            snprintf(err, cap, "%s:%d: %s: %s", origin, lineno, key, why);
+            rc = TD_EINVAL;
+            goto out;
         }
         if (getenv(key) != NULL)
             continue;
-        char why[256];
         if (config_set(cfg, key, value, why, sizeof why) != TD_OK) {
             snprintf(err, cap, "%s:%d: %s", origin, lineno, why);
             rc = TD_EINVAL;

@@ -29,6 +29,11 @@ const char *defense_name(enum defense d)
 
 int defenses_parse(const char *spec, unsigned *out, char *err, size_t cap)
 {
+    if (spec[0] == '\0') {
+        /* An empty value is a mistake, not a wish to switch everything off. */
+        snprintf(err, cap, "empty; use \"all\", \"none\" or a list");
+        return TD_EINVAL;
+    }
     unsigned on = spec[0] == '-' ? DEFENSES_ALL : 0;
     const char *p = spec;
     while (*p != '\0') {

@@ -69,6 +69,11 @@ bool idem_parse(const char *text, size_t len, struct idem_record *out)
         return false;
     if (text[0] != 'P' && text[0] != 'D')
         return false;
+    for (int i = 0; i < IDEM_FP_LEN; i++) {
+        char c = text[2 + i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return false;
+    }
     memcpy(out->fingerprint, text + 2, IDEM_FP_LEN);
     out->fingerprint[IDEM_FP_LEN] = '\0';
     out->done = text[0] == 'D';
@@ -83,8 +88,8 @@ bool idem_parse(const char *text, size_t len, struct idem_record *out)
         p++;
         digits++;
     }
-    if (digits != 3 || p >= end || *p != '|')
-        return false;
+    if (digits != 3 || status < 200 || status > 299 || p >= end || *p != '|')
+        return false; /* only successes are ever recorded */
     out->status = status;
     out->body = p + 1;
     out->body_len = (size_t)(end - (p + 1));

@@ -121,8 +121,9 @@ static bool check_key(struct app *app, const struct order_request *rq, const cha
             answer(res, ORDER_KEY_REUSED, "response-cache");
         } else {
             metrics_inc(M_DUP_RESPONSE_CACHE);
+            int64_t now = mono_ms();
             respcache_put(app->respcache, rq->user_id, rq->key, fp, rec.status, rec.body,
-                          rec.body_len, mono_ms() + (int64_t)app->cfg->idem_ttl_s * 1000);
+                          rec.body_len, now, now + (int64_t)app->cfg->idem_ttl_s * 1000);
             replay(res, "response-cache", rec.status, xstrndup(rec.body, rec.body_len),
                    rec.body_len);
         }
@@ -164,13 +165,11 @@ static bool take_lock(struct app *app, const struct order_request *rq, struct cl
 static bool spend_token(struct app *app, const struct order_request *rq, struct claims *cl,
                         struct order_result *res)
 {
-    if (!(app->defenses & DEFENSE_TOKEN) || rq->token == NULL)
+    /* Tokens live only in Redis: without it (policy degrade; strict has
+     * ended the request already) there is nothing to check, and the unique
+     * index still holds the line. */
+    if (!(app->defenses & DEFENSE_TOKEN) || rq->token == NULL || !cl->redis_ok)
         return true;
-    if (!cl->redis_ok) {
-        /* Tokens live only in Redis: without it there is nothing to check,
-         * and the unique index still holds the line. */
-        return app->cfg->redis_policy != REDIS_POLICY_STRICT;
-    }
     int rc = cache_token_take(rq->user_id, rq->token);
     if (rc == TD_OK)
         return true;
@@ -242,12 +241,12 @@ static void write_order(struct app *app, const struct order_request *rq, order_r
 
     /* The unique index refused a second order for this key: the first one
      * exists, committed. Answer with it, as the original request did. */
-    rc = store_order_find_request(rq->user_id, rq->session_id, rq->key, &o);
+    rc = store_order_find_request(rq->user_id, rq->key, &o);
     if (rc != TD_OK) {
         answer(res, rc == TD_EUNAVAIL ? ORDER_UNAVAILABLE : ORDER_FAILED, NULL);
         return;
     }
-    if (o.quantity != rq->quantity) {
+    if (o.session_id != rq->session_id || o.quantity != rq->quantity) {
         metrics_inc(M_DUP_KEY_REUSED);
         answer(res, ORDER_KEY_REUSED, "unique-index");
         return;
@@ -286,9 +285,11 @@ out:
                                      rq->session_id, cl.locked ? cl.owner : NULL);
                 free(done);
             }
-            if (app->defenses & DEFENSE_RESPONSE_CACHE)
+            if (app->defenses & DEFENSE_RESPONSE_CACHE) {
+                int64_t now = mono_ms();
                 respcache_put(app->respcache, rq->user_id, rq->key, fp, res->status, res->body,
-                              res->body_len, mono_ms() + (int64_t)app->cfg->idem_ttl_s * 1000);
+                              res->body_len, now, now + (int64_t)app->cfg->idem_ttl_s * 1000);
+            }
         }
     } else if (cl.marker != NULL || cl.locked) {
         /* Only a success is remembered: give the key back for a retry. */

@@ -65,5 +65,8 @@ const struct problem_info *problem_info(enum problem p)
 
 enum problem problem_from_err(int err)
 {
-    return err == TD_EUNAVAIL ? PROBLEM_DEPENDENCY_UNAVAILABLE : PROBLEM_INTERNAL;
+    /* A transaction that kept deadlocking is as retriable as a dependency
+     * that is down: both are 503 with Retry-After (api_fail). */
+    return err == TD_EUNAVAIL || err == TD_ERETRY ? PROBLEM_DEPENDENCY_UNAVAILABLE
+                                                  : PROBLEM_INTERNAL;
 }

@@ -43,7 +43,8 @@ struct problem_info {
 const struct problem_info *problem_info(enum problem p);
 
 /* The problem a domain error becomes when the handler has no more specific
- * one: TD_EUNAVAIL is DEPENDENCY_UNAVAILABLE, anything else INTERNAL. */
+ * one: TD_EUNAVAIL and TD_ERETRY are DEPENDENCY_UNAVAILABLE, anything else
+ * INTERNAL. */
 enum problem problem_from_err(int err);
 
 #endif

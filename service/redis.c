@@ -176,14 +176,14 @@ static int send_retry(int argc, const char **argv, const size_t *lens, int block
     if (rc == TD_EUNAVAIL && reused && c->peer_closed) {
         c->retry_at_ms = 0;
         c->used = false;
-        rc = get_conn(&c);
+        rc = get_conn(&c); /* c is NULL when this fails */
         if (rc == TD_OK) {
             if (block_ms > 0)
                 redisSetTimeout(c->ctx, ms_to_tv(block_ms + cfg->redis_timeout_ms));
             rc = send_argv(c, argc, argv, lens, reply);
         }
     }
-    if (block_ms > 0 && c->ctx != NULL)
+    if (block_ms > 0 && c != NULL && c->ctx != NULL)
         redisSetTimeout(c->ctx, ms_to_tv(cfg->redis_timeout_ms));
     return rc;
 }

@@ -129,7 +129,8 @@ bool respcache_get(struct respcache *c, int64_t user_id, const char *key, int64_
 }
 
 void respcache_put(struct respcache *c, int64_t user_id, const char *key, const char *fingerprint,
-                   int status, const char *body, size_t body_len, int64_t expires_ms)
+                   int status, const char *body, size_t body_len, int64_t now_ms,
+                   int64_t expires_ms)
 {
     if (c == NULL)
         return;
@@ -146,16 +147,32 @@ void respcache_put(struct respcache *c, int64_t user_id, const char *key, const 
     e->expires_ms = expires_ms;
 
     pthread_mutex_lock(&s->mu);
-    if (find(s, h, user_id, key) != NULL) {
-        /* A concurrent replay stored the same completed response first. */
+    struct entry *old = find(s, h, user_id, key);
+    if (old != NULL && old->expires_ms > now_ms) {
+        /* A live entry: a concurrent replay stored the same completed
+         * response first. */
+        pthread_mutex_unlock(&s->mu);
+        entry_free(e);
+        return;
+    }
+    if (old != NULL) {
+        /* An expired entry still in the ring: refresh it in place, so the
+         * ring keeps one slot per key. */
+        free(old->body);
+        old->body = e->body;
+        old->body_len = e->body_len;
+        memcpy(old->fingerprint, e->fingerprint, sizeof old->fingerprint);
+        old->status = status;
+        old->expires_ms = expires_ms;
+        e->body = NULL;
         pthread_mutex_unlock(&s->mu);
         entry_free(e);
         return;
     }
     if (s->count == s->cap) {
-        struct entry *old = s->ring[s->head];
-        unlink_entry(s, old);
-        entry_free(old);
+        struct entry *oldest = s->ring[s->head];
+        unlink_entry(s, oldest);
+        entry_free(oldest);
         s->head = (s->head + 1) % s->cap;
         s->count--;
     }

@@ -2,9 +2,9 @@
  * by (user, Idempotency-Key), in front of the Redis record.
  *
  * It only answers faster what Redis (and then the database) would answer
- * anyway, so losing it is harmless. Bounded: at most `capacity` entries,
- * the oldest evicted first, and each expires like its Redis record.
- * Thread-safe (sharded locks). */
+ * anyway, so losing it is harmless. Bounded: `capacity` entries, rounded up
+ * to a multiple of the 16 shards, the oldest of a shard evicted first, and each expires like its
+ * Redis record. Thread-safe (sharded locks). */
 #ifndef TICKETD_RESPCACHE_H
 #define TICKETD_RESPCACHE_H
 
@@ -30,9 +30,12 @@ struct cached_response {
 bool respcache_get(struct respcache *c, int64_t user_id, const char *key, int64_t now_ms,
                    struct cached_response *out);
 
-/* Stores a completed response (copied), valid until expires_ms. */
+/* Stores a completed response (copied), valid until expires_ms. A live
+ * entry for the same key wins (it is the same response); an expired one is
+ * refreshed in place. */
 void respcache_put(struct respcache *c, int64_t user_id, const char *key, const char *fingerprint,
-                   int status, const char *body, size_t body_len, int64_t expires_ms);
+                   int status, const char *body, size_t body_len, int64_t now_ms,
+                   int64_t expires_ms);
 
 /* How many entries are held (for tests and metrics). */
 size_t respcache_size(struct respcache *c);

@@ -52,14 +52,14 @@ struct order_draft {
  * index first: a duplicate takes no stock row lock), take the stock by
  * compare-and-set, write the history row, commit. Returns TD_OK with the
  * new order in *out; TD_ENOTFOUND for an unknown session; TD_EDUP when the
- * (user, session, request) key exists (look it up with
+ * user already has an order under this request id (look it up with
  * store_order_find_request); TD_ECONFLICT when the stock is too low; or
  * TD_ERETRY / TD_EUNAVAIL / TD_EINTERNAL. Nothing is written on error. */
 int store_order_create(const struct order_draft *d, struct order *out);
 
-/* The order of a (user, session, request) key. TD_ENOTFOUND if none. */
-int store_order_find_request(int64_t user_id, int64_t session_id, const char *request_id,
-                             struct order *out);
+/* The order a user placed under an Idempotency-Key (whatever its
+ * session). TD_ENOTFOUND if none. */
+int store_order_find_request(int64_t user_id, const char *request_id, struct order *out);
 
 /* The order with this number, if it belongs to user_id (any user when
  * user_id is 0). TD_ENOTFOUND otherwise. */

@@ -48,7 +48,7 @@ static const char *const sql[S_COUNT] = {
     [S_HISTORY_INSERT] = "INSERT INTO order_history (order_id, from_status, to_status, version, "
                          "cause, created_at) VALUES (?, ?, ?, ?, ?, ?)",
     [S_ORDER_BY_REQUEST] = "SELECT " ORDER_COLS " FROM orders "
-                           "WHERE user_id = ? AND session_id = ? AND request_id = ?",
+                           "WHERE user_id = ? AND request_id = ?",
     [S_ORDER_BY_NO] = "SELECT " ORDER_COLS " FROM orders WHERE order_no = ?",
     [S_ORDER_BY_NO_USER] = "SELECT " ORDER_COLS " FROM orders WHERE order_no = ? AND user_id = ?",
     [S_ORDER_LIST] = "SELECT " ORDER_COLS " FROM orders WHERE user_id = ? "
@@ -261,8 +261,8 @@ int store_order_create(const struct order_draft *d, struct order *out)
          * and the insert below, a concurrent copy can look too. */
         struct order_row prior;
         order_row_bind(&prior);
-        struct db_arg key[] = {DB_I(d->user_id), DB_I(d->session_id), DB_S(d->request_id)};
-        rc = db_row(c, sql[S_ORDER_BY_REQUEST], key, 3, prior.cols, 11);
+        struct db_arg key[] = {DB_I(d->user_id), DB_S(d->request_id)};
+        rc = db_row(c, sql[S_ORDER_BY_REQUEST], key, 2, prior.cols, 11);
         if (rc == TD_OK)
             rc = TD_EDUP;
         else if (rc == TD_ENOTFOUND)
@@ -271,7 +271,8 @@ int store_order_create(const struct order_draft *d, struct order *out)
             goto out;
     }
 
-    /* The unique index (user_id, session_id, request_id) decides here. The
+    /* The unique indexes (user_id, session_id, request_id) and (user_id,
+     * request_id) decide here. The
      * insert goes first: a duplicate is refused before any stock row lock
      * is taken, which keeps the hot session's row free for real orders. */
     struct db_arg ins[] = {DB_S(d->order_no),   DB_I(d->user_id),  DB_I(d->session_id),
@@ -324,11 +325,10 @@ out:
     return rc;
 }
 
-int store_order_find_request(int64_t user_id, int64_t session_id, const char *request_id,
-                             struct order *out)
+int store_order_find_request(int64_t user_id, const char *request_id, struct order *out)
 {
-    struct db_arg args[] = {DB_I(user_id), DB_I(session_id), DB_S(request_id)};
-    return order_query(sql[S_ORDER_BY_REQUEST], args, 3, out);
+    struct db_arg args[] = {DB_I(user_id), DB_S(request_id)};
+    return order_query(sql[S_ORDER_BY_REQUEST], args, 2, out);
 }
 
 int store_order_get(const char *order_no, int64_t user_id, struct order *out)

@@ -100,14 +100,12 @@ int store_order_create(const struct order_draft *d, struct order *out)
     return TD_OK;
 }
 
-int store_order_find_request(int64_t user_id, int64_t session_id, const char *request_id,
-                             struct order *out)
+int store_order_find_request(int64_t user_id, const char *request_id, struct order *out)
 {
     memset(out, 0, sizeof *out);
     fake_call("order_find_request");
     fake_store.find_calls++;
     fake_store.find.user_id = user_id;
-    fake_store.find.session_id = session_id;
     snprintf(fake_store.find.request_id, sizeof fake_store.find.request_id, "%s", request_id);
     if (fake_store.find_rc == TD_OK)
         *out = fake_store.found;

@@ -228,7 +228,9 @@ static void test_file_format(void **state)
                                "TICKETD_BIND=\"0.0.0.0\"\n"
                                "TICKETD_MYSQL_USER='shop'\n"
                                "TICKETD_MYSQL_PASSWORD=a=b#c\n"
-                               "TICKETD_MYSQL_DB=\"unbalanced\n"
+                               "TICKETD_MYSQL_DB=shop # an inline comment\n"
+                               "TICKETD_REDIS_HOST=\"r\\\"1\" # after a quoted value\n"
+                               "TICKETD_PAY_SECRET='a #b' \n"
                                "TICKETD_MYSQL_SOCKET=\n"
                                "TICKETD_LOG_LEVEL=\"\"\n"
                                "TICKETD_REDIS_POLICY=strict\r\n"
@@ -246,8 +248,11 @@ static void test_file_format(void **state)
     assert_string_equal(cfg.mysql_user, "shop");
     /* Only the first '=' separates; a '#' inside a value is not a comment. */
     assert_string_equal(cfg.mysql_password, "a=b#c");
-    /* One quote alone is part of the value. */
-    assert_string_equal(cfg.mysql_db, "\"unbalanced");
+    /* As in Compose: " #" starts a comment after an unquoted value; quotes
+     * keep a '#', and double quotes take backslash escapes. */
+    assert_string_equal(cfg.mysql_db, "shop");
+    assert_string_equal(cfg.redis_host, "r\"1");
+    assert_string_equal(cfg.pay_secret, "a #b");
     assert_string_equal(cfg.mysql_socket, "");
     assert_string_equal(cfg.log_level, "");
     /* CRLF line ends (a file saved on Windows) parse like LF. */
@@ -267,6 +272,7 @@ static void test_file_errors_name_the_line(void **state)
         const char *want; /* a substring of the reason */
     } cases[] = {
         {"TICKETD_PORT=9000\n\n# c\nTICKETD_PORT 9000\n", "t.env:4: expected KEY=VALUE"},
+        {"TICKETD_MYSQL_DB=\"unbalanced\n", "t.env:1: TICKETD_MYSQL_DB: unterminated quote"},
         {"just words", "t.env:1: expected KEY=VALUE"},
         {"\r\n\r\nTICKETD_NOPE=1\r\n", "t.env:3: TICKETD_NOPE: unknown setting"},
         {"TICKETD_PORT=99999\n", "t.env:1: TICKETD_PORT=99999"},

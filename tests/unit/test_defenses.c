@@ -43,6 +43,7 @@ static void test_parse_table(void **state)
         {"token,none", TD_OK, 0},
         {"token,", TD_OK, DEFENSE_TOKEN},
         /* Errors. */
+        {"", TD_EINVAL, 0},
         {"tokens", TD_EINVAL, 0},
         {"Token", TD_EINVAL, 0},
         {"all,-tokn", TD_EINVAL, 0},

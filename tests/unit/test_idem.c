@@ -160,7 +160,8 @@ static void test_done_round_trip(void **state)
         "",
         "line\nbreak",
     };
-    static const int statuses[] = {201, 200, 409, 503};
+    /* Only successes are recorded: a 4xx or 5xx record is malformed. */
+    static const int statuses[] = {201, 200, 201, 299};
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         size_t n = strlen(bodies[i]);
         char *d = idem_done(fp, statuses[i], bodies[i], n);

@@ -116,7 +116,8 @@ static void cache_locally(int64_t session, int64_t qty, const char *body)
 {
     char fp[IDEM_FP_LEN + 1];
     fingerprint(session, qty, fp);
-    respcache_put(app.respcache, USER, KEY, fp, 201, body, strlen(body), mono_ms() + 60000);
+    respcache_put(app.respcache, USER, KEY, fp, 201, body, strlen(body), mono_ms(),
+                  mono_ms() + 60000);
 }
 
 static void run(const struct order_request *rq, struct order_result *res)
@@ -549,7 +550,6 @@ static void test_unique_index_replays(void **state)
     assert_calls("idem_begin lock_acquire token_take order_create order_find_request "
                  "order_complete");
     assert_int_equal(fake_store.find.user_id, USER);
-    assert_int_equal(fake_store.find.session_id, SESSION);
     assert_string_equal(fake_store.find.request_id, KEY);
     /* Remembered like a success, so the next retry stops at layer 1. */
     struct idem_record rec;
@@ -582,6 +582,25 @@ static void test_unique_index_other_quantity(void **state)
     assert_failed_and_released(&res, ORDER_KEY_REUSED);
     assert_string_equal(res.layer, "unique-index");
     assert_int_equal(delta(M_DUP_KEY_REUSED), 1);
+    order_result_cleanup(&res);
+}
+
+static void test_unique_index_other_session(void **state)
+{
+    (void)state;
+    struct order_request rq = request();
+    struct order_result res;
+    fake_store.create_rc[0] = TD_EDUP;
+    fake_store.ncreate_rc = 1;
+    fake_store.find_rc = TD_OK;
+    fake_store.found = (struct order){.order_no = "26113000000000000042",
+                                      .user_id = USER,
+                                      .session_id = SESSION + 1,
+                                      .request_id = KEY,
+                                      .quantity = QTY};
+    run(&rq, &res);
+    assert_failed_and_released(&res, ORDER_KEY_REUSED);
+    assert_string_equal(res.layer, "unique-index");
     order_result_cleanup(&res);
 }
 
@@ -956,6 +975,7 @@ int main(void)
         T(test_unknown_session),
         T(test_unique_index_replays),
         T(test_unique_index_other_quantity),
+        T(test_unique_index_other_session),
         T(test_unique_index_lookup_fails),
         T(test_deadlock_retried_then_created),
         T(test_deadlock_retries_are_bounded),

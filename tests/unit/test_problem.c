@@ -116,6 +116,7 @@ static void test_from_err(void **state)
         enum problem want;
     } cases[] = {
         {TD_EUNAVAIL, PROBLEM_DEPENDENCY_UNAVAILABLE},
+        {TD_ERETRY, PROBLEM_DEPENDENCY_UNAVAILABLE},
         {TD_EINTERNAL, PROBLEM_INTERNAL},
         {TD_EINVAL, PROBLEM_INTERNAL},
         {TD_ENOTFOUND, PROBLEM_INTERNAL},

@@ -21,7 +21,7 @@ static const char FP_B[] = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
 static void put(struct respcache *c, int64_t user, const char *key, const char *body,
                 int64_t expires_ms)
 {
-    respcache_put(c, user, key, FP_A, 201, body, strlen(body), expires_ms);
+    respcache_put(c, user, key, FP_A, 201, body, strlen(body), 0, expires_ms);
 }
 
 static bool has(struct respcache *c, int64_t user, const char *key)
@@ -38,7 +38,7 @@ static void test_disabled_cache(void **state)
     /* Capacity 0 is "off": no cache, and every call accepts that. */
     struct respcache *c = respcache_new(0);
     assert_null(c);
-    respcache_put(c, 1, "k", FP_A, 201, "{}", 2, 1000);
+    respcache_put(c, 1, "k", FP_A, 201, "{}", 2, 0, 1000);
     struct cached_response r;
     memset(&r, 'x', sizeof r);
     assert_false(respcache_get(c, 1, "k", 0, &r));
@@ -54,7 +54,7 @@ static void test_put_get_copies(void **state)
     (void)state;
     struct respcache *c = respcache_new(64);
     char body[] = "{\"order_no\":\"26120100000000000001\"}";
-    respcache_put(c, 42, "key-1", FP_B, 201, body, strlen(body), 10000);
+    respcache_put(c, 42, "key-1", FP_B, 201, body, strlen(body), 0, 10000);
     assert_int_equal(respcache_size(c), 1);
 
     /* The cache holds its own copy of what was put. */
@@ -74,7 +74,7 @@ static void test_put_get_copies(void **state)
     free(r.body);
 
     /* Only body_len bytes are kept. */
-    respcache_put(c, 42, "key-2", FP_A, 200, "abcdef", 3, 10000);
+    respcache_put(c, 42, "key-2", FP_A, 200, "abcdef", 3, 0, 10000);
     assert_true(respcache_get(c, 42, "key-2", 0, &r));
     assert_int_equal(r.body_len, 3);
     assert_string_equal(r.body, "abc");
@@ -102,6 +102,22 @@ static void test_first_put_wins(void **state)
     struct cached_response r;
     assert_true(respcache_get(c, 1, "k", 0, &r));
     assert_string_equal(r.body, "first");
+    free(r.body);
+    respcache_free(c);
+}
+
+static void test_expired_entry_is_refreshed(void **state)
+{
+    (void)state;
+    /* A key whose entry expired gets the new response, in the same slot. */
+    struct respcache *c = respcache_new(64);
+    put(c, 1, "k", "old", 1000);
+    respcache_put(c, 1, "k", FP_B, 201, "new", 3, 2000, 100000);
+    assert_int_equal(respcache_size(c), 1);
+    struct cached_response r;
+    assert_true(respcache_get(c, 1, "k", 2000, &r));
+    assert_string_equal(r.body, "new");
+    assert_string_equal(r.fingerprint, FP_B);
     free(r.body);
     respcache_free(c);
 }
@@ -223,7 +239,7 @@ static void *hammer(void *arg)
         snprintf(key, sizeof key, "k%d", k);
         snprintf(body, sizeof body, "body of %lld/%s", (long long)user, key);
         if (rand_r(&w->seed) % 2 == 0) {
-            respcache_put(w->c, user, key, FP_A, 201, body, strlen(body), 1000000);
+            respcache_put(w->c, user, key, FP_A, 201, body, strlen(body), 0, 1000000);
         } else {
             struct cached_response r;
             if (respcache_get(w->c, user, key, 0, &r)) {
@@ -265,10 +281,14 @@ static void test_concurrent_put_get(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_disabled_cache),     cmocka_unit_test(test_put_get_copies),
-        cmocka_unit_test(test_first_put_wins),     cmocka_unit_test(test_expiry),
-        cmocka_unit_test(test_capacity_bound),     cmocka_unit_test(test_oldest_is_evicted_first),
+        cmocka_unit_test(test_disabled_cache),
+        cmocka_unit_test(test_put_get_copies),
+        cmocka_unit_test(test_first_put_wins),
+        cmocka_unit_test(test_expiry),
+        cmocka_unit_test(test_capacity_bound),
+        cmocka_unit_test(test_oldest_is_evicted_first),
         cmocka_unit_test(test_concurrent_put_get),
+        cmocka_unit_test(test_expired_entry_is_refreshed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
