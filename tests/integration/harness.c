@@ -75,6 +75,22 @@ static void child_env(int port, const char *const *extra)
     }
 }
 
+/* Every process this test binary started, so that none outlives it when a
+ * failing assertion jumps past its th_stop(). */
+#define MAX_CHILDREN 256
+static pid_t children[MAX_CHILDREN];
+static int nchildren;
+
+static void kill_children(void)
+{
+    for (int i = 0; i < nchildren; i++) {
+        if (children[i] > 0 && kill(children[i], 0) == 0) {
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+        }
+    }
+}
+
 static void spawn(struct th_server *s, const char *cmd, const char *name, int port,
                   const char *const *extra_env)
 {
@@ -99,11 +115,28 @@ static void spawn(struct th_server *s, const char *cmd, const char *name, int po
         _exit(127);
     }
     s->pid = pid;
+    if (nchildren == 0)
+        atexit(kill_children);
+    if (nchildren < MAX_CHILDREN)
+        children[nchildren++] = pid;
+}
+
+static bool port_taken(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    bool taken = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return taken;
 }
 
 void th_start(struct th_server *s, int port, const char *const *extra_env)
 {
     char name[16];
+    /* A server left over from an aborted test would answer /livez for us. */
+    if (port_taken(port))
+        fail_msg("port %d is already in use; is an old ticketd still running?", port);
     snprintf(name, sizeof name, "%d", port);
     spawn(s, "serve", name, port, extra_env);
     char url[128];
@@ -436,14 +469,29 @@ static redisContext *redis_ctx(void)
     return rc;
 }
 
+static redisReply *redis_run(const char *fmt, va_list ap)
+{
+    /* A context from before a Redis restart fails once; dial again then. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        redisContext *c = redis_ctx();
+        if (c == NULL || c->err)
+            return NULL;
+        va_list copy;
+        va_copy(copy, ap);
+        redisReply *r = redisvCommand(c, fmt, copy);
+        va_end(copy);
+        if (r != NULL)
+            return r;
+        c->err = c->err ? c->err : REDIS_ERR_IO;
+    }
+    return NULL;
+}
+
 long long th_redis_int(const char *fmt, ...)
 {
     va_list ap;
-    redisContext *c = redis_ctx();
-    if (c == NULL || c->err)
-        return -2;
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
+    redisReply *r = redis_run(fmt, ap);
     va_end(ap);
     long long v = -2;
     if (r != NULL) {
@@ -468,7 +516,8 @@ void th_reset(void)
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         th_db_exec("TRUNCATE TABLE %s", tables[i]);
     th_db_exec("SET FOREIGN_KEY_CHECKS = 1");
-    th_redis_int("FLUSHALL");
+    if (th_redis_int("FLUSHALL") != 0)
+        fail_msg("cannot flush the test Redis");
 }
 
 void th_services(const char *cmd)

@@ -417,6 +417,48 @@ static void test_key_reuse_and_tokens(void **state)
     th_resp_free(&u);
 }
 
+/* Redis forgot the key (flushed) and the request reaches another instance
+ * (an empty in-process cache): the database alone must still recognise the
+ * key, for the same payload (replay) and for another session (422). */
+static void test_key_known_to_the_database_only(void **state)
+{
+    struct th_server other;
+    char tok[96];
+    (void)state;
+    int64_t s = th_session(&srv, 10, 1000);
+    int64_t s2 = th_session(&srv, 10, 1000);
+    th_order_token(&srv, 12, tok);
+    struct th_resp first = th_order(&srv, 12, "db-only", tok, s, 2);
+    assert_int_equal(first.status, 201);
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    th_start(&other, th_port(4), NULL);
+
+    /* Another session under the key: refused, and (a failure) remembered nowhere. */
+    th_order_token(&other, 12, tok);
+    struct th_resp moved = th_order(&other, 12, "db-only", tok, s2, 2);
+    expect_problem(&moved, 422, "IDEMPOTENCY_KEY_REUSED");
+    expect_layer(&moved, "unique-index");
+
+    /* The same payload: the first order, replayed from the database. */
+    th_order_token(&other, 12, tok);
+    struct th_resp same = th_order(&other, 12, "db-only", tok, s, 2);
+    assert_int_equal(same.status, 201);
+    expect_layer(&same, "unique-index");
+    json_t *a = th_json(&first), *b = th_json(&same);
+    assert_string_equal(json_string_value(json_object_get(a, "order_no")),
+                        json_string_value(json_object_get(b, "order_no")));
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE user_id = 12"), 1);
+    assert_int_equal(stock_of(s), 8);
+    assert_int_equal(stock_of(s2), 10);
+
+    json_decref(a);
+    json_decref(b);
+    th_resp_free(&first);
+    th_resp_free(&same);
+    th_resp_free(&moved);
+    assert_int_equal(th_stop(&other), 0);
+}
+
 static void test_failures_leave_key_free(void **state)
 {
     char tok[96], url[128];
@@ -646,6 +688,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stock_rush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_double_click, setup, teardown),
         cmocka_unit_test_setup_teardown(test_key_reuse_and_tokens, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_key_known_to_the_database_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failures_leave_key_free, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_redis_down_before_storm, setup, teardown),
