@@ -91,6 +91,14 @@ static void kill_children(void)
     }
 }
 
+static void forget_child(pid_t pid)
+{
+    for (int i = 0; i < nchildren; i++) {
+        if (children[i] == pid)
+            children[i] = 0;
+    }
+}
+
 static void spawn(struct th_server *s, const char *cmd, const char *name, int port,
                   const char *const *extra_env)
 {
@@ -185,6 +193,7 @@ int th_stop(struct th_server *s)
     for (int i = 0; i < 600; i++) {
         pid_t w = waitpid(s->pid, &status, WNOHANG);
         if (w == s->pid) {
+            forget_child(s->pid);
             s->pid = 0;
             if (th_log_contains(s, "ERROR: AddressSanitizer") ||
                 th_log_contains(s, "ERROR: LeakSanitizer") ||
@@ -198,6 +207,7 @@ int th_stop(struct th_server *s)
     }
     kill(s->pid, SIGKILL);
     waitpid(s->pid, &status, 0);
+    forget_child(s->pid);
     s->pid = 0;
     return -1;
 }
@@ -209,6 +219,7 @@ void th_kill(struct th_server *s)
     kill(s->pid, SIGKILL);
     int status;
     waitpid(s->pid, &status, 0);
+    forget_child(s->pid);
     s->pid = 0;
 }
 
