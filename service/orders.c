@@ -9,6 +9,7 @@
 #include "metrics.h"
 #include "respcache.h"
 #include "store.h"
+#include "txretry.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -181,11 +182,19 @@ static bool spend_token(struct app *app, const struct order_request *rq, struct 
     return redis_failed(app, cl, res);
 }
 
-static int64_t backoff_ms(int attempt)
+/* One attempt of the order transaction, with a fresh order number each
+ * time (a colliding random number comes back as TD_ERETRY too). */
+struct attempt {
+    struct order_draft *draft;
+    char *order_no;
+    struct order *out;
+};
+
+static int attempt_create(void *p)
 {
-    /* Full jitter over a doubling window: 1-2 ms, then up to 4, 8, 16 ... */
-    int64_t window = (int64_t)2 << (attempt < 6 ? attempt : 6);
-    return 1 + (int64_t)rand_below((uint64_t)window);
+    struct attempt *a = p;
+    orders_new_number(a->order_no);
+    return store_order_create(a->draft, a->out);
 }
 
 /* Layers 5 and 6: the database transaction, retried after deadlocks. */
@@ -203,17 +212,8 @@ static void write_order(struct app *app, const struct order_request *rq, order_r
         .read_then_write = !(app->defenses & DEFENSE_STOCK_CAS),
         .check_then_insert = !(app->defenses & DEFENSE_UNIQUE_INDEX),
     };
-    int rc = TD_ERETRY;
-    for (int attempt = 0; attempt <= app->cfg->tx_retries; attempt++) {
-        if (attempt > 0) {
-            metrics_inc(M_TX_RETRIES);
-            sleep_ms(backoff_ms(attempt));
-        }
-        orders_new_number(order_no);
-        rc = store_order_create(&d, &o);
-        if (rc != TD_ERETRY)
-            break;
-    }
+    struct attempt at = {&d, order_no, &o};
+    int rc = txretry_run(app->cfg->tx_retries, attempt_create, &at);
     switch (rc) {
     case TD_OK:
         metrics_inc(M_ORDERS_CREATED);

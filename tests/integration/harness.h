@@ -110,7 +110,8 @@ struct th_resp th_order(const struct th_server *s, int64_t user_id, const char *
  * when all are done. */
 void th_parallel(int n, void (*fn)(int i, void *ctx), void *ctx);
 
-/* A small TCP port base distinct per test binary, from its name. */
+/* The first TCP port of the ticketd instances a test starts: offset from
+ * TICKETD_TEST_HTTP_PORT (default 24080). */
 int th_port(int offset);
 
 #endif
