@@ -402,6 +402,23 @@ static void test_not_found_and_method_not_allowed(void **state)
     th_resp_free(&r);
 }
 
+/* An encoded NUL must not cut the path short: /livez%00x is not /livez,
+ * and a proxy that judges paths by their ending (say, caching "*.css")
+ * must not be handed an admin answer under another name. */
+static void test_encoded_nul_in_path(void **state)
+{
+    static const char *const paths[] = {"/livez%00x", "/api/v1/sessions%00/1",
+                                        "/api/v1/admin/audit%00.css"};
+    (void)state;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        const char *admin[] = {th_auth_header(1, true), NULL};
+        struct th_resp r = call("GET", paths[i], admin, NULL);
+        if (r.status != 404 || strcmp(th_code(&r), "NOT_FOUND") != 0)
+            fail_msg("GET %s: expected 404 NOT_FOUND, got %ld %.120s", paths[i], r.status, r.body);
+        th_resp_free(&r);
+    }
+}
+
 /* ---- request ids ---- */
 
 static bool is_generated_id(const char *v)
@@ -1154,6 +1171,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_health_routes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_found_and_method_not_allowed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_encoded_nul_in_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bearer_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_create_and_get, setup, teardown),
