@@ -62,6 +62,10 @@
  * may commit a lower outbox id after a higher one, and a row the check
  * never saw must not end up below the mark. */
 #define REDRIVE_MIN_AGE_S 30
+/* A row published this recently is not checked yet: its consumers are
+ * most likely at it, and asking Redis about every event in flight would
+ * only add round trips. */
+#define REDRIVE_QUIET_S 2
 
 struct relay;
 struct consumer;
@@ -227,7 +231,7 @@ static int redrive_each(const struct outbox_state *st, void *p)
         return 0;
     }
     rd->prefix = false;
-    if (st->published && !st->settled && st->stream_id[0] != '\0') {
+    if (st->published && st->quiet && !st->settled && st->stream_id[0] != '\0') {
         rd->cand[rd->ncand].id = st->id;
         memcpy(rd->cand[rd->ncand].stream_id, st->stream_id, sizeof rd->cand[0].stream_id);
         rd->ncand++;
@@ -271,7 +275,8 @@ static void redrive_check(struct relay *rl, int64_t max_id)
     for (int i = 0; i < REDRIVE_SCANS; i++) {
         rd.rows = 0;
         rd.ncand = 0;
-        int rc = store_outbox_scan(from, REDRIVE_SCAN_ROWS, REDRIVE_MIN_AGE_S, redrive_each, &rd);
+        int rc = store_outbox_scan(from, REDRIVE_SCAN_ROWS, REDRIVE_MIN_AGE_S, REDRIVE_QUIET_S,
+                                   redrive_each, &rd);
         if (rc == TD_OK)
             rc = redrive_lost(&rd);
         if (rc < 0)
@@ -719,8 +724,10 @@ static void consumer_failed(struct consumer *cs, int rc)
     /* An error reply (not a timeout) is most likely NOGROUP: Redis was
      * restarted or flushed under us. Creating the group again is harmless
      * when that was not it. */
-    if (rc == TD_EINTERNAL)
+    if (rc == TD_EINTERNAL) {
         cs->group_ready = false;
+        snprintf(cs->claim_cursor, sizeof cs->claim_cursor, "0-0");
+    }
     cs->read_own = true;
     snprintf(cs->own_cursor, sizeof cs->own_cursor, "0");
     nap(cs->e, BACKOFF_MS);

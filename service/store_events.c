@@ -34,14 +34,16 @@ static const char sql_outbox_mark[] =
 
 /* Settled: every group that consumes the row's type has recorded it. The
  * groups of each type are those of events.c. */
+#define SETTLED                                                                                    \
+    "CASE WHEN o.event_type = '" EVENT_ORDER_PAID                                                  \
+    "' THEN " RECORDED_BY(EVENTS_GROUP_POINTS) " AND " RECORDED_BY(                                \
+        EVENTS_GROUP_TICKETING) " ELSE o.published_at IS NOT NULL END"
+
 static const char sql_outbox_scan[] =
-    "SELECT o.id, o.published_at IS NOT NULL, COALESCE(o.stream_id, ''), "
-    "CASE WHEN o.event_type = '" EVENT_ORDER_PAID "' "
-    "THEN " RECORDED_BY(EVENTS_GROUP_POINTS) " AND " RECORDED_BY(
-        EVENTS_GROUP_TICKETING) " "
-                                "ELSE o.published_at IS NOT NULL END, "
-                                "o.created_at < NOW(3) - INTERVAL ? SECOND "
-                                "FROM outbox o WHERE o.id >= ? ORDER BY o.id LIMIT ?";
+    "SELECT o.id, o.published_at IS NOT NULL, COALESCE(o.stream_id, ''), " SETTLED ", "
+    "o.created_at < NOW(3) - INTERVAL ? SECOND, "
+    "COALESCE(o.published_at < NOW(3) - INTERVAL ? SECOND, 0) "
+    "FROM outbox o WHERE o.id >= ? ORDER BY o.id LIMIT ?";
 
 static const char sql_outbox_requeue[] =
     "UPDATE outbox SET published_at = NULL, stream_id = NULL WHERE id = ? AND stream_id = ?";
@@ -151,7 +153,7 @@ out:
 
 struct scan_ctx {
     struct outbox_state st;
-    int64_t published, settled, old;
+    int64_t published, settled, old, quiet;
     int (*each)(const struct outbox_state *st, void *ctx);
     void *ctx;
 };
@@ -162,10 +164,11 @@ static int scan_each(void *p)
     s->st.published = s->published != 0;
     s->st.settled = s->settled != 0;
     s->st.old = s->old != 0;
+    s->st.quiet = s->quiet != 0;
     return s->each(&s->st, s->ctx);
 }
 
-int store_outbox_scan(int64_t from_id, int limit, int min_age_s,
+int store_outbox_scan(int64_t from_id, int limit, int min_age_s, int quiet_s,
                       int (*each)(const struct outbox_state *st, void *ctx), void *ctx)
 {
     struct db_conn *c;
@@ -173,10 +176,10 @@ int store_outbox_scan(int64_t from_id, int limit, int min_age_s,
     int rc = db_conn(&c);
     if (rc != TD_OK)
         return rc;
-    struct db_arg args[] = {DB_I(min_age_s), DB_I(from_id), DB_I(limit)};
-    struct db_col cols[] = {DB_COL_I(&s.st.id), DB_COL_I(&s.published), DB_COL_S(s.st.stream_id),
-                            DB_COL_I(&s.settled), DB_COL_I(&s.old)};
-    rc = db_rows(c, sql_outbox_scan, args, 3, cols, 5, scan_each, &s);
+    struct db_arg args[] = {DB_I(min_age_s), DB_I(quiet_s), DB_I(from_id), DB_I(limit)};
+    struct db_col cols[] = {DB_COL_I(&s.st.id),   DB_COL_I(&s.published), DB_COL_S(s.st.stream_id),
+                            DB_COL_I(&s.settled), DB_COL_I(&s.old),       DB_COL_I(&s.quiet)};
+    rc = db_rows(c, sql_outbox_scan, args, 4, cols, 6, scan_each, &s);
     return rc == TD_ENOTFOUND ? TD_OK : rc;
 }
 

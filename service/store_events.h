@@ -58,13 +58,14 @@ struct outbox_state {
      * or dead-lettered); for a type without groups: published. */
     bool settled;
     bool old;                          /* created at least min_age_s ago */
+    bool quiet;                        /* published at least quiet_s ago */
     char stream_id[STREAM_ID_MAX + 1]; /* "" when never published here */
 };
 
 /* Reads up to limit rows with id >= from_id, in id order, calling each for
  * every row (st is borrowed for the call); a non-zero return from each
  * stops and is returned. */
-int store_outbox_scan(int64_t from_id, int limit, int min_age_s,
+int store_outbox_scan(int64_t from_id, int limit, int min_age_s, int quiet_s,
                       int (*each)(const struct outbox_state *st, void *ctx), void *ctx);
 
 /* Queues a published row again (published_at = NULL), but only if it is
