@@ -22,15 +22,15 @@ static atomic_long remaining = -1; /* fail mode: hits left, -1 for every hit */
 
 static void load(void)
 {
-    const char *spec = getenv("TICKETD_FAULT");
-    if (spec == NULL || spec[0] == '\0')
+    const char *setting = getenv("TICKETD_FAULT");
+    if (setting == NULL || setting[0] == '\0')
         return;
-    size_t n = strcspn(spec, ":");
+    size_t n = strcspn(setting, ":");
     if (n == 0 || n >= sizeof armed) {
-        log_error("TICKETD_FAULT=%s: not <name>[:crash|:fail[:N]]; ignored", spec);
+        log_error("TICKETD_FAULT=%s: not <name>[:crash|:fail[:N]]; ignored", setting);
         return;
     }
-    const char *m = spec[n] == ':' ? spec + n + 1 : "crash";
+    const char *m = setting[n] == ':' ? setting + n + 1 : "crash";
     int64_t count = -1;
     if (strcmp(m, "crash") == 0) {
         mode = FAULT_CRASH;
@@ -39,10 +39,10 @@ static void load(void)
     } else if (strncmp(m, "fail:", 5) == 0 && parse_i64(m + 5, 1, 1000000, &count)) {
         mode = FAULT_FAIL;
     } else {
-        log_error("TICKETD_FAULT=%s: not <name>[:crash|:fail[:N]]; ignored", spec);
+        log_error("TICKETD_FAULT=%s: not <name>[:crash|:fail[:N]]; ignored", setting);
         return;
     }
-    memcpy(armed, spec, n);
+    memcpy(armed, setting, n);
     armed[n] = '\0';
     atomic_store(&remaining, count);
     log_warn("fault point %s armed (%s)", armed, mode == FAULT_CRASH ? "crash" : "fail");
