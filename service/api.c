@@ -108,6 +108,22 @@ json_t *api_body_object(const struct req *r, struct resp *w)
     return o;
 }
 
+bool api_no_input(const struct req *r, struct resp *w)
+{
+    if (r->body_len == 0)
+        return true;
+    json_t *b = api_body_object(r, w);
+    if (b == NULL)
+        return false;
+    bool ok = json_object_size(b) == 0;
+    if (!ok) {
+        const char *key = json_object_iter_key(json_object_iter(b));
+        resp_problem(w, PROBLEM_VALIDATION_FAILED, key, "this request takes no fields");
+    }
+    json_decref(b);
+    return ok;
+}
+
 void api_fail(struct resp *w, int err, const char *what)
 {
     if (err == TD_EUNAVAIL || err == TD_ERETRY) {

@@ -31,6 +31,11 @@ void api_admin_audit(struct req *r, struct resp *w);
  * NULL after writing the 400 INVALID_JSON problem into w. */
 json_t *api_body_object(const struct req *r, struct resp *w);
 
+/* For requests that take no fields: accepts an empty body or {}; anything
+ * else gets its problem written into w (INVALID_JSON, or VALIDATION_FAILED
+ * naming the first field) and false. */
+bool api_no_input(const struct req *r, struct resp *w);
+
 /* Writes the problem for a domain error that has no more specific answer:
  * 503 DEPENDENCY_UNAVAILABLE with Retry-After, or 500. */
 void api_fail(struct resp *w, int err, const char *what);

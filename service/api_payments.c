@@ -121,23 +121,6 @@ out:
     json_decref(body);
 }
 
-/* Cancel and complete take no input: an empty body or {}. */
-static bool no_input(struct req *r, struct resp *w)
-{
-    if (r->body_len == 0)
-        return true;
-    json_t *b = api_body_object(r, w);
-    if (b == NULL)
-        return false;
-    bool ok = json_object_size(b) == 0;
-    if (!ok) {
-        const char *key = json_object_iter_key(json_object_iter(b));
-        resp_problem(w, PROBLEM_VALIDATION_FAILED, key, "this request takes no fields");
-    }
-    json_decref(b);
-    return ok;
-}
-
 /* The answer to a cancel or a complete. needs: the state the order must
  * be in; verb: what the change does to it ("cancelled"); what: the action,
  * for errors ("cancelling the order"). */
@@ -163,7 +146,7 @@ static void answer_change(struct resp *w, int rc, const struct order *o, const c
 void api_order_cancel(struct req *r, struct resp *w)
 {
     struct order o;
-    if (!no_input(r, w))
+    if (!api_no_input(r, w))
         return;
     int rc = lifecycle_cancel(r->app, r->match.params[0], r->who.user_id, &o);
     answer_change(w, rc, &o, r->match.params[0], "PENDING_PAYMENT", "cancelled",
@@ -173,7 +156,7 @@ void api_order_cancel(struct req *r, struct resp *w)
 void api_order_complete(struct req *r, struct resp *w)
 {
     struct order o;
-    if (!no_input(r, w))
+    if (!api_no_input(r, w))
         return;
     int rc = lifecycle_complete(r->app, r->match.params[0], &o);
     answer_change(w, rc, &o, r->match.params[0], "TICKETED", "completed", "completing the order");

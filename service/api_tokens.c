@@ -13,6 +13,8 @@ void api_tokens_create(struct req *r, struct resp *w)
     unsigned char raw[TOKEN_BYTES];
     char token[64];
     const struct config *cfg = r->app->cfg;
+    if (!api_no_input(r, w))
+        return;
     rand_bytes(raw, sizeof raw);
     b64url_encode(raw, sizeof raw, token);
     /* Tokens live only in Redis; without it none can be issued (orders

@@ -246,6 +246,40 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
     metrics_add(M_INFLIGHT_REQUESTS, -1);
 }
 
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decoding for paths and query arguments, in place, except "%00":
+ * MHD's own decoder turns it into a NUL that ends the string early, so
+ * "/api/v1/admin/audit%00.css" would route as the audit (and a cache in
+ * front could keep it as a stylesheet). Left encoded, it matches no route. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    char *w = s;
+    for (const char *r = s; *r != '\0'; r++) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hex_value(r[1])) >= 0 && (lo = hex_value(r[2])) >= 0 &&
+            (hi | lo) != 0) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 2;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char msg[512];
@@ -281,7 +315,8 @@ struct http_server *http_start(struct app *app)
         (unsigned int)cfg->threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->conn_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->conn_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_END);
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+        (unsigned int)1024, MHD_OPTION_END);
     if (s->daemon == NULL) {
         log_error("cannot listen on %s:%d", cfg->bind, cfg->port);
         free(s);
