@@ -826,7 +826,7 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
         print_messages(out, &v->notes);
     }
 
-    fprintf(out, "\n%-44s %10s   %s\n", "damage", "found", "audit");
+    fprintf(out, "\n%-44s %10s   %s\n", "damage", "found", "audit (whole database)");
     for (int i = 0; i < DAMAGE_COUNT; i++) {
         const struct damage_row *d = &damage_rows[i];
         char label[64];
