@@ -553,6 +553,11 @@ int load_engine_call(struct load_engine *e, struct load_req *r)
     return r->status == 0 ? -1 : 0;
 }
 
+void load_engine_stats_add(struct load_engine *e, const struct load_stats *src)
+{
+    load_stats_merge(e->stats, src);
+}
+
 const struct load_stats *load_engine_stats(const struct load_engine *e)
 {
     return e->stats;

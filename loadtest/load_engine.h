@@ -172,6 +172,9 @@ int load_engine_call(struct load_engine *e, struct load_req *r);
 /* Borrowed; valid for the engine's life. */
 const struct load_stats *load_engine_stats(const struct load_engine *e);
 
+/* Adds src's figures to the engine's own (a run of several engines). */
+void load_engine_stats_add(struct load_engine *e, const struct load_stats *src);
+
 /* Adds src's figures to dst (for several engines in one run). */
 void load_stats_merge(struct load_stats *dst, const struct load_stats *src);
 

@@ -1352,6 +1352,7 @@ struct mixed_part {
     struct scen s;
     const struct scen_def *def;
     pthread_t thread;
+    bool started;
     int rc;
 };
 
@@ -1371,7 +1372,6 @@ static int scen_mixed(struct scen *s)
                                         "gateway-retry", "mq-redelivery", "new-orders"};
     enum { PARTS = sizeof(parts) / sizeof(parts[0]) };
     struct mixed_part p[PARTS];
-    struct load_stats *own = (struct load_stats *)load_engine_stats(s->eng);
     int conc = s->concurrency / PARTS > 2 ? s->concurrency / PARTS : 2;
     long long budget = s->budget > 0 ? (s->budget + PARTS - 1) / PARTS : 0;
     int rc = 0;
@@ -1394,17 +1394,16 @@ static int scen_mixed(struct scen *s)
             rc = -1;
         }
     }
-    for (int i = 0; i < PARTS && rc == 0; i++)
-        if (pthread_create(&p[i].thread, NULL, mixed_thread, &p[i]) != 0) {
-            p[i].s.eng = (load_engine_free(p[i].s.eng), NULL);
+    for (int i = 0; i < PARTS && rc == 0; i++) {
+        p[i].started = pthread_create(&p[i].thread, NULL, mixed_thread, &p[i]) == 0;
+        if (!p[i].started)
             verdict_fail(s->v, "mixed: cannot start a thread");
-        }
+    }
     for (int i = 0; i < PARTS; i++) {
-        if (p[i].s.eng == NULL)
-            continue;
-        if (rc == 0)
+        if (p[i].started) {
             pthread_join(p[i].thread, NULL);
-        load_stats_merge(own, load_engine_stats(p[i].s.eng));
+            load_engine_stats_add(s->eng, load_engine_stats(p[i].s.eng));
+        }
         load_engine_free(p[i].s.eng);
     }
     return rc;

@@ -602,12 +602,13 @@ static int sessions_create(MYSQL *conn, struct sqlbase_run *run)
     len = (size_t)snprintf(sql, cap,
                            "SELECT id FROM sessions WHERE title LIKE 'sqlbase %s #%%' ORDER BY id",
                            run->run_id);
-    if (mysql_real_query(conn, sql, (unsigned long)len) != 0 ||
-        (res = mysql_store_result(conn)) == NULL) {
+    if (mysql_real_query(conn, sql, (unsigned long)len) == 0)
+        res = mysql_store_result(conn);
+    if (res == NULL) {
         fprintf(stderr, "sqlbase: reading sessions: %s\n", mysql_error(conn));
         goto out;
     }
-    while ((row = mysql_fetch_row(res)) != NULL && made < o->sessions)
+    for (row = mysql_fetch_row(res); row != NULL && made < o->sessions; row = mysql_fetch_row(res))
         run->session_ids[made++] = strtoull(row[0], NULL, 10);
     if (made != o->sessions) {
         fprintf(stderr, "sqlbase: created %d sessions, expected %d\n", made, o->sessions);
@@ -638,8 +639,9 @@ static int stock_check(MYSQL *conn, const struct sqlbase_run *run, long long *ta
                  "(SELECT COALESCE(SUM(o.quantity), 0) FROM orders o JOIN sessions s "
                  "ON s.id = o.session_id WHERE s.title LIKE 'sqlbase %s #%%')",
                  run->run_id, run->run_id);
-    if (mysql_real_query(conn, sql, (unsigned long)n) != 0 ||
-        (res = mysql_store_result(conn)) == NULL)
+    if (mysql_real_query(conn, sql, (unsigned long)n) == 0)
+        res = mysql_store_result(conn);
+    if (res == NULL)
         goto out;
     row = mysql_fetch_row(res);
     if (row == NULL || row[0] == NULL || row[1] == NULL)
