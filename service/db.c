@@ -28,6 +28,8 @@ struct db_stmt {
 struct db_conn {
     MYSQL *m;
     int64_t last_used_ms;
+    bool fresh; /* opened and not yet used: a failure on it is not staleness */
+    bool in_tx; /* between db_begin and db_commit/db_rollback */
     struct db_stmt stmts[DB_MAX_STMTS];
     int nstmts;
     char dup_key[64];
@@ -151,7 +153,22 @@ static int connect_thread(struct db_conn *c)
         return TD_EUNAVAIL;
     }
     c->m = m;
+    c->fresh = true;
+    c->in_tx = false;
     return TD_OK;
+}
+
+/* A connection that worked before and fails at the first statement of a
+ * unit of work (BEGIN, or a read outside a transaction) was most likely
+ * closed by a restarted server while idle. Nothing has been done on it
+ * yet, so dialling again and repeating is safe; writes outside a
+ * transaction are never repeated. Returns true when c was re-dialled. */
+static bool redial_stale(struct db_conn *c, int rc, bool was_fresh)
+{
+    if (rc != TD_EUNAVAIL || was_fresh || c->in_tx)
+        return false;
+    conn_close(c);
+    return connect_thread(c) == TD_OK;
 }
 
 int db_conn(struct db_conn **out)
@@ -188,27 +205,45 @@ static int simple(struct db_conn *c, const char *q)
 
 int db_begin(struct db_conn *c)
 {
-    return simple(c, "START TRANSACTION");
+    bool was_fresh = c->fresh;
+    int rc = simple(c, "START TRANSACTION");
+    if (redial_stale(c, rc, was_fresh))
+        rc = simple(c, "START TRANSACTION");
+    c->fresh = false;
+    c->in_tx = rc == TD_OK;
+    return rc;
 }
 
 int db_commit(struct db_conn *c)
 {
+    c->in_tx = false;
     return simple(c, "COMMIT");
 }
 
 void db_rollback(struct db_conn *c)
 {
+    c->in_tx = false;
     if (c->m != NULL && mysql_rollback(c->m) != 0)
         fail(c, mysql_errno(c->m), mysql_error(c->m), "ROLLBACK");
 }
 
-int db_ping(struct db_conn *c)
+static int ping_once(struct db_conn *c)
 {
     if (c->m == NULL)
         return TD_EUNAVAIL;
     if (mysql_ping(c->m) != 0)
         return fail(c, mysql_errno(c->m), mysql_error(c->m), "ping");
     return TD_OK;
+}
+
+int db_ping(struct db_conn *c)
+{
+    bool was_fresh = c->fresh;
+    int rc = ping_once(c);
+    if (redial_stale(c, rc, was_fresh))
+        rc = ping_once(c);
+    c->fresh = false;
+    return rc;
 }
 
 const char *db_dup_key(const struct db_conn *c)
@@ -297,6 +332,7 @@ int db_exec(struct db_conn *c, const char *sql, const struct db_arg *args, int n
 {
     MYSQL_STMT *s;
     int rc = run(c, sql, args, nargs, &s);
+    c->fresh = false;
     if (rc != TD_OK)
         return rc;
     if (affected != NULL)
@@ -351,7 +387,11 @@ int db_rows(struct db_conn *c, const char *sql, const struct db_arg *args, int n
 {
     MYSQL_STMT *s;
     struct col_state st;
+    bool was_fresh = c->fresh;
     int rc = run(c, sql, args, nargs, &s);
+    if (redial_stale(c, rc, was_fresh))
+        rc = run(c, sql, args, nargs, &s);
+    c->fresh = false;
     if (rc != TD_OK)
         return rc;
     /* Buffer the (small, LIMITed) result so that freeing it mid-way never

@@ -300,6 +300,18 @@ static void redrive_check(struct relay *rl, int64_t max_id)
 static void stream_gauge(void)
 {
     redisReply *r = NULL;
+    /* XINFO on a stream that does not exist yet (a fresh or flushed Redis)
+     * is an error reply; look before asking. */
+    const char *exists[] = {"EXISTS", STREAM};
+    if (redis_command(2, exists, NULL, &r) != TD_OK)
+        return;
+    bool present = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    r = NULL;
+    if (!present) {
+        metrics_set(M_STREAM_LAG, 0);
+        return;
+    }
     const char *argv[] = {"XINFO", "GROUPS", STREAM};
     if (redis_command(3, argv, NULL, &r) != TD_OK)
         return;

@@ -1,5 +1,6 @@
-/* events.h - ticketd's background work: the expiry sweep, the outbox
- * relay and the stream consumers, each on its own thread.
+/* events.h - the asynchronous half of ticketd: the outbox relay and the
+ * stream consumers (points, ticketing), each on its own thread. The expiry
+ * sweep, the other background job, lives in sweep.h.
  *
  * `ticketd serve` runs them beside the HTTP server unless
  * TICKETD_WORKERS=0; `ticketd worker` runs only them. Any number of
