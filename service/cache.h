@@ -31,15 +31,21 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s);
  * expired, spent or someone else's. */
 int cache_token_take(int64_t user_id, const char *token);
 
-/* The Idempotency-Key record idem:{user}:<key>. Sets it to marker with a
- * TTL if it does not exist (SET NX PX ... GET, one round trip). Returns
- * TD_OK when the marker was set (we own the key now), or TD_EDUP with the
- * record that was there in *existing (new string, caller frees). */
-int cache_idem_begin(int64_t user_id, const char *key, const char *marker, int ttl_ms,
-                     char **existing);
+/* The first Redis defences of an order, in one round trip (one Lua script,
+ * so nothing can happen between them):
+ *   - the Idempotency-Key record idem:{user}:<key>: if one exists, returns
+ *     TD_EDUP with it in *existing (new string, caller frees) and takes
+ *     nothing; otherwise sets it to marker with a TTL (SET NX PX), or only
+ *     looks when marker is NULL;
+ *   - then, when owner is not NULL, the user+session lock
+ *     lock:order:{user}:<session> = owner (SET NX PX): held by someone
+ *     else, the marker just set is deleted again and TD_ECONFLICT returned.
+ * TD_OK: the marker (if any) and the lock (if asked) are ours. */
+int cache_order_begin(int64_t user_id, const char *key, const char *marker, int marker_ttl_ms,
+                      int64_t session_id, const char *owner, int lock_ttl_ms, char **existing);
 
-/* The user+session lock lock:order:{user}:<session> = owner (SET NX PX).
- * TD_OK when taken, TD_ECONFLICT when someone else holds it. */
+/* The user+session lock alone (SET NX PX), for when the key defences are
+ * switched off. TD_OK when taken, TD_ECONFLICT when someone else holds it. */
 int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, int ttl_ms);
 
 /* Success: replaces our marker with the completed record (TTL ttl_s) and

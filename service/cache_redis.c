@@ -21,6 +21,27 @@ static const char token_take_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] t
                                      "end\n"
                                      "return 0\n";
 
+/* The key's record, then the lock (cache_order_begin). SET ... NX GET
+ * answers the old value when there was one (and sets nothing).
+ * KEYS: idem, lock. ARGV: marker ('' = only look), marker ttl ms,
+ * owner ('' = no lock), lock ttl ms. Returns {1, record}, {2} (locked by
+ * another request) or {0}. */
+static const char begin_lua[] =
+    "local rec\n"
+    "if ARGV[1] ~= '' then\n"
+    "  rec = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
+    "else\n"
+    "  rec = redis.call('GET', KEYS[1])\n"
+    "end\n"
+    "if rec then return {1, rec} end\n"
+    "if ARGV[3] ~= '' then\n"
+    "  if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then\n"
+    "    if ARGV[1] ~= '' then redis.call('DEL', KEYS[1]) end\n"
+    "    return {2}\n"
+    "  end\n"
+    "end\n"
+    "return {0}\n";
+
 /* Success: our marker becomes the completed record; our lock is released.
  * A marker that expired and was taken by another request is not ours to
  * overwrite. KEYS: idem, lock. ARGV: marker, record, ttl_s, owner. */
@@ -44,6 +65,7 @@ static const char release_lua[] =
     "end\n"
     "return 1\n";
 
+static struct redis_script begin = {begin_lua, ""};
 static struct redis_script token_take = {token_take_lua, ""};
 static struct redis_script complete = {complete_lua, ""};
 static struct redis_script release = {release_lua, ""};
@@ -53,6 +75,7 @@ int cache_init(const struct config *cfg)
     int rc = redis_init(cfg);
     if (rc != TD_OK)
         return rc;
+    redis_script_prepare(&begin);
     redis_script_prepare(&token_take);
     redis_script_prepare(&complete);
     redis_script_prepare(&release);
@@ -123,28 +146,38 @@ int cache_token_take(int64_t user_id, const char *token)
     return rc;
 }
 
-int cache_idem_begin(int64_t user_id, const char *key, const char *marker, int ttl_ms,
-                     char **existing)
+int cache_order_begin(int64_t user_id, const char *key, const char *marker, int marker_ttl_ms,
+                      int64_t session_id, const char *owner, int lock_ttl_ms, char **existing)
 {
-    char k[256], ttl[24];
+    char ik[256], lk[128], mttl[24], lttl[24];
     redisReply *r = NULL;
     *existing = NULL;
-    idem_key(k, sizeof k, user_id, key);
-    snprintf(ttl, sizeof ttl, "%d", ttl_ms);
-    /* SET NX ... GET answers the old value when there was one (and sets
-     * nothing), nil when it set ours: the response-cache lookup and the
-     * in-flight marker in one round trip. */
-    const char *argv[] = {"SET", k, marker, "NX", "PX", ttl, "GET"};
-    int rc = redis_command(7, argv, NULL, &r);
+    idem_key(ik, sizeof ik, user_id, key);
+    lock_key(lk, sizeof lk, user_id, session_id);
+    snprintf(mttl, sizeof mttl, "%d", marker_ttl_ms);
+    snprintf(lttl, sizeof lttl, "%d", lock_ttl_ms);
+    const char *keys[] = {ik, lk};
+    const char *args[] = {marker ? marker : "", mttl, owner ? owner : "", lttl};
+    int rc = redis_eval(&begin, 2, keys, 4, args, &r);
     if (rc != TD_OK)
         goto out;
-    if (r->type == REDIS_REPLY_NIL) {
+    rc = TD_EINTERNAL;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        goto out;
+    switch (r->element[0]->integer) {
+    case 0:
         rc = TD_OK;
-    } else if (r->type == REDIS_REPLY_STRING) {
-        *existing = xstrndup(r->str, r->len);
-        rc = TD_EDUP;
-    } else {
-        rc = TD_EINTERNAL;
+        break;
+    case 1:
+        if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING) {
+            *existing = xstrndup(r->element[1]->str, r->element[1]->len);
+            rc = TD_EDUP;
+        }
+        break;
+    case 2:
+        rc = TD_ECONFLICT;
+        break;
     }
 out:
     freeReplyObject(r);

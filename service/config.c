@@ -30,7 +30,7 @@ static const struct setting settings[] = {
     {"TICKETD_ENV", T_STR, OFF(env), 0, 0, "production", false, NULL},
     {"TICKETD_BIND", T_STR, OFF(bind), 0, 0, "127.0.0.1", false, NULL},
     {"TICKETD_PORT", T_INT, OFF(port), 1, 65535, "8080", false, NULL},
-    {"TICKETD_THREADS", T_INT, OFF(threads), 1, 256, "8", false, NULL},
+    {"TICKETD_THREADS", T_INT, OFF(threads), 1, 256, "16", false, NULL},
     {"TICKETD_MAX_BODY", T_INT, OFF(max_body), 256, 1048576, "16384", false, NULL},
     {"TICKETD_CONN_LIMIT", T_INT, OFF(conn_limit), 4, 100000, "4096", false, NULL},
     {"TICKETD_CONN_TIMEOUT_S", T_INT, OFF(conn_timeout_s), 1, 3600, "30", false, NULL},

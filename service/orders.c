@@ -36,8 +36,11 @@ void orders_new_number(char *out)
     snprintf(day, sizeof day, "%02u%02u%02u", (unsigned)(tm.tm_year % 100) % 100,
              (unsigned)(tm.tm_mon + 1) % 100, (unsigned)tm.tm_mday % 100);
     memcpy(out, day, 6);
-    for (int i = 6; i < ORDER_NO_LEN; i++)
-        out[i] = (char)('0' + rand_below(10));
+    uint64_t v = rand_below(UINT64_C(100000000000000)); /* 10^14: the 14 digits */
+    for (int i = ORDER_NO_LEN - 1; i >= 6; i--) {
+        out[i] = (char)('0' + v % 10);
+        v /= 10;
+    }
     out[ORDER_NO_LEN] = '\0';
 }
 
@@ -74,7 +77,27 @@ static bool redis_failed(struct app *app, struct claims *cl, struct order_result
     return true;
 }
 
-/* Layers 1 and 2. Returns true when the request should go on. */
+/* Layer 3 alone, when the key defences are switched off (or answered
+ * nothing). */
+static bool take_lock(struct app *app, const struct order_request *rq, struct claims *cl,
+                      struct order_result *res)
+{
+    if (!(app->defenses & DEFENSE_SESSION_LOCK) || !cl->redis_ok)
+        return true;
+    int rc = cache_lock_acquire(rq->user_id, rq->session_id, cl->owner, app->cfg->lock_ttl_ms);
+    if (rc == TD_OK) {
+        cl->locked = true;
+        return true;
+    }
+    if (rc == TD_ECONFLICT) {
+        metrics_inc(M_DUP_SESSION_LOCK);
+        answer(res, ORDER_DUPLICATE_SUBMISSION, "session-lock");
+        return false;
+    }
+    return redis_failed(app, cl, res);
+}
+
+/* Layers 1 to 3. Returns true when the request should go on. */
 static bool check_key(struct app *app, const struct order_request *rq, const char *fp,
                       struct claims *cl, struct order_result *res)
 {
@@ -93,24 +116,38 @@ static bool check_key(struct app *app, const struct order_request *rq, const cha
         return false;
     }
     if (!(on & (DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)))
-        return true;
+        return take_lock(app, rq, cl, res);
 
+    /* Layers 1-3 in Redis, one round trip: the key's record (a completed
+     * response, or the marker of a copy in flight), else our marker, then
+     * the session lock. */
     char *existing = NULL;
-    char *marker = idem_marker(fp, cl->owner);
-    int rc = cache_idem_begin(rq->user_id, rq->key, marker, app->cfg->inflight_ttl_ms, &existing);
+    bool want_lock = (on & DEFENSE_SESSION_LOCK) != 0;
+    char *marker = (on & DEFENSE_INFLIGHT_KEY) ? idem_marker(fp, cl->owner) : NULL;
+    int rc =
+        cache_order_begin(rq->user_id, rq->key, marker, app->cfg->inflight_ttl_ms, rq->session_id,
+                          want_lock ? cl->owner : NULL, app->cfg->lock_ttl_ms, &existing);
     if (rc == TD_OK) {
-        if (on & DEFENSE_INFLIGHT_KEY) {
-            cl->marker = marker;
-        } else {
-            /* The demo switched the marker off: take it straight back. */
-            cache_order_release(rq->user_id, rq->key, marker, 0, NULL);
-            free(marker);
-        }
+        cl->marker = marker;
+        cl->locked = want_lock;
         return true;
     }
-    free(marker);
-    if (rc != TD_EDUP)
+    if (rc == TD_ECONFLICT) {
+        /* Another key of this user holds the session: the script has
+         * already taken our marker back. */
+        free(marker);
+        metrics_inc(M_DUP_SESSION_LOCK);
+        answer(res, ORDER_DUPLICATE_SUBMISSION, "session-lock");
+        return false;
+    }
+    if (rc != TD_EDUP) {
+        /* The script may have run before the failure: what might be ours is
+         * handed back at the end (compare-and-delete: never another's). */
+        cl->marker = marker;
+        cl->locked = want_lock;
         return redis_failed(app, cl, res);
+    }
+    free(marker);
 
     struct idem_record rec;
     bool go_on = true;
@@ -140,26 +177,9 @@ static bool check_key(struct app *app, const struct order_request *rq, const cha
         go_on = false;
     }
     free(existing);
-    return go_on;
-}
-
-/* Layer 3. */
-static bool take_lock(struct app *app, const struct order_request *rq, struct claims *cl,
-                      struct order_result *res)
-{
-    if (!(app->defenses & DEFENSE_SESSION_LOCK) || !cl->redis_ok)
-        return true;
-    int rc = cache_lock_acquire(rq->user_id, rq->session_id, cl->owner, app->cfg->lock_ttl_ms);
-    if (rc == TD_OK) {
-        cl->locked = true;
-        return true;
-    }
-    if (rc == TD_ECONFLICT) {
-        metrics_inc(M_DUP_SESSION_LOCK);
-        answer(res, ORDER_DUPLICATE_SUBMISSION, "session-lock");
-        return false;
-    }
-    return redis_failed(app, cl, res);
+    /* A record that a switched-off layer would have answered (the demo):
+     * the request goes on, and takes the lock on its own. */
+    return go_on && take_lock(app, rq, cl, res);
 }
 
 /* Layer 4. */
@@ -266,8 +286,7 @@ void orders_create(struct app *app, const struct order_request *rq, order_render
     idem_fingerprint_order(rq->session_id, rq->quantity, fp);
     idem_new_owner(cl.owner);
 
-    if (!check_key(app, rq, fp, &cl, res) || !take_lock(app, rq, &cl, res) ||
-        !spend_token(app, rq, &cl, res))
+    if (!check_key(app, rq, fp, &cl, res) || !spend_token(app, rq, &cl, res))
         goto out;
     if (!cl.redis_ok)
         metrics_inc(M_REDIS_DEGRADED);

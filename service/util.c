@@ -66,7 +66,7 @@ char *xasprintf(const char *fmt, ...)
     return p;
 }
 
-void rand_bytes(void *buf, size_t n)
+static void kernel_random(void *buf, size_t n)
 {
     unsigned char *p = buf;
     while (n > 0) {
@@ -79,6 +79,37 @@ void rand_bytes(void *buf, size_t n)
         }
         p += got;
         n -= (size_t)got;
+    }
+}
+
+/* Small draws (ids, owners, order numbers) come from a per-thread buffer of
+ * kernel randomness, refilled 256 bytes at a time: one getrandom(2) per
+ * several requests instead of several per request. Bytes are handed out
+ * once and wiped as they go; the pool is never shared between threads and
+ * ticketd never forks after start. Large draws go straight to the kernel. */
+#define RAND_POOL 256
+
+void rand_bytes(void *buf, size_t n)
+{
+    static _Thread_local unsigned char pool[RAND_POOL];
+    static _Thread_local size_t left;
+    unsigned char *p = buf;
+    if (n > RAND_POOL / 4) {
+        kernel_random(buf, n);
+        return;
+    }
+    while (n > 0) {
+        if (left == 0) {
+            kernel_random(pool, sizeof pool);
+            left = sizeof pool;
+        }
+        size_t take = n < left ? n : left;
+        unsigned char *src = pool + (sizeof pool - left);
+        memcpy(p, src, take);
+        memset(src, 0, take);
+        p += take;
+        n -= take;
+        left -= take;
     }
 }
 

@@ -69,19 +69,31 @@ int cache_token_take(int64_t user_id, const char *token)
     return fake_cache.token_rc;
 }
 
-int cache_idem_begin(int64_t user_id, const char *key, const char *marker, int ttl_ms,
-                     char **existing)
+/* One call does what the script does: the key step answers idem_begin_rc
+ * (TD_EDUP hands back `existing`); only when it passes and a lock is asked
+ * for, the lock step answers lock_rc. Both steps are recorded as if they
+ * were separate calls, under one "order_begin" in the call log. */
+int cache_order_begin(int64_t user_id, const char *key, const char *marker, int marker_ttl_ms,
+                      int64_t session_id, const char *owner, int lock_ttl_ms, char **existing)
 {
     *existing = NULL;
-    fake_call("idem_begin");
+    fake_call("order_begin");
     fake_cache.idem_begin.calls++;
     fake_cache.idem_begin.user_id = user_id;
     copy(fake_cache.idem_begin.key, sizeof fake_cache.idem_begin.key, key);
-    copy(fake_cache.idem_begin.marker, sizeof fake_cache.idem_begin.marker, marker);
-    fake_cache.idem_begin.ttl_ms = ttl_ms;
+    copy(fake_cache.idem_begin.marker, sizeof fake_cache.idem_begin.marker,
+         marker != NULL ? marker : "");
+    fake_cache.idem_begin.ttl_ms = marker_ttl_ms;
     if (fake_cache.idem_begin_rc == TD_EDUP)
         *existing = xstrdup(fake_cache.existing);
-    return fake_cache.idem_begin_rc;
+    if (fake_cache.idem_begin_rc != TD_OK || owner == NULL)
+        return fake_cache.idem_begin_rc;
+    fake_cache.lock.calls++;
+    fake_cache.lock.user_id = user_id;
+    fake_cache.lock.session_id = session_id;
+    copy(fake_cache.lock.owner, sizeof fake_cache.lock.owner, owner);
+    fake_cache.lock.ttl_ms = lock_ttl_ms;
+    return fake_cache.lock_rc;
 }
 
 int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, int ttl_ms)

@@ -7,7 +7,7 @@
  * what it was asked:
  *
  *   - fake_calls names every port call in order, space-separated, e.g.
- *     "idem_begin lock_acquire token_take order_create order_complete";
+ *     "order_begin token_take order_create order_complete";
  *   - each function keeps a copy of the arguments of its last call and
  *     counts its calls.
  *
@@ -73,7 +73,7 @@ struct fake_store {
 };
 
 struct fake_cache {
-    /* cache_idem_begin answers idem_begin_rc; with TD_EDUP it hands back a
+    /* cache_order_begin answers idem_begin_rc at its key step; with TD_EDUP it hands back a
      * copy of existing (the record another request left under the key). */
     int idem_begin_rc;
     char existing[FAKE_RECORD];

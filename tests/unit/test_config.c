@@ -54,7 +54,7 @@ static void test_defaults(void **state)
         int want;
     } ints[] = {
         {"port", offsetof(struct config, port), 8080},
-        {"threads", offsetof(struct config, threads), 8},
+        {"threads", offsetof(struct config, threads), 16},
         {"max_body", offsetof(struct config, max_body), 16384},
         {"redis_port", offsetof(struct config, redis_port), 6379},
         {"redis_timeout_ms", offsetof(struct config, redis_timeout_ms), 300},

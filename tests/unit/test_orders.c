@@ -141,7 +141,10 @@ static bool locally_cached(char *body_out, size_t cap)
     return hit;
 }
 
-#define FULL_PATH "idem_begin lock_acquire token_take order_create order_complete"
+#define FULL_PATH "order_begin token_take order_create order_complete"
+/* The path when the key step found a record that a switched-off layer
+ * would have answered (or garbage): the lock is then taken on its own. */
+#define LOCK_APART "order_begin lock_acquire token_take order_create order_complete"
 
 /* --- success ------------------------------------------------------------ */
 
@@ -344,7 +347,7 @@ static void test_redis_record_done_replays(void **state)
     assert_string_equal(res.body, "{\"from\":\"redis\"}");
     /* No lock, no token, no database; and nothing released, since the
      * record under the key is not this request's. */
-    assert_calls("idem_begin");
+    assert_calls("order_begin");
     assert_int_equal(delta(M_DUP_RESPONSE_CACHE), 1);
     /* Copied in-process, so the next retry does not reach Redis. */
     char cached[64];
@@ -363,7 +366,7 @@ static void test_redis_record_done_other_payload(void **state)
     assert_int_equal(res.outcome, ORDER_KEY_REUSED);
     assert_string_equal(res.layer, "response-cache");
     assert_null(res.body);
-    assert_calls("idem_begin");
+    assert_calls("order_begin");
     assert_false(locally_cached(NULL, 0));
     assert_int_equal(delta(M_DUP_KEY_REUSED), 1);
     order_result_cleanup(&res);
@@ -383,7 +386,7 @@ static void test_in_flight_same_payload(void **state)
     assert_null(res.body);
     /* The marker belongs to the first request: deleting it here would let
      * a third copy through while the first still runs. */
-    assert_calls("idem_begin");
+    assert_calls("order_begin");
     assert_int_equal(delta(M_DUP_INFLIGHT_KEY), 1);
     order_result_cleanup(&res);
 }
@@ -397,7 +400,7 @@ static void test_in_flight_other_payload(void **state)
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_KEY_REUSED);
     assert_string_equal(res.layer, "inflight-key");
-    assert_calls("idem_begin");
+    assert_calls("order_begin");
     assert_int_equal(delta(M_DUP_KEY_REUSED), 1);
     order_result_cleanup(&res);
 }
@@ -412,7 +415,7 @@ static void test_malformed_record_is_ignored(void **state)
     snprintf(fake_cache.existing, sizeof fake_cache.existing, "not a record");
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_CREATED);
-    assert_calls(FULL_PATH);
+    assert_calls(LOCK_APART);
     /* The key holds someone else's text, not our marker: the completion
      * must not claim a marker it never set. */
     assert_true(fake_cache.complete.marker.null);
@@ -432,14 +435,12 @@ static void test_lock_taken(void **state)
     assert_int_equal(res.outcome, ORDER_DUPLICATE_SUBMISSION);
     assert_string_equal(res.layer, "session-lock");
     assert_null(res.body);
-    assert_calls("idem_begin lock_acquire order_release");
-    /* Our marker is given back so the key can be retried; the lock is
-     * someone else's and stays. */
-    assert_int_equal(fake_cache.release.user_id, USER);
-    assert_string_equal(fake_cache.release.key, KEY);
-    assert_false(fake_cache.release.marker.null);
-    assert_string_equal(fake_cache.release.marker.s, fake_cache.idem_begin.marker);
-    assert_true(fake_cache.release.owner.null);
+    /* The script itself takes our marker back (so the key can be
+     * retried); the lock is someone else's and stays: nothing to release. */
+    assert_calls("order_begin");
+    assert_true(fake_cache.idem_begin.marker[0] != '\0');
+    assert_int_equal(fake_cache.lock.calls, 1);
+    assert_int_equal(fake_cache.release.calls, 0);
     assert_int_equal(delta(M_DUP_SESSION_LOCK), 1);
     order_result_cleanup(&res);
 }
@@ -453,7 +454,7 @@ static void test_token_invalid(void **state)
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_TOKEN_INVALID);
     assert_string_equal(res.layer, "token");
-    assert_calls("idem_begin lock_acquire token_take order_release");
+    assert_calls("order_begin token_take order_release");
     /* Both the marker and the lock are ours and both go. */
     assert_string_equal(fake_cache.release.marker.s, fake_cache.idem_begin.marker);
     assert_false(fake_cache.release.owner.null);
@@ -474,7 +475,7 @@ static void test_no_token_sent(void **state)
     fake_cache.token_rc = TD_ENOTFOUND;
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_CREATED);
-    assert_calls("idem_begin lock_acquire order_create order_complete");
+    assert_calls("order_begin order_create order_complete");
     order_result_cleanup(&res);
 }
 
@@ -505,7 +506,7 @@ static void test_sold_out(void **state)
     assert_failed_and_released(&res, ORDER_SOLD_OUT);
     assert_null(res.layer);
     /* The token was spent before the stock ran out, as the contract says. */
-    assert_calls("idem_begin lock_acquire token_take order_create order_release");
+    assert_calls("order_begin token_take order_create order_release");
     assert_int_equal(fake_store.create_calls, 1);
     assert_int_equal(delta(M_STOCK_CONFLICTS), 1);
     assert_int_equal(delta(M_ORDERS_CREATED), 0);
@@ -547,7 +548,7 @@ static void test_unique_index_replays(void **state)
     /* The first order, not a new one. */
     assert_string_equal(res.body,
                         "{\"order_no\":\"26113000000000000042\",\"session_id\":7,\"quantity\":2}");
-    assert_calls("idem_begin lock_acquire token_take order_create order_find_request "
+    assert_calls("order_begin token_take order_create order_find_request "
                  "order_complete");
     assert_int_equal(fake_store.find.user_id, USER);
     assert_string_equal(fake_store.find.request_id, KEY);
@@ -644,7 +645,7 @@ static void test_deadlock_retried_then_created(void **state)
     assert_string_not_equal(fake_store.order_nos[0], fake_store.order_nos[1]);
     assert_non_null(strstr(res.body, fake_store.order_nos[1]));
     assert_int_equal(delta(M_TX_RETRIES), 1);
-    assert_calls("idem_begin lock_acquire token_take order_create order_create order_complete");
+    assert_calls("order_begin token_take order_create order_create order_complete");
     order_result_cleanup(&res);
 }
 
@@ -710,23 +711,25 @@ struct redis_case {
 static const struct redis_case redis_cases[] = {
     /* degrade: the rest of Redis (and the token) is skipped, the database
      * decides, and what was already claimed is finished normally. */
-    {AT_IDEM_BEGIN, TD_EUNAVAIL, REDIS_POLICY_DEGRADE, ORDER_CREATED, "idem_begin order_create",
-     false, false},
-    {AT_IDEM_BEGIN, TD_EINTERNAL, REDIS_POLICY_DEGRADE, ORDER_CREATED, "idem_begin order_create",
-     false, false},
+    /* The key step and the lock run in one script: when it fails, what it
+     * may have set is treated as ours and handed back (compare-and-delete). */
+    {AT_IDEM_BEGIN, TD_EUNAVAIL, REDIS_POLICY_DEGRADE, ORDER_CREATED,
+     "order_begin order_create order_complete", true, true},
+    {AT_IDEM_BEGIN, TD_EINTERNAL, REDIS_POLICY_DEGRADE, ORDER_CREATED,
+     "order_begin order_create order_complete", true, true},
     {AT_LOCK, TD_EUNAVAIL, REDIS_POLICY_DEGRADE, ORDER_CREATED,
-     "idem_begin lock_acquire order_create order_complete", true, false},
+     "order_begin order_create order_complete", true, true},
     {AT_TOKEN, TD_EUNAVAIL, REDIS_POLICY_DEGRADE, ORDER_CREATED,
-     "idem_begin lock_acquire token_take order_create order_complete", true, true},
+     "order_begin token_take order_create order_complete", true, true},
     /* strict: 503, nothing written, what was claimed given back. */
-    {AT_IDEM_BEGIN, TD_EUNAVAIL, REDIS_POLICY_STRICT, ORDER_UNAVAILABLE, "idem_begin", false,
-     false},
-    {AT_LOCK, TD_EUNAVAIL, REDIS_POLICY_STRICT, ORDER_UNAVAILABLE,
-     "idem_begin lock_acquire order_release", true, false},
-    {AT_LOCK, TD_EINTERNAL, REDIS_POLICY_STRICT, ORDER_UNAVAILABLE,
-     "idem_begin lock_acquire order_release", true, false},
+    {AT_IDEM_BEGIN, TD_EUNAVAIL, REDIS_POLICY_STRICT, ORDER_UNAVAILABLE,
+     "order_begin order_release", true, true},
+    {AT_LOCK, TD_EUNAVAIL, REDIS_POLICY_STRICT, ORDER_UNAVAILABLE, "order_begin order_release",
+     true, true},
+    {AT_LOCK, TD_EINTERNAL, REDIS_POLICY_STRICT, ORDER_UNAVAILABLE, "order_begin order_release",
+     true, true},
     {AT_TOKEN, TD_EUNAVAIL, REDIS_POLICY_STRICT, ORDER_UNAVAILABLE,
-     "idem_begin lock_acquire token_take order_release", true, true},
+     "order_begin token_take order_release", true, true},
 };
 
 static void test_redis_failures(void **state)
@@ -822,7 +825,7 @@ static void test_response_cache_off(void **state)
     redis_has_done(SESSION, QTY, 201, "{\"from\":\"redis\"}");
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_CREATED);
-    assert_calls(FULL_PATH);
+    assert_calls(LOCK_APART);
     order_result_cleanup(&res);
 
     /* And a success is not stored in-process. */
@@ -839,13 +842,12 @@ static void test_inflight_key_off(void **state)
     struct order_request rq = request();
     struct order_result res;
     app.defenses = DEFENSES_ALL & ~DEFENSE_INFLIGHT_KEY;
-    /* The lookup still runs for the response cache; the marker it set is
-     * taken straight back, so a concurrent copy is not stopped by it. */
+    /* The lookup still runs for the response cache, but sets no marker,
+     * so a concurrent copy is not stopped by one. */
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_CREATED);
-    assert_calls("idem_begin order_release lock_acquire token_take order_create order_complete");
-    assert_string_equal(fake_cache.release.marker.s, fake_cache.idem_begin.marker);
-    assert_true(fake_cache.release.owner.null);
+    assert_calls("order_begin token_take order_create order_complete");
+    assert_string_equal(fake_cache.idem_begin.marker, "");
     assert_true(fake_cache.complete.marker.null);
     order_result_cleanup(&res);
 
@@ -854,7 +856,7 @@ static void test_inflight_key_off(void **state)
     redis_has_marker(SESSION, QTY);
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_CREATED);
-    assert_calls(FULL_PATH);
+    assert_calls(LOCK_APART);
     order_result_cleanup(&res);
 
     /* ...but a completed record is still replayed. */
@@ -888,7 +890,7 @@ static void test_session_lock_off(void **state)
     fake_cache.lock_rc = TD_ECONFLICT; /* would refuse, if asked */
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_CREATED);
-    assert_calls("idem_begin token_take order_create order_complete");
+    assert_calls("order_begin token_take order_create order_complete");
     assert_true(fake_cache.complete.owner.null);
     order_result_cleanup(&res);
 }
@@ -902,7 +904,7 @@ static void test_token_off(void **state)
     fake_cache.token_rc = TD_ENOTFOUND; /* would refuse, if asked */
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_CREATED);
-    assert_calls("idem_begin lock_acquire order_create order_complete");
+    assert_calls("order_begin order_create order_complete");
     order_result_cleanup(&res);
 }
 
