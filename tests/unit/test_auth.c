@@ -282,6 +282,27 @@ static void test_overlong_token(void **state)
     free(payload);
 }
 
+/* A verified token is remembered per thread: the memory must never widen
+ * what verification allows. */
+static void test_remembered_tokens(void **state)
+{
+    (void)state;
+    struct identity who;
+    char *h = bearer("{\"sub\":\"77\",\"exp\":" SOON "}");
+    assert_int_equal(auth_verify(h, SECRET, NOW, &who), TD_OK);
+    assert_int_equal(who.user_id, 77);
+    /* Again: the same answer. */
+    assert_int_equal(auth_verify(h, SECRET, NOW, &who), TD_OK);
+    assert_int_equal(who.user_id, 77);
+    /* Under another secret it is a different token. */
+    assert_int_equal(auth_verify(h, "another-secret-0123456789abcdef0123456", NOW, &who),
+                     TD_EINVAL);
+    /* Expiry is checked on every use, remembered or not. */
+    assert_int_equal(auth_verify(h, SECRET, NOW + 1, &who), TD_EINVAL);
+    assert_int_equal(who.user_id, 0);
+    free(h);
+}
+
 static void test_issue_round_trip(void **state)
 {
     (void)state;
@@ -316,9 +337,10 @@ static void test_issue_round_trip(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_claims_table),     cmocka_unit_test(test_signature_and_algorithm),
-        cmocka_unit_test(test_tampered_payload), cmocka_unit_test(test_header_shapes),
-        cmocka_unit_test(test_overlong_token),   cmocka_unit_test(test_issue_round_trip),
+        cmocka_unit_test(test_claims_table),      cmocka_unit_test(test_signature_and_algorithm),
+        cmocka_unit_test(test_tampered_payload),  cmocka_unit_test(test_header_shapes),
+        cmocka_unit_test(test_overlong_token),    cmocka_unit_test(test_issue_round_trip),
+        cmocka_unit_test(test_remembered_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
