@@ -62,24 +62,3 @@ int jsonv_string(const json_t *obj, const char *field, size_t max_len, const cha
     *out = json_string_value(v);
     return TD_OK;
 }
-
-bool jsonv_has_unknown(const json_t *obj, const char *const *allowed, const char **unknown)
-{
-    const char *key;
-    json_t *value;
-    json_object_foreach((json_t *)obj, key, value)
-    {
-        bool ok = false;
-        for (const char *const *a = allowed; *a != NULL; a++) {
-            if (strcmp(*a, key) == 0) {
-                ok = true;
-                break;
-            }
-        }
-        if (!ok) {
-            *unknown = key;
-            return true;
-        }
-    }
-    return false;
-}

@@ -26,8 +26,4 @@ int jsonv_int(const json_t *obj, const char *field, int64_t min, int64_t max, in
 int jsonv_string(const json_t *obj, const char *field, size_t max_len, const char **out, char *why,
                  size_t cap);
 
-/* True when obj has keys other than the NULL-terminated list allowed. The
- * first unknown key is stored in *unknown (borrowed). */
-bool jsonv_has_unknown(const json_t *obj, const char *const *allowed, const char **unknown);
-
 #endif

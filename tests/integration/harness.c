@@ -435,6 +435,23 @@ MYSQL *th_db(void)
     return db;
 }
 
+/* Runs q, failing the test if it fails. A client-side (2xxx) error means
+ * the test server was restarted since: reconnect once and run it again. */
+static MYSQL *db_query(const char *q)
+{
+    MYSQL *m = th_db();
+    int qrc = mysql_query(m, q);
+    if (qrc != 0 && mysql_errno(m) >= 2000) {
+        mysql_close(db);
+        db = NULL;
+        m = th_db();
+        qrc = mysql_query(m, q);
+    }
+    if (qrc != 0)
+        fail_msg("statement failed: %s: %s", q, mysql_error(m));
+    return m;
+}
+
 int64_t th_db_int(const char *fmt, ...)
 {
     char q[2048];
@@ -442,18 +459,7 @@ int64_t th_db_int(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(q, sizeof q, fmt, ap);
     va_end(ap);
-    MYSQL *m = th_db();
-    int qrc = mysql_query(m, q);
-    if (qrc != 0 && mysql_errno(m) >= 2000) {
-        /* The test server was restarted since (a client-side 2xxx error):
-         * reconnect once. */
-        mysql_close(db);
-        db = NULL;
-        m = th_db();
-        qrc = mysql_query(m, q);
-    }
-    if (qrc != 0)
-        fail_msg("query failed: %s: %s", q, mysql_error(m));
+    MYSQL *m = db_query(q);
     MYSQL_RES *res = mysql_store_result(m);
     int64_t v = -1;
     MYSQL_ROW row = res != NULL ? mysql_fetch_row(res) : NULL;
@@ -472,18 +478,7 @@ void th_db_exec(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(q, sizeof q, fmt, ap);
     va_end(ap);
-    MYSQL *m = th_db();
-    int qrc = mysql_query(m, q);
-    if (qrc != 0 && mysql_errno(m) >= 2000) {
-        /* The test server was restarted since (a client-side 2xxx error):
-         * reconnect once. */
-        mysql_close(db);
-        db = NULL;
-        m = th_db();
-        qrc = mysql_query(m, q);
-    }
-    if (qrc != 0)
-        fail_msg("statement failed: %s: %s", q, mysql_error(m));
+    db_query(q);
 }
 
 static redisContext *redis_ctx(void)

@@ -195,30 +195,6 @@ static void test_string_with_embedded_nul(void **state)
     json_decref(o);
 }
 
-static void test_unknown_keys(void **state)
-{
-    (void)state;
-    static const char *const allowed[] = {"session_id", "quantity", NULL};
-    static const char *const none[] = {NULL};
-    const char *unknown = NULL;
-    json_t *o = obj("{\"session_id\":1,\"quantity\":2}");
-    assert_false(jsonv_has_unknown(o, allowed, &unknown));
-    assert_null(unknown);
-    assert_true(jsonv_has_unknown(o, none, &unknown));
-    json_decref(o);
-
-    o = obj("{\"session_id\":1,\"price\":0}");
-    assert_true(jsonv_has_unknown(o, allowed, &unknown));
-    assert_string_equal(unknown, "price");
-    json_decref(o);
-
-    o = obj("{}");
-    unknown = NULL;
-    assert_false(jsonv_has_unknown(o, none, &unknown));
-    assert_null(unknown);
-    json_decref(o);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,7 +203,7 @@ int main(void)
         cmocka_unit_test(test_int_table),
         cmocka_unit_test(test_string_table),
         cmocka_unit_test(test_string_with_embedded_nul),
-        cmocka_unit_test(test_unknown_keys),
+
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
