@@ -4,11 +4,11 @@
 # Usage: loadtest/bench.sh [options]
 #
 #   --start             start a private stack first and stop it afterwards:
-#                       scripts/services.sh up .state/bench 36379 33306, migrate,
-#                       build/release/ticketd serve on 127.0.0.1:38080 with
+#                       scripts/services.sh up .state/bench 30379 30306, migrate,
+#                       build/release/ticketd serve on 127.0.0.1:30080 with
 #                       TICKETD_ORDER_TOKEN_REQUIRED=0 (secrets from --config)
 #   --url URL           ticketd to measure (default http://127.0.0.1:8080;
-#                       with --start http://127.0.0.1:38080)
+#                       with --start http://127.0.0.1:30080)
 #   --pid PID           ticketd's process, for its RSS (default: the one --start
 #                       started, else `pgrep -f "ticketd serve"` if exactly one)
 #   --duration S        seconds per row (default 8; at most 30)
@@ -53,9 +53,9 @@ TOKENS=0
 JSON_OUT=""
 
 BENCH_STATE=${ROOT}/.state/bench
-BENCH_REDIS_PORT=36379
-BENCH_MYSQL_PORT=33306
-BENCH_HTTP_PORT=38080
+BENCH_REDIS_PORT=30379
+BENCH_MYSQL_PORT=30306
+BENCH_HTTP_PORT=30080
 
 die() {
     printf 'bench: error: %s\n' "$*" >&2
