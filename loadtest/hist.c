@@ -93,3 +93,72 @@ double hist_mean(const struct hist *h)
         return 0.0;
     return (double)h->sum_us / (double)h->count;
 }
+
+/* Coarse buckets: 16 exact values, then 8 per power of two from 2^4. */
+#define SMALL_LINEAR 16u
+#define SMALL_SUB    8u
+
+static unsigned small_index(uint64_t v)
+{
+    unsigned e;
+    unsigned idx;
+
+    if (v < SMALL_LINEAR)
+        return (unsigned)v;
+    e = 63u - (unsigned)__builtin_clzll(v);
+    idx = SMALL_LINEAR + (e - 4u) * SMALL_SUB + (unsigned)((v >> (e - 3u)) - SMALL_SUB);
+    return idx < HIST_SMALL_BUCKETS ? idx : HIST_SMALL_BUCKETS - 1;
+}
+
+static uint64_t small_value(unsigned idx)
+{
+    unsigned e;
+    uint64_t low;
+
+    if (idx < SMALL_LINEAR)
+        return idx;
+    e = (idx - SMALL_LINEAR) / SMALL_SUB + 4u;
+    low = (uint64_t)((idx - SMALL_LINEAR) % SMALL_SUB + SMALL_SUB) << (e - 3u);
+    return low + ((UINT64_C(1) << (e - 3u)) >> 1);
+}
+
+void hist_small_add(struct hist_small *h, uint64_t us)
+{
+    h->buckets[small_index(us)]++;
+    h->count++;
+    if (us > h->max_us)
+        h->max_us = us;
+}
+
+void hist_small_merge(struct hist_small *dst, const struct hist_small *src)
+{
+    for (unsigned i = 0; i < HIST_SMALL_BUCKETS; i++)
+        dst->buckets[i] += src->buckets[i];
+    dst->count += src->count;
+    if (src->max_us > dst->max_us)
+        dst->max_us = src->max_us;
+}
+
+uint64_t hist_small_percentile(const struct hist_small *h, double p)
+{
+    uint64_t rank;
+    uint64_t seen = 0;
+
+    if (h->count == 0)
+        return 0;
+    if (p >= 1.0)
+        return h->max_us;
+    if (p < 0.0)
+        p = 0.0;
+    rank = (uint64_t)(p * (double)h->count);
+    if ((double)rank < p * (double)h->count || rank < 1)
+        rank++;
+    for (unsigned i = 0; i < HIST_SMALL_BUCKETS; i++) {
+        seen += h->buckets[i];
+        if (seen >= rank) {
+            uint64_t v = small_value(i);
+            return v > h->max_us ? h->max_us : v;
+        }
+    }
+    return h->max_us;
+}

@@ -39,4 +39,24 @@ uint64_t hist_percentile(const struct hist *h, double p);
 /* Mean of the samples in microseconds; 0 when empty. */
 double hist_mean(const struct hist *h);
 
+/*
+ * A coarse histogram small enough to keep one per second of a run (the
+ * time series of the JSON report): values below 16 us exactly, above that
+ * 8 sub-buckets per power of two (at most 12.5 % off), up to about 2^28 us.
+ * Zero-initialised memory is an empty one.
+ */
+#define HIST_SMALL_BUCKETS (16 + 24 * 8)
+
+struct hist_small {
+    uint32_t count;
+    uint64_t max_us;
+    uint32_t buckets[HIST_SMALL_BUCKETS];
+};
+
+void hist_small_add(struct hist_small *h, uint64_t us);
+void hist_small_merge(struct hist_small *dst, const struct hist_small *src);
+
+/* As hist_percentile(), to the coarse resolution; 0 when empty. */
+uint64_t hist_small_percentile(const struct hist_small *h, double p);
+
 #endif

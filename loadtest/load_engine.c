@@ -72,6 +72,58 @@ struct load_stats *load_stats_new(void)
     return load_xcalloc(1, sizeof(struct load_stats));
 }
 
+void load_stats_free(struct load_stats *st)
+{
+    if (st == NULL)
+        return;
+    free(st->ticks);
+    free(st);
+}
+
+/* The tick of second idx, growing the series as the run goes on; NULL once
+ * past LOAD_TICKS_MAX. */
+static struct load_tick *tick_at(struct load_stats *st, size_t idx)
+{
+    if (idx >= LOAD_TICKS_MAX) {
+        st->ticks_truncated = true;
+        return NULL;
+    }
+    if (idx >= st->tick_count) {
+        struct load_tick *p = realloc(st->ticks, (idx + 1) * sizeof(*p));
+
+        if (p == NULL) {
+            fprintf(stderr, "ticketd-load: out of memory\n");
+            abort();
+        }
+        memset(p + st->tick_count, 0, (idx + 1 - st->tick_count) * sizeof(*p));
+        st->ticks = p;
+        st->tick_count = idx + 1;
+    }
+    return &st->ticks[idx];
+}
+
+static void tick_record(struct load_stats *st, const struct load_req *r)
+{
+    double at = (r->t_end - st->t0) / st->tick_s;
+    struct load_tick *t = tick_at(st, at > 0 ? (size_t)at : 0);
+
+    if (t == NULL)
+        return;
+    t->done++;
+    if (r->status == 0 || r->status >= 500)
+        t->errors++;
+    else if (r->status >= 400)
+        t->rejections++;
+    if (r->status != 0)
+        hist_small_add(&t->latency, r->latency_us);
+    if (r->kind == LOAD_ORDER && r->status == 201) {
+        if (r->replayed)
+            t->replays++;
+        else
+            t->created++;
+    }
+}
+
 struct load_engine *load_engine_new(const struct load_engine_config *cfg)
 {
     struct load_engine *e = load_xcalloc(1, sizeof(*e));
@@ -80,6 +132,8 @@ struct load_engine *load_engine_new(const struct load_engine_config *cfg)
     e->multi = curl_multi_init();
     e->control = curl_easy_init();
     e->stats = load_stats_new();
+    e->stats->t0 = cfg->series_t0 > 0 ? cfg->series_t0 : load_now();
+    e->stats->tick_s = cfg->series_tick_s > 0 ? cfg->series_tick_s : LOAD_TICK_S;
     if (e->multi == NULL || e->control == NULL) {
         load_engine_free(e);
         return NULL;
@@ -98,7 +152,7 @@ void load_engine_free(struct load_engine *e)
         curl_easy_cleanup(e->control);
     if (e->multi != NULL)
         curl_multi_cleanup(e->multi);
-    free(e->stats);
+    load_stats_free(e->stats);
     free(e);
 }
 
@@ -330,6 +384,8 @@ static void stats_record(struct load_stats *st, const struct load_req *r)
     struct load_answer *a = NULL;
 
     st->requests[r->kind]++;
+    if (r->kind != LOAD_CONTROL)
+        tick_record(st, r);
     if (r->status == 0) {
         st->transport_errors[r->kind]++;
         if (st->first_transport_error[0] == '\0')
@@ -384,6 +440,30 @@ void load_stats_merge(struct load_stats *dst, const struct load_stats *src)
                sizeof(dst->first_transport_error));
     if (src->elapsed_s > dst->elapsed_s)
         dst->elapsed_s = src->elapsed_s;
+    if (src->tick_count > 0 && dst->tick_count == 0 && dst->t0 <= 0) {
+        dst->t0 = src->t0;
+        dst->tick_s = src->tick_s;
+    }
+    dst->ticks_truncated = dst->ticks_truncated || src->ticks_truncated;
+    for (size_t i = 0; i < src->tick_count; i++) {
+        /* Engines of one run share t0 and the interval; another origin is
+         * shifted to ours. */
+        double at = (double)i + (src->t0 - dst->t0) / dst->tick_s;
+        const struct load_tick *s = &src->ticks[i];
+        struct load_tick *d;
+
+        if (s->done == 0)
+            continue;
+        d = tick_at(dst, at > 0 ? (size_t)(at + 0.5) : 0);
+        if (d == NULL)
+            continue;
+        d->done += s->done;
+        d->errors += s->errors;
+        d->created += s->created;
+        d->replays += s->replays;
+        d->rejections += s->rejections;
+        hist_small_merge(&d->latency, &s->latency);
+    }
     for (unsigned i = 0; i < src->answer_count; i++) {
         const struct load_answer *s = &src->answers[i];
         bool merged = false;

@@ -48,6 +48,22 @@ struct load_answer {
     uint64_t count;
 };
 
+/* The time series keeps one tick per interval (default a second) of the
+ * run, at most LOAD_TICKS_MAX of them; a longer run keeps its figures but
+ * stops the series (truncated). */
+#define LOAD_TICK_S    1.0
+#define LOAD_TICKS_MAX 36000
+
+/* The load requests that finished within one interval of the run. */
+struct load_tick {
+    uint64_t done;       /* finished, with or without an answer */
+    uint64_t errors;     /* transport errors and 5xx */
+    uint64_t created;    /* 201 on POST /orders, not replayed */
+    uint64_t replays;    /* 201 replayed on POST /orders */
+    uint64_t rejections; /* 4xx */
+    struct hist_small latency;
+};
+
 struct load_stats {
     uint64_t requests[LOAD_KIND_COUNT];
     uint64_t transport_errors[LOAD_KIND_COUNT];
@@ -60,6 +76,15 @@ struct load_stats {
     uint64_t answers_other;
     char first_transport_error[600];
     double elapsed_s; /* wall time spent in load_engine_run() */
+
+    /* Time series of load requests by the interval they finished in,
+     * counted from t0 (monotonic seconds, load_now()), tick_s seconds
+     * each. Owned. */
+    double t0;
+    double tick_s;
+    struct load_tick *ticks;
+    size_t tick_count;
+    bool ticks_truncated;
 };
 
 struct load_req {
@@ -100,6 +125,8 @@ struct load_engine_config {
     long timeout_ms;
     long long max_requests; /* budget of load requests; <= 0: none */
     double deadline;        /* monotonic seconds (load_now()); <= 0: none */
+    double series_t0;       /* second 0 of the time series; <= 0: engine creation */
+    double series_tick_s;   /* interval of the time series; <= 0: LOAD_TICK_S */
     int verbose;
 };
 
@@ -180,6 +207,7 @@ void load_stats_merge(struct load_stats *dst, const struct load_stats *src);
 
 /* Returns a new zeroed stats object; abort on OOM. */
 struct load_stats *load_stats_new(void);
+void load_stats_free(struct load_stats *st);
 
 /* Memory helpers that abort on out-of-memory, as a CLI tool may. */
 void *load_xcalloc(size_t n, size_t size);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Secrets found in --config; the file's values outlive main's parsing. */
@@ -57,6 +58,8 @@ static void usage(FILE *out)
         "                      (its stock is then not checked)\n"
         "  --no-token          send orders without X-Order-Token (only for a server run\n"
         "                      with TICKETD_ORDER_TOKEN_REQUIRED=0)\n"
+        "  --shared-token      double-click: the clicks of a burst share one order token\n"
+        "                      (one form, submitted twice, each time with a new key)\n"
         "\n"
         "Credentials (flag, else environment, else --config file)\n"
         "  --jwt-secret S      TICKETD_JWT_SECRET, to mint user and admin JWTs\n"
@@ -70,7 +73,11 @@ static void usage(FILE *out)
         "Verdict\n"
         "  --settle S          wait up to S seconds for points and ticketing (20)\n"
         "  --no-audit          do not read GET /api/v1/admin/audit\n"
-        "  --json FILE         also write the figures as JSON\n"
+        "  --after-load CMD    run CMD (/bin/sh -c) once the load is over, before the\n"
+        "                      checks, e.g. to redeliver stream entries; a failing CMD\n"
+        "                      is a run error\n"
+        "  --json FILE         also write the figures as JSON, with a time series\n"
+        "  --interval MS       time series interval (1000)\n"
         "  -v, --verbose       print every answer (twice: libcurl's trace too)\n",
         scenario_names());
 }
@@ -168,6 +175,7 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         OPT_PRICE,
         OPT_SESSION,
         OPT_NO_TOKEN,
+        OPT_SHARED_TOKEN,
         OPT_JWT_SECRET,
         OPT_PAY_SECRET,
         OPT_CONFIG,
@@ -176,7 +184,9 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         OPT_TOKEN_TTL,
         OPT_SETTLE,
         OPT_NO_AUDIT,
+        OPT_AFTER_LOAD,
         OPT_JSON,
+        OPT_INTERVAL,
         OPT_SCENARIO,
         OPT_HELP,
     };
@@ -199,6 +209,7 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         {"price", required_argument, NULL, OPT_PRICE},
         {"session", required_argument, NULL, OPT_SESSION},
         {"no-token", no_argument, NULL, OPT_NO_TOKEN},
+        {"shared-token", no_argument, NULL, OPT_SHARED_TOKEN},
         {"jwt-secret", required_argument, NULL, OPT_JWT_SECRET},
         {"pay-secret", required_argument, NULL, OPT_PAY_SECRET},
         {"config", required_argument, NULL, OPT_CONFIG},
@@ -207,7 +218,9 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         {"token-ttl", required_argument, NULL, OPT_TOKEN_TTL},
         {"settle", required_argument, NULL, OPT_SETTLE},
         {"no-audit", no_argument, NULL, OPT_NO_AUDIT},
+        {"after-load", required_argument, NULL, OPT_AFTER_LOAD},
         {"json", required_argument, NULL, OPT_JSON},
+        {"interval", required_argument, NULL, OPT_INTERVAL},
         {"scenario", required_argument, NULL, OPT_SCENARIO},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, OPT_HELP},
@@ -226,6 +239,7 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
     o->admin_user = 1;
     o->token_ttl_s = 3600;
     o->settle_s = 20;
+    o->series_interval_s = 1.0;
 
     while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
         int rc = 0;
@@ -293,6 +307,9 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         case OPT_NO_TOKEN:
             o->no_token = true;
             break;
+        case OPT_SHARED_TOKEN:
+            o->shared_token = true;
+            break;
         case OPT_JWT_SECRET:
             jwt = optarg;
             break;
@@ -322,8 +339,15 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         case OPT_NO_AUDIT:
             o->no_audit = true;
             break;
+        case OPT_AFTER_LOAD:
+            o->after_load = optarg;
+            break;
         case OPT_JSON:
             o->json_path = optarg;
+            break;
+        case OPT_INTERVAL:
+            rc = parse_ll(optarg, 50, 60000, &v);
+            o->series_interval_s = (double)v / 1000.0;
             break;
         case OPT_SCENARIO:
             o->scenario = optarg;
@@ -423,6 +447,35 @@ static int preflight(struct load_engine *e, const struct load_opts *o)
     return rc;
 }
 
+/* Runs the --after-load command and waits for it. Returns its exit status,
+ * or -1 if it could not run or was killed. */
+static int after_load_run(const char *cmd)
+{
+    int status = 0;
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static double unix_now(void)
+{
+    struct timeval tv;
+
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
 static void run_id_make(char *out, size_t len)
 {
     unsigned char raw[4] = {0};
@@ -450,6 +503,7 @@ int main(int argc, char **argv)
     int rc = 1;
 
     memset(&opts, 0, sizeof(opts));
+    memset(&info, 0, sizeof(info));
     if (opts_parse(argc, argv, &opts) != 0)
         return 1;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
@@ -485,12 +539,23 @@ int main(int argc, char **argv)
     env.opts = &opts;
     env.verdict = v;
     run_id_make(env.run_id, sizeof(env.run_id));
-    env.deadline = load_now() + opts.duration_s;
+    env.t0 = load_now();
+    info.started_unix = unix_now();
+    env.deadline = env.t0 + opts.duration_s;
     fprintf(stderr, "ticketd-load: run %s, %s, users from %llu, at most %lld requests / %.0f s\n",
             env.run_id, opts.scenario, (unsigned long long)opts.user_base, opts.requests,
             opts.duration_s);
     if (scenario_run(&env, total) != 0 && !verdict_failed(v))
         verdict_fail(v, "the scenario could not run");
+    if (opts.after_load != NULL) {
+        int hook = after_load_run(opts.after_load);
+
+        fprintf(stderr, "ticketd-load: --after-load exited %d\n", hook);
+        if (hook != 0)
+            verdict_fail(v, "--after-load command exited %d: %s", hook, opts.after_load);
+        else
+            verdict_note(v, "after the load: %s", opts.after_load);
+    }
 
     verdict_check(v, control, opts.jwt_secret, opts.admin_user, opts.settle_s, !opts.no_audit);
     load_stats_merge(total, load_engine_stats(control));
@@ -506,7 +571,7 @@ int main(int argc, char **argv)
     rc = verdict_exit_code(v, total);
 out:
     verdict_free(v);
-    free(total);
+    load_stats_free(total);
     load_engine_free(control);
     curl_global_cleanup();
     return rc;

@@ -377,9 +377,10 @@ static int buyers_order(struct scen *s, struct buyer *buyers, int n, uint64_t se
 struct storm_key {
     struct buyer b;
     char order_no[32];
-    int created;   /* 201 not replayed */
-    int replayed;  /* 201 replayed, same order */
-    int different; /* 201 with another order_no */
+    int created;        /* 201 not replayed */
+    int replayed;       /* 201 replayed, same order */
+    int different;      /* distinct order_nos besides the first: duplicates */
+    char (*others)[32]; /* those order_nos, so that a replay of one counts once */
     int rejected;
     bool retried_ok;
 };
@@ -409,10 +410,24 @@ static void storm_answer(struct storm_ctx *c, struct storm_key *k, struct load_r
         c->orders++;
         verdict_session_held(c->s->v, c->sidx, c->s->o->quantity);
     } else if (strcmp(k->order_no, no) != 0) {
-        k->different++;
-        verdict_session_held(c->s->v, c->sidx, c->s->o->quantity);
-        verdict_damage(c->s->v, DAMAGE_DUPLICATE_ORDER, 1,
-                       "retry-storm: key %s gave order %s and also %s", k->b.key, k->order_no, no);
+        bool seen = false;
+
+        for (int i = 0; i < k->different && !seen; i++)
+            seen = strcmp(k->others[i], no) == 0;
+        if (!seen) {
+            char(*grown)[32] = realloc(k->others, (size_t)(k->different + 1) * sizeof(*grown));
+
+            if (grown == NULL) {
+                fprintf(stderr, "ticketd-load: out of memory\n");
+                abort();
+            }
+            k->others = grown;
+            snprintf(k->others[k->different++], sizeof(k->others[0]), "%s", no);
+            verdict_session_held(c->s->v, c->sidx, c->s->o->quantity);
+            verdict_damage(c->s->v, DAMAGE_DUPLICATE_ORDER, 1,
+                           "retry-storm: key %s gave order %s and also %s", k->b.key, k->order_no,
+                           no);
+        }
     }
     if (r->replayed)
         k->replayed++;
@@ -438,17 +453,23 @@ static void storm_followup_done(void *arg, struct load_req *r)
     struct storm_ctx *c = arg;
     struct storm_key *k = &c->keys[r->tag];
     bool had = k->order_no[0] != '\0';
+    bool same = r->status == 201 && strcmp(json_str(r, "order_no"), k->order_no) == 0;
+    const char *why = "";
 
     c->followups++;
     storm_answer(c, k, r);
-    if (had && r->status == 201 && r->replayed && strcmp(json_str(r, "order_no"), k->order_no) == 0)
+    if (!had)
+        return;
+    if (same && r->replayed) {
         c->followups_ok++;
-    else if (had)
-        verdict_anomaly(c->s->v,
-                        "retry-storm: retry of completed key %s answered %ld %s%s, expected "
-                        "201 replay",
-                        k->b.key, r->status, r->code,
-                        r->status == 201 && !r->replayed ? " without Idempotent-Replayed" : "");
+        return;
+    }
+    if (r->status == 201)
+        why = same ? " without Idempotent-Replayed" : " with another order";
+    verdict_anomaly(c->s->v,
+                    "retry-storm: retry of completed key %s answered %ld %s%s, expected 201 "
+                    "replay",
+                    k->b.key, r->status, r->code, why);
 }
 
 static int scen_retry_storm(struct scen *s)
@@ -463,7 +484,8 @@ static int scen_retry_storm(struct scen *s)
 
     if (copies > s->concurrency)
         s->concurrency = copies;
-    c.sidx = session_pick(s, "retry-storm", (long long)rounds * o->quantity + 10, &session);
+    c.sidx = session_pick(s, "retry-storm",
+                          o->stock > 0 ? o->stock : (long long)rounds * o->quantity + 10, &session);
     if (c.sidx == -1)
         return -1;
     c.keys = load_xcalloc((size_t)rounds, sizeof(*c.keys));
@@ -514,11 +536,17 @@ static int scen_retry_storm(struct scen *s)
         for (int i = 0; i < rounds; i++)
             if (c.keys[i].b.token_ok && c.keys[i].order_no[0] == '\0')
                 no_order++;
+        verdict_figure(s->v, "retry_storm.keys", with_token);
+        verdict_figure(s->v, "retry_storm.keys_without_order", no_order);
+        verdict_figure(s->v, "retry_storm.retries_replayed", c.followups_ok);
+        verdict_figure(s->v, "retry_storm.retries", c.followups);
         verdict_note(s->v,
                      "retry-storm: %d keys x %d copies (%d with a token): %lld orders, %d keys "
                      "without an order, %lld/%lld retries after the storm replayed",
                      rounds, copies, with_token, c.orders, no_order, c.followups_ok, c.followups);
     }
+    for (int i = 0; i < rounds; i++)
+        free(c.keys[i].others);
     free(c.keys);
     return 0;
 }
@@ -579,7 +607,8 @@ static int scen_double_click(struct scen *s)
      * other and no longer meet the lock, which tests nothing. */
     if (!o->concurrency_set || clicks > s->concurrency)
         s->concurrency = clicks;
-    c.sidx = session_pick(s, "double-click", (long long)n * o->quantity + 10, &session);
+    c.sidx = session_pick(s, "double-click",
+                          o->stock > 0 ? o->stock : (long long)n * o->quantity + 10, &session);
     if (c.sidx == -1)
         return -1;
     bs = load_xcalloc((size_t)n, sizeof(*bs));
@@ -592,7 +621,21 @@ static int scen_double_click(struct scen *s)
         for (int j = 0; j < clicks; j++)
             bs[i * clicks + j].user = user;
     }
-    tokens_fetch(s, bs, n);
+    if (o->shared_token) {
+        /* One page, one token: every click of the burst sends it. */
+        struct buyer *heads = load_xcalloc((size_t)bursts, sizeof(*heads));
+
+        for (int i = 0; i < bursts; i++)
+            heads[i].user = bs[i * clicks].user;
+        tokens_fetch(s, heads, bursts);
+        for (int i = 0; i < n; i++) {
+            bs[i].token_ok = heads[i / clicks].token_ok;
+            memcpy(bs[i].token, heads[i / clicks].token, sizeof(bs[i].token));
+        }
+        free(heads);
+    } else {
+        tokens_fetch(s, bs, n);
+    }
     for (int i = 0; i < bursts; i++) {
         for (int j = 0; j < clicks; j++) {
             struct buyer *x = &bs[i * clicks + j];
@@ -614,16 +657,26 @@ static int scen_double_click(struct scen *s)
             more++;
             fast_ms += (double)c.fastest_us[i] / 1000.0;
             slow_ms += (double)c.slowest_us[i] / 1000.0;
+            /* With one token for the burst, a second order is damage
+             * whatever the timing: a token buys one order. */
+            if (o->shared_token)
+                verdict_damage(s->v, DAMAGE_TOKEN_REUSED, c.orders[i] - 1,
+                               "double-click: one order token bought %d orders (user %llu)",
+                               c.orders[i], (unsigned long long)bs[i * clicks].user);
         }
     }
+    verdict_figure(s->v, "double_click.bursts", bursts);
+    verdict_figure(s->v, "double_click.bursts_one_order", one);
+    verdict_figure(s->v, "double_click.bursts_several_orders", more);
+    verdict_figure(s->v, "double_click.bursts_no_order", none);
     verdict_note(s->v,
-                 "double-click: %d bursts of %d clicks: %d made one order, %d made more than "
+                 "double-click: %d bursts of %d clicks%s: %d made one order, %d made more than "
                  "one, %d made none",
-                 bursts, clicks, one, more, none);
+                 bursts, clicks, o->shared_token ? " (one token per burst)" : "", one, more, none);
     /* Clicks that left together but were served one after the other (the
      * later one taking about twice as long) never overlapped at the server:
      * the lock had been released, so the second order is allowed. */
-    if (more > 0)
+    if (more > 0 && !o->shared_token)
         verdict_note(s->v,
                      "double-click: where a burst made more than one order, its quickest order "
                      "took %.2f ms and its slowest %.2f ms on average (about twice as long: the "
@@ -700,6 +753,9 @@ static int scen_flash_sale(struct scen *s)
             batch_add(&b, r, BATCH_SOLO);
         }
         batch_run(s, &b, sale_done, &c);
+        verdict_figure(s->v, "flash_sale.seats", seats);
+        verdict_figure(s->v, "flash_sale.orders", c.created);
+        verdict_figure(s->v, "flash_sale.sold_out", c.sold_out);
         verdict_note(s->v,
                      "flash-sale %d: %d seats, %d buyers with a token: %lld orders, %lld sold "
                      "out, %lld other answers",
@@ -748,6 +804,7 @@ struct pay_txn {
     int fresh;         /* answers without "replayed" */
     int applied;       /* answers with outcome APPLIED */
     int fresh_applied; /* APPLIED without "replayed": the txn was applied then */
+    int refunds;       /* DUPLICATE_PAYMENT or LATE_PAYMENT: sent for refund */
     bool mixed;        /* answers disagreed */
 };
 
@@ -799,6 +856,9 @@ static void pay_done(void *arg, struct load_req *r)
             t->applied++;
             if (!r->replayed)
                 t->fresh_applied++;
+        } else if (strcmp(r->code, "DUPLICATE_PAYMENT") == 0 ||
+                   strcmp(r->code, "LATE_PAYMENT") == 0) {
+            t->refunds++;
         }
         if (t->first[0] == '\0')
             snprintf(t->first, sizeof(t->first), "%s", r->code);
@@ -862,6 +922,14 @@ static void pay_judge(struct pay_ctx *c)
             if (x->mixed)
                 verdict_anomaly(c->s->v, "%s: txn %s answered different outcomes (first %s)",
                                 story_names[p->story], x->id, x->first);
+            /* The gateway took this money once: if the txn paid the order
+             * and was also answered as a duplicate or late payment, the
+             * refund that answer queued gives it back while the order
+             * stays paid. */
+            if (x->applied > 0 && x->refunds > 0)
+                verdict_damage(c->s->v, DAMAGE_REFUND_APPLIED, 1,
+                               "txn %s paid order %s and was also sent for refund (%d answers)",
+                               x->id, p->b->order_no, x->refunds);
             if (x->fresh_applied > 1)
                 verdict_damage(c->s->v, DAMAGE_DOUBLE_PAYMENT, x->fresh_applied - 1,
                                "txn %s was applied %d times without a replay", x->id,
@@ -930,6 +998,8 @@ static void pay_judge(struct pay_ctx *c)
             verdict_anomaly(c->s->v, "late: cancel of pending order %s was refused",
                             p->b->order_no);
     }
+    verdict_figure(c->s->v, "gateway_retry.orders", c->count);
+    verdict_figure(c->s->v, "gateway_retry.paid", applied_orders);
     verdict_note(c->s->v,
                  "gateway-retry: %d orders (retry %d, second txn %d+%d, late %d, race %d, "
                  "failed %d, mismatch %d), %lld paid, signature probes %lld/%lld rejected",
@@ -1069,6 +1139,7 @@ struct mq_ctx {
     struct buyer *bs;
     int *applied;
     int *fresh;
+    int *refunds;
 };
 
 static void mq_done(void *arg, struct load_req *r)
@@ -1079,6 +1150,8 @@ static void mq_done(void *arg, struct load_req *r)
         c->applied[r->tag]++;
         if (!r->replayed)
             c->fresh[r->tag]++;
+    } else if (r->status == 200 && strcmp(r->code, "DUPLICATE_PAYMENT") == 0) {
+        c->refunds[r->tag]++;
     }
 }
 
@@ -1106,6 +1179,7 @@ static int scen_mq_redelivery(struct scen *s)
     c.bs = load_xcalloc((size_t)n, sizeof(*c.bs));
     c.applied = load_xcalloc((size_t)n, sizeof(int));
     c.fresh = load_xcalloc((size_t)n, sizeof(int));
+    c.refunds = load_xcalloc((size_t)n, sizeof(int));
     user_ids = load_xcalloc((size_t)users, sizeof(*user_ids));
     for (int u = 0; u < users; u++) {
         user_ids[u] = user_new(s);
@@ -1149,12 +1223,19 @@ static int scen_mq_redelivery(struct scen *s)
             verdict_damage(s->v, DAMAGE_DOUBLE_PAYMENT, c.fresh[i] - 1,
                            "mq-redelivery: order %s applied %d times without a replay",
                            c.bs[i].order_no, c.fresh[i]);
+        if (c.refunds[i] > 0)
+            verdict_damage(s->v, DAMAGE_REFUND_APPLIED, 1,
+                           "mq-redelivery: the payment of order %s was also sent for refund",
+                           c.bs[i].order_no);
     }
+    verdict_figure(s->v, "mq_redelivery.orders", ordered);
+    verdict_figure(s->v, "mq_redelivery.paid", paid);
     verdict_note(s->v,
                  "mq-redelivery: %d users, %d orders placed, %lld paid (x%d callbacks each); "
                  "points and ticketing checked after the load",
                  users, ordered, paid, retries);
     free(user_ids);
+    free(c.refunds);
     free(c.fresh);
     free(c.applied);
     free(c.bs);
@@ -1340,6 +1421,8 @@ static struct load_engine *engine_for(const struct scen_env *env, long long budg
         .timeout_ms = o->timeout_ms,
         .max_requests = budget,
         .deadline = env->deadline,
+        .series_t0 = env->t0,
+        .series_tick_s = o->series_interval_s,
         .verbose = o->verbose,
     };
 

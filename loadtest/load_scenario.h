@@ -42,6 +42,7 @@ struct load_opts {
     long long price;     /* price_cents of sessions created */
     uint64_t session_id; /* use this session instead of creating one (benchmarks) */
     bool no_token;       /* skip POST /tokens (server runs TICKETD_ORDER_TOKEN_REQUIRED=0) */
+    bool shared_token;   /* double-click: the clicks of a burst share one token */
 
     const char *jwt_secret;
     const char *pay_secret;
@@ -50,7 +51,9 @@ struct load_opts {
     long token_ttl_s;
     double settle_s;
     bool no_audit;
+    const char *after_load; /* shell command run after the load, before the checks */
     const char *json_path;
+    double series_interval_s; /* time series interval of the JSON report */
     int verbose;
 };
 
@@ -60,6 +63,7 @@ struct scen_env {
     struct verdict *verdict;
     char run_id[16];
     double deadline;
+    double t0; /* when the load started (load_now()): second 0 of the time series */
 };
 
 /* True if name is a known scenario. */

@@ -10,8 +10,9 @@
 
 /* Only the first few messages of each list are kept and printed; the
  * counts stay exact. */
-#define VERDICT_MSGS   12
-#define VERDICT_CHECKS 32
+#define VERDICT_MSGS    12
+#define VERDICT_CHECKS  32
+#define VERDICT_FIGURES 32
 /* How often the points and ticketing wait asks again. */
 #define VERDICT_POLL_S 0.5
 
@@ -83,6 +84,12 @@ struct verdict {
 
     long long seats_lost;
     long long sessions_uncertain;
+
+    struct {
+        const char *name;
+        long long value;
+    } figures[VERDICT_FIGURES];
+    int figure_count;
 
     bool audit_read;
     bool audit_skipped;
@@ -271,6 +278,24 @@ void verdict_damage(struct verdict *v, enum verdict_damage kind, long long n, co
     va_start(ap, fmt);
     msgs_add(&v->damage_msgs, fmt, ap);
     va_end(ap);
+    pthread_mutex_unlock(&v->lock);
+}
+
+void verdict_figure(struct verdict *v, const char *name, long long n)
+{
+    int i;
+
+    pthread_mutex_lock(&v->lock);
+    for (i = 0; i < v->figure_count; i++)
+        if (strcmp(v->figures[i].name, name) == 0)
+            break;
+    if (i == v->figure_count && i < VERDICT_FIGURES) {
+        v->figures[i].name = name;
+        v->figures[i].value = 0;
+        v->figure_count++;
+    }
+    if (i < VERDICT_FIGURES)
+        v->figures[i].value += n;
     pthread_mutex_unlock(&v->lock);
 }
 
@@ -689,8 +714,11 @@ static const struct damage_row damage_rows[DAMAGE_COUNT] = {
      "no_negative_stock"},
     {DAMAGE_DUPLICATE_ORDER, "duplicate orders for one key", "duplicate_orders",
      "one_order_per_request", NULL},
+    {DAMAGE_TOKEN_REUSED, "orders beyond one per order token", "token_reused_orders", NULL, NULL},
     {DAMAGE_DOUBLE_PAYMENT, "double-applied payments", "double_applied_payments",
      "one_applied_payment_per_order", NULL},
+    {DAMAGE_REFUND_APPLIED, "applied payments also refunded", "refunded_applied_payments",
+     "no_refund_of_applied_payment", NULL},
     {DAMAGE_PAID_CANCELLED, "orders both paid and cancelled", "paid_cancelled_orders", NULL, NULL},
     {DAMAGE_DOUBLE_POINTS, "double-credited points", "double_credited_points",
      "points_match_paid_orders", NULL},
@@ -881,6 +909,29 @@ static json_t *json_latency(const struct hist *h)
                      ms(h->max_us), "mean", hist_mean(h) / 1000.0);
 }
 
+/* One point per second: what finished in it, and its latency. */
+static json_t *json_series(const struct load_stats *st, const struct verdict_run_info *info)
+{
+    json_t *points = json_array();
+    double tick_s = st->tick_s > 0 ? st->tick_s : LOAD_TICK_S;
+
+    for (size_t i = 0; i < st->tick_count; i++) {
+        const struct load_tick *t = &st->ticks[i];
+
+        json_array_append_new(
+            points,
+            json_pack("{s:f,s:I,s:f,s:I,s:I,s:I,s:I,s:f,s:f,s:f}", "t", (double)i * tick_s,
+                      "requests", (json_int_t)t->done, "rps", (double)t->done / tick_s, "errors",
+                      (json_int_t)t->errors, "orders_created", (json_int_t)t->created, "replays",
+                      (json_int_t)t->replays, "rejections", (json_int_t)t->rejections, "p50_ms",
+                      ms(hist_small_percentile(&t->latency, 0.50)), "p99_ms",
+                      ms(hist_small_percentile(&t->latency, 0.99)), "max_ms",
+                      ms(t->latency.max_us)));
+    }
+    return json_pack("{s:f,s:f,s:b,s:o}", "interval_s", tick_s, "t0_unix", info->started_unix,
+                     "truncated", st->ticks_truncated, "points", points);
+}
+
 static int write_json(const struct verdict *v, const struct load_stats *st,
                       const struct verdict_run_info *info, const char *path)
 {
@@ -892,6 +943,7 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
     json_t *by_kind = json_object();
     json_t *damage = json_object();
     json_t *checks = json_array();
+    json_t *figures = json_object();
     uint64_t total = load_requests(st), transport = 0, server = 0, replays = 0;
     int exit_code = verdict_exit_code(v, st);
     int rc;
@@ -933,8 +985,13 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
         json_array_append_new(checks, json_pack("{s:s,s:b,s:s}", "name", v->checks[i].name, "ok",
                                                 v->checks[i].ok, "detail", v->checks[i].detail));
 
+    for (int i = 0; i < v->figure_count; i++)
+        json_object_set_new(figures, v->figures[i].name,
+                            json_integer((json_int_t)v->figures[i].value));
+
     json_object_set_new(root, "tool", json_string("ticketd-load"));
     json_object_set_new(root, "scenario", json_string(info->scenario));
+    json_object_set_new(root, "started_unix", json_real(info->started_unix));
     json_object_set_new(root, "targets", targets);
     json_object_set_new(root, "concurrency", json_integer(info->concurrency));
     json_object_set_new(root, "elapsed_s", json_real(st->elapsed_s));
@@ -959,6 +1016,8 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
                                   "caught_up", v->points_caught_up, "wait_s", v->points_wait_s,
                                   "tickets_pending", (json_int_t)v->tickets_pending));
     json_object_set_new(root, "seats_lost", json_integer(v->seats_lost));
+    json_object_set_new(root, "figures", figures);
+    json_object_set_new(root, "series", json_series(st, info));
     json_object_set_new(root, "damage_details", json_msgs(&v->damage_msgs));
     json_object_set_new(root, "anomalies", json_msgs(&v->anomalies));
     json_object_set_new(root, "notes", json_msgs(&v->notes));

@@ -27,7 +27,9 @@
 enum verdict_damage {
     DAMAGE_OVERSOLD,        /* seats sold beyond capacity / stock taken */
     DAMAGE_DUPLICATE_ORDER, /* a second order for one (user, key) */
+    DAMAGE_TOKEN_REUSED,    /* a second order bought with one order token */
     DAMAGE_DOUBLE_PAYMENT,  /* a second applied payment for one order */
+    DAMAGE_REFUND_APPLIED,  /* a payment that paid its order and was also sent for refund */
     DAMAGE_PAID_CANCELLED,  /* an order both cancelled and paid */
     DAMAGE_DOUBLE_POINTS,   /* points above 1 per 100 cents of paid orders */
     DAMAGE_MISSING_POINTS,  /* points still below that after the wait */
@@ -62,6 +64,10 @@ void verdict_damage(struct verdict *v, enum verdict_damage kind, long long n, co
 
 /* Records an answer the contract does not allow that did no damage. */
 void verdict_anomaly(struct verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Adds n to the scenario figure called name (a static string), e.g.
+ * "double_click.bursts"; the JSON report lists them under "figures". */
+void verdict_figure(struct verdict *v, const char *name, long long n);
 
 /* Adds a line to the scenario summary (what the scenario saw). */
 void verdict_note(struct verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -100,6 +106,7 @@ struct verdict_run_info {
     int concurrency;
     long long max_requests;
     double duration_s;
+    double started_unix; /* wall clock of the load's start, second 0 of the series */
 };
 
 /* Prints the verdict table to out; and writes the same figures as JSON to

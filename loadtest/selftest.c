@@ -1,5 +1,5 @@
 /*
- * selftest - checks of ticketd-load's pure parts: the histogram's
+ * selftest - checks of ticketd-load's pure parts: the histograms'
  * percentiles and the credentials it mints. The expected JWTs and callback
  * signature were computed independently (HMAC-SHA256 and base64url of the
  * same inputs), so a mistake here cannot hide behind the code it tests.
@@ -60,6 +60,28 @@ static void test_hist(void)
     free(g);
 }
 
+static void test_hist_small(void)
+{
+    struct hist_small h;
+    struct hist_small g;
+
+    memset(&h, 0, sizeof(h));
+    memset(&g, 0, sizeof(g));
+    check(hist_small_percentile(&h, 0.5) == 0, "empty small histogram");
+    for (uint64_t v = 1; v <= 100000; v++)
+        hist_small_add(&h, v);
+    within((double)hist_small_percentile(&h, 0.50), 50000, 0.07, "small p50 of 1..100000");
+    within((double)hist_small_percentile(&h, 0.99), 99000, 0.07, "small p99 of 1..100000");
+    check(hist_small_percentile(&h, 1.0) == 100000, "small p100 is the max");
+    for (int i = 0; i < 10; i++)
+        hist_small_add(&g, 7);
+    check(hist_small_percentile(&g, 0.5) == 7, "small values below 16 are exact");
+    hist_small_add(&g, UINT64_C(1) << 40);
+    check(hist_small_percentile(&g, 1.0) == UINT64_C(1) << 40, "a huge value is kept as the max");
+    hist_small_merge(&h, &g);
+    check(h.count == 100011, "small merge adds counts");
+}
+
 static void test_sign(void)
 {
     static const char secret[] = "dev-jwt-secret-change-me-0123456789abcdef";
@@ -93,6 +115,7 @@ static void test_sign(void)
 int main(void)
 {
     test_hist();
+    test_hist_small();
     test_sign();
     if (failures > 0) {
         fprintf(stderr, "selftest: %d failed\n", failures);

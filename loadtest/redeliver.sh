@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Deliver every event of ticketd's stream once more, the way a relay that
+# crashed between XADD and marking its outbox rows does: the same events
+# under new entry ids. Consumers must apply each effect once anyway (their
+# dedup row is keyed by the business key, not the entry id).
+#
+# Usage: loadtest/redeliver.sh [--host H] [--port P] [--stream NAME] [--wait S]
+#
+#   --host H, --port P   the Redis ticketd uses (default 127.0.0.1:16379, the
+#                        one `make run` starts)
+#   --stream NAME        the event stream (default ticketd:events)
+#   --wait S             how long to wait for the consumer groups, before and
+#                        after the copies (default 15 s each)
+#
+# It waits until every consumer group has read and acknowledged everything,
+# copies each entry of the stream (one Lua script, so the copies are of one
+# snapshot), waits again until the groups have worked through the copies,
+# and prints how many it copied. Meant as `ticketd-load mq-redelivery
+# --after-load "loadtest/redeliver.sh --port P"`, which then checks the points.
+# Exit status: 0 done, 1 Redis unreachable or the groups did not catch up.
+set -euo pipefail
+
+HOST=127.0.0.1
+PORT=16379
+STREAM=ticketd:events
+WAIT_S=15
+
+while (($# > 0)); do
+    case "$1" in
+    --host) HOST=${2:?}; shift ;;
+    --port) PORT=${2:?}; shift ;;
+    --stream) STREAM=${2:?}; shift ;;
+    --wait) WAIT_S=${2:?}; shift ;;
+    -h | --help)
+        sed -n '/^# Usage:/,/^# Exit status:/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *) printf 'redeliver: unknown option %s\n' "$1" >&2; exit 1 ;;
+    esac
+    shift
+done
+[[ "${WAIT_S}" =~ ^[0-9]+$ ]] || { printf 'redeliver: --wait takes seconds\n' >&2; exit 1; }
+
+rcli() { timeout 5 redis-cli -h "${HOST}" -p "${PORT}" --raw "$@"; }
+
+# Prints "<groups> <groups still busy>": a group is busy while it has
+# entries it has not read (lag) or not acknowledged (pending).
+# shellcheck disable=SC2016 # Lua, not shell
+BUSY_LUA='
+if redis.call("EXISTS", KEYS[1]) == 0 then return {0, 0} end
+local groups = redis.call("XINFO", "GROUPS", KEYS[1])
+local busy = 0
+for _, g in ipairs(groups) do
+    local f = {}
+    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+    if f["pending"] > 0 or (f["lag"] and f["lag"] ~= 0) then busy = busy + 1 end
+end
+return {#groups, busy}'
+
+# shellcheck disable=SC2016 # Lua, not shell
+COPY_LUA='
+local entries = redis.call("XRANGE", KEYS[1], "-", "+")
+for _, e in ipairs(entries) do redis.call("XADD", KEYS[1], "*", unpack(e[2])) end
+return #entries'
+
+busy() {
+    local out
+    out=$(rcli EVAL "${BUSY_LUA}" 1 "${STREAM}" | paste -sd' ') || return 2
+    [[ "${out}" =~ ^[0-9]+\ [0-9]+$ ]] || return 2
+    printf '%s\n' "${out}"
+}
+
+# Waits until there are groups and none is busy; bounded by WAIT_S.
+wait_settled() {
+    local what=$1 deadline state groups left
+    deadline=$((SECONDS + WAIT_S))
+    while :; do
+        state=$(busy) || { printf 'redeliver: Redis %s:%s does not answer\n' "${HOST}" "${PORT}" >&2; return 1; }
+        read -r groups left <<<"${state}"
+        if ((${groups:-0} > 0 && ${left:-1} == 0)); then
+            return 0
+        fi
+        if ((SECONDS >= deadline)); then
+            printf 'redeliver: %s: %s of %s consumer groups still busy after %s s\n' \
+                "${what}" "${left:-?}" "${groups:-0}" "${WAIT_S}" >&2
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+wait_settled "before the copies"
+copied=$(rcli EVAL "${COPY_LUA}" 1 "${STREAM}") || copied=""
+if [[ ! "${copied}" =~ ^[0-9]+$ ]]; then
+    printf 'redeliver: copying the entries failed: %s\n' "${copied}" >&2
+    exit 1
+fi
+wait_settled "after the copies"
+printf 'redeliver: delivered %s entries of %s once more; the consumer groups worked through them\n' \
+    "${copied}" "${STREAM}"
