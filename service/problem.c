@@ -51,7 +51,6 @@ static const struct problem_info table[PROBLEM_COUNT] = {
     [PROBLEM_DEPENDENCY_UNAVAILABLE] = {503, "DEPENDENCY_UNAVAILABLE",
                                         "/problems/dependency-unavailable",
                                         "Dependency unavailable"},
-    [PROBLEM_SHUTTING_DOWN] = {503, "SHUTTING_DOWN", "/problems/shutting-down", "Shutting down"},
     [PROBLEM_INTERNAL] = {500, "INTERNAL_ERROR", "/problems/internal-error",
                           "Internal server error"},
 };

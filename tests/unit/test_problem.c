@@ -45,7 +45,6 @@ static const struct {
     {PROBLEM_DEPENDENCY_UNAVAILABLE, 503, "DEPENDENCY_UNAVAILABLE"},
     /* Not named by the contract, but answered by ticketd. */
     {PROBLEM_BAD_REQUEST, 400, "BAD_REQUEST"},
-    {PROBLEM_SHUTTING_DOWN, 503, "SHUTTING_DOWN"},
     {PROBLEM_INTERNAL, 500, "INTERNAL_ERROR"},
 };
 
