@@ -351,6 +351,30 @@ const char *th_code(const struct th_resp *r)
     return code;
 }
 
+struct th_resp th_call(const struct th_server *s, const char *method, const char *path,
+                       const char *const *headers, const char *body)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", s->url, path);
+    return th_request(method, url, headers, body);
+}
+
+void th_expect_problem(const struct th_resp *r, long status, const char *code)
+{
+    char v[128];
+    if (r->status != status || strcmp(th_code(r), code) != 0)
+        fail_msg("expected %ld %s, got %ld %s", status, code, r->status, r->body);
+    if (th_header(r, "Content-Type", v, sizeof v) == NULL ||
+        strcmp(v, "application/problem+json") != 0)
+        fail_msg("%s: Content-Type is not application/problem+json", code);
+    assert_non_null(th_header(r, "X-Request-Id", v, sizeof v));
+    json_t *j = th_json(r);
+    assert_int_equal(json_integer_value(json_object_get(j, "status")), status);
+    assert_non_null(json_string_value(json_object_get(j, "type")));
+    assert_non_null(json_string_value(json_object_get(j, "title")));
+    json_decref(j);
+}
+
 int th_raw(int port, const char *bytes, size_t len, char *out, size_t cap, int timeout_ms)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

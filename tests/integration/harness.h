@@ -67,6 +67,14 @@ json_t *th_json(const struct th_resp *r);
  * buffer ("" if none). */
 const char *th_code(const struct th_resp *r);
 
+/* A request to path (e.g. "/livez") on s: th_request on s's URL. */
+struct th_resp th_call(const struct th_server *s, const char *method, const char *path,
+                       const char *const *headers, const char *body);
+/* Fails the test unless r is a problem details answer (RFC 9457) with this
+ * status and code: application/problem+json, X-Request-Id, and the type,
+ * title and status members. */
+void th_expect_problem(const struct th_resp *r, long status, const char *code);
+
 /* Sends raw bytes on a new TCP connection to 127.0.0.1:port and reads
  * the answer until the server closes or timeout_ms passes. Returns the
  * status code of the first response line (0 if none); the whole answer is

@@ -57,14 +57,6 @@ static int teardown(void **state)
 
 /* ---- helpers ---- */
 
-static struct th_resp call(const char *method, const char *path, const char *const *headers,
-                           const char *body)
-{
-    char url[1024];
-    snprintf(url, sizeof url, "%s%s", srv.url, path);
-    return th_request(method, url, headers, body);
-}
-
 static void expect_header(const struct th_resp *r, const char *name, const char *want)
 {
     char v[512];
@@ -75,23 +67,10 @@ static void expect_header(const struct th_resp *r, const char *name, const char 
 }
 
 /* A status and problem code, the problem media type and a request id. */
-static void expect_problem(const struct th_resp *r, long status, const char *code)
-{
-    char v[128];
-    if (r->status != status || strcmp(th_code(r), code) != 0)
-        fail_msg("expected %ld %s, got %ld %s", status, code, r->status, r->body);
-    expect_header(r, "Content-Type", "application/problem+json");
-    assert_non_null(th_header(r, "X-Request-Id", v, sizeof v));
-    json_t *j = th_json(r);
-    assert_int_equal(json_integer_value(json_object_get(j, "status")), status);
-    assert_non_null(json_string_value(json_object_get(j, "type")));
-    assert_non_null(json_string_value(json_object_get(j, "title")));
-    json_decref(j);
-}
 
 static void expect_field(const struct th_resp *r, const char *field)
 {
-    expect_problem(r, 400, "VALIDATION_FAILED");
+    th_expect_problem(r, 400, "VALIDATION_FAILED");
     json_t *j = th_json(r);
     const char *f = json_string_value(json_object_get(j, "field"));
     if (f == NULL || strcmp(f, field) != 0)
@@ -309,7 +288,7 @@ static const char *raw_code(const char *text)
 
 static void expect_alive(void)
 {
-    struct th_resp r = call("GET", "/livez", NULL, NULL);
+    struct th_resp r = th_call(&srv, "GET", "/livez", NULL, NULL);
     if (r.status != 200)
         fail_msg("the server no longer answers /livez: %ld", r.status);
     th_resp_free(&r);
@@ -322,7 +301,7 @@ static void test_health_routes(void **state)
     static const char *const paths[] = {"/livez", "/healthz"};
     (void)state;
     for (size_t i = 0; i < 2; i++) {
-        struct th_resp r = call("GET", paths[i], NULL, NULL);
+        struct th_resp r = th_call(&srv, "GET", paths[i], NULL, NULL);
         assert_int_equal(r.status, 200);
         expect_header(&r, "Content-Type", "application/json");
         json_t *j = th_json(&r);
@@ -332,7 +311,7 @@ static void test_health_routes(void **state)
         th_resp_free(&r);
     }
 
-    struct th_resp r = call("GET", "/readyz", NULL, NULL);
+    struct th_resp r = th_call(&srv, "GET", "/readyz", NULL, NULL);
     assert_int_equal(r.status, 200);
     expect_header(&r, "Content-Type", "application/json");
     json_t *j = th_json(&r);
@@ -344,7 +323,7 @@ static void test_health_routes(void **state)
 
     /* HEAD answers like GET, headers only. */
     char v[64];
-    r = call("HEAD", "/livez", NULL, NULL);
+    r = th_call(&srv, "HEAD", "/livez", NULL, NULL);
     assert_int_equal(r.status, 200);
     assert_int_equal(r.body_len, 0);
     expect_header(&r, "Content-Type", "application/json");
@@ -353,7 +332,7 @@ static void test_health_routes(void **state)
     int64_t s = th_session(&srv, 5, 100);
     char path[64];
     snprintf(path, sizeof path, "/api/v1/sessions/%lld", (long long)s);
-    r = call("HEAD", path, NULL, NULL);
+    r = th_call(&srv, "HEAD", path, NULL, NULL);
     assert_int_equal(r.status, 200);
     assert_int_equal(r.body_len, 0);
     th_resp_free(&r);
@@ -380,24 +359,24 @@ static void test_not_found_and_method_not_allowed(void **state)
     };
     (void)state;
     for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
-        struct th_resp r = call("GET", missing[i], NULL, NULL);
+        struct th_resp r = th_call(&srv, "GET", missing[i], NULL, NULL);
         if (r.status != 404 || strcmp(th_code(&r), "NOT_FOUND") != 0)
             fail_msg("GET %s: expected 404 NOT_FOUND, got %ld %s", missing[i], r.status, r.body);
-        expect_problem(&r, 404, "NOT_FOUND");
+        th_expect_problem(&r, 404, "NOT_FOUND");
         th_resp_free(&r);
     }
     for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
-        struct th_resp r = call(wrong[i].method, wrong[i].path, NULL, NULL);
+        struct th_resp r = th_call(&srv, wrong[i].method, wrong[i].path, NULL, NULL);
         if (r.status != 405)
             fail_msg("%s %s: expected 405, got %ld", wrong[i].method, wrong[i].path, r.status);
         if (strcmp(wrong[i].method, "HEAD") != 0)
-            expect_problem(&r, 405, "METHOD_NOT_ALLOWED");
+            th_expect_problem(&r, 405, "METHOD_NOT_ALLOWED");
         expect_header(&r, "Allow", wrong[i].allow);
         th_resp_free(&r);
     }
     /* The route is resolved before identity: 405 even without a token. */
-    struct th_resp r = call("DELETE", "/api/v1/orders/ABC", NULL, NULL);
-    expect_problem(&r, 405, "METHOD_NOT_ALLOWED");
+    struct th_resp r = th_call(&srv, "DELETE", "/api/v1/orders/ABC", NULL, NULL);
+    th_expect_problem(&r, 405, "METHOD_NOT_ALLOWED");
     expect_header(&r, "Allow", "GET, HEAD");
     th_resp_free(&r);
 }
@@ -412,7 +391,7 @@ static void test_encoded_nul_in_path(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         const char *admin[] = {th_auth_header(1, true), NULL};
-        struct th_resp r = call("GET", paths[i], admin, NULL);
+        struct th_resp r = th_call(&srv, "GET", paths[i], admin, NULL);
         if (r.status != 404 || strcmp(th_code(&r), "NOT_FOUND") != 0)
             fail_msg("GET %s: expected 404 NOT_FOUND, got %ld %.120s", paths[i], r.status, r.body);
         th_resp_free(&r);
@@ -441,14 +420,14 @@ static void test_request_id(void **state)
 
     /* A sane one is echoed, on success and on errors alike. */
     const char *sane[] = {"X-Request-Id: req-42_A.b:c", NULL};
-    struct th_resp r = call("GET", "/livez", sane, NULL);
+    struct th_resp r = th_call(&srv, "GET", "/livez", sane, NULL);
     expect_header(&r, "X-Request-Id", "req-42_A.b:c");
     th_resp_free(&r);
-    r = call("GET", "/nope", sane, NULL);
+    r = th_call(&srv, "GET", "/nope", sane, NULL);
     expect_header(&r, "X-Request-Id", "req-42_A.b:c");
     th_resp_free(&r);
-    r = call("POST", "/api/v1/sessions", sane, GOOD_SESSION);
-    expect_problem(&r, 401, "UNAUTHENTICATED");
+    r = th_call(&srv, "POST", "/api/v1/sessions", sane, GOOD_SESSION);
+    th_expect_problem(&r, 401, "UNAUTHENTICATED");
     expect_header(&r, "X-Request-Id", "req-42_A.b:c");
     th_resp_free(&r);
 
@@ -458,16 +437,16 @@ static void test_request_id(void **state)
     id64[64] = '\0';
     snprintf(hdr, sizeof hdr, "X-Request-Id: %s", id64);
     const char *longest[] = {hdr, NULL};
-    r = call("GET", "/livez", longest, NULL);
+    r = th_call(&srv, "GET", "/livez", longest, NULL);
     expect_header(&r, "X-Request-Id", id64);
     th_resp_free(&r);
 
     /* None sent: a new one each time. */
-    r = call("GET", "/livez", NULL, NULL);
+    r = th_call(&srv, "GET", "/livez", NULL, NULL);
     assert_non_null(th_header(&r, "X-Request-Id", first, sizeof first));
     assert_true(is_generated_id(first));
     th_resp_free(&r);
-    r = call("GET", "/livez", NULL, NULL);
+    r = th_call(&srv, "GET", "/livez", NULL, NULL);
     assert_non_null(th_header(&r, "X-Request-Id", v, sizeof v));
     assert_true(is_generated_id(v));
     assert_string_not_equal(v, first);
@@ -484,7 +463,7 @@ static void test_request_id(void **state)
                                 "X-Request-Id: quote\"d"};
     for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
         const char *h[] = {junk[i], NULL};
-        r = call("GET", "/livez", h, NULL);
+        r = th_call(&srv, "GET", "/livez", h, NULL);
         assert_int_equal(r.status, 200);
         assert_non_null(th_header(&r, "X-Request-Id", v, sizeof v));
         if (!is_generated_id(v))
@@ -542,12 +521,12 @@ static void test_bearer_tokens(void **state)
     make_jwt(hs256, payload, SIG_HS256, jwt, sizeof jwt);
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", jwt);
     const char *good[] = {hdr, NULL};
-    struct th_resp r = call("POST", "/api/v1/sessions", good, GOOD_SESSION);
+    struct th_resp r = th_call(&srv, "POST", "/api/v1/sessions", good, GOOD_SESSION);
     assert_int_equal(r.status, 201);
     th_resp_free(&r);
     /* The scheme name is case-insensitive. */
     snprintf(hdr, sizeof hdr, "Authorization: bearer %s", jwt);
-    r = call("POST", "/api/v1/sessions", good, GOOD_SESSION);
+    r = th_call(&srv, "POST", "/api/v1/sessions", good, GOOD_SESSION);
     assert_int_equal(r.status, 201);
     th_resp_free(&r);
     assert_int_equal(sessions_in_db(), 2);
@@ -558,7 +537,7 @@ static void test_bearer_tokens(void **state)
                  sizeof jwt);
         snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", jwt);
         const char *h[] = {hdr, NULL};
-        r = call("POST", "/api/v1/sessions", h, GOOD_SESSION);
+        r = th_call(&srv, "POST", "/api/v1/sessions", h, GOOD_SESSION);
         expect_unauthenticated(&r, bad[i].name);
         th_resp_free(&r);
     }
@@ -592,7 +571,7 @@ static void test_bearer_tokens(void **state)
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const char *h[] = {shapes[i], NULL};
-        r = call("POST", "/api/v1/sessions", h, GOOD_SESSION);
+        r = th_call(&srv, "POST", "/api/v1/sessions", h, GOOD_SESSION);
         char what[64];
         snprintf(what, sizeof what, "Authorization shape %zu", i);
         expect_unauthenticated(&r, what);
@@ -601,20 +580,20 @@ static void test_bearer_tokens(void **state)
 
     /* A good token without the admin role: known, but not allowed. */
     const char *user[] = {th_auth_header(2, false), NULL};
-    r = call("POST", "/api/v1/sessions", user, GOOD_SESSION);
-    expect_problem(&r, 403, "FORBIDDEN");
+    r = th_call(&srv, "POST", "/api/v1/sessions", user, GOOD_SESSION);
+    th_expect_problem(&r, 403, "FORBIDDEN");
     th_resp_free(&r);
     /* A role that is not exactly "admin" is no role. */
     with_exp("{\"sub\":\"3\",\"role\":\"Admin\",\"exp\":EXP}", now + 600, payload, sizeof payload);
     make_jwt(hs256, payload, SIG_HS256, jwt, sizeof jwt);
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", jwt);
     const char *odd_role[] = {hdr, NULL};
-    r = call("POST", "/api/v1/sessions", odd_role, GOOD_SESSION);
-    expect_problem(&r, 403, "FORBIDDEN");
+    r = th_call(&srv, "POST", "/api/v1/sessions", odd_role, GOOD_SESSION);
+    th_expect_problem(&r, 403, "FORBIDDEN");
     th_resp_free(&r);
 
     /* Identity comes before the body: a bad body with no token is 401. */
-    r = call("POST", "/api/v1/sessions", NULL, "not json");
+    r = th_call(&srv, "POST", "/api/v1/sessions", NULL, "not json");
     expect_unauthenticated(&r, "bad body, no token");
     th_resp_free(&r);
 
@@ -629,7 +608,7 @@ static void test_session_create_and_get(void **state)
     char v[128], path[128];
     (void)state;
     const char *admin[] = {th_auth_header(1, true), NULL};
-    struct th_resp r = call("POST", "/api/v1/sessions", admin, GOOD_SESSION);
+    struct th_resp r = th_call(&srv, "POST", "/api/v1/sessions", admin, GOOD_SESSION);
     assert_int_equal(r.status, 201);
     expect_header(&r, "Content-Type", "application/json");
     json_t *j = th_json(&r);
@@ -652,7 +631,7 @@ static void test_session_create_and_get(void **state)
                      1);
 
     /* Read it back at its Location: the same resource. */
-    struct th_resp g = call("GET", path, NULL, NULL);
+    struct th_resp g = th_call(&srv, "GET", path, NULL, NULL);
     assert_int_equal(g.status, 200);
     json_t *gj = th_json(&g);
     assert_true(json_equal(j, gj));
@@ -667,7 +646,7 @@ static void test_session_create_and_get(void **state)
         memcpy(title + 2 * i, "\xc3\xa9", 2); /* e acute, two bytes */
     title[400] = '\0';
     snprintf(body, sizeof body, "{\"title\":\"%s\",\"price_cents\":0,\"stock\":0}", title);
-    r = call("POST", "/api/v1/sessions", admin, body);
+    r = th_call(&srv, "POST", "/api/v1/sessions", admin, body);
     assert_int_equal(r.status, 201);
     th_resp_free(&r);
     assert_int_equal(th_db_int("SELECT CHAR_LENGTH(title) FROM sessions ORDER BY id DESC LIMIT 1"),
@@ -678,10 +657,10 @@ static void test_session_create_and_get(void **state)
                                           "9007199254740992"};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         snprintf(path, sizeof path, "/api/v1/sessions/%s", unknown[i]);
-        g = call("GET", path, NULL, NULL);
+        g = th_call(&srv, "GET", path, NULL, NULL);
         if (g.status != 404)
             fail_msg("GET %s: expected 404, got %ld %s", path, g.status, g.body);
-        expect_problem(&g, 404, "SESSION_NOT_FOUND");
+        th_expect_problem(&g, 404, "SESSION_NOT_FOUND");
         th_resp_free(&g);
     }
     assert_int_equal(sessions_in_db(), 2);
@@ -729,15 +708,15 @@ static void test_session_bad_bodies(void **state)
     };
     const char *admin[] = {th_auth_header(1, true), NULL};
     for (size_t i = 0; i < sizeof not_json / sizeof not_json[0]; i++) {
-        struct th_resp r = call("POST", "/api/v1/sessions", admin, not_json[i]);
+        struct th_resp r = th_call(&srv, "POST", "/api/v1/sessions", admin, not_json[i]);
         if (r.status != 400 || strcmp(th_code(&r), "INVALID_JSON") != 0)
             fail_msg("body <%s>: expected 400 INVALID_JSON, got %ld %s", not_json[i], r.status,
                      r.body);
-        expect_problem(&r, 400, "INVALID_JSON");
+        th_expect_problem(&r, 400, "INVALID_JSON");
         th_resp_free(&r);
     }
     for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
-        struct th_resp r = call("POST", "/api/v1/sessions", admin, invalid[i].body);
+        struct th_resp r = th_call(&srv, "POST", "/api/v1/sessions", admin, invalid[i].body);
         if (r.status != 400)
             fail_msg("body <%.60s>: expected 400, got %ld %s", invalid[i].body, r.status, r.body);
         expect_field(&r, invalid[i].field);
@@ -750,10 +729,10 @@ static void test_session_bad_bodies(void **state)
                                         "Content-Type: application/jsonx", "Content-Type:"};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const char *h[] = {th_auth_header(1, true), types[i], NULL};
-        struct th_resp r = call("POST", "/api/v1/sessions", h, GOOD_SESSION);
+        struct th_resp r = th_call(&srv, "POST", "/api/v1/sessions", h, GOOD_SESSION);
         if (r.status != 415)
             fail_msg("%s: expected 415, got %ld %s", types[i], r.status, r.body);
-        expect_problem(&r, 415, "UNSUPPORTED_MEDIA_TYPE");
+        th_expect_problem(&r, 415, "UNSUPPORTED_MEDIA_TYPE");
         th_resp_free(&r);
     }
     assert_int_equal(sessions_in_db(), 0);
@@ -761,7 +740,7 @@ static void test_session_bad_bodies(void **state)
     /* ... in any case, with parameters. */
     const char *charset[] = {th_auth_header(1, true),
                              "Content-Type: Application/JSON; charset=utf-8", NULL};
-    struct th_resp r = call("POST", "/api/v1/sessions", charset, GOOD_SESSION);
+    struct th_resp r = th_call(&srv, "POST", "/api/v1/sessions", charset, GOOD_SESSION);
     assert_int_equal(r.status, 201);
     th_resp_free(&r);
     assert_int_equal(sessions_in_db(), 1);
@@ -775,7 +754,7 @@ static void test_order_tokens(void **state)
     (void)state;
     for (int i = 0; i < 2; i++) {
         const char *h[] = {th_auth_header(42, false), NULL};
-        struct th_resp r = call("POST", "/api/v1/tokens", h, NULL);
+        struct th_resp r = th_call(&srv, "POST", "/api/v1/tokens", h, NULL);
         assert_int_equal(r.status, 201);
         expect_header(&r, "Content-Type", "application/json");
         json_t *j = th_json(&r);
@@ -802,12 +781,12 @@ static void test_order_tokens(void **state)
 
     /* An empty JSON object is as good as no body. */
     const char *h[] = {th_auth_header(7, false), NULL};
-    struct th_resp r = call("POST", "/api/v1/tokens", h, "{}");
+    struct th_resp r = th_call(&srv, "POST", "/api/v1/tokens", h, "{}");
     assert_int_equal(r.status, 201);
     th_resp_free(&r);
 
     /* Tokens are for users: none without identity. */
-    r = call("POST", "/api/v1/tokens", NULL, NULL);
+    r = th_call(&srv, "POST", "/api/v1/tokens", NULL, NULL);
     expect_unauthenticated(&r, "token without identity");
     th_resp_free(&r);
     assert_int_equal(th_redis_int("EVAL %s 0", "return #redis.call('KEYS', 'token:*')"), 3);
@@ -821,15 +800,15 @@ static void test_token_body_is_json(void **state)
     (void)state;
     const char *h[] = {th_auth_header(7, false), NULL};
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
-        struct th_resp r = call("POST", "/api/v1/tokens", h, bodies[i]);
+        struct th_resp r = th_call(&srv, "POST", "/api/v1/tokens", h, bodies[i]);
         if (r.status != 400 || strcmp(th_code(&r), "INVALID_JSON") != 0)
             fail_msg("POST /tokens with <%s>: expected 400 INVALID_JSON, got %ld %s", bodies[i],
                      r.status, r.body);
         th_resp_free(&r);
     }
     const char *text[] = {th_auth_header(7, false), "Content-Type: text/plain", NULL};
-    struct th_resp r = call("POST", "/api/v1/tokens", text, "{}");
-    expect_problem(&r, 415, "UNSUPPORTED_MEDIA_TYPE");
+    struct th_resp r = th_call(&srv, "POST", "/api/v1/tokens", text, "{}");
+    th_expect_problem(&r, 415, "UNSUPPORTED_MEDIA_TYPE");
     th_resp_free(&r);
     assert_int_equal(th_redis_int("EVAL %s 0", "return #redis.call('KEYS', 'token:*')"), 0);
 }
@@ -917,8 +896,8 @@ static void test_body_limit(void **state)
     /* One byte over, through curl. */
     char *over = padded_session(MAX_BODY + 1);
     const char *admin[] = {th_auth_header(1, true), NULL};
-    struct th_resp r = call("POST", "/api/v1/sessions", admin, over);
-    expect_problem(&r, 413, "PAYLOAD_TOO_LARGE");
+    struct th_resp r = th_call(&srv, "POST", "/api/v1/sessions", admin, over);
+    th_expect_problem(&r, 413, "PAYLOAD_TOO_LARGE");
     th_resp_free(&r);
     free(over);
 
@@ -968,7 +947,7 @@ static void test_body_limit(void **state)
     /* Exactly at the limit is past the size check: created, by length and
      * by chunks. */
     char *edge = padded_session(MAX_BODY);
-    r = call("POST", "/api/v1/sessions", admin, edge);
+    r = th_call(&srv, "POST", "/api/v1/sessions", admin, edge);
     assert_int_equal(r.status, 201);
     th_resp_free(&r);
     chunks = chunked(edge, MAX_BODY, 1000, &clen);
@@ -1099,7 +1078,7 @@ static void test_metrics(void **state)
 {
     char ct[128];
     (void)state;
-    struct th_resp m = call("GET", "/metrics", NULL, NULL);
+    struct th_resp m = th_call(&srv, "GET", "/metrics", NULL, NULL);
     assert_int_equal(m.status, 200);
     assert_non_null(th_header(&m, "Content-Type", ct, sizeof ct));
     assert_int_equal(strncmp(ct, "text/plain", 10), 0);
@@ -1108,24 +1087,24 @@ static void test_metrics(void **state)
     th_resp_free(&m);
 
     for (int i = 0; i < 5; i++) {
-        struct th_resp r = call("GET", "/livez", NULL, NULL);
+        struct th_resp r = th_call(&srv, "GET", "/livez", NULL, NULL);
         th_resp_free(&r);
     }
-    struct th_resp r = call("GET", "/nope", NULL, NULL);
+    struct th_resp r = th_call(&srv, "GET", "/nope", NULL, NULL);
     th_resp_free(&r);
-    r = call("DELETE", "/livez", NULL, NULL);
+    r = th_call(&srv, "DELETE", "/livez", NULL, NULL);
     th_resp_free(&r);
-    r = call("POST", "/api/v1/sessions", NULL, GOOD_SESSION);
+    r = th_call(&srv, "POST", "/api/v1/sessions", NULL, GOOD_SESSION);
     th_resp_free(&r);
     int64_t s = th_session(&srv, 3, 100);
     char path[64];
     snprintf(path, sizeof path, "/api/v1/sessions/%lld", (long long)s);
-    r = call("GET", path, NULL, NULL);
+    r = th_call(&srv, "GET", path, NULL, NULL);
     th_resp_free(&r);
-    r = call("GET", "/api/v1/sessions/424242", NULL, NULL);
+    r = th_call(&srv, "GET", "/api/v1/sessions/424242", NULL, NULL);
     th_resp_free(&r);
 
-    m = call("GET", "/metrics", NULL, NULL);
+    m = th_call(&srv, "GET", "/metrics", NULL, NULL);
     assert_int_equal(m.status, 200);
     const char *t = m.body;
     long long livez_after =

@@ -113,14 +113,6 @@ static int teardown(void **state)
 
 /* ---- helpers ---- */
 
-static struct th_resp call(const char *method, const char *path, const char *const *headers,
-                           const char *body)
-{
-    char url[512];
-    snprintf(url, sizeof url, "%s%s", srv.url, path);
-    return th_request(method, url, headers, body);
-}
-
 static void expect_unavailable(const struct th_resp *r, const char *what)
 {
     char v[128];
@@ -143,7 +135,7 @@ static json_t *wait_readyz(long want_status, const char *key, const char *want)
     json_t *j = NULL;
     long st = 0;
     while (now_s() - t0 < 5.0) {
-        struct th_resp r = call("GET", "/readyz", NULL, NULL);
+        struct th_resp r = th_call(&srv, "GET", "/readyz", NULL, NULL);
         st = r.status;
         json_decref(j);
         j = json_loadb(r.body, r.body_len, 0, NULL);
@@ -175,7 +167,7 @@ static void expect_running(const char *when)
 /* The JSON of /readyz after checking its status. */
 static json_t *readyz(long want_status)
 {
-    struct th_resp r = call("GET", "/readyz", NULL, NULL);
+    struct th_resp r = th_call(&srv, "GET", "/readyz", NULL, NULL);
     if (r.status != want_status)
         fail_msg("/readyz: expected %ld, got %ld %s", want_status, r.status, r.body);
     json_t *j = th_json(&r);
@@ -192,7 +184,7 @@ static const char *jstr(const json_t *o, const char *key)
 static long post_token(int64_t user, char *token_out)
 {
     const char *h[] = {th_auth_header(user, false), NULL};
-    struct th_resp r = call("POST", "/api/v1/tokens", h, NULL);
+    struct th_resp r = th_call(&srv, "POST", "/api/v1/tokens", h, NULL);
     long st = r.status;
     if (st == 201 && token_out != NULL) {
         json_t *j = th_json(&r);
@@ -206,7 +198,7 @@ static long post_token(int64_t user, char *token_out)
 /* The value of one exact series in the server's /metrics, or -1. */
 static long long metric(const char *name)
 {
-    struct th_resp r = call("GET", "/metrics", NULL, NULL);
+    struct th_resp r = th_call(&srv, "GET", "/metrics", NULL, NULL);
     long long v = -1;
     size_t n = strlen(name);
     for (const char *p = r.body; r.status == 200 && (p = strstr(p, name)) != NULL; p += n) {
@@ -247,12 +239,12 @@ static void test_redis_down_and_back(void **state)
     /* Tokens live only in Redis: none can be issued. */
     for (int i = 0; i < 3; i++) {
         const char *h[] = {th_auth_header(50, false), NULL};
-        struct th_resp r = call("POST", "/api/v1/tokens", h, NULL);
+        struct th_resp r = th_call(&srv, "POST", "/api/v1/tokens", h, NULL);
         expect_unavailable(&r, "POST /tokens with Redis stopped");
         th_resp_free(&r);
     }
     /* What needs only MySQL still works. */
-    struct th_resp g = call("GET", path, NULL, NULL);
+    struct th_resp g = th_call(&srv, "GET", path, NULL, NULL);
     assert_int_equal(g.status, 200);
     th_resp_free(&g);
     assert_true(metric("ticketd_dependency_errors_total{dependency=\"redis\"}") > errors_before);
@@ -303,26 +295,26 @@ static void test_mysql_down_and_back(void **state)
     assert_string_equal(jstr(j, "redis"), "up");
     assert_string_not_equal(jstr(j, "status"), "ready");
     json_decref(j);
-    struct th_resp r = call("GET", "/readyz", NULL, NULL);
+    struct th_resp r = th_call(&srv, "GET", "/readyz", NULL, NULL);
     char v[32];
     assert_non_null(th_header(&r, "Retry-After", v, sizeof v));
     th_resp_free(&r);
 
     for (int i = 0; i < 3; i++) {
-        r = call("GET", path, NULL, NULL);
+        r = th_call(&srv, "GET", path, NULL, NULL);
         expect_unavailable(&r, "GET /sessions/{id} with MariaDB stopped");
         th_resp_free(&r);
     }
-    r = call("GET", "/api/v1/sessions/1", NULL, NULL);
+    r = th_call(&srv, "GET", "/api/v1/sessions/1", NULL, NULL);
     expect_unavailable(&r, "GET /sessions/1 with MariaDB stopped");
     th_resp_free(&r);
     const char *admin[] = {th_auth_header(1, true), NULL};
-    r = call("POST", "/api/v1/sessions", admin,
-             "{\"title\":\"Lost\",\"price_cents\":100,\"stock\":3}");
+    r = th_call(&srv, "POST", "/api/v1/sessions", admin,
+                "{\"title\":\"Lost\",\"price_cents\":100,\"stock\":3}");
     expect_unavailable(&r, "POST /sessions with MariaDB stopped");
     th_resp_free(&r);
     /* Alive, and what needs only Redis still works. */
-    r = call("GET", "/livez", NULL, NULL);
+    r = th_call(&srv, "GET", "/livez", NULL, NULL);
     assert_int_equal(r.status, 200);
     th_resp_free(&r);
     assert_int_equal(post_token(60, NULL), 201);
@@ -334,7 +326,7 @@ static void test_mysql_down_and_back(void **state)
     double t0 = now_s();
     long st = 0;
     while (now_s() - t0 < 5.0) {
-        r = call("GET", path, NULL, NULL);
+        r = th_call(&srv, "GET", path, NULL, NULL);
         st = r.status;
         th_resp_free(&r);
         if (st == 200)
@@ -770,7 +762,7 @@ static void test_token_command(void **state)
     /* The server takes it as user 42. */
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", jwt);
     const char *h[] = {hdr, NULL};
-    struct th_resp t = call("POST", "/api/v1/tokens", h, NULL);
+    struct th_resp t = th_call(&srv, "POST", "/api/v1/tokens", h, NULL);
     assert_int_equal(t.status, 201);
     json_t *j = th_json(&t);
     snprintf(tok, sizeof tok, "%s", jstr(j, "token"));
@@ -778,7 +770,8 @@ static void test_token_command(void **state)
     th_resp_free(&t);
     assert_int_equal(th_redis_int("GET token:{42}:%s", tok), 42);
     /* ... and not as an administrator. */
-    t = call("POST", "/api/v1/sessions", h, "{\"title\":\"A\",\"price_cents\":1,\"stock\":1}");
+    t = th_call(&srv, "POST", "/api/v1/sessions", h,
+                "{\"title\":\"A\",\"price_cents\":1,\"stock\":1}");
     assert_int_equal(t.status, 403);
     th_resp_free(&t);
 
@@ -786,7 +779,8 @@ static void test_token_command(void **state)
     assert_int_equal(r.status, 0);
     first_line(r.out, jwt, sizeof jwt);
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", jwt);
-    t = call("POST", "/api/v1/sessions", h, "{\"title\":\"A\",\"price_cents\":1,\"stock\":1}");
+    t = th_call(&srv, "POST", "/api/v1/sessions", h,
+                "{\"title\":\"A\",\"price_cents\":1,\"stock\":1}");
     assert_int_equal(t.status, 201);
     th_resp_free(&t);
 
@@ -796,7 +790,7 @@ static void test_token_command(void **state)
     assert_int_equal(r.status, 0);
     first_line(r.out, jwt, sizeof jwt);
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", jwt);
-    t = call("POST", "/api/v1/tokens", h, NULL);
+    t = th_call(&srv, "POST", "/api/v1/tokens", h, NULL);
     assert_int_equal(t.status, 401);
     th_resp_free(&t);
 
@@ -806,7 +800,7 @@ static void test_token_command(void **state)
     first_line(r.out, jwt, sizeof jwt);
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", jwt);
     msleep(2100);
-    t = call("POST", "/api/v1/tokens", h, NULL);
+    t = th_call(&srv, "POST", "/api/v1/tokens", h, NULL);
     assert_int_equal(t.status, 401);
     th_resp_free(&t);
 

@@ -40,15 +40,6 @@ static int64_t orders_of(int64_t session)
     return th_db_int("SELECT COUNT(*) FROM orders WHERE session_id = %lld", (long long)session);
 }
 
-static void expect_problem(struct th_resp *r, long status, const char *code)
-{
-    char ct[128];
-    if (r->status != status || strcmp(th_code(r), code) != 0)
-        fail_msg("expected %ld %s, got %ld %s", status, code, r->status, r->body);
-    assert_non_null(th_header(r, "Content-Type", ct, sizeof ct));
-    assert_string_equal(ct, "application/problem+json");
-}
-
 static void expect_layer(struct th_resp *r, const char *layer)
 {
     char v[64];
@@ -99,7 +90,7 @@ static void test_create_replay_get_list(void **state)
     assert_string_equal(json_string_value(json_object_get(go, "order_no")), no);
     const char *theirs[] = {th_auth_header(43, false), NULL};
     struct th_resp g2 = th_request("GET", url, theirs, NULL);
-    expect_problem(&g2, 404, "ORDER_NOT_FOUND");
+    th_expect_problem(&g2, 404, "ORDER_NOT_FOUND");
 
     /* The list: newest first, paged by an opaque cursor. */
     char tok2[96];
@@ -123,7 +114,7 @@ static void test_create_replay_get_list(void **state)
     assert_true(json_is_null(json_object_get(lj2, "next_cursor")));
     snprintf(url, sizeof url, "%s/api/v1/orders?limit=0", srv.url);
     struct th_resp bad = th_request("GET", url, mine, NULL);
-    expect_problem(&bad, 400, "VALIDATION_FAILED");
+    th_expect_problem(&bad, 400, "VALIDATION_FAILED");
 
     json_decref(o);
     json_decref(go);
@@ -381,24 +372,24 @@ static void test_key_reuse_and_tokens(void **state)
 
     /* Same key, another payload: refused, whatever the token. */
     struct th_resp q = th_order(&srv, 5, "reuse", tok, s, 3);
-    expect_problem(&q, 422, "IDEMPOTENCY_KEY_REUSED");
+    th_expect_problem(&q, 422, "IDEMPOTENCY_KEY_REUSED");
     struct th_resp q2 = th_order(&srv, 5, "reuse", tok, s2, 1);
-    expect_problem(&q2, 422, "IDEMPOTENCY_KEY_REUSED");
+    th_expect_problem(&q2, 422, "IDEMPOTENCY_KEY_REUSED");
 
     /* A spent token with a new key. */
     struct th_resp t = th_order(&srv, 5, "reuse-2", tok, s, 1);
-    expect_problem(&t, 409, "ORDER_TOKEN_INVALID");
+    th_expect_problem(&t, 409, "ORDER_TOKEN_INVALID");
     expect_layer(&t, "token");
     /* Someone else's token. */
     th_order_token(&srv, 6, other);
     struct th_resp t2 = th_order(&srv, 5, "reuse-3", other, s, 1);
-    expect_problem(&t2, 409, "ORDER_TOKEN_INVALID");
+    th_expect_problem(&t2, 409, "ORDER_TOKEN_INVALID");
     /* ... which stays valid for its owner. */
     struct th_resp t3 = th_order(&srv, 6, "theirs", other, s, 1);
     assert_int_equal(t3.status, 201);
     /* An unknown token. */
     struct th_resp t4 = th_order(&srv, 5, "reuse-4", "not-a-token", s, 1);
-    expect_problem(&t4, 409, "ORDER_TOKEN_INVALID");
+    th_expect_problem(&t4, 409, "ORDER_TOKEN_INVALID");
     assert_int_equal(orders_of(s), 2);
     assert_int_equal(stock_of(s), 8);
 
@@ -436,7 +427,7 @@ static void test_key_known_to_the_database_only(void **state)
     /* Another session under the key: refused, and (a failure) remembered nowhere. */
     th_order_token(&other, 12, tok);
     struct th_resp moved = th_order(&other, 12, "db-only", tok, s2, 2);
-    expect_problem(&moved, 422, "IDEMPOTENCY_KEY_REUSED");
+    th_expect_problem(&moved, 422, "IDEMPOTENCY_KEY_REUSED");
     expect_layer(&moved, "unique-index");
 
     /* The same payload: the first order, replayed from the database. */
@@ -472,29 +463,29 @@ static void test_failures_leave_key_free(void **state)
     snprintf(tk, sizeof tk, "X-Order-Token: %s", tok);
     const char *h[] = {th_auth_header(8, false), "Idempotency-Key: free-1", tk, NULL};
     struct th_resp v = th_request("POST", url, h, "{\"session_id\": 1, \"quantity\": 0}");
-    expect_problem(&v, 400, "VALIDATION_FAILED");
+    th_expect_problem(&v, 400, "VALIDATION_FAILED");
     json_t *vj = th_json(&v);
     assert_string_equal(json_string_value(json_object_get(vj, "field")), "quantity");
     json_decref(vj);
     struct th_resp v2 = th_request("POST", url, h, "{\"session_id\": 1, \"quantity\": 2.0}");
-    expect_problem(&v2, 400, "VALIDATION_FAILED");
+    th_expect_problem(&v2, 400, "VALIDATION_FAILED");
     struct th_resp v3 = th_request("POST", url, h, "{\"session_id\": 1, \"quantity\": 1");
-    expect_problem(&v3, 400, "INVALID_JSON");
+    th_expect_problem(&v3, 400, "INVALID_JSON");
     struct th_resp v4 =
         th_request("POST", url, h, "{\"session_id\": 1, \"quantity\": 1, \"quantity\": 1}");
-    expect_problem(&v4, 400, "INVALID_JSON");
+    th_expect_problem(&v4, 400, "INVALID_JSON");
     struct th_resp v5 = th_order(&srv, 8, "free-1", tok, 999999, 1);
-    expect_problem(&v5, 404, "SESSION_NOT_FOUND");
+    th_expect_problem(&v5, 404, "SESSION_NOT_FOUND");
 
     /* The unknown session spent the token (it had passed the token check),
      * but the key is still free. */
     struct th_resp so = th_order(&srv, 8, "free-1", tok, s, 5);
-    expect_problem(&so, 409, "ORDER_TOKEN_INVALID");
+    th_expect_problem(&so, 409, "ORDER_TOKEN_INVALID");
     th_resp_free(&so);
     /* Sold out likewise leaves the key free. */
     th_order_token(&srv, 8, tok);
     so = th_order(&srv, 8, "free-1", tok, s, 5);
-    expect_problem(&so, 409, "SOLD_OUT");
+    th_expect_problem(&so, 409, "SOLD_OUT");
     assert_int_equal(stock_of(s), 3);
     th_order_token(&srv, 8, tok);
     struct th_resp ok = th_order(&srv, 8, "free-1", tok, s, 3);
@@ -523,25 +514,25 @@ static void test_header_rules(void **state)
 
     const char *nokey[] = {th_auth_header(11, false), tk, NULL};
     struct th_resp a = th_request("POST", url, nokey, body);
-    expect_problem(&a, 400, "IDEMPOTENCY_KEY_REQUIRED");
+    th_expect_problem(&a, 400, "IDEMPOTENCY_KEY_REQUIRED");
     const char *badkey[] = {th_auth_header(11, false), tk, "Idempotency-Key: has space", NULL};
     struct th_resp b = th_request("POST", url, badkey, body);
-    expect_problem(&b, 400, "IDEMPOTENCY_KEY_INVALID");
+    th_expect_problem(&b, 400, "IDEMPOTENCY_KEY_INVALID");
     char longkey[100] = "Idempotency-Key: ";
     memset(longkey + strlen(longkey), 'k', 65);
     const char *toolong[] = {th_auth_header(11, false), tk, longkey, NULL};
     struct th_resp c = th_request("POST", url, toolong, body);
-    expect_problem(&c, 400, "IDEMPOTENCY_KEY_INVALID");
+    th_expect_problem(&c, 400, "IDEMPOTENCY_KEY_INVALID");
     const char *notoken[] = {th_auth_header(11, false), "Idempotency-Key: k1", NULL};
     struct th_resp d = th_request("POST", url, notoken, body);
-    expect_problem(&d, 400, "ORDER_TOKEN_REQUIRED");
+    th_expect_problem(&d, 400, "ORDER_TOKEN_REQUIRED");
     const char *noauth[] = {"Idempotency-Key: k1", tk, NULL};
     struct th_resp e = th_request("POST", url, noauth, body);
-    expect_problem(&e, 401, "UNAUTHENTICATED");
+    th_expect_problem(&e, 401, "UNAUTHENTICATED");
     const char *text[] = {th_auth_header(11, false), "Idempotency-Key: k1", tk,
                           "Content-Type: text/plain", NULL};
     struct th_resp f = th_request("POST", url, text, body);
-    expect_problem(&f, 415, "UNSUPPORTED_MEDIA_TYPE");
+    th_expect_problem(&f, 415, "UNSUPPORTED_MEDIA_TYPE");
 
     /* The structured-field form: the quotes are not part of the key. */
     const char *quoted[] = {th_auth_header(11, false), tk, "Idempotency-Key: \"q-1\"", NULL};
@@ -649,7 +640,7 @@ static void test_redis_strict_policy(void **state)
     th_services("stop-redis");
     struct th_resp r = th_order(&strict, 31, "strict-1", tok, s, 1);
     th_services("start-redis");
-    expect_problem(&r, 503, "DEPENDENCY_UNAVAILABLE");
+    th_expect_problem(&r, 503, "DEPENDENCY_UNAVAILABLE");
     char v[16];
     assert_non_null(th_header(&r, "Retry-After", v, sizeof v));
     assert_int_equal(orders_of(s), 0);
@@ -666,7 +657,7 @@ static void test_mysql_down_leaves_nothing(void **state)
     th_services("stop-mysql");
     struct th_resp r = th_order(&srv, 41, "db-down", tok, s, 1);
     th_services("start-mysql");
-    expect_problem(&r, 503, "DEPENDENCY_UNAVAILABLE");
+    th_expect_problem(&r, 503, "DEPENDENCY_UNAVAILABLE");
     assert_non_null(th_header(&r, "Retry-After", v, sizeof v));
     /* Nothing half-written, and the key is free for the retry. */
     assert_int_equal(orders_of(s), 0);

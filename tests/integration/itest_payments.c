@@ -49,15 +49,6 @@ static int64_t now_ms(void)
 
 /* ---- helpers ---- */
 
-static void expect_problem(const struct th_resp *r, long status, const char *code)
-{
-    char ct[128];
-    if (r->status != status || strcmp(th_code(r), code) != 0)
-        fail_msg("expected %ld %s, got %ld %s", status, code, r->status, r->body);
-    assert_non_null(th_header(r, "Content-Type", ct, sizeof ct));
-    assert_string_equal(ct, "application/problem+json");
-}
-
 /* The first column of the first row of a query, as text, into out. */
 static const char *db_str(char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -265,10 +256,10 @@ static void expect_audit_ok(const struct th_server *s)
     snprintf(url, sizeof url, "%s/api/v1/admin/audit", s->url);
     const char *user[] = {th_auth_header(5, false), NULL};
     struct th_resp f = th_request("GET", url, user, NULL);
-    expect_problem(&f, 403, "FORBIDDEN");
+    th_expect_problem(&f, 403, "FORBIDDEN");
     th_resp_free(&f);
     struct th_resp none = th_request("GET", url, NULL, NULL);
-    expect_problem(&none, 401, "UNAUTHENTICATED");
+    th_expect_problem(&none, 401, "UNAUTHENTICATED");
     th_resp_free(&none);
 
     const char *admin[] = {th_auth_header(1, true), NULL};
@@ -557,21 +548,21 @@ static void test_signature_rules(void **state)
              no);
 
     struct th_resp r = signed_post(&srv, body, 0, "not-the-secret-0123456789abcdef");
-    expect_problem(&r, 401, "SIGNATURE_INVALID");
+    th_expect_problem(&r, 401, "SIGNATURE_INVALID");
     char v[128];
     assert_non_null(th_header(&r, "WWW-Authenticate", v, sizeof v));
     th_resp_free(&r);
 
     /* Stale and future timestamps, genuinely signed. */
     r = signed_post(&srv, body, -400, TH_PAY_SECRET);
-    expect_problem(&r, 401, "TIMESTAMP_OUT_OF_TOLERANCE");
+    th_expect_problem(&r, 401, "TIMESTAMP_OUT_OF_TOLERANCE");
     th_resp_free(&r);
     r = signed_post(&srv, body, 400, TH_PAY_SECRET);
-    expect_problem(&r, 401, "TIMESTAMP_OUT_OF_TOLERANCE");
+    th_expect_problem(&r, 401, "TIMESTAMP_OUT_OF_TOLERANCE");
     th_resp_free(&r);
     /* A stale timestamp with a forged signature: the signature is what fails. */
     r = signed_post(&srv, body, -400, "not-the-secret-0123456789abcdef");
-    expect_problem(&r, 401, "SIGNATURE_INVALID");
+    th_expect_problem(&r, 401, "SIGNATURE_INVALID");
     th_resp_free(&r);
 
     /* The body changed after signing. */
@@ -581,42 +572,42 @@ static void test_signature_rules(void **state)
     snprintf(changed, sizeof changed, "%s", body);
     *strstr(changed, "1000") = '9';
     r = post_callback(&srv, changed, ts, sig);
-    expect_problem(&r, 401, "SIGNATURE_INVALID");
+    th_expect_problem(&r, 401, "SIGNATURE_INVALID");
     th_resp_free(&r);
     /* The timestamp changed after signing (a replay made to look fresh). */
     snprintf(old, sizeof old, "%lld", (long long)time(NULL) - 1000);
     char old_sig[65];
     sign(TH_PAY_SECRET, old, body, old_sig);
     r = post_callback(&srv, body, ts, old_sig);
-    expect_problem(&r, 401, "SIGNATURE_INVALID");
+    th_expect_problem(&r, 401, "SIGNATURE_INVALID");
     th_resp_free(&r);
     /* Missing headers. */
     r = post_callback(&srv, body, ts, NULL);
-    expect_problem(&r, 401, "SIGNATURE_INVALID");
+    th_expect_problem(&r, 401, "SIGNATURE_INVALID");
     th_resp_free(&r);
     r = post_callback(&srv, body, NULL, sig);
-    expect_problem(&r, 401, "SIGNATURE_INVALID");
+    th_expect_problem(&r, 401, "SIGNATURE_INVALID");
     th_resp_free(&r);
     r = post_callback(&srv, body, NULL, NULL);
-    expect_problem(&r, 401, "SIGNATURE_INVALID");
+    th_expect_problem(&r, 401, "SIGNATURE_INVALID");
     th_resp_free(&r);
     /* Uppercase hex is not the signature's form; nor is a prefix of it. */
     char upper[65];
     for (int i = 0; i < 65; i++)
         upper[i] = (char)(sig[i] >= 'a' && sig[i] <= 'f' ? sig[i] - 32 : sig[i]);
     r = post_callback(&srv, body, ts, upper);
-    expect_problem(&r, 401, "SIGNATURE_INVALID");
+    th_expect_problem(&r, 401, "SIGNATURE_INVALID");
     th_resp_free(&r);
     char prefix[65];
     memcpy(prefix, sig, 63);
     prefix[63] = '\0';
     r = post_callback(&srv, body, ts, prefix);
-    expect_problem(&r, 401, "SIGNATURE_INVALID");
+    th_expect_problem(&r, 401, "SIGNATURE_INVALID");
     th_resp_free(&r);
     /* A signed but unreadable timestamp. */
     sign(TH_PAY_SECRET, "soon", body, sig);
     r = post_callback(&srv, body, "soon", sig);
-    expect_problem(&r, 401, "SIGNATURE_INVALID");
+    th_expect_problem(&r, 401, "SIGNATURE_INVALID");
     th_resp_free(&r);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), 0);
 
@@ -651,10 +642,10 @@ static void test_callback_validation(void **state)
     place(&srv, 11, s, 1, no);
 
     struct th_resp r = pay(&srv, "gw-x", "26120100000000000000", 1000, "SUCCESS");
-    expect_problem(&r, 404, "ORDER_NOT_FOUND");
+    th_expect_problem(&r, 404, "ORDER_NOT_FOUND");
     th_resp_free(&r);
     r = pay(&srv, "gw-x", "nope", 1000, "SUCCESS");
-    expect_problem(&r, 404, "ORDER_NOT_FOUND");
+    th_expect_problem(&r, 404, "ORDER_NOT_FOUND");
     th_resp_free(&r);
 
     static const struct {
@@ -690,7 +681,7 @@ static void test_callback_validation(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         fill(body, sizeof body, bad[i].tmpl, no);
         r = signed_post(&srv, body, 0, TH_PAY_SECRET);
-        expect_problem(&r, 400, "VALIDATION_FAILED");
+        th_expect_problem(&r, 400, "VALIDATION_FAILED");
         json_t *j = th_json(&r);
         const char *field = json_string_value(json_object_get(j, "field"));
         if (field == NULL || strcmp(field, bad[i].field) != 0)
@@ -699,17 +690,17 @@ static void test_callback_validation(void **state)
         th_resp_free(&r);
     }
     r = signed_post(&srv, "{\"txn_id\":", 0, TH_PAY_SECRET);
-    expect_problem(&r, 400, "INVALID_JSON");
+    th_expect_problem(&r, 400, "INVALID_JSON");
     th_resp_free(&r);
     r = signed_post(&srv, "[1]", 0, TH_PAY_SECRET);
-    expect_problem(&r, 400, "INVALID_JSON");
+    th_expect_problem(&r, 400, "INVALID_JSON");
     th_resp_free(&r);
     snprintf(body, sizeof body,
              "{\"txn_id\":\"a\",\"txn_id\":\"b\",\"order_no\":\"%s\",\"amount_cents\":1000,"
              "\"status\":\"SUCCESS\"}",
              no);
     r = signed_post(&srv, body, 0, TH_PAY_SECRET);
-    expect_problem(&r, 400, "INVALID_JSON");
+    th_expect_problem(&r, 400, "INVALID_JSON");
     th_resp_free(&r);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), 0);
 
@@ -776,10 +767,10 @@ static void test_cancel_rules(void **state)
 
     /* Someone else's order does not exist for them. */
     struct th_resp r = order_action(&srv, no, "cancel", 13, false);
-    expect_problem(&r, 404, "ORDER_NOT_FOUND");
+    th_expect_problem(&r, 404, "ORDER_NOT_FOUND");
     th_resp_free(&r);
     r = order_action(&srv, "26120100000000000000", "cancel", 12, false);
-    expect_problem(&r, 404, "ORDER_NOT_FOUND");
+    th_expect_problem(&r, 404, "ORDER_NOT_FOUND");
     th_resp_free(&r);
 
     /* Ten at once, over two instances: one cancel, ten equal answers. */
@@ -819,10 +810,10 @@ static void test_cancel_rules(void **state)
     assert_int_equal(r.status, 200);
     th_resp_free(&r);
     r = th_request("POST", url, h, "{\"reason\":\"changed my mind\"}");
-    expect_problem(&r, 400, "VALIDATION_FAILED");
+    th_expect_problem(&r, 400, "VALIDATION_FAILED");
     th_resp_free(&r);
     r = th_request("POST", url, h, "nope");
-    expect_problem(&r, 400, "INVALID_JSON");
+    th_expect_problem(&r, 400, "INVALID_JSON");
     th_resp_free(&r);
 
     /* A paid order cannot be cancelled. */
@@ -830,7 +821,7 @@ static void test_cancel_rules(void **state)
     struct outcome o = pay_outcome(&srv, "gw-paid", paid, 1000, "SUCCESS");
     expect_outcome(&o, "APPLIED", "PAID", false);
     r = order_action(&srv, paid, "cancel", 12, false);
-    expect_problem(&r, 409, "INVALID_TRANSITION");
+    th_expect_problem(&r, 409, "INVALID_TRANSITION");
     th_resp_free(&r);
     assert_int_equal(stock_of(s), 9);
     expect_audit_ok(&srv);
@@ -1003,20 +994,20 @@ static void test_complete_rules(void **state)
 
     /* Admin only; unknown orders are not found. */
     struct th_resp r = order_action(&srv, no, "complete", 14, false);
-    expect_problem(&r, 403, "FORBIDDEN");
+    th_expect_problem(&r, 403, "FORBIDDEN");
     th_resp_free(&r);
     r = order_action(&srv, "26120100000000000000", "complete", 1, true);
-    expect_problem(&r, 404, "ORDER_NOT_FOUND");
+    th_expect_problem(&r, 404, "ORDER_NOT_FOUND");
     th_resp_free(&r);
     /* Only a ticketed order can be completed. */
     r = order_action(&srv, pending, "complete", 1, true);
-    expect_problem(&r, 409, "INVALID_TRANSITION");
+    th_expect_problem(&r, 409, "INVALID_TRANSITION");
     th_resp_free(&r);
     r = order_action(&srv, gone, "cancel", 14, false);
     assert_int_equal(r.status, 200);
     th_resp_free(&r);
     r = order_action(&srv, gone, "complete", 1, true);
-    expect_problem(&r, 409, "INVALID_TRANSITION");
+    th_expect_problem(&r, 409, "INVALID_TRANSITION");
     th_resp_free(&r);
 
     /* Paid, the ticketing consumer issues the tickets; then the door. */
@@ -1045,7 +1036,7 @@ static void test_complete_rules(void **state)
     assert_int_equal(version_of(no), 4);
     /* A completed order cannot be cancelled. */
     r = order_action(&srv, no, "cancel", 14, false);
-    expect_problem(&r, 409, "INVALID_TRANSITION");
+    th_expect_problem(&r, 409, "INVALID_TRANSITION");
     th_resp_free(&r);
     expect_audit_ok(&srv);
 }
