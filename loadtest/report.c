@@ -1,0 +1,871 @@
+/*
+ * ticketd-report - the replay lab's report: turns the runs of a demo
+ * (ticketd-load --json files, one per scenario, grouped into runs that each
+ * switched some defences off) into report.md, the data files of its charts
+ * and the gnuplot script that draws them.
+ *
+ *   ticketd-report --runs FILE --out DIR [--meta TEXT]...
+ *
+ * FILE has one line per scenario run, tab-separated:
+ *
+ *   run  label  off  database  expect  purpose  scenario  json  command
+ *
+ * run is the run's number (lines of one run are consecutive), label a short
+ * name for the charts, off the defences switched off ("none"), database a
+ * description of the database used, expect "none", "damage" or "may" (the
+ * defences left cannot stop every case; timing decides), purpose one
+ * sentence on what the run shows, json the ticketd-load --json file
+ * (relative to DIR unless absolute) and command the ticketd-load command
+ * line. Each --meta TEXT is a line under the report's title.
+ *
+ * Exit status: 0 every run meant to hold held; 2 a run meant to hold found
+ * damage; 1 a run had errors or a file could not be read or written.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RUNS_MAX      64
+#define SCENARIOS_MAX 16
+#define META_MAX      16
+
+/* The damage columns, in the order of the table; json is the key under
+ * "damage" in ticketd-load's JSON. */
+static const struct {
+    const char *json;
+    const char *column;
+    const char *words;
+} damage_cols[] = {
+    {"oversold_seats", "oversold", "oversold seats"},
+    {"duplicate_orders", "dup. orders", "duplicate orders for one key"},
+    {"token_reused_orders", "token reused", "orders beyond one per order token"},
+    {"double_applied_payments", "double paid", "double-applied payments"},
+    {"refunded_applied_payments", "paid+refunded", "applied payments also refunded"},
+    {"paid_cancelled_orders", "paid+cancelled", "orders both paid and cancelled"},
+    {"double_credited_points", "double points", "double-credited points"},
+    {"missing_points", "missing points", "missing points"},
+    {"audit_failed_checks", "audit failed", "failed audit checks"},
+};
+
+#define DAMAGE_COLS (sizeof(damage_cols) / sizeof(damage_cols[0]))
+
+/* Who caught a duplicate: replays by layer, rejections by layer, replayed
+ * payment callbacks. The chart's columns. */
+static const char *const layer_cols[] = {
+    "response-cache", "inflight-key", "session-lock", "token", "unique-index", "callback-dedup",
+};
+
+#define LAYER_COLS (sizeof(layer_cols) / sizeof(layer_cols[0]))
+
+/* What a run should show: every defence that matters is on (none), one
+ * that matters is off (damage), or the layer left cannot stop every case
+ * and timing decides (may). */
+enum expect { EXPECT_NONE, EXPECT_DAMAGE, EXPECT_MAY };
+
+struct scenario {
+    char *name;
+    char *command;
+    char *json_path;
+    json_t *json; /* owned; NULL if unreadable */
+};
+
+struct run {
+    int number;
+    char *label;
+    char *off;
+    char *database;
+    enum expect expect;
+    char *purpose;
+    struct scenario scen[SCENARIOS_MAX];
+    int count;
+};
+
+static struct run runs[RUNS_MAX];
+static int run_count;
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n == 0 ? 1 : n, size == 0 ? 1 : size);
+
+    if (p == NULL) {
+        fprintf(stderr, "ticketd-report: out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = xcalloc(1, n);
+
+    memcpy(p, s, n);
+    return p;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+static json_t *jget(const json_t *j, const char *path)
+{
+    char key[64];
+    const char *p = path;
+    const json_t *cur = j;
+
+    while (cur != NULL && *p != '\0') {
+        size_t n = strcspn(p, ".");
+
+        if (n >= sizeof(key))
+            return NULL;
+        memcpy(key, p, n);
+        key[n] = '\0';
+        cur = json_object_get(cur, key);
+        p += n;
+        if (*p == '.')
+            p++;
+    }
+    return (json_t *)cur;
+}
+
+static long long jint(const json_t *j, const char *path)
+{
+    json_t *v = j != NULL ? jget(j, path) : NULL;
+
+    if (json_is_integer(v))
+        return (long long)json_integer_value(v);
+    if (json_is_real(v))
+        return (long long)json_real_value(v);
+    return 0;
+}
+
+static double jnum(const json_t *j, const char *path)
+{
+    json_t *v = j != NULL ? jget(j, path) : NULL;
+
+    return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+static const char *jstr(const json_t *j, const char *path)
+{
+    json_t *v = j != NULL ? jget(j, path) : NULL;
+    const char *s = json_string_value(v);
+
+    return s != NULL ? s : "";
+}
+
+/* Splits line at tabs into at most n fields (in place). Returns the count. */
+static int split_tabs(char *line, char **fields, int n)
+{
+    int k = 0;
+    char *p = line;
+
+    while (k < n) {
+        char *tab = strchr(p, '\t');
+
+        fields[k++] = p;
+        if (tab == NULL)
+            break;
+        *tab = '\0';
+        p = tab + 1;
+    }
+    return k;
+}
+
+static int runs_read(const char *path, const char *dir)
+{
+    char line[8192];
+    FILE *f = fopen(path, "r");
+    int rc = -1;
+
+    if (f == NULL) {
+        fprintf(stderr, "ticketd-report: cannot read %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *fld[9];
+        size_t n = strlen(line);
+        struct run *r;
+        struct scenario *sc;
+        json_error_t err;
+        char full[4096];
+
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0 || line[0] == '#')
+            continue;
+        if (split_tabs(line, fld, 9) != 9) {
+            fprintf(stderr, "ticketd-report: %s: a line without 9 fields: %s\n", path, line);
+            goto out;
+        }
+        if (run_count == 0 || runs[run_count - 1].number != atoi(fld[0])) {
+            if (run_count == RUNS_MAX) {
+                fprintf(stderr, "ticketd-report: more than %d runs\n", RUNS_MAX);
+                goto out;
+            }
+            r = &runs[run_count++];
+            r->number = atoi(fld[0]);
+            r->label = xstrdup(fld[1]);
+            r->off = xstrdup(fld[2]);
+            r->database = xstrdup(fld[3]);
+            r->expect = strcmp(fld[4], "damage") == 0 ? EXPECT_DAMAGE
+                        : strcmp(fld[4], "may") == 0  ? EXPECT_MAY
+                                                      : EXPECT_NONE;
+            r->purpose = xstrdup(fld[5]);
+        }
+        r = &runs[run_count - 1];
+        if (r->count == SCENARIOS_MAX) {
+            fprintf(stderr, "ticketd-report: more than %d scenarios in run %d\n", SCENARIOS_MAX,
+                    r->number);
+            goto out;
+        }
+        sc = &r->scen[r->count++];
+        sc->name = xstrdup(fld[6]);
+        sc->json_path = xstrdup(fld[7]);
+        sc->command = xstrdup(fld[8]);
+        if (fld[7][0] == '/')
+            snprintf(full, sizeof(full), "%s", fld[7]);
+        else
+            snprintf(full, sizeof(full), "%s/%s", dir, fld[7]);
+        sc->json = json_load_file(full, 0, &err);
+        if (sc->json == NULL)
+            fprintf(stderr, "ticketd-report: run %d %s: %s: %s\n", r->number, sc->name, full,
+                    err.text);
+    }
+    rc = 0;
+out:
+    fclose(f);
+    return rc;
+}
+
+/* ---- figures of one scenario ---------------------------------------------- */
+
+static long long damage_total(const json_t *j)
+{
+    return jint(j, "damage.total");
+}
+
+/* What a layer caught in one scenario: order replays it answered, order
+ * rejections it produced, or (callback-dedup) callbacks replayed. */
+static long long caught_by(const json_t *j, const char *layer)
+{
+    json_t *answers = json_object_get(j, "answers");
+    json_t *a;
+    size_t i;
+    long long n = 0;
+
+    json_array_foreach(answers, i, a)
+    {
+        const char *kind = jstr(a, "kind");
+        long long status = jint(a, "status");
+
+        if (strcmp(layer, "callback-dedup") == 0) {
+            if (strcmp(kind, "callbacks") == 0 && status == 200 &&
+                json_is_true(json_object_get(a, "replayed")))
+                n += jint(a, "count");
+            continue;
+        }
+        if (strcmp(kind, "orders") != 0 || strcmp(jstr(a, "layer"), layer) != 0)
+            continue;
+        if ((status == 201 && json_is_true(json_object_get(a, "replayed"))) || status >= 400)
+            n += jint(a, "count");
+    }
+    return n;
+}
+
+/* ---- text helpers ------------------------------------------------------------ */
+
+/* A growing string, bounded only by memory. */
+struct sbuf {
+    char *p;
+    size_t len;
+    size_t cap;
+};
+
+static void sb_add(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_add(struct sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = b->cap == 0 ? 256 : b->cap;
+        char *p;
+
+        while (cap < b->len + (size_t)n + 1)
+            cap *= 2;
+        p = realloc(b->p, cap);
+        if (p == NULL) {
+            fprintf(stderr, "ticketd-report: out of memory\n");
+            abort();
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+static const char *sb_str(const struct sbuf *b)
+{
+    return b->p != NULL ? b->p : "";
+}
+
+/* "layer a 12, layer b 3" for the replays of one scenario, or "-". */
+static void replays_text(const json_t *j, struct sbuf *out)
+{
+    json_t *by = jget(j, "replays.by_layer");
+    const char *k;
+    json_t *v;
+    bool any = false;
+
+    json_object_foreach(by, k, v)
+    {
+        sb_add(out, "%s%s %lld", any ? ", " : "", k[0] != '\0' ? k : "(none)",
+               (long long)json_integer_value(v));
+        any = true;
+    }
+    if (!any)
+        sb_add(out, "-");
+}
+
+/* "409 SOLD_OUT 186, 409 REQUEST_IN_PROGRESS @inflight-key 12" over the
+ * load requests, or "-". */
+static void rejections_text(const json_t *j, struct sbuf *out)
+{
+    json_t *answers = json_object_get(j, "answers");
+    json_t *a;
+    size_t i;
+    bool any = false;
+
+    json_array_foreach(answers, i, a)
+    {
+        const char *kind = jstr(a, "kind");
+        const char *code = jstr(a, "code");
+        const char *layer = jstr(a, "layer");
+
+        if (strcmp(kind, "control") == 0 || jint(a, "status") < 400)
+            continue;
+        bool order = strcmp(kind, "orders") == 0;
+
+        sb_add(out, "%s%s%s%lld %s%s%s %lld", any ? ", " : "", order ? "" : kind, order ? "" : " ",
+               jint(a, "status"), code[0] != '\0' ? code : "-", layer[0] != '\0' ? " @" : "", layer,
+               jint(a, "count"));
+        any = true;
+    }
+    if (!any)
+        sb_add(out, "-");
+}
+
+/* ---- the report ---------------------------------------------------------------- */
+
+struct run_sum {
+    long long damage[DAMAGE_COLS];
+    long long damage_total;
+    long long caught[LAYER_COLS];
+    long long orders;
+    long long requests;
+    bool errors;
+    bool missing;
+    const char *first_error;
+};
+
+static void run_sum(const struct run *r, struct run_sum *s)
+{
+    memset(s, 0, sizeof(*s));
+    for (int i = 0; i < r->count; i++) {
+        const json_t *j = r->scen[i].json;
+
+        if (j == NULL) {
+            s->missing = true;
+            continue;
+        }
+        for (size_t d = 0; d < DAMAGE_COLS; d++) {
+            char path[64];
+
+            snprintf(path, sizeof(path), "damage.%s", damage_cols[d].json);
+            s->damage[d] += jint(j, path);
+        }
+        s->damage_total += damage_total(j);
+        for (size_t l = 0; l < LAYER_COLS; l++)
+            s->caught[l] += caught_by(j, layer_cols[l]);
+        s->orders += jint(j, "orders_created");
+        s->requests += jint(j, "requests.total");
+        if (jint(j, "exit_code") == 1 || jint(j, "errors.count") > 0) {
+            s->errors = true;
+            if (s->first_error == NULL) {
+                json_t *first = jget(j, "errors.first");
+
+                s->first_error = json_string_value(json_array_get(first, 0));
+                if (s->first_error == NULL && jint(j, "transport_errors") > 0)
+                    s->first_error = "transport errors";
+            }
+        }
+    }
+}
+
+static void damage_words(const struct run_sum *s, struct sbuf *out)
+{
+    bool any = false;
+
+    for (size_t d = 0; d < DAMAGE_COLS; d++) {
+        if (s->damage[d] == 0)
+            continue;
+        sb_add(out, "%s%lld %s", any ? ", " : "", s->damage[d], damage_cols[d].words);
+        any = true;
+    }
+}
+
+static void caught_words(const struct run_sum *s, struct sbuf *out)
+{
+    bool any = false;
+
+    for (size_t l = 0; l < LAYER_COLS; l++) {
+        if (s->caught[l] == 0)
+            continue;
+        sb_add(out, "%s%s %lld", any ? ", " : "", layer_cols[l], s->caught[l]);
+        any = true;
+    }
+    if (!any)
+        sb_add(out, "none");
+}
+
+/* The verdict of a run, and its contribution to the exit status. */
+static int run_verdict(const struct run *r, const struct run_sum *s, struct sbuf *out)
+{
+    struct sbuf dmg = {0};
+    struct sbuf who = {0};
+    int rc = 0;
+
+    damage_words(s, &dmg);
+    caught_words(s, &who);
+    if (s->missing) {
+        sb_add(out, "INCOMPLETE: a scenario left no figures (see the demo's output)");
+        rc = 1;
+    } else if (s->damage_total > 0 && r->expect == EXPECT_DAMAGE) {
+        sb_add(out, "DAMAGE, as expected with %s off: %s", r->off, sb_str(&dmg));
+    } else if (s->damage_total > 0 && r->expect == EXPECT_MAY) {
+        sb_add(out,
+               "DAMAGE, which the defences left cannot always prevent: %s (the rest was "
+               "caught by: %s)",
+               sb_str(&dmg), sb_str(&who));
+    } else if (s->damage_total > 0) {
+        sb_add(out, "DAMAGE FOUND although this run should hold: %s", sb_str(&dmg));
+        rc = 2;
+    } else if (r->expect == EXPECT_DAMAGE) {
+        sb_add(out,
+               "no damage this time, although it can happen with %s off: the duplicates "
+               "did not meet (a timing race); run the demo again",
+               r->off);
+    } else {
+        sb_add(out, "no damage; duplicates caught by: %s", sb_str(&who));
+    }
+    if (s->errors) {
+        sb_add(out, "; the run had errors (%s)", s->first_error != NULL ? s->first_error : "?");
+        if (rc == 0)
+            rc = 1;
+    }
+    free(dmg.p);
+    free(who.p);
+    return rc;
+}
+
+/* Escapes the | of a markdown table cell. */
+static void md_cell(FILE *f, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == '|')
+            fputs("\\|", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+static void write_run(FILE *f, const struct run *r, const char *verdict)
+{
+    fprintf(f, "\n## Run %d: %s\n\n", r->number,
+            strcmp(r->off, "none") == 0 ? "all defences on" : r->off);
+    fprintf(f, "- **switched off:** %s\n", strcmp(r->off, "none") == 0 ? "nothing" : r->off);
+    fprintf(f, "- **database:** %s\n", r->database);
+    fprintf(f, "- **expected:** %s\n",
+            r->expect == EXPECT_DAMAGE ? "damage"
+            : r->expect == EXPECT_MAY  ? "damage possible"
+                                       : "no damage");
+    fprintf(f, "- **why:** %s\n\n", r->purpose);
+
+    fprintf(f, "| scenario | requests | orders created | replays by layer | rejections by code |");
+    for (size_t d = 0; d < DAMAGE_COLS; d++)
+        fprintf(f, " %s |", damage_cols[d].column);
+    fprintf(f, " p50 ms | p99 ms | req/s | exit |\n|---|--:|--:|---|---|");
+    for (size_t d = 0; d < DAMAGE_COLS; d++)
+        fprintf(f, "--:|");
+    fprintf(f, "--:|--:|--:|--:|\n");
+    for (int i = 0; i < r->count; i++) {
+        const struct scenario *sc = &r->scen[i];
+        const json_t *j = sc->json;
+        struct sbuf rep = {0}, rej = {0};
+
+        if (j == NULL) {
+            fprintf(f, "| %s | (no figures) |||||||||||||||||\n", sc->name);
+            continue;
+        }
+        replays_text(j, &rep);
+        rejections_text(j, &rej);
+        fprintf(f, "| %s | %lld | %lld | ", sc->name, jint(j, "requests.total"),
+                jint(j, "orders_created"));
+        md_cell(f, sb_str(&rep));
+        fprintf(f, " | ");
+        md_cell(f, sb_str(&rej));
+        fprintf(f, " |");
+        for (size_t d = 0; d < DAMAGE_COLS; d++) {
+            char path[64];
+            long long v;
+
+            snprintf(path, sizeof(path), "damage.%s", damage_cols[d].json);
+            v = jint(j, path);
+            fprintf(f, v > 0 ? " **%lld** |" : " %lld |", v);
+        }
+        fprintf(f, " %.2f | %.2f | %.0f | %lld |\n", jnum(j, "latency_ms.p50"),
+                jnum(j, "latency_ms.p99"), jnum(j, "throughput_rps"), jint(j, "exit_code"));
+        free(rep.p);
+        free(rej.p);
+    }
+    fprintf(f, "\n**Verdict:** %s.\n", verdict);
+    for (int i = 0; i < r->count; i++) {
+        const json_t *j = r->scen[i].json;
+        json_t *notes = jget(j, "notes.first");
+        json_t *n;
+        size_t k;
+
+        if (i == 0)
+            fprintf(f, "\nWhat the scenarios counted:\n\n");
+        json_array_foreach(notes, k, n) fprintf(f, "- %s\n", json_string_value(n));
+        if (jint(j, "anomalies.count") > 0)
+            fprintf(f,
+                    "- %s: %lld answers the contract does not allow, without damage "
+                    "(first: %s)\n",
+                    r->scen[i].name, jint(j, "anomalies.count"),
+                    json_string_value(json_array_get(jget(j, "anomalies.first"), 0)));
+    }
+    fprintf(f, "\nCommands:\n\n```\n");
+    for (int i = 0; i < r->count; i++)
+        fprintf(f, "%s\n", r->scen[i].command);
+    fprintf(f, "```\n");
+}
+
+/* The verdict in a few words, for the summary table. */
+static const char *run_verdict_short(const struct run *r, const struct run_sum *s)
+{
+    if (s->missing)
+        return "incomplete";
+    if (s->damage_total > 0)
+        return r->expect == EXPECT_NONE ? "DAMAGE, unexpected" : "DAMAGE, as expected";
+    if (s->errors)
+        return "no damage, run errors";
+    return r->expect == EXPECT_DAMAGE ? "no damage this time" : "holds";
+}
+
+static void write_summary(FILE *f, struct run_sum *sums)
+{
+    fprintf(f, "\n## Summary\n\n");
+    fprintf(f, "| run | switched off | database | scenarios | orders | duplicates caught by | "
+               "damage | verdict |\n|--:|---|---|---|--:|---|--:|---|\n");
+    for (int i = 0; i < run_count; i++) {
+        const struct run *r = &runs[i];
+        struct sbuf who = {0};
+
+        caught_words(&sums[i], &who);
+        fprintf(f, "| %d | %s | %s | ", r->number, strcmp(r->off, "none") == 0 ? "-" : r->off,
+                r->database);
+        for (int k = 0; k < r->count; k++)
+            fprintf(f, "%s%s", k > 0 ? ", " : "", r->scen[k].name);
+        fprintf(f, " | %lld | %s | %s%lld%s | ", sums[i].orders, sb_str(&who),
+                sums[i].damage_total > 0 ? "**" : "", sums[i].damage_total,
+                sums[i].damage_total > 0 ? "**" : "");
+        fprintf(f, "%s |\n", run_verdict_short(r, &sums[i]));
+        free(who.p);
+    }
+}
+
+/* ---- chart data and script -------------------------------------------------------- */
+
+static FILE *open_out(const char *dir, const char *name)
+{
+    char path[4096];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "w");
+    if (f == NULL)
+        fprintf(stderr, "ticketd-report: cannot write %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+/* gnuplot strings are double-quoted: keep the label printable. */
+static void gp_label(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s != '\0'; s++)
+        if (*s != '"' && *s != '\\')
+            fputc(*s, f);
+    fputc('"', f);
+}
+
+static int write_bars(const char *dir, const char *name, struct run_sum *sums, bool damage)
+{
+    FILE *f = open_out(dir, name);
+    size_t cols = damage ? DAMAGE_COLS - 1 : LAYER_COLS; /* audit is not a unit of damage */
+
+    if (f == NULL)
+        return -1;
+    fprintf(f, "run");
+    for (size_t c = 0; c < cols; c++)
+        fprintf(f, "\t\"%s\"", damage ? damage_cols[c].words : layer_cols[c]);
+    fprintf(f, "\n");
+    for (int i = 0; i < run_count; i++) {
+        fprintf(f, "\"%d %s\"", runs[i].number, runs[i].label);
+        for (size_t c = 0; c < cols; c++) {
+            long long v = damage ? sums[i].damage[c] : sums[i].caught[c];
+
+            /* A log scale has no 0: an empty bar is NaN. */
+            if (v > 0)
+                fprintf(f, "\t%lld", v);
+            else
+                fprintf(f, "\tNaN");
+        }
+        fprintf(f, "\n");
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* timeline.dat: one block per run (two blank lines apart), one line per
+ * interval: seconds since the first run began, req/s, p50, p99. A blank
+ * line between the scenarios of a run breaks the line across the pause. */
+static int write_timeline(const char *dir)
+{
+    FILE *f = open_out(dir, "timeline.dat");
+    double t0 = 0;
+
+    if (f == NULL)
+        return -1;
+    for (int i = 0; i < run_count; i++)
+        for (int k = 0; k < runs[i].count; k++) {
+            double s = jnum(runs[i].scen[k].json, "started_unix");
+
+            if (s > 0 && (t0 == 0 || s < t0))
+                t0 = s;
+        }
+    fprintf(f, "# t_s\trps\tp50_ms\tp99_ms\trun\n");
+    for (int i = 0; i < run_count; i++) {
+        if (i > 0)
+            fprintf(f, "\n\n");
+        for (int k = 0; k < runs[i].count; k++) {
+            const json_t *j = runs[i].scen[k].json;
+            json_t *pts = jget(j, "series.points");
+            double start = jnum(j, "started_unix") - t0;
+            json_t *p;
+            size_t n;
+
+            if (k > 0)
+                fprintf(f, "\n");
+            if (j == NULL || start < 0)
+                continue;
+            json_array_foreach(pts, n, p)
+            {
+                if (jint(p, "requests") == 0)
+                    continue;
+                fprintf(f, "%.3f\t%.1f\t%.3f\t%.3f\t%d\n", start + jnum(p, "t"), jnum(p, "rps"),
+                        jnum(p, "p50_ms"), jnum(p, "p99_ms"), runs[i].number);
+            }
+        }
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static int write_gnuplot(const char *dir)
+{
+    FILE *f = open_out(dir, "charts.gp");
+    static const char *const colours[] = {
+        "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666",
+        "#1f78b4", "#33a02c", "#fb9a99", "#6a3d9a", "#ff7f00", "#b15928", "#a6cee3", "#000000"};
+    const size_t ncol = sizeof(colours) / sizeof(colours[0]);
+
+    if (f == NULL)
+        return -1;
+    fprintf(f, "# Written by ticketd-report; run in this folder: gnuplot charts.gp\n");
+    fprintf(f, "set terminal pngcairo size 1200,640 font \",10\" noenhanced\n");
+    fprintf(f, "set datafile separator \"\\t\"\nset datafile missing \"NaN\"\n");
+    for (size_t i = 0; i < ncol; i++)
+        fprintf(f, "set linetype %zu lc rgb \"%s\" lw 2 pt 7 ps 0.6\n", i + 1, colours[i]);
+    fprintf(f, "set linetype cycle %zu\n", ncol);
+    fprintf(f, "set grid ytics\nset key outside right top\nset border 3\nset tics nomirror\n");
+
+    /* Bars: one group per run, one bar per kind, log scale. */
+    fprintf(f, "\nset style data histograms\nset style histogram clustered gap 1\n"
+               "set style fill solid 0.85 border -1\nset boxwidth 0.9\nset logscale y\n"
+               "set yrange [0.8:*]\nset xtics rotate by -30 left\n");
+    fprintf(f,
+            "\nset output \"damage.png\"\n"
+            "set title \"Damage per run (units; runs without damage have no bar)\"\n"
+            "set ylabel \"seats, orders, payments or points (log)\"\n"
+            "plot for [c=2:%zu] \"damage.dat\" using c:xtic(1) title columnheader(c)\n",
+            DAMAGE_COLS);
+    fprintf(f,
+            "\nset output \"layers.png\"\n"
+            "set title \"Who caught the duplicates (replays and rejections by "
+            "Idempotency-Layer; replayed payment callbacks)\"\n"
+            "set ylabel \"answers (log)\"\n"
+            "plot for [c=2:%zu] \"layers.dat\" using c:xtic(1) title columnheader(c)\n",
+            LAYER_COLS + 1);
+
+    /* Time lines: one colour per run, on the demo's own clock. */
+    fprintf(f, "\nset xtics norotate\n"
+               "set xlabel \"seconds since the first run started\"\nset xrange [0:*]\n");
+    fprintf(f, "\nset output \"throughput.png\"\nunset logscale y\nset yrange [0:*]\n"
+               "set title \"Throughput of the load requests, per interval\"\n"
+               "set ylabel \"requests/s\"\nplot ");
+    for (int i = 0; i < run_count; i++) {
+        char label[256];
+
+        snprintf(label, sizeof(label), "%d %s", runs[i].number, runs[i].label);
+        fprintf(f, "%s\"timeline.dat\" index %d using 1:2 with linespoints lt %d title ",
+                i > 0 ? ", \\\n     " : "", i, i + 1);
+        gp_label(f, label);
+    }
+    fprintf(f, "\n\nset output \"latency.png\"\nset logscale y\nset yrange [*:*]\n"
+               "set title \"Latency of the load requests per interval: p99 (line), p50 "
+               "(dots)\"\nset ylabel \"ms (log)\"\nplot ");
+    for (int i = 0; i < run_count; i++) {
+        char label[256];
+
+        snprintf(label, sizeof(label), "%d %s", runs[i].number, runs[i].label);
+        fprintf(f, "%s\"timeline.dat\" index %d using 1:4 with linespoints lt %d title ",
+                i > 0 ? ", \\\n     " : "", i, i + 1);
+        gp_label(f, label);
+        fprintf(f, ", \\\n     \"timeline.dat\" index %d using 1:3 with points lt %d notitle", i,
+                i + 1);
+    }
+    fprintf(f, "\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* ---- main --------------------------------------------------------------------------- */
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: ticketd-report --runs FILE --out DIR [--meta TEXT]...\n"
+                 "Writes DIR/report.md, damage.dat, layers.dat, timeline.dat and charts.gp\n"
+                 "from the ticketd-load --json files FILE lists (see the top of report.c).\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *runs_path = NULL;
+    const char *dir = NULL;
+    const char *meta[META_MAX];
+    int meta_count = 0;
+    struct run_sum *sums = NULL;
+    struct sbuf *verdicts = NULL;
+    FILE *f = NULL;
+    int worst = 0;
+    int rc = 1;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
+            runs_path = argv[++i];
+        } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+            dir = argv[++i];
+        } else if (strcmp(argv[i], "--meta") == 0 && i + 1 < argc && meta_count < META_MAX) {
+            meta[meta_count++] = argv[++i];
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 1;
+        }
+    }
+    if (runs_path == NULL || dir == NULL) {
+        usage(stderr);
+        return 1;
+    }
+    if (runs_read(runs_path, dir) != 0)
+        goto out;
+    if (run_count == 0) {
+        fprintf(stderr, "ticketd-report: %s lists no runs\n", runs_path);
+        goto out;
+    }
+    sums = xcalloc((size_t)run_count, sizeof(*sums));
+    verdicts = xcalloc((size_t)run_count, sizeof(*verdicts));
+    for (int i = 0; i < run_count; i++) {
+        int v;
+
+        run_sum(&runs[i], &sums[i]);
+        v = run_verdict(&runs[i], &sums[i], &verdicts[i]);
+        if (v == 2 || (v == 1 && worst == 0))
+            worst = v;
+    }
+
+    f = open_out(dir, "report.md");
+    if (f == NULL)
+        goto out;
+    fprintf(f, "# ticketd replay lab\n\n");
+    for (int i = 0; i < meta_count; i++)
+        fprintf(f, "%s  \n", meta[i]);
+    write_summary(f, sums);
+    fprintf(f, "\n![Damage per run](damage.png)\n\n![Who caught the duplicates](layers.png)\n\n"
+               "![Throughput over time](throughput.png)\n\n![Latency over time](latency.png)\n");
+    fprintf(f, "\nDamage is what the guarantees forbid, counted by ticketd-load from the answers "
+               "and from what the service reports afterwards (session stock, `GET /api/v1/me`, "
+               "`GET /api/v1/admin/audit`); the database is emptied before each run, so the "
+               "audit sees that run alone. \"Replays\" are `201` answers with "
+               "`Idempotent-Replayed: true`, \"rejections\" 4xx answers, each by the "
+               "`Idempotency-Layer` that produced it.\n");
+    for (int i = 0; i < run_count; i++)
+        write_run(f, &runs[i], sb_str(&verdicts[i]));
+    if (fclose(f) != 0) {
+        f = NULL;
+        goto out;
+    }
+    f = NULL;
+    if (write_bars(dir, "damage.dat", sums, true) != 0 ||
+        write_bars(dir, "layers.dat", sums, false) != 0 || write_timeline(dir) != 0 ||
+        write_gnuplot(dir) != 0)
+        goto out;
+
+    for (int i = 0; i < run_count; i++)
+        printf("  run %2d  %-58s damage %6lld  %s\n", runs[i].number, runs[i].off,
+               sums[i].damage_total, sb_str(&verdicts[i]));
+    rc = worst;
+out:
+    if (f != NULL)
+        fclose(f);
+    if (verdicts != NULL)
+        for (int i = 0; i < run_count; i++)
+            free(verdicts[i].p);
+    free(verdicts);
+    free(sums);
+    for (int i = 0; i < run_count; i++) {
+        for (int k = 0; k < runs[i].count; k++) {
+            free(runs[i].scen[k].name);
+            free(runs[i].scen[k].command);
+            free(runs[i].scen[k].json_path);
+            json_decref(runs[i].scen[k].json);
+        }
+        free(runs[i].label);
+        free(runs[i].off);
+        free(runs[i].database);
+        free(runs[i].purpose);
+    }
+    return rc;
+}
