@@ -87,6 +87,7 @@ format-check:
 # summary line stays the last thing `make test` prints.
 test: deps
 	@$(MAKE) --no-print-directory build/release/ticketd build/asan/ticketd unit-bins integration-bins
+	@$(MAKE) --no-print-directory -C loadtest
 	@scripts/run-tests.sh
 
 unit: unit-bins

@@ -1,0 +1,296 @@
+/* The replay lab's load tool (build/loadtest/ticketd-load) against two real
+ * instances: with every defence on, its storms, double submissions, flash
+ * sales, gateway retries and redelivered events do no damage; with one
+ * defence switched off (TICKETD_ENV=demo), the damage it prevents shows up
+ * in the tool's verdict and exit status. So the tool is checked against the
+ * service, and each defence is shown to matter. */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* Relative to the repository root, the tests' working directory. */
+#define LOAD_BIN  "build/loadtest/ticketd-load"
+#define REDELIVER "loadtest/redeliver.sh"
+#define ARGS_MAX  48
+/* ticketd-load bounds itself (--duration, --timeout, --settle); this only
+ * catches a tool that hangs. */
+#define LOAD_WAIT_S 90
+
+static struct th_server srv[2];
+static int nsrv;
+
+static int setup(void **state)
+{
+    (void)state;
+    th_reset();
+    nsrv = 0;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < nsrv; i++)
+        assert_int_equal(th_stop(&srv[i]), 0);
+    nsrv = 0;
+    return 0;
+}
+
+/* Two instances sharing the test Redis and MariaDB, with extra settings. */
+static void serve_two(const char *const *env)
+{
+    for (int i = 0; i < 2; i++) {
+        th_start(&srv[i], th_port(i), env);
+        nsrv++;
+    }
+}
+
+static void msleep(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Runs ticketd-load NAME ARGS... (NULL-terminated) against both instances
+ * and returns its exit status; its figures are loaded from --json into
+ * *out (new reference). Its output goes to a file in TICKETD_TEST_LOGS. */
+static int lab_run(json_t **out, const char *name, ...)
+{
+    const char *logs = getenv("TICKETD_TEST_LOGS");
+    char json_path[512], log_path[512], t0[64], t1[64];
+    const char *argv[ARGS_MAX];
+    int argc = 0;
+    va_list ap;
+
+    if (logs == NULL || logs[0] == '\0')
+        logs = "/tmp";
+    if (access(LOAD_BIN, X_OK) != 0)
+        fail_msg("%s is missing: build it with make -C loadtest", LOAD_BIN);
+    snprintf(json_path, sizeof json_path, "%s/replaylab-%s-%d.json", logs, name, (int)getpid());
+    snprintf(log_path, sizeof log_path, "%s/replaylab-%s-%d.out", logs, name, (int)getpid());
+    snprintf(t0, sizeof t0, "%s", srv[0].url);
+    snprintf(t1, sizeof t1, "%s", srv[1].url);
+    unlink(json_path);
+
+    argv[argc++] = LOAD_BIN;
+    argv[argc++] = name;
+    va_start(ap, name);
+    for (const char *a = va_arg(ap, const char *); a != NULL; a = va_arg(ap, const char *)) {
+        assert_true(argc < ARGS_MAX - 16);
+        argv[argc++] = a;
+    }
+    va_end(ap);
+    const char *common[] = {"--target",
+                            t0,
+                            "--target",
+                            t1,
+                            "--jwt-secret",
+                            TH_JWT_SECRET,
+                            "--pay-secret",
+                            TH_PAY_SECRET,
+                            "--duration",
+                            "20",
+                            "--timeout",
+                            "5000",
+                            "--json",
+                            json_path,
+                            NULL};
+    for (int i = 0; common[i] != NULL; i++)
+        argv[argc++] = common[i];
+    argv[argc] = NULL;
+
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execv(LOAD_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    for (int i = 0;; i++) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR)
+            fail_msg("waitpid: %s", strerror(errno));
+        if (i >= LOAD_WAIT_S * 20) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            fail_msg("ticketd-load %s did not finish in %d s; see %s", name, LOAD_WAIT_S, log_path);
+        }
+        msleep(50);
+    }
+    if (!WIFEXITED(status))
+        fail_msg("ticketd-load %s was killed by signal %d; see %s", name, WTERMSIG(status),
+                 log_path);
+    json_error_t err;
+    *out = json_load_file(json_path, 0, &err);
+    if (*out == NULL)
+        fail_msg("ticketd-load %s wrote no JSON (%s); see %s", name, err.text, log_path);
+    if (WEXITSTATUS(status) != json_integer_value(json_object_get(*out, "exit_code")))
+        fail_msg("ticketd-load %s exited %d but its JSON says %lld", name, WEXITSTATUS(status),
+                 (long long)json_integer_value(json_object_get(*out, "exit_code")));
+    print_message("ticketd-load %s: exit %d, %s\n", name, WEXITSTATUS(status), log_path);
+    return WEXITSTATUS(status);
+}
+
+static long long num(const json_t *j, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(j, a);
+    if (b != NULL)
+        v = json_object_get(v, b);
+    if (!json_is_integer(v))
+        fail_msg("no integer %s%s%s in the JSON", a, b != NULL ? "." : "", b != NULL ? b : "");
+    return (long long)json_integer_value(v);
+}
+
+/* Exit 0, nothing broken, no transport or server errors, audit all ok. */
+static void expect_clean(const json_t *j, int rc)
+{
+    assert_int_equal(rc, 0);
+    assert_int_equal(num(j, "damage", "total"), 0);
+    assert_int_equal(num(j, "transport_errors", NULL), 0);
+    assert_int_equal(num(j, "server_errors", NULL), 0);
+    assert_true(json_is_true(json_object_get(json_object_get(j, "audit"), "ok")));
+    assert_string_equal(json_string_value(json_object_get(j, "verdict")), "NO_DAMAGE");
+    /* The time series accounts for every load request. */
+    long long sum = 0;
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(json_object_get(j, "series"), "points"), i, p) sum +=
+        (long long)json_integer_value(json_object_get(p, "requests"));
+    assert_int_equal(sum, num(j, "requests", "total"));
+}
+
+static bool audit_check_fails(const json_t *j, const char *name)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(j, "audit"), "checks"), i, c)
+    {
+        if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+            return !json_is_true(json_object_get(c, "ok"));
+    }
+    fail_msg("the audit has no check %s", name);
+    return false;
+}
+
+/* ---- every defence on ---- */
+
+static void test_storms_do_no_damage(void **state)
+{
+    json_t *j = NULL;
+    (void)state;
+    serve_two(NULL);
+
+    int rc = lab_run(&j, "retry-storm", "--rounds", "40", "--copies", "6", NULL);
+    expect_clean(j, rc);
+    assert_int_equal(num(j, "orders_created", NULL), 40);
+    assert_int_equal(num(j, "figures", "retry_storm.retries_replayed"), 40);
+    json_decref(j);
+
+    rc = lab_run(&j, "double-click", "--shared-token", "--rounds", "30", NULL);
+    expect_clean(j, rc);
+    assert_int_equal(num(j, "orders_created", NULL), 30);
+    assert_int_equal(num(j, "figures", "double_click.bursts_one_order"), 30);
+    json_decref(j);
+
+    rc = lab_run(&j, "flash-sale", "--users", "60", "--seats", "8", NULL);
+    expect_clean(j, rc);
+    assert_int_equal(num(j, "orders_created", NULL), 8);
+    assert_int_equal(num(j, "figures", "flash_sale.sold_out"), 52);
+    json_decref(j);
+}
+
+static void test_payments_and_redelivered_events_do_no_damage(void **state)
+{
+    json_t *j = NULL;
+    char redeliver[160];
+    (void)state;
+    const char *env[] = {"TICKETD_CONSUMER_BLOCK_MS=100", NULL};
+    serve_two(env);
+
+    int rc = lab_run(&j, "gateway-retry", "--orders", "20", "--settle", "15", NULL);
+    expect_clean(j, rc);
+    assert_true(num(j, "figures", "gateway_retry.paid") > 0);
+    json_decref(j);
+
+    /* Every event delivered a second time, under new entry ids: the
+     * consumers' dedup rows keep the points single. */
+    const char *port = getenv("TICKETD_TEST_REDIS_PORT");
+    snprintf(redeliver, sizeof redeliver, "%s --port %s --wait 15", REDELIVER,
+             port != NULL && port[0] != '\0' ? port : "26379");
+    rc = lab_run(&j, "mq-redelivery", "--orders", "24", "--settle", "15", "--after-load", redeliver,
+                 NULL);
+    expect_clean(j, rc);
+    assert_int_equal(num(j, "figures", "mq_redelivery.paid"), 24);
+    json_decref(j);
+}
+
+/* ---- one defence off: the damage it prevents appears ---- */
+
+static void test_without_stock_cas_the_sale_oversells(void **state)
+{
+    json_t *j = NULL;
+    (void)state;
+    const char *env[] = {"TICKETD_ENV=demo", "TICKETD_DEFENSES=-stock-cas", NULL};
+    serve_two(env);
+    assert_true(th_log_contains(&srv[0], "DEFENCE SWITCHED OFF: stock-cas"));
+
+    /* Read-then-write stock: buyers that read the same stock all sell. */
+    int rc = lab_run(&j, "flash-sale", "--users", "100", "--seats", "5", "--rounds", "3", NULL);
+    assert_int_equal(rc, 2);
+    assert_string_equal(json_string_value(json_object_get(j, "verdict")), "DAMAGE");
+    long long oversold = num(j, "damage", "oversold_seats");
+    assert_true(oversold > 0);
+    assert_true(num(j, "orders_created", NULL) > 15);
+    assert_true(audit_check_fails(j, "stock_conservation"));
+    /* The database agrees: more seats in orders than the sales had. */
+    assert_true(th_db_int("SELECT COALESCE(SUM(quantity), 0) FROM orders") > 15);
+    json_decref(j);
+}
+
+static void test_without_callback_dedup_a_retry_refunds_the_payment(void **state)
+{
+    json_t *j = NULL;
+    (void)state;
+    const char *env[] = {"TICKETD_ENV=demo", "TICKETD_DEFENSES=-callback-dedup", NULL};
+    serve_two(env);
+
+    int rc = lab_run(&j, "gateway-retry", "--orders", "20", "--settle", "5", NULL);
+    assert_int_equal(rc, 2);
+    assert_true(num(j, "damage", "refunded_applied_payments") > 0);
+    assert_true(audit_check_fails(j, "no_refund_of_applied_payment"));
+    json_decref(j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_storms_do_no_damage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_payments_and_redelivered_events_do_no_damage, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_without_stock_cas_the_sale_oversells, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_without_callback_dedup_a_retry_refunds_the_payment,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
