@@ -165,6 +165,19 @@ MYSQL_PWD=ticketd mariadb --no-defaults --protocol=TCP -h 127.0.0.1 -P "${MYSQL_
                         DROP INDEX IF EXISTS uq_orders_user_request" ||
     die "dropping the unique keys of ${DB_NOINDEX}.orders failed"
 
+# Nothing but this demo may use these servers: a ticketd started elsewhere
+# with their ports would consume events, sweep orders and hold locks along
+# with ours, and the figures would be wrong. Give a stray one a moment to
+# reconnect, then count the connections that are not ours.
+sleep 1.5
+stray_redis=$(redis-cli -h 127.0.0.1 -p "${REDIS_PORT}" CLIENT LIST | grep -vc 'cmd=client' || true)
+stray_mysql=$(MYSQL_PWD=ticketd mariadb --no-defaults --protocol=TCP -h 127.0.0.1 -P "${MYSQL_PORT}" \
+    -u ticketd -N -e "SELECT COUNT(*) FROM information_schema.processlist
+                      WHERE id <> CONNECTION_ID() AND user = 'ticketd'" || echo "?")
+if [[ "${stray_redis}" != 0 || "${stray_mysql}" != 0 ]]; then
+    die "other clients use the demo's servers (${stray_redis} on Redis :${REDIS_PORT}, ${stray_mysql} on MariaDB :${MYSQL_PORT}); stop whatever was started with these ports, then run the demo again"
+fi
+
 # --- one run: instances with some defences off, one or more scenarios -------------
 
 TARGETS=()

@@ -43,17 +43,21 @@ done
 
 rcli() { timeout 5 redis-cli -h "${HOST}" -p "${PORT}" --raw "$@"; }
 
-# Prints "<groups> <groups still busy>": a group is busy while it has
-# entries it has not read (lag) or not acknowledged (pending).
+# Prints "<groups> <groups still busy>": a group is busy until it has been
+# handed the stream's newest entry (its last-delivered-id; Redis does not
+# always know a group's lag) and has acknowledged everything (pending).
 # shellcheck disable=SC2016 # Lua, not shell
 BUSY_LUA='
 if redis.call("EXISTS", KEYS[1]) == 0 then return {0, 0} end
+local info = redis.call("XINFO", "STREAM", KEYS[1])
+local last
+for i = 1, #info, 2 do if info[i] == "last-generated-id" then last = info[i + 1] end end
 local groups = redis.call("XINFO", "GROUPS", KEYS[1])
 local busy = 0
 for _, g in ipairs(groups) do
     local f = {}
     for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-    if f["pending"] > 0 or (f["lag"] and f["lag"] ~= 0) then busy = busy + 1 end
+    if f["pending"] > 0 or f["last-delivered-id"] ~= last then busy = busy + 1 end
 end
 return {#groups, busy}'
 
