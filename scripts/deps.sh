@@ -27,6 +27,7 @@ PACKAGES=(
     libcurl4-openssl-dev
     libssl-dev
     curl
+    jq
     wrk
     gnuplot-nox
     clang-format
