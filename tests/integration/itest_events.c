@@ -142,6 +142,15 @@ static long long pending(const char *group)
     return n;
 }
 
+/* Entries delivered and not acknowledged, over both groups. A group the
+ * crashed worker had not created yet (its thread was slower than the
+ * other's first delivery) holds none. */
+static long long pending_total(void)
+{
+    long long p = pending("points"), t = pending("ticketing");
+    return (p > 0 ? p : 0) + (t > 0 ? t : 0);
+}
+
 static void wait_drained(void)
 {
     double deadline = now_s() + WAIT_MS / 1000.0;
@@ -391,7 +400,7 @@ static void test_crash_after_effect_before_ack(void **state)
     assert_true(th_log_contains(a, "fault point consumer.after_effect: crashing"));
     /* The first group's effect is committed, its entry still pending. */
     assert_true(th_db_int("SELECT COUNT(*) FROM consume_records") >= 1);
-    assert_true(pending("points") + pending("ticketing") >= 1);
+    assert_true(pending_total() >= 1);
 
     b = worker("after-effect-b", env);
     expect_exactly_once(12, 1);
@@ -410,7 +419,7 @@ static void test_crash_before_effect(void **state)
     assert_int_equal(wait_exit(a), 137);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM consume_records"), 0);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM user_points"), 0);
-    assert_true(pending("points") + pending("ticketing") >= 1);
+    assert_true(pending_total() >= 1);
 
     /* The takeover: another worker claims what the dead one held. */
     b = worker("before-effect-b", env);
