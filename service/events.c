@@ -33,6 +33,7 @@
 #include "redis.h"
 #include "store.h"
 #include "store_events.h"
+#include "txretry.h"
 #include "util.h"
 
 #include <jansson.h>
@@ -548,10 +549,17 @@ out:
     return ok;
 }
 
-static int64_t backoff_jitter_ms(int attempt)
+/* One attempt at a group's effect, for txretry_run. */
+struct apply_attempt {
+    const struct consumer *cs;
+    const struct paid_event *pe;
+    const char *dedup;
+};
+
+static int apply_once(void *p)
 {
-    int64_t window = (int64_t)2 << (attempt < 6 ? attempt : 6);
-    return 1 + (int64_t)rand_below((uint64_t)window);
+    const struct apply_attempt *a = p;
+    return a->cs->g->apply(a->pe, a->dedup);
 }
 
 /* Applies one entry and acks it. deliveries: how often Redis has handed it
@@ -586,13 +594,8 @@ static enum outcome consume(struct consumer *cs, const struct entry *en, int64_t
     /* DEMO ONLY: with the consumer-dedup defence switched off the effect is
      * applied without its dedup row, so every redelivery applies it again. */
     const char *dedup = (cs->e->app->defenses & DEFENSE_CONSUMER_DEDUP) ? key : NULL;
-    for (int attempt = 0; attempt <= cfg->tx_retries && rc == TD_ERETRY; attempt++) {
-        if (attempt > 0) {
-            metrics_inc(M_TX_RETRIES);
-            sleep_ms(backoff_jitter_ms(attempt));
-        }
-        rc = cs->g->apply(&pe, dedup);
-    }
+    struct apply_attempt at = {cs, &pe, dedup};
+    rc = txretry_run(cfg->tx_retries, apply_once, &at);
     switch (rc) {
     case TD_OK:
         metrics_inc(cs->g->consumed);
