@@ -64,5 +64,6 @@ else
     grep -A12 'definitely lost\|Invalid\|uninitialised' build/valgrind-serve.log | head -40
     failed=$((failed + 1))
 fi
+scripts/services.sh down "$STATE" >/dev/null 2>&1 || true
 echo "valgrind: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]
