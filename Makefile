@@ -72,7 +72,7 @@ build/release/obj build/asan/obj build/release/tests build/asan/tests:
 # ports (tests/unit/fake_*.c) in place of the Redis and MySQL adapters.
 
 -include tests/unit/units.mk
-include tests/integration/integration.mk
+-include tests/integration/integration.mk
 
 C_FILES = $(wildcard service/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch] loadtest/*.[ch])
 
