@@ -286,6 +286,7 @@ void orders_create(struct app *app, const struct order_request *rq, order_render
 {
     char fp[IDEM_FP_LEN + 1];
     struct claims cl = {.redis_ok = true};
+    bool from_db = false; /* the database gave the answer: worth remembering */
     memset(res, 0, sizeof *res);
     idem_fingerprint_order(rq->session_id, rq->quantity, fp);
     idem_new_owner(cl.owner);
@@ -295,27 +296,26 @@ void orders_create(struct app *app, const struct order_request *rq, order_render
     if (!cl.redis_ok)
         metrics_inc(M_REDIS_DEGRADED);
     write_order(app, rq, render, res);
+    from_db = res->outcome == ORDER_CREATED || res->outcome == ORDER_REPLAYED;
 
 out:
-    if (res->outcome == ORDER_CREATED || res->outcome == ORDER_REPLAYED) {
-        if (res->layer == NULL || strcmp(res->layer, "unique-index") == 0 ||
-            strcmp(res->layer, "check-then-insert") == 0) {
-            /* Remember the completed response for the key's retries. Tried
-             * even after a Redis failure: it costs nothing during the
-             * back-off and helps as soon as Redis is back. */
-            if (cl.marker != NULL || cl.locked) {
-                char *done = idem_done(fp, res->status, res->body, res->body_len);
-                cache_order_complete(rq->user_id, rq->key, cl.marker, done, app->cfg->idem_ttl_s,
-                                     rq->session_id, cl.locked ? cl.owner : NULL);
-                free(done);
-            }
-            if (app->defenses & DEFENSE_RESPONSE_CACHE) {
-                int64_t now = mono_ms();
-                respcache_put(app->respcache, rq->user_id, rq->key, fp, res->status, res->body,
-                              res->body_len, now, now + (int64_t)app->cfg->idem_ttl_s * 1000);
-            }
+    if (from_db) {
+        /* Remember the completed response for the key's retries (a replay
+         * from a cache layer is remembered already). Tried even after a
+         * Redis failure: it costs nothing during the back-off and helps as
+         * soon as Redis is back. */
+        if (cl.marker != NULL || cl.locked) {
+            char *done = idem_done(fp, res->status, res->body, res->body_len);
+            cache_order_complete(rq->user_id, rq->key, cl.marker, done, app->cfg->idem_ttl_s,
+                                 rq->session_id, cl.locked ? cl.owner : NULL);
+            free(done);
         }
-    } else if (cl.marker != NULL || cl.locked) {
+        if (app->defenses & DEFENSE_RESPONSE_CACHE) {
+            int64_t now = mono_ms();
+            respcache_put(app->respcache, rq->user_id, rq->key, fp, res->status, res->body,
+                          res->body_len, now, now + (int64_t)app->cfg->idem_ttl_s * 1000);
+        }
+    } else if (res->outcome != ORDER_REPLAYED && (cl.marker != NULL || cl.locked)) {
         /* Only a success is remembered: give the key back for a retry. */
         cache_order_release(rq->user_id, rq->key, cl.marker, rq->session_id,
                             cl.locked ? cl.owner : NULL);
