@@ -5,6 +5,9 @@
 #                                     integration tests against the ASan binary
 #                                     and private servers under .state/test
 #   scripts/run-tests.sh --unit-only  unit tests only
+#   TICKETD_TEST_ONLY=itest_orders scripts/run-tests.sh
+#                                     only the test binaries whose name
+#                                     contains that text (a quick loop)
 #
 # Each test binary is a cmocka group; its "[  PASSED  ] N" and "[  FAILED  ] N"
 # lines are added up. A binary that crashes or prints no summary counts as one
@@ -30,8 +33,11 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan.supp:print_suppressions=0}
 
+ONLY=${TICKETD_TEST_ONLY:-}
+
 run_one() {
     local bin=$1 name out rc p f
+    [[ -n "$ONLY" && "$bin" != *"$ONLY"* ]] && return 0
     name=$(echo "$bin" | sed 's|build/||; s|/tests/|-|')
     out="$LOGS/$name.out"
     "$bin" >"$out" 2>&1

@@ -26,10 +26,12 @@ int cache_ping(void);
 
 /* One-time order tokens: token:{user}:<token> = user, with a TTL. */
 int cache_token_put(int64_t user_id, const char *token, int ttl_s);
-/* Consumes a token atomically (one Lua script: GET == user, then DEL).
- * TD_OK: it was this user's and is now spent; TD_ENOTFOUND: unknown,
- * expired, spent or someone else's. */
-int cache_token_take(int64_t user_id, const char *token);
+/* Spends a token on behalf of an Idempotency-Key, atomically (one Lua
+ * script: GET == user, then mark it spent by idem_key for ttl_s). TD_OK:
+ * it was this user's and unspent, or spent before by this same key (a
+ * retry of the same intent); TD_ENOTFOUND: unknown, expired, someone
+ * else's, or spent by another key. */
+int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s);
 
 /* The first Redis defences of an order, in one round trip (one Lua script,
  * so nothing can happen between them):

@@ -3,6 +3,7 @@
 #include "cache.h"
 
 #include "err.h"
+#include "faults.h"
 #include "log.h"
 #include "metrics.h"
 #include "redis.h"
@@ -13,12 +14,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* GET == user, then DEL: checking and spending in one atomic step, so two
- * requests with one token can never both pass. */
-static const char token_take_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-                                     "  redis.call('DEL', KEYS[1])\n"
+/* GET == user, then spend: checking and spending in one atomic step, so
+ * two requests with one token can never both pass. A token is spent *by an
+ * Idempotency-Key*: the value becomes "<user>|<key>", so the retries of
+ * that key (the same intent, e.g. after a 503) may present it again, and
+ * every other key is refused. KEYS: token. ARGV: user, "<user>|<key>",
+ * ttl s. Returns 1 (spent now), 2 (spent before by this key) or 0. */
+static const char token_take_lua[] = "local v = redis.call('GET', KEYS[1])\n"
+                                     "if v == ARGV[1] then\n"
+                                     "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
                                      "  return 1\n"
                                      "end\n"
+                                     "if v == ARGV[2] then return 2 end\n"
                                      "return 0\n";
 
 /* The key's record, then the lock (cache_order_begin). SET ... NX GET
@@ -131,17 +138,27 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s)
     return rc;
 }
 
-int cache_token_take(int64_t user_id, const char *token)
+int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
 {
-    char key[256], uid[24];
+    char key[256], uid[24], spent[24 + 1 + 128], ttl[24];
     redisReply *r = NULL;
     token_key(key, sizeof key, user_id, token);
     snprintf(uid, sizeof uid, "%lld", (long long)user_id);
+    snprintf(spent, sizeof spent, "%lld|%s", (long long)user_id, idem_key);
+    snprintf(ttl, sizeof ttl, "%d", ttl_s);
     const char *keys[] = {key};
-    const char *args[] = {uid};
-    int rc = redis_eval(&token_take, 1, keys, 1, args, &r);
-    if (rc == TD_OK)
-        rc = r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? TD_OK : TD_ENOTFOUND;
+    const char *args[] = {uid, spent, ttl};
+    int rc = redis_eval(&token_take, 1, keys, 3, args, &r);
+    if (rc == TD_OK) {
+        bool ours = r->type == REDIS_REPLY_INTEGER && (r->integer == 1 || r->integer == 2);
+        rc = ours ? TD_OK : TD_ENOTFOUND;
+    }
+    if (rc == TD_OK && FAULT_POINT("redis.token_stall")) {
+        /* Redis ran the script (the token is spent) but the reply is lost
+         * to a stall: this request must now go on as if Redis were down. */
+        redis_lose_reply("token reply lost (fault point redis.token_stall)");
+        rc = TD_EUNAVAIL;
+    }
     freeReplyObject(r);
     return rc;
 }

@@ -1,5 +1,6 @@
 #include "db.h"
 
+#include "breaker.h"
 #include "err.h"
 #include "log.h"
 #include "metrics.h"
@@ -35,8 +36,14 @@ struct db_conn {
     char dup_key[64];
 };
 
+/* After the link to the server failed, every thread answers "unavailable"
+ * at once for this long, then one probe pings (breaker.h): a paused or
+ * restarting server costs one timeout, not one per request. */
+#define DB_COOLDOWN_MS 500
+
 static const struct config *cfg;
 static pthread_key_t conn_key;
+static struct breaker health = BREAKER_INIT("mysql", DB_COOLDOWN_MS);
 
 static void conn_close(struct db_conn *c)
 {
@@ -119,6 +126,12 @@ static int fail(struct db_conn *c, unsigned int e, const char *msg, const char *
     metrics_inc(M_DEP_ERRORS_MYSQL);
     if (connection_error(e)) {
         log_warn("mysql: %s: %u %s (reconnecting on next use)", what, e, msg);
+        /* A connection that has worked and fails outside a transaction may
+         * just be stale (the server restarted while it idled): the caller
+         * dials again before anyone is told the server is down. Inside a
+         * transaction, or on a new connection, the link itself failed. */
+        if (c->fresh || c->in_tx)
+            breaker_failure(&health, BREAKER_CALL, mono_ms());
         conn_close(c);
         return TD_EUNAVAIL;
     }
@@ -165,10 +178,13 @@ static int connect_thread(struct db_conn *c)
  * transaction are never repeated. Returns true when c was re-dialled. */
 static bool redial_stale(struct db_conn *c, int rc, bool was_fresh)
 {
-    if (rc != TD_EUNAVAIL || was_fresh || c->in_tx)
+    if (rc != TD_EUNAVAIL || was_fresh || c->in_tx || breaker_is_open(&health, mono_ms()))
         return false;
     conn_close(c);
-    return connect_thread(c) == TD_OK;
+    if (connect_thread(c) == TD_OK)
+        return true;
+    breaker_failure(&health, BREAKER_CALL, mono_ms());
+    return false;
 }
 
 int db_conn(struct db_conn **out)
@@ -180,18 +196,30 @@ int db_conn(struct db_conn **out)
         pthread_setspecific(conn_key, c);
     }
     int64_t now = mono_ms();
-    if (c->m != NULL && now - c->last_used_ms > DB_IDLE_PING_MS && mysql_ping(c->m) != 0) {
-        log_info("mysql: idle connection is gone (%s); reconnecting", mysql_error(c->m));
+    enum breaker_pass pass = breaker_ask(&health, now);
+    if (pass == BREAKER_REFUSED)
+        return TD_EUNAVAIL;
+    /* The probe after an outage always pings, so that its verdict is about
+     * the server now, not about a connection that happens to be open. */
+    bool check = pass == BREAKER_PROBE || now - c->last_used_ms > DB_IDLE_PING_MS;
+    if (c->m != NULL && check && mysql_ping(c->m) != 0) {
+        log_info("mysql: connection is gone (%s); reconnecting", mysql_error(c->m));
         conn_close(c);
     }
-    if (c->m == NULL) {
-        int rc = connect_thread(c);
-        if (rc != TD_OK)
-            return rc;
+    if (c->m == NULL && connect_thread(c) != TD_OK) {
+        breaker_failure(&health, pass, mono_ms());
+        return TD_EUNAVAIL;
     }
+    breaker_success(&health, pass);
     c->last_used_ms = now;
     *out = c;
     return TD_OK;
+}
+
+void db_lose_link(struct db_conn *c)
+{
+    log_warn("mysql: dropping the connection before its answer was read");
+    conn_close(c);
 }
 
 static int simple(struct db_conn *c, const char *q)
@@ -216,8 +244,11 @@ int db_begin(struct db_conn *c)
 
 int db_commit(struct db_conn *c)
 {
+    /* Still "in a transaction" while COMMIT runs: a link lost now is the
+     * server's trouble, not a stale connection. */
+    int rc = simple(c, "COMMIT");
     c->in_tx = false;
-    return simple(c, "COMMIT");
+    return rc;
 }
 
 void db_rollback(struct db_conn *c)

@@ -48,8 +48,14 @@ void db_cleanup(void);
 
 struct db_conn;
 
-/* The calling thread's connection, connecting if needed. */
+/* The calling thread's connection, connecting if needed. TD_EUNAVAIL at
+ * once, without any I/O, while the shared breaker knows the server is down
+ * (see breaker.h); the first call after its cooldown probes with a ping. */
 int db_conn(struct db_conn **out);
+
+/* Closes c's link as if the server's answer had been lost, for the test
+ * build's fault points. The next db_conn dials again. */
+void db_lose_link(struct db_conn *c);
 
 int db_begin(struct db_conn *c);
 int db_commit(struct db_conn *c);

@@ -13,59 +13,119 @@
 #include <string.h>
 #include <unistd.h>
 
-enum fault_mode { FAULT_CRASH, FAULT_FAIL };
+#define FAULTS_MAX 8
+
+enum fault_mode { FAULT_CRASH, FAULT_FAIL, FAULT_DELAY };
+
+struct fault {
+    char name[64];
+    enum fault_mode mode;
+    int64_t delay_ms;
+    atomic_long remaining; /* hits left, -1 for every hit */
+};
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static char armed[64];
-static enum fault_mode mode = FAULT_CRASH;
-static atomic_long remaining = -1; /* fail mode: hits left, -1 for every hit */
+static struct fault faults[FAULTS_MAX];
+static int nfaults;
+
+static const char *mode_name(enum fault_mode m)
+{
+    return m == FAULT_CRASH ? "crash" : m == FAULT_FAIL ? "fail" : "delay";
+}
+
+/* Parses one "<name>[:mode...]" item of n bytes into f. */
+static bool parse_one(const char *item, size_t n, struct fault *f)
+{
+    char buf[128];
+    if (n == 0 || n >= sizeof buf)
+        return false;
+    memcpy(buf, item, n);
+    buf[n] = '\0';
+    char *save = NULL;
+    const char *name = strtok_r(buf, ":", &save);
+    const char *mode = strtok_r(NULL, ":", &save);
+    const char *a1 = strtok_r(NULL, ":", &save);
+    const char *a2 = strtok_r(NULL, ":", &save);
+    int64_t count = -1;
+    if (name == NULL || strlen(name) >= sizeof f->name || strtok_r(NULL, ":", &save) != NULL)
+        return false;
+    if (mode == NULL || strcmp(mode, "crash") == 0) {
+        if (a1 != NULL)
+            return false;
+        f->mode = FAULT_CRASH;
+    } else if (strcmp(mode, "fail") == 0) {
+        if (a2 != NULL || (a1 != NULL && !parse_i64(a1, 1, 1000000, &count)))
+            return false;
+        f->mode = FAULT_FAIL;
+    } else if (strcmp(mode, "delay") == 0) {
+        if (a1 == NULL || !parse_i64(a1, 0, 600000, &f->delay_ms) ||
+            (a2 != NULL && !parse_i64(a2, 1, 1000000, &count)))
+            return false;
+        f->mode = FAULT_DELAY;
+    } else {
+        return false;
+    }
+    strcpy(f->name, name);
+    atomic_store(&f->remaining, count);
+    return true;
+}
 
 static void load(void)
 {
     const char *setting = getenv("TICKETD_FAULT");
-    if (setting == NULL || setting[0] == '\0')
+    if (setting == NULL)
         return;
-    size_t n = strcspn(setting, ":");
-    if (n == 0 || n >= sizeof armed) {
-        log_error("TICKETD_FAULT=%s: not <name>[:crash|:fail[:N]]; ignored", setting);
-        return;
+    for (const char *p = setting; *p != '\0' && nfaults < FAULTS_MAX;) {
+        size_t n = strcspn(p, ",");
+        if (!parse_one(p, n, &faults[nfaults])) {
+            log_error("TICKETD_FAULT: '%.*s' is not <name>[:crash|:fail[:N]|:delay:MS[:N]]; "
+                      "ignored",
+                      (int)n, p);
+        } else {
+            log_warn("fault point %s armed (%s)", faults[nfaults].name,
+                     mode_name(faults[nfaults].mode));
+            nfaults++;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
     }
-    const char *m = setting[n] == ':' ? setting + n + 1 : "crash";
-    int64_t count = -1;
-    if (strcmp(m, "crash") == 0) {
-        mode = FAULT_CRASH;
-    } else if (strcmp(m, "fail") == 0) {
-        mode = FAULT_FAIL;
-    } else if (strncmp(m, "fail:", 5) == 0 && parse_i64(m + 5, 1, 1000000, &count)) {
-        mode = FAULT_FAIL;
-    } else {
-        log_error("TICKETD_FAULT=%s: not <name>[:crash|:fail[:N]]; ignored", setting);
-        return;
+}
+
+/* Takes one hit from f's budget; false when it is used up. */
+static bool take_hit(struct fault *f)
+{
+    long left = atomic_load(&f->remaining);
+    while (left != -1) {
+        if (left == 0)
+            return false;
+        if (atomic_compare_exchange_weak(&f->remaining, &left, left - 1))
+            break;
     }
-    memcpy(armed, setting, n);
-    armed[n] = '\0';
-    atomic_store(&remaining, count);
-    log_warn("fault point %s armed (%s)", armed, mode == FAULT_CRASH ? "crash" : "fail");
+    return true;
 }
 
 bool faults_hit(const char *name)
 {
     pthread_once(&once, load);
-    if (armed[0] == '\0' || strcmp(name, armed) != 0)
-        return false;
-    if (mode == FAULT_CRASH) {
-        log_warn("fault point %s: crashing", name);
-        _exit(137);
-    }
-    long left = atomic_load(&remaining);
-    while (left != -1) {
-        if (left == 0)
-            return false;
-        if (atomic_compare_exchange_weak(&remaining, &left, left - 1))
+    for (int i = 0; i < nfaults; i++) {
+        struct fault *f = &faults[i];
+        if (strcmp(name, f->name) != 0 || !take_hit(f))
+            continue;
+        switch (f->mode) {
+        case FAULT_CRASH:
+            log_warn("fault point %s: crashing", name);
+            _exit(137);
+        case FAULT_FAIL:
+            log_warn("fault point %s: failing", name);
+            return true;
+        case FAULT_DELAY:
+            log_warn("fault point %s: sleeping %lld ms", name, (long long)f->delay_ms);
+            sleep_ms(f->delay_ms);
             break;
+        }
     }
-    log_warn("fault point %s: failing", name);
-    return true;
+    return false;
 }
 
 #else

@@ -1,21 +1,35 @@
-/* faults.h - named points where the test build can crash or fail on
- * purpose, so the integration tests can kill ticketd exactly between two
- * steps that must survive a crash (a stream entry added but its outbox row
- * not yet marked, an effect committed but not acknowledged).
+/* faults.h - named points where the test build can crash, fail or stall
+ * on purpose, so the integration tests can reproduce exactly the faults a
+ * production service meets between two steps: a process killed after its
+ * COMMIT, a COMMIT whose answer was lost, Redis stalling mid-request, a
+ * downstream slower than the in-flight and lock TTLs.
  *
  * Compiled only when TICKETD_FAULTS is defined (the ASan test build). In
  * any other build FAULT_POINT(name) is the constant false: the name is
  * dropped and no fault code or string reaches the binary.
  *
- * Armed by the environment, read once: TICKETD_FAULT=<name>[:crash|:fail[:N]]
+ * Armed by the environment, read once: a comma-separated list of
+ *   TICKETD_FAULT=<name>[:crash|:fail[:N]|:delay:MS[:N]],...
  *   crash      the process dies at once with _exit(137), as if SIGKILLed:
  *              no cleanup, no flush, no atexit handlers;
  *   fail       FAULT_POINT returns true, every time or for the first N hits,
- *              and the caller treats it as the step failing.
+ *              and the caller treats it as the step failing;
+ *   delay:MS   the calling thread sleeps MS milliseconds (every time, or
+ *              the first N hits), then FAULT_POINT returns false: the step
+ *              goes on, only late.
  * The default mode is crash. Points in use:
  *   relay.after_xadd        entries are in the stream, outbox rows not yet marked
  *   consumer.before_effect  an entry was read, its effect not yet applied
  *   consumer.after_effect   effect and dedup row committed, entry not yet acked
+ *   order.after_redis       the Redis defences passed, the transaction not begun
+ *   order.commit_lost       COMMIT succeeded but its connection is dropped
+ *                           before the answer is read (fail: the caller sees
+ *                           the database unavailable, as after a lost reply)
+ *   order.after_commit      the order is committed, its answer not yet stored
+ *                           in Redis nor sent
+ *   redis.token_stall       the token script ran in Redis but its reply is
+ *                           treated as a timeout (fail), as when Redis
+ *                           stalls after executing a command
  * Thread-safe. */
 #ifndef TICKETD_FAULTS_H
 #define TICKETD_FAULTS_H
@@ -24,8 +38,8 @@
 
 #ifdef TICKETD_FAULTS
 
-/* Returns true when the armed fault is name in fail mode (and logs it);
- * dies when it is name in crash mode; false otherwise. */
+/* Returns true when name is armed in fail mode (and logs it); dies when it
+ * is armed in crash mode; sleeps first when in delay mode; false otherwise. */
 bool faults_hit(const char *name);
 
 #define FAULT_POINT(name) faults_hit(name)

@@ -4,6 +4,7 @@
 #include "cache.h"
 #include "defenses.h"
 #include "err.h"
+#include "faults.h"
 #include "idem.h"
 #include "log.h"
 #include "metrics.h"
@@ -182,7 +183,8 @@ static bool check_key(struct app *app, const struct order_request *rq, const cha
     return go_on && take_lock(app, rq, cl, res);
 }
 
-/* Layer 4. */
+/* Layer 4. A token is spent by the first key that passes here; that key's
+ * retries pass again (the same intent), any other key is refused. */
 static bool spend_token(struct app *app, const struct order_request *rq, struct claims *cl,
                         struct order_result *res)
 {
@@ -191,7 +193,7 @@ static bool spend_token(struct app *app, const struct order_request *rq, struct 
      * index still holds the line. */
     if (!(app->defenses & DEFENSE_TOKEN) || rq->token == NULL || !cl->redis_ok)
         return true;
-    int rc = cache_token_take(rq->user_id, rq->token);
+    int rc = cache_token_take(rq->user_id, rq->token, rq->key, app->cfg->token_ttl_s);
     if (rc == TD_OK)
         return true;
     if (rc == TD_ENOTFOUND) {
@@ -200,6 +202,38 @@ static bool spend_token(struct app *app, const struct order_request *rq, struct 
         return false;
     }
     return redis_failed(app, cl, res);
+}
+
+/* Looks for the order this user already placed under this key and makes
+ * it the answer: replayed when the payload matches, 422 when the key was
+ * used for another one. The layer named is the one that found the copy (in
+ * the demo without the index, the look-up before the insert; the answer
+ * says so, and nobody credits an index that is not there). Returns true
+ * when an order was found and replayed; false with res untouched when
+ * there is none, or with res set to the refusal or the failure. */
+static bool replay_from_database(struct app *app, const struct order_request *rq,
+                                 order_render_fn render, struct order_result *res)
+{
+    struct order o;
+    const char *layer =
+        (app->defenses & DEFENSE_UNIQUE_INDEX) ? "unique-index" : "check-then-insert";
+    int rc = store_order_find_request(rq->user_id, rq->key, &o);
+    if (rc == TD_ENOTFOUND)
+        return false;
+    if (rc != TD_OK) {
+        answer(res, rc == TD_EUNAVAIL ? ORDER_UNAVAILABLE : ORDER_FAILED, NULL);
+        return false;
+    }
+    if (o.session_id != rq->session_id || o.quantity != rq->quantity) {
+        metrics_inc(M_DUP_KEY_REUSED);
+        answer(res, ORDER_KEY_REUSED, layer);
+        return false;
+    }
+    metrics_inc(M_DUP_UNIQUE_INDEX);
+    size_t len;
+    char *body = render(&o, &len);
+    replay(res, layer, 201, body, len);
+    return true;
 }
 
 /* One attempt of the order transaction, with a fresh order number each
@@ -260,25 +294,16 @@ static void write_order(struct app *app, const struct order_request *rq, order_r
     }
 
     /* The unique index refused a second order for this key: the first one
-     * exists, committed. Answer with it, as the original request did. (In
-     * the demo without the index, the look-up before the insert found it;
-     * the answer names that, so nobody credits an index that is not there.) */
-    const char *layer =
-        (app->defenses & DEFENSE_UNIQUE_INDEX) ? "unique-index" : "check-then-insert";
-    rc = store_order_find_request(rq->user_id, rq->key, &o);
-    if (rc != TD_OK) {
-        answer(res, rc == TD_EUNAVAIL ? ORDER_UNAVAILABLE : ORDER_FAILED, NULL);
-        return;
-    }
-    if (o.session_id != rq->session_id || o.quantity != rq->quantity) {
-        metrics_inc(M_DUP_KEY_REUSED);
-        answer(res, ORDER_KEY_REUSED, layer);
-        return;
-    }
-    metrics_inc(M_DUP_UNIQUE_INDEX);
-    size_t len;
-    char *body = render(&o, &len);
-    replay(res, layer, 201, body, len);
+     * exists, committed. Answer with it, as the original request did (a
+     * row the index saw and the look-up cannot stays a failure). */
+    answer(res, ORDER_FAILED, NULL);
+    replay_from_database(app, rq, render, res);
+}
+
+/* The refusals that only Redis vouches for. */
+static bool refused_by_redis(enum order_outcome oc)
+{
+    return oc == ORDER_IN_PROGRESS || oc == ORDER_DUPLICATE_SUBMISSION || oc == ORDER_TOKEN_INVALID;
 }
 
 void orders_create(struct app *app, const struct order_request *rq, order_render_fn render,
@@ -291,19 +316,31 @@ void orders_create(struct app *app, const struct order_request *rq, order_render
     idem_fingerprint_order(rq->session_id, rq->quantity, fp);
     idem_new_owner(cl.owner);
 
-    if (!check_key(app, rq, fp, &cl, res) || !spend_token(app, rq, &cl, res))
+    if (!check_key(app, rq, fp, &cl, res) || !spend_token(app, rq, &cl, res)) {
+        /* Redis forgets: it may have been flushed or restarted, a record
+         * may have expired, or the instance that placed the order may have
+         * died between its COMMIT and storing the answer. Before a client
+         * is told its request failed, the database is asked whether this
+         * key already has its order; a client told "no" for an order that
+         * exists would buy again. */
+        if (refused_by_redis(res->outcome))
+            from_db = replay_from_database(app, rq, render, res);
         goto out;
+    }
     if (!cl.redis_ok)
         metrics_inc(M_REDIS_DEGRADED);
+    (void)FAULT_POINT("order.after_redis"); /* delay: a downstream slower than the TTLs */
     write_order(app, rq, render, res);
     from_db = res->outcome == ORDER_CREATED || res->outcome == ORDER_REPLAYED;
+    if (res->outcome == ORDER_CREATED)
+        (void)FAULT_POINT("order.after_commit"); /* crash: committed, nothing stored or sent */
 
 out:
     if (from_db) {
         /* Remember the completed response for the key's retries (a replay
          * from a cache layer is remembered already). Tried even after a
-         * Redis failure: it costs nothing during the back-off and helps as
-         * soon as Redis is back. */
+         * Redis failure: the breaker refuses it at no cost while Redis is
+         * down, and it helps as soon as Redis is back. */
         if (cl.marker != NULL || cl.locked) {
             char *done = idem_done(fp, res->status, res->body, res->body_len);
             cache_order_complete(rq->user_id, rq->key, cl.marker, done, app->cfg->idem_ttl_s,

@@ -1,5 +1,6 @@
 #include "redis.h"
 
+#include "breaker.h"
 #include "err.h"
 #include "log.h"
 #include "metrics.h"
@@ -13,20 +14,20 @@
 #include <string.h>
 #include <sys/time.h>
 
-/* After a failure the thread leaves Redis alone this long, so a dead or
- * paused Redis costs one timeout per thread per back-off, not per request. */
-#define REDIS_BACKOFF_MS 500
-#define REDIS_MAX_ARGS   32
+/* After a failure every thread leaves Redis alone this long, then one
+ * probe finds out whether it is back (breaker.h). */
+#define REDIS_COOLDOWN_MS 500
+#define REDIS_MAX_ARGS    32
 
 struct redis_conn {
     redisContext *ctx;
-    int64_t retry_at_ms;
     bool used;        /* the context has answered at least once */
     bool peer_closed; /* the last failure was the server closing on us */
 };
 
 static const struct config *cfg;
 static pthread_key_t conn_key;
+static struct breaker health = BREAKER_INIT("redis", REDIS_COOLDOWN_MS);
 
 static void conn_destroy(void *p)
 {
@@ -71,28 +72,33 @@ static struct timeval ms_to_tv(int ms)
     return tv;
 }
 
+/* The context cannot be trusted any more: a hiredis context that saw an
+ * error must not be used again. */
 static void drop(struct redis_conn *c, const char *why)
 {
     metrics_inc(M_DEP_ERRORS_REDIS);
-    log_warn("redis: %s (backing off %d ms)", why, REDIS_BACKOFF_MS);
+    log_warn("redis: %s", why);
     if (c->ctx != NULL) {
         redisFree(c->ctx);
         c->ctx = NULL;
     }
-    c->retry_at_ms = mono_ms() + REDIS_BACKOFF_MS;
 }
 
-static int get_conn(struct redis_conn **out)
+static struct redis_conn *thread_conn(void)
 {
     struct redis_conn *c = pthread_getspecific(conn_key);
-    *out = NULL;
     if (c == NULL) {
         c = xcalloc(1, sizeof *c);
         pthread_setspecific(conn_key, c);
     }
+    return c;
+}
+
+static int get_conn(struct redis_conn **out)
+{
+    struct redis_conn *c = thread_conn();
+    *out = NULL;
     if (c->ctx == NULL) {
-        if (mono_ms() < c->retry_at_ms)
-            return TD_EUNAVAIL;
         struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
         c->ctx = redisConnectWithTimeout(cfg->redis_host, cfg->redis_port, tv);
         if (c->ctx == NULL || c->ctx->err) {
@@ -162,8 +168,8 @@ static int send_argv(struct redis_conn *c, int argc, const char **argv, const si
  * the server (Redis restarted while we were idle), reconnects at once and
  * sends it one more time. A closed socket means the command never reached
  * the new server, so this cannot run it twice; a timeout is never retried. */
-static int send_retry(int argc, const char **argv, const size_t *lens, int block_ms,
-                      redisReply **reply)
+static int send_once_more(int argc, const char **argv, const size_t *lens, int block_ms,
+                          redisReply **reply)
 {
     struct redis_conn *c;
     int rc = get_conn(&c);
@@ -174,7 +180,6 @@ static int send_retry(int argc, const char **argv, const size_t *lens, int block
     bool reused = c->used;
     rc = send_argv(c, argc, argv, lens, reply);
     if (rc == TD_EUNAVAIL && reused && c->peer_closed) {
-        c->retry_at_ms = 0;
         c->used = false;
         rc = get_conn(&c); /* c is NULL when this fails */
         if (rc == TD_OK) {
@@ -186,6 +191,35 @@ static int send_retry(int argc, const char **argv, const size_t *lens, int block
     if (block_ms > 0 && c != NULL && c->ctx != NULL)
         redisSetTimeout(c->ctx, ms_to_tv(cfg->redis_timeout_ms));
     return rc;
+}
+
+/* Every command goes through the shared breaker: while Redis is known to be
+ * down no thread waits for it, and the first answer after an outage opens
+ * it to every thread at once. */
+static int send_retry(int argc, const char **argv, const size_t *lens, int block_ms,
+                      redisReply **reply)
+{
+    enum breaker_pass pass = breaker_ask(&health, mono_ms());
+    if (pass == BREAKER_REFUSED)
+        return TD_EUNAVAIL;
+    int rc = send_once_more(argc, argv, lens, block_ms, reply);
+    if (rc == TD_EUNAVAIL)
+        breaker_failure(&health, pass, mono_ms());
+    else
+        breaker_success(&health, pass);
+    return rc;
+}
+
+bool redis_is_down(void)
+{
+    return breaker_is_open(&health, mono_ms());
+}
+
+void redis_lose_reply(const char *why)
+{
+    struct redis_conn *c = thread_conn();
+    drop(c, why);
+    breaker_failure(&health, BREAKER_CALL, mono_ms());
 }
 
 int redis_command(int argc, const char **argv, const size_t *lens, redisReply **reply)

@@ -1,15 +1,18 @@
-/* redis.h - one hiredis connection per thread, with timeouts, a short
- * back-off after failures, and Lua scripts run by SHA1.
+/* redis.h - one hiredis connection per thread, with timeouts, one shared
+ * circuit breaker (breaker.h) for the whole process, and Lua scripts run
+ * by SHA1.
  *
  * hiredis 0.14 contexts cannot be reused after an error, so any failed
- * call drops the thread's context; the next call after the back-off
- * reconnects. Used by the Redis adapters only (cache_redis.c, events). */
+ * call drops the thread's context and opens the breaker: every thread then
+ * fails fast until one probe finds Redis answering, and from then on every
+ * thread reconnects on its next call. Used by the Redis adapters only (cache_redis.c, events). */
 #ifndef TICKETD_REDIS_H
 #define TICKETD_REDIS_H
 
 #include "config.h"
 
 #include <hiredis.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct redis_script {
@@ -39,5 +42,13 @@ int redis_command_blocking(int argc, const char **argv, const size_t *lens, int 
  * runs it once by EVAL, which also caches it again. */
 int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, const char **args,
                redisReply **reply);
+
+/* True while the breaker refuses calls (Redis known down). */
+bool redis_is_down(void);
+
+/* Treats the reply the calling thread just got as lost: drops its context
+ * and opens the breaker, exactly as a timeout would. For the test build's
+ * fault points, which stall Redis after it executed a command. */
+void redis_lose_reply(const char *why);
 
 #endif

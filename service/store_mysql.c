@@ -5,6 +5,7 @@
 
 #include "db.h"
 #include "err.h"
+#include "faults.h"
 #include "store_tx.h"
 #include "log.h"
 #include "util.h"
@@ -307,6 +308,12 @@ int store_order_create(const struct order_draft *d, struct order *out)
     rc = db_commit(c);
     if (rc != TD_OK)
         goto out;
+    if (FAULT_POINT("order.commit_lost")) {
+        /* Committed, but the client of this call is told the link failed,
+         * as when the server's OK never arrives. */
+        db_lose_link(c);
+        return TD_EUNAVAIL;
+    }
 
     out->id = (int64_t)id;
     snprintf(out->order_no, sizeof out->order_no, "%s", d->order_no);

@@ -60,8 +60,10 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s)
     return fake_cache.token_put_rc;
 }
 
-int cache_token_take(int64_t user_id, const char *token)
+int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
 {
+    (void)ttl_s;
+    copy(fake_cache.token_take.key, sizeof fake_cache.token_take.key, idem_key);
     fake_call("token_take");
     fake_cache.token_take.calls++;
     fake_cache.token_take.user_id = user_id;

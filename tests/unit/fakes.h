@@ -102,6 +102,7 @@ struct fake_cache {
         int calls;
         int64_t user_id;
         char token[FAKE_STR];
+        char key[FAKE_STR]; /* take: the Idempotency-Key spending it */
     } token_take, token_put;
     struct {
         int calls;

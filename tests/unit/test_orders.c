@@ -385,8 +385,9 @@ static void test_in_flight_same_payload(void **state)
     assert_string_equal(res.layer, "inflight-key");
     assert_null(res.body);
     /* The marker belongs to the first request: deleting it here would let
-     * a third copy through while the first still runs. */
-    assert_calls("order_begin");
+     * a third copy through while the first still runs. The database was
+     * asked first: no order under the key, so the refusal stands. */
+    assert_calls("order_begin order_find_request");
     assert_int_equal(delta(M_DUP_INFLIGHT_KEY), 1);
     order_result_cleanup(&res);
 }
@@ -437,7 +438,7 @@ static void test_lock_taken(void **state)
     assert_null(res.body);
     /* The script itself takes our marker back (so the key can be
      * retried); the lock is someone else's and stays: nothing to release. */
-    assert_calls("order_begin");
+    assert_calls("order_begin order_find_request");
     assert_true(fake_cache.idem_begin.marker[0] != '\0');
     assert_int_equal(fake_cache.lock.calls, 1);
     assert_int_equal(fake_cache.release.calls, 0);
@@ -454,7 +455,9 @@ static void test_token_invalid(void **state)
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_TOKEN_INVALID);
     assert_string_equal(res.layer, "token");
-    assert_calls("order_begin token_take order_release");
+    assert_calls("order_begin token_take order_find_request order_release");
+    /* The token is spent on behalf of this key: its retries may bring it. */
+    assert_string_equal(fake_cache.token_take.key, KEY);
     /* Both the marker and the lock are ours and both go. */
     assert_string_equal(fake_cache.release.marker.s, fake_cache.idem_begin.marker);
     assert_false(fake_cache.release.owner.null);
@@ -463,6 +466,104 @@ static void test_token_invalid(void **state)
     assert_false(locally_cached(NULL, 0));
     assert_int_equal(delta(M_DUP_TOKEN), 1);
     order_result_cleanup(&res);
+}
+
+/* --- a Redis refusal is checked against the database ------------------- */
+
+/* Redis may have forgotten (flushed, restarted, expired) or the instance
+ * that placed the order died before storing its answer: every refusal that
+ * only Redis vouches for is checked against the unique index first. */
+static void redis_refuses(int which)
+{
+    switch (which) {
+    case 0:
+        redis_has_marker(SESSION, QTY);
+        break;
+    case 1:
+        fake_cache.lock_rc = TD_ECONFLICT;
+        break;
+    default:
+        fake_cache.token_rc = TD_ENOTFOUND;
+        break;
+    }
+}
+
+static void test_refusal_replays_the_order_in_the_database(void **state)
+{
+    (void)state;
+    static const char *const paths[] = {
+        "order_begin order_find_request",
+        "order_begin order_find_request",
+        /* Marker and lock are ours here: the answer is stored under them. */
+        "order_begin token_take order_find_request order_complete",
+    };
+    for (int i = 0; i < 3; i++) {
+        struct order_request rq = request();
+        struct order_result res;
+        fresh();
+        redis_refuses(i);
+        fake_store.find_rc = TD_OK;
+        fake_store.found = (struct order){.order_no = "26113000000000000042",
+                                          .user_id = USER,
+                                          .session_id = SESSION,
+                                          .request_id = KEY,
+                                          .quantity = QTY};
+        int64_t replays = metrics_get(M_DUP_UNIQUE_INDEX);
+        run(&rq, &res);
+        assert_int_equal(res.outcome, ORDER_REPLAYED);
+        assert_string_equal(res.layer, "unique-index");
+        assert_int_equal(res.status, 201);
+        assert_string_equal(
+            res.body, "{\"order_no\":\"26113000000000000042\",\"session_id\":7,\"quantity\":2}");
+        assert_calls(paths[i]);
+        assert_int_equal(fake_store.create_calls, 0);
+        assert_int_equal(fake_cache.release.calls, 0);
+        assert_true(locally_cached(NULL, 0));
+        assert_int_equal(metrics_get(M_DUP_UNIQUE_INDEX) - replays, 1);
+        order_result_cleanup(&res);
+    }
+}
+
+static void test_refusal_database_says_other_payload(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        struct order_request rq = request();
+        struct order_result res;
+        fresh();
+        redis_refuses(i);
+        fake_store.find_rc = TD_OK;
+        fake_store.found = (struct order){.order_no = "26113000000000000042",
+                                          .user_id = USER,
+                                          .session_id = SESSION,
+                                          .request_id = KEY,
+                                          .quantity = QTY + 1};
+        run(&rq, &res);
+        assert_int_equal(res.outcome, ORDER_KEY_REUSED);
+        assert_string_equal(res.layer, "unique-index");
+        assert_false(locally_cached(NULL, 0));
+        order_result_cleanup(&res);
+    }
+}
+
+static void test_refusal_unchecked_is_unavailable(void **state)
+{
+    (void)state;
+    /* Without the database the refusal cannot be checked: "try again" is
+     * true, "your token is invalid" might not be. */
+    for (int i = 0; i < 3; i++) {
+        struct order_request rq = request();
+        struct order_result res;
+        fresh();
+        redis_refuses(i);
+        fake_store.find_rc = TD_EUNAVAIL;
+        run(&rq, &res);
+        assert_int_equal(res.outcome, ORDER_UNAVAILABLE);
+        assert_null(res.layer);
+        assert_null(res.body);
+        assert_int_equal(fake_store.create_calls, 0);
+        order_result_cleanup(&res);
+    }
 }
 
 static void test_no_token_sent(void **state)
@@ -972,6 +1073,9 @@ int main(void)
         T(test_malformed_record_is_ignored),
         T(test_lock_taken),
         T(test_token_invalid),
+        T(test_refusal_replays_the_order_in_the_database),
+        T(test_refusal_database_says_other_payload),
+        T(test_refusal_unchecked_is_unavailable),
         T(test_no_token_sent),
         T(test_sold_out),
         T(test_unknown_session),
