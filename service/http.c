@@ -19,10 +19,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* A keep-alive connection that has been quiet this long while nothing is
+ * in flight is idle: its client sends nothing, so closing it cuts off no
+ * answer (RFC 9112 9.3.1: clients retry requests on a closed idle one). */
+#define DRAIN_IDLE_GRACE_MS 500
+
 struct http_server {
     struct MHD_Daemon *daemon;
     struct app *app;
-    _Atomic int inflight;
+    _Atomic int inflight;    /* requests read and not yet fully answered */
+    _Atomic int connections; /* open client connections */
+    _Atomic int64_t last_request_ms;
+    atomic_bool stopping; /* the connections are about to be closed */
 };
 
 /* Per-request state, created on the first access-handler call and freed
@@ -138,7 +146,9 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct exchange *
     MHD_add_response_header(r, "X-Request-Id", x->request_id);
     for (int i = 0; i < w->nheaders; i++)
         MHD_add_response_header(r, w->headers[i].name, w->headers[i].value);
-    if (close)
+    /* After SIGTERM every answer closes its connection, so no client sends
+     * another request on a connection that is about to go away. */
+    if (close || atomic_load(&x->srv->app->draining))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned int)w->status, r);
     MHD_destroy_response(r);
@@ -198,6 +208,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         x = exchange_new(srv, c, url, method);
         *state = x;
         atomic_fetch_add(&srv->inflight, 1);
+        atomic_store(&srv->last_request_ms, mono_ms());
         metrics_add(M_INFLIGHT_REQUESTS, 1);
         if (!precheck(c, x))
             return send_response(c, x, true);
@@ -224,6 +235,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                      srv->app->cfg->max_body);
         return send_response(c, x, true);
     }
+    if (atomic_load(&srv->stopping)) {
+        /* The last moment of a shutdown: this request would be cut off
+         * with its connection, so it is refused before it changes anything,
+         * and the refusal says so. */
+        resp_problem(&x->resp, PROBLEM_DEPENDENCY_UNAVAILABLE, NULL,
+                     "the server is shutting down; retry the request");
+        resp_header(&x->resp, "Retry-After", "1");
+        return send_response(c, x, true);
+    }
     x->req.body = x->body.data;
     x->req.body_len = x->body.len;
     api_dispatch(&x->req, &x->resp);
@@ -244,6 +264,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
     *state = NULL;
     atomic_fetch_sub(&srv->inflight, 1);
     metrics_add(M_INFLIGHT_REQUESTS, -1);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct http_server *srv = cls;
+    (void)c;
+    (void)socket_context;
+    atomic_fetch_add(&srv->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
 static int hex_value(char c)
@@ -314,9 +343,9 @@ struct http_server *http_start(struct app *app)
         on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned int)cfg->threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->conn_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->conn_timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-        (unsigned int)1024, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s, MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_END);
     if (s->daemon == NULL) {
         log_error("cannot listen on %s:%d", cfg->bind, cfg->port);
         free(s);
@@ -333,13 +362,43 @@ void http_quiesce(struct http_server *s)
         close(fd);
 }
 
+/* Waits until done(s) or the deadline; returns done(s). */
+static bool wait_until(struct http_server *s, bool (*done)(struct http_server *), int64_t deadline)
+{
+    while (!done(s) && mono_ms() < deadline)
+        sleep_ms(10);
+    return done(s);
+}
+
+/* Every connection has closed, or those left are idle: no request in
+ * flight and none started for a while. */
+static bool connections_settled(struct http_server *s)
+{
+    if (atomic_load(&s->connections) == 0)
+        return true;
+    return atomic_load(&s->inflight) == 0 &&
+           mono_ms() - atomic_load(&s->last_request_ms) >= DRAIN_IDLE_GRACE_MS;
+}
+
+static bool nothing_in_flight(struct http_server *s)
+{
+    return atomic_load(&s->inflight) == 0;
+}
+
 int http_drain(struct http_server *s, int timeout_ms)
 {
     int64_t deadline = mono_ms() + timeout_ms;
-    int n;
-    while ((n = atomic_load(&s->inflight)) > 0 && mono_ms() < deadline)
-        sleep_ms(10);
-    return n;
+    /* The listener is closed and every answer now says Connection: close,
+     * so each busy connection ends after its next answer. A request counts
+     * as in flight from its head until its answer's last byte is sent
+     * (the completed callback), so waiting for the count answers every
+     * request that was read, completely. */
+    wait_until(s, connections_settled, deadline);
+    /* What is left is idle. A request arriving on it from now on is
+     * refused with 503 before it changes anything (on_request). */
+    atomic_store(&s->stopping, true);
+    wait_until(s, nothing_in_flight, deadline);
+    return atomic_load(&s->inflight);
 }
 
 void http_stop(struct http_server *s)

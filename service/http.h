@@ -17,8 +17,12 @@ struct http_server *http_start(struct app *app);
 /* Stops accepting new connections; requests in flight go on. */
 void http_quiesce(struct http_server *s);
 
-/* Waits until no request is in flight or timeout_ms passed. Returns the
- * number still in flight. */
+/* The graceful part of a shutdown, after http_quiesce and with
+ * app->draining set (every answer then carries Connection: close): waits,
+ * at most timeout_ms, until every request that was read has its answer
+ * sent completely and the connections are closed or idle; requests that
+ * arrive after that on idle connections get 503 and change nothing.
+ * Returns the number of requests still in flight (0 on a clean drain). */
 int http_drain(struct http_server *s, int timeout_ms);
 
 /* Closes every connection and frees s. NULL is accepted. */

@@ -257,15 +257,14 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-struct th_resp th_request(const char *method, const char *url, const char *const *headers,
-                          const char *body)
+/* One request on handle c (a new one, or a client's kept-alive one). */
+static struct th_resp request_on(CURL *c, const char *method, const char *url,
+                                 const char *const *headers, const char *body)
 {
     struct th_resp r = {0};
     struct buf b = {NULL, 0}, h = {NULL, 0};
     struct curl_slist *list = NULL;
     bool has_ct = false;
-    pthread_once(&curl_once, curl_init_once);
-    CURL *c = curl_easy_init();
     for (; headers != NULL && *headers != NULL; headers++) {
         list = curl_slist_append(list, *headers);
         if (strncasecmp(*headers, "Content-Type:", 13) == 0)
@@ -276,12 +275,9 @@ struct th_resp th_request(const char *method, const char *url, const char *const
     list = curl_slist_append(list, "Expect:");
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    if (strcmp(method, "HEAD") == 0)
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    if (body != NULL) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
+    curl_easy_setopt(c, CURLOPT_NOBODY, strcmp(method, "HEAD") == 0 ? 1L : 0L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, body != NULL ? (long)strlen(body) : -1L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
@@ -296,9 +292,53 @@ struct th_resp th_request(const char *method, const char *url, const char *const
     r.body = b.p != NULL ? b.p : calloc(1, 1);
     r.body_len = b.len;
     r.headers = h.p != NULL ? h.p : calloc(1, 1);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(list);
+    return r;
+}
+
+struct th_resp th_request(const char *method, const char *url, const char *const *headers,
+                          const char *body)
+{
+    pthread_once(&curl_once, curl_init_once);
+    CURL *c = curl_easy_init();
+    struct th_resp r = request_on(c, method, url, headers, body);
     curl_easy_cleanup(c);
     return r;
+}
+
+struct th_client {
+    CURL *curl;
+};
+
+struct th_client *th_client_new(void)
+{
+    pthread_once(&curl_once, curl_init_once);
+    struct th_client *cl = calloc(1, sizeof *cl);
+    assert_non_null(cl);
+    cl->curl = curl_easy_init();
+    return cl;
+}
+
+struct th_resp th_client_request(struct th_client *cl, const char *method, const char *url,
+                                 const char *const *headers, const char *body)
+{
+    return request_on(cl->curl, method, url, headers, body);
+}
+
+long th_client_connections(struct th_client *cl)
+{
+    long n = 0;
+    curl_easy_getinfo(cl->curl, CURLINFO_NUM_CONNECTS, &n);
+    return n;
+}
+
+void th_client_free(struct th_client *cl)
+{
+    if (cl == NULL)
+        return;
+    curl_easy_cleanup(cl->curl);
+    free(cl);
 }
 
 void th_resp_free(struct th_resp *r)
@@ -612,8 +652,9 @@ void th_order_token(const struct th_server *s, int64_t user_id, char *out)
     th_resp_free(&r);
 }
 
-struct th_resp th_order(const struct th_server *s, int64_t user_id, const char *key,
-                        const char *token, int64_t session_id, int64_t quantity)
+struct th_resp th_client_order(struct th_client *cl, const struct th_server *s, int64_t user_id,
+                               const char *key, const char *token, int64_t session_id,
+                               int64_t quantity)
 {
     char url[128], body[128], kh[128], tk[160];
     snprintf(url, sizeof url, "%s/api/v1/orders", s->url);
@@ -622,7 +663,15 @@ struct th_resp th_order(const struct th_server *s, int64_t user_id, const char *
     snprintf(kh, sizeof kh, "Idempotency-Key: %s", key);
     snprintf(tk, sizeof tk, "X-Order-Token: %s", token != NULL ? token : "");
     const char *h[] = {th_auth_header(user_id, false), kh, token != NULL ? tk : NULL, NULL};
+    if (cl != NULL)
+        return th_client_request(cl, "POST", url, h, body);
     return th_request("POST", url, h, body);
+}
+
+struct th_resp th_order(const struct th_server *s, int64_t user_id, const char *key,
+                        const char *token, int64_t session_id, int64_t quantity)
+{
+    return th_client_order(NULL, s, user_id, key, token, session_id, quantity);
 }
 
 /* ---- concurrency ---- */

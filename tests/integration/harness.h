@@ -58,6 +58,16 @@ struct th_resp {
 struct th_resp th_request(const char *method, const char *url, const char *const *headers,
                           const char *body);
 void th_resp_free(struct th_resp *r);
+
+/* A client that keeps its connection alive across requests, as browsers,
+ * gateways and reverse proxies do. One thread at a time. */
+struct th_client;
+struct th_client *th_client_new(void);
+struct th_resp th_client_request(struct th_client *cl, const char *method, const char *url,
+                                 const char *const *headers, const char *body);
+/* New connections the last request had to open (0: it reused one). */
+long th_client_connections(struct th_client *cl);
+void th_client_free(struct th_client *cl);
 /* The value of a response header (case-insensitive), copied into buf, or
  * NULL when absent. */
 const char *th_header(const struct th_resp *r, const char *name, char *buf, size_t cap);
@@ -111,6 +121,10 @@ void th_order_token(const struct th_server *s, int64_t user_id, char *out);
 /* Places an order; returns the response. token may be NULL. */
 struct th_resp th_order(const struct th_server *s, int64_t user_id, const char *key,
                         const char *token, int64_t session_id, int64_t quantity);
+/* The same on cl's kept-alive connection (cl NULL: a new connection). */
+struct th_resp th_client_order(struct th_client *cl, const struct th_server *s, int64_t user_id,
+                               const char *key, const char *token, int64_t session_id,
+                               int64_t quantity);
 
 /* ---- concurrency ---- */
 

@@ -1,0 +1,454 @@
+/* Every answer true under faults: the real binary, several instances, the
+ * real Redis and MariaDB, and the faults a production service meets (Redis
+ * flushed or restarted, an instance killed after its COMMIT, a COMMIT whose
+ * answer was lost, Redis stalling mid-request, MariaDB down mid-storm, a
+ * downstream slower than the TTLs, SIGTERM under keep-alive load).
+ *
+ * Each test retries as a real client does, with the same key, the same
+ * token and the same body, and asserts both what the client is told and
+ * what the database holds: one order, the stock taken once, and never an
+ * ORDER_TOKEN_INVALID for an order that exists. */
+#include "harness.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define MAX_SERVERS 3
+
+static struct th_server srv[MAX_SERVERS];
+static int nsrv;
+
+static int setup(void **state)
+{
+    (void)state;
+    th_reset();
+    nsrv = 0;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < nsrv; i++) {
+        if (srv[i].pid > 0)
+            assert_int_equal(th_stop(&srv[i]), 0);
+    }
+    return 0;
+}
+
+/* Starts instance i (ports 0, 1, 2 of this test) with extra settings. */
+static struct th_server *start(int i, const char *const *env)
+{
+    th_start(&srv[i], th_port(i), env);
+    if (i >= nsrv)
+        nsrv = i + 1;
+    return &srv[i];
+}
+
+static int64_t stock_of(int64_t session)
+{
+    return th_db_int("SELECT stock FROM sessions WHERE id = %lld", (long long)session);
+}
+
+static int64_t orders_of(int64_t session)
+{
+    return th_db_int("SELECT COUNT(*) FROM orders WHERE session_id = %lld", (long long)session);
+}
+
+static void expect_layer(const struct th_resp *r, const char *layer)
+{
+    char v[64];
+    if (th_header(r, "Idempotency-Layer", v, sizeof v) == NULL)
+        fail_msg("no Idempotency-Layer on %ld %s", r->status, r->body);
+    assert_string_equal(v, layer);
+}
+
+/* The order number in a 201's body, copied into out (32 bytes). */
+static void order_no_of(const struct th_resp *r, char *out)
+{
+    if (r->status != 201)
+        fail_msg("expected 201, got %ld %s", r->status, r->body);
+    json_t *j = th_json(r);
+    snprintf(out, 32, "%s", json_string_value(json_object_get(j, "order_no")));
+    json_decref(j);
+}
+
+/* The retry of an order that exists: 201, replayed, the same order. */
+static void expect_replay_of(const struct th_resp *r, const char *order_no)
+{
+    char no[32], v[16];
+    if (r->status != 201)
+        fail_msg("the retry of an existing order got %ld %s", r->status, r->body);
+    order_no_of(r, no);
+    assert_string_equal(no, order_no);
+    assert_non_null(th_header(r, "Idempotent-Replayed", v, sizeof v));
+}
+
+/* One order for session s, and its stock taken once (quantity 1). */
+static void expect_one_order(int64_t s, int64_t stock)
+{
+    assert_int_equal(orders_of(s), 1);
+    assert_int_equal(stock_of(s), stock - 1);
+}
+
+/* ---- Redis loses its records ------------------------------------------ */
+
+static void test_redis_flushed_after_201(void **state)
+{
+    char tok[96], no[32];
+    (void)state;
+    struct th_server *a = start(0, NULL), *b = start(1, NULL);
+    int64_t s = th_session(a, 10, 1000);
+    th_order_token(a, 61, tok);
+    struct th_resp first = th_order(a, 61, "flush-1", tok, s, 1);
+    order_no_of(&first, no);
+
+    /* Redis forgets everything: the key's record and the spent token. The
+     * same request on another instance finds its order in the database. */
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    struct th_resp again = th_order(b, 61, "flush-1", tok, s, 1);
+    expect_replay_of(&again, no);
+    expect_layer(&again, "unique-index");
+    /* The answer is remembered again: the next retry stops at the cache. */
+    struct th_resp third = th_order(b, 61, "flush-1", tok, s, 1);
+    expect_replay_of(&third, no);
+    expect_layer(&third, "response-cache");
+    expect_one_order(s, 10);
+    th_resp_free(&first);
+    th_resp_free(&again);
+    th_resp_free(&third);
+}
+
+static void test_redis_restarted_after_201(void **state)
+{
+    char tok[96], no[32];
+    (void)state;
+    struct th_server *a = start(0, NULL), *b = start(1, NULL);
+    int64_t s = th_session(a, 10, 1000);
+    th_order_token(a, 62, tok);
+    struct th_resp first = th_order(a, 62, "restart-1", tok, s, 1);
+    order_no_of(&first, no);
+    th_services("stop-redis");
+    th_services("start-redis");
+    struct th_resp again = th_order(b, 62, "restart-1", tok, s, 1);
+    expect_replay_of(&again, no);
+    expect_layer(&again, "unique-index");
+    expect_one_order(s, 10);
+    th_resp_free(&first);
+    th_resp_free(&again);
+}
+
+static void test_record_expired(void **state)
+{
+    char tok[96], no[32];
+    (void)state;
+    /* The key's record, in Redis and in process, lives one second. */
+    const char *env[] = {"TICKETD_IDEM_TTL_S=1", NULL};
+    struct th_server *a = start(0, env);
+    int64_t s = th_session(a, 10, 1000);
+    th_order_token(a, 63, tok);
+    struct th_resp first = th_order(a, 63, "late-1", tok, s, 1);
+    order_no_of(&first, no);
+    sleep(2);
+    assert_int_equal(th_redis_int("EXISTS idem:{63}:late-1"), 0);
+    struct th_resp late = th_order(a, 63, "late-1", tok, s, 1);
+    expect_replay_of(&late, no);
+    expect_layer(&late, "unique-index");
+    expect_one_order(s, 10);
+    th_resp_free(&first);
+    th_resp_free(&late);
+}
+
+/* ---- an instance dies, a COMMIT's answer is lost ------------------------ */
+
+static void test_killed_after_commit(void **state)
+{
+    char tok[96], no[32];
+    (void)state;
+    const char *crash[] = {"TICKETD_FAULT=order.after_commit:crash", NULL};
+    struct th_server *a = start(0, crash), *b = start(1, NULL);
+    int64_t s = th_session(b, 10, 1000);
+    th_order_token(b, 64, tok);
+    /* The order commits, then the instance dies: no answer, and its marker
+     * and lock stay in Redis until their TTLs. */
+    struct th_resp cut = th_order(a, 64, "killed-1", tok, s, 1);
+    assert_int_equal(cut.status, 0);
+    th_kill(a);
+    assert_int_equal(orders_of(s), 1);
+    assert_int_equal(th_redis_int("EXISTS idem:{64}:killed-1"), 1);
+    /* The retry on another instance gets the order at once, not 409
+     * REQUEST_IN_PROGRESS for the marker's 10 s, nor ORDER_TOKEN_INVALID. */
+    struct th_resp again = th_order(b, 64, "killed-1", tok, s, 1);
+    assert_int_equal(again.status, 201);
+    order_no_of(&again, no);
+    expect_layer(&again, "unique-index");
+    struct th_resp third = th_order(b, 64, "killed-1", tok, s, 1);
+    expect_replay_of(&third, no);
+    expect_one_order(s, 10);
+    th_resp_free(&cut);
+    th_resp_free(&again);
+    th_resp_free(&third);
+}
+
+static void test_commit_lost(void **state)
+{
+    char tok[96], no[32], v[16];
+    (void)state;
+    const char *lost[] = {"TICKETD_FAULT=order.commit_lost:fail:1", NULL};
+    struct th_server *a = start(0, lost);
+    int64_t s = th_session(a, 10, 1000);
+    th_order_token(a, 65, tok);
+    /* COMMIT succeeded, its answer never came: the client is told to retry. */
+    struct th_resp r = th_order(a, 65, "lost-1", tok, s, 1);
+    th_expect_problem(&r, 503, "DEPENDENCY_UNAVAILABLE");
+    assert_non_null(th_header(&r, "Retry-After", v, sizeof v));
+    assert_int_equal(orders_of(s), 1);
+    /* The retry gets the order that exists. */
+    struct th_resp again = th_order(a, 65, "lost-1", tok, s, 1);
+    assert_int_equal(again.status, 201);
+    order_no_of(&again, no);
+    expect_layer(&again, "unique-index");
+    expect_one_order(s, 10);
+    th_resp_free(&r);
+    th_resp_free(&again);
+}
+
+static void test_redis_stalls_at_the_token(void **state)
+{
+    char tok[96], no[32];
+    (void)state;
+    /* Redis ran the token script, then its answer was lost to a stall:
+     * the request goes on without Redis (degrade) and creates the order,
+     * but cannot store its answer; its marker stays behind. */
+    const char *stall[] = {"TICKETD_FAULT=redis.token_stall:fail:1", NULL};
+    struct th_server *a = start(0, stall), *b = start(1, NULL);
+    int64_t s = th_session(b, 10, 1000);
+    th_order_token(b, 66, tok);
+    struct th_resp first = th_order(a, 66, "stall-1", tok, s, 1);
+    order_no_of(&first, no);
+    /* Retries at once, on both instances: the order, never 409. */
+    struct th_resp on_b = th_order(b, 66, "stall-1", tok, s, 1);
+    expect_replay_of(&on_b, no);
+    sleep(1); /* past the breaker's cooldown: a has Redis back */
+    struct th_resp on_a = th_order(a, 66, "stall-1", tok, s, 1);
+    expect_replay_of(&on_a, no);
+    expect_one_order(s, 10);
+    th_resp_free(&first);
+    th_resp_free(&on_b);
+    th_resp_free(&on_a);
+}
+
+/* ---- MariaDB down mid-storm: the retries that Retry-After invites ------- */
+
+#define DOWN_CLIENTS 12
+
+struct down_ctx {
+    const struct th_server *s;
+    int64_t session;
+    char tokens[DOWN_CLIENTS][96];
+    long status[DOWN_CLIENTS];
+    char order_no[DOWN_CLIENTS][32];
+};
+
+static void order_for_client(int i, void *p)
+{
+    struct down_ctx *c = p;
+    char key[32];
+    snprintf(key, sizeof key, "down-%d", i);
+    struct th_resp r = th_order(c->s, 700 + i, key, c->tokens[i], c->session, 1);
+    c->status[i] = r.status;
+    if (r.status == 201)
+        order_no_of(&r, c->order_no[i]);
+    th_resp_free(&r);
+}
+
+static void test_mysql_down_then_retries_succeed(void **state)
+{
+    (void)state;
+    static struct down_ctx c;
+    memset(&c, 0, sizeof c);
+    struct th_server *a = start(0, NULL);
+    c.s = a;
+    c.session = th_session(a, 100, 500);
+    for (int i = 0; i < DOWN_CLIENTS; i++)
+        th_order_token(a, 700 + i, c.tokens[i]);
+    th_services("stop-mysql");
+    th_parallel(DOWN_CLIENTS, order_for_client, &c);
+    for (int i = 0; i < DOWN_CLIENTS; i++)
+        assert_int_equal(c.status[i], 503);
+    th_services("start-mysql");
+    /* Every client retries as Retry-After says, with the token it already
+     * spent: each gets its order, exactly one. */
+    sleep(1);
+    th_parallel(DOWN_CLIENTS, order_for_client, &c);
+    for (int i = 0; i < DOWN_CLIENTS; i++) {
+        if (c.status[i] != 201)
+            fail_msg("client %d: the retry after MariaDB came back got %ld", i, c.status[i]);
+    }
+    assert_int_equal(orders_of(c.session), DOWN_CLIENTS);
+    assert_int_equal(stock_of(c.session), 100 - DOWN_CLIENTS);
+}
+
+/* ---- slower than the TTLs ---------------------------------------------- */
+
+struct slow_ctx {
+    const struct th_server *s;
+    int64_t session;
+    const char *token;
+    struct th_resp resp;
+};
+
+static void *slow_order(void *p)
+{
+    struct slow_ctx *c = p;
+    c->resp = th_order(c->s, 67, "slow-1", c->token, c->session, 1);
+    return NULL;
+}
+
+static void test_slower_than_the_ttls(void **state)
+{
+    char tok[96], a_no[32], b_no[32], la[64], lb[64];
+    (void)state;
+    /* a's first order sleeps 2 s between the Redis defences and the
+     * database, past its marker's and its lock's 500 ms. */
+    const char *slow[] = {"TICKETD_FAULT=order.after_redis:delay:2000:1",
+                          "TICKETD_INFLIGHT_TTL_MS=500", "TICKETD_LOCK_TTL_MS=500", NULL};
+    const char *fast[] = {"TICKETD_INFLIGHT_TTL_MS=500", "TICKETD_LOCK_TTL_MS=500", NULL};
+    struct th_server *a = start(0, slow), *b = start(1, fast);
+    int64_t s = th_session(b, 10, 1000);
+    th_order_token(b, 67, tok);
+    struct slow_ctx c = {a, s, tok, {0}};
+    pthread_t t;
+    pthread_create(&t, NULL, slow_order, &c);
+    usleep(900 * 1000);
+    /* The marker and lock have expired: the copy on b passes every Redis
+     * defence (the token was spent by this very key) and creates the
+     * order; the slow original then meets the unique index. */
+    struct th_resp copy = th_order(b, 67, "slow-1", tok, s, 1);
+    pthread_join(t, NULL);
+    order_no_of(&copy, b_no);
+    order_no_of(&c.resp, a_no);
+    assert_string_equal(a_no, b_no);
+    /* One of them was caught, and its answer names the defence that did. */
+    bool a_caught = th_header(&c.resp, "Idempotency-Layer", la, sizeof la) != NULL;
+    bool b_caught = th_header(&copy, "Idempotency-Layer", lb, sizeof lb) != NULL;
+    assert_true(a_caught != b_caught);
+    assert_string_equal(a_caught ? la : lb, "unique-index");
+    expect_one_order(s, 10);
+    th_resp_free(&copy);
+    th_resp_free(&c.resp);
+}
+
+/* ---- SIGTERM under keep-alive load -------------------------------------- */
+
+#define TERM_CLIENTS 8
+#define TERM_MAX     400
+
+struct term_ctx {
+    const struct th_server *s;
+    int64_t session;
+    atomic_int created;          /* 201s that reached their client */
+    atomic_int closes;           /* answers that said Connection: close */
+    atomic_int ended_by_close;   /* clients whose last answer said close */
+    atomic_int ended_by_refusal; /* clients whose next connection was refused */
+};
+
+static void keepalive_client(int i, void *p)
+{
+    struct term_ctx *c = p;
+    struct th_client *cl = th_client_new();
+    bool last_closed = false;
+    for (int n = 0; n < TERM_MAX; n++) {
+        char key[48], v[32];
+        snprintf(key, sizeof key, "term-%d-%d", i, n);
+        struct th_resp r = th_client_order(cl, c->s, 800 + i, key, NULL, c->session, 1);
+        if (r.status == 0) {
+            /* The listener is closed: the new connection was refused, so
+             * this request was never read. */
+            atomic_fetch_add(&c->ended_by_refusal, 1);
+            if (last_closed)
+                atomic_fetch_add(&c->ended_by_close, 1);
+            th_resp_free(&r);
+            break;
+        }
+        if (r.status == 201)
+            atomic_fetch_add(&c->created, 1);
+        last_closed = th_header(&r, "Connection", v, sizeof v) != NULL && strcmp(v, "close") == 0;
+        if (last_closed)
+            atomic_fetch_add(&c->closes, 1);
+        th_resp_free(&r);
+    }
+    th_client_free(cl);
+}
+
+static void *send_term(void *p)
+{
+    struct term_ctx *c = p;
+    usleep(400 * 1000);
+    kill(c->s->pid, SIGTERM);
+    return NULL;
+}
+
+static void test_sigterm_under_keepalive_load(void **state)
+{
+    (void)state;
+    static struct term_ctx c;
+    memset(&c, 0, sizeof c);
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_ACCESS_LOG=1", NULL};
+    struct th_server *a = start(0, env);
+    c.s = a;
+    c.session = th_session(a, 100000, 100);
+    pthread_t t;
+    pthread_create(&t, NULL, send_term, &c);
+    th_parallel(TERM_CLIENTS, keepalive_client, &c);
+    pthread_join(t, NULL);
+    /* It drained and exited by itself, cleanly. */
+    assert_int_equal(th_stop(a), 0);
+    int committed = (int)orders_of(c.session);
+    print_message("sigterm: %d orders committed, %d 201s received, %d answers said close, "
+                  "%d of %d connections ended by one\n",
+                  committed, atomic_load(&c.created), atomic_load(&c.closes),
+                  atomic_load(&c.ended_by_close), TERM_CLIENTS);
+    assert_true(committed > 0);
+    /* Every order committed reached its client as a 201: none was cut off
+     * with its connection. */
+    assert_int_equal(atomic_load(&c.created), committed);
+    /* Each kept-alive connection ended with an answer that said so, and
+     * only then did its client find the listener closed. */
+    assert_int_equal(atomic_load(&c.ended_by_refusal), TERM_CLIENTS);
+    assert_int_equal(atomic_load(&c.ended_by_close), TERM_CLIENTS);
+    /* The server's own log agrees: as many 201s as the clients received. */
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "grep -c '\"status\":201' '%s'", a->log_path);
+    FILE *f = popen(cmd, "r");
+    int logged = -1;
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%d", &logged), 1);
+    pclose(f);
+    assert_int_equal(logged, committed + 1); /* + the session's 201 */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_redis_flushed_after_201, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_redis_restarted_after_201, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_record_expired, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_killed_after_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commit_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_redis_stalls_at_the_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mysql_down_then_retries_succeed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slower_than_the_ttls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_under_keepalive_load, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
+}
