@@ -89,6 +89,7 @@ static int cmd_serve(struct config *cfg, bool http)
     struct sweep *sw = NULL;
     sigset_t set;
     int sig;
+    bool unclean = false;
 
     block_signals(&set);
     if (boot(&app, cfg) != TD_OK)
@@ -118,9 +119,12 @@ static int cmd_serve(struct config *cfg, bool http)
     if (srv != NULL) {
         http_quiesce(srv);
         int left = http_drain(srv, cfg->drain_timeout_s * 1000);
-        if (left > 0)
-            log_warn("%d requests still in flight after %d s; closing them", left,
-                     cfg->drain_timeout_s);
+        if (left > 0) {
+            /* Their clients get no answer: say so in the exit status. */
+            log_error("%d requests still in flight after %d s; closing them", left,
+                      cfg->drain_timeout_s);
+            unclean = true;
+        }
     }
     sweep_stop(sw);
     sw = NULL;
@@ -128,7 +132,7 @@ static int cmd_serve(struct config *cfg, bool http)
     ev = NULL;
     http_stop(srv);
     srv = NULL;
-    rc = EXIT_SUCCESS;
+    rc = unclean ? EXIT_FAILURE : EXIT_SUCCESS;
     log_info("stopped");
 out:
     sweep_stop(sw);
