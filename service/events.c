@@ -8,11 +8,14 @@
  * never does, so such rows are queued again.
  *
  * One consumer thread per group (points, ticketing) reads with XREADGROUP,
- * applies its effect and its dedup row in one transaction, then XACKs.
+ * applies its effect and its dedup row in one transaction (consume.h, the
+ * code a dead letter's re-drive runs too), then XACKs.
  * Delivery is at least once; the dedup row, keyed by the business key
  * ("points:<order_no>"), makes the effect happen once. Entries another
  * consumer left pending too long are taken over with XAUTOCLAIM; entries
- * delivered more than max_deliveries times go to ticketd:events:dead.
+ * delivered more than max_deliveries times, or that cannot apply, go to
+ * ticketd:events:dead and dead_letters, from where `ticketd dead-letters
+ * replay` re-drives them (deadletters.h).
  *
  * A crash anywhere costs a redelivery, never a lost or doubled effect:
  *   after XADD, before the mark     the row is published again (duplicate entry)
@@ -24,19 +27,17 @@
 #include "app.h"
 #include "cache.h"
 #include "config.h"
+#include "consume.h"
 #include "defenses.h"
 #include "err.h"
 #include "faults.h"
 #include "log.h"
 #include "metrics.h"
-#include "model.h"
 #include "redis.h"
 #include "store.h"
 #include "store_events.h"
-#include "txretry.h"
 #include "util.h"
 
-#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,40 +372,6 @@ static void *relay_main(void *arg)
 
 /* ---- the consumers ---- */
 
-/* What the consumers read from an order.paid payload. */
-struct paid_event {
-    char order_no[ORDER_NO_LEN + 1];
-    int64_t user_id;
-    int64_t amount_cents;
-};
-
-static int apply_points(const struct paid_event *pe, const char *dedup_key)
-{
-    /* One point per whole 100 cents of the order. */
-    return store_points_credit(dedup_key, pe->user_id, pe->amount_cents / 100);
-}
-
-static int apply_ticketing(const struct paid_event *pe, const char *dedup_key)
-{
-    return store_ticket_issue(dedup_key, pe->order_no);
-}
-
-struct group {
-    const char *name;
-    enum metric consumed;
-    enum metric duplicate;
-    int (*apply)(const struct paid_event *pe, const char *dedup_key);
-};
-
-/* The groups of order.paid; store_events.c's redrive check names the same. */
-static const struct group groups[] = {
-    {EVENTS_GROUP_POINTS, M_EVENTS_CONSUMED_POINTS, M_EVENTS_DUPLICATE_POINTS, apply_points},
-    {EVENTS_GROUP_TICKETING, M_EVENTS_CONSUMED_TICKETING, M_EVENTS_DUPLICATE_TICKETING,
-     apply_ticketing},
-};
-
-#define N_GROUPS (sizeof groups / sizeof groups[0])
-
 /* Creates the group at the start of the stream (and the stream), unless it
  * exists: one round trip, and no BUSYGROUP error to tell from real ones.
  * Starting at 0, not $, means a group re-created after Redis lost it reads
@@ -420,7 +387,7 @@ static struct redis_script group_create = {
 
 struct consumer {
     struct events *e;
-    const struct group *g;
+    const struct consume_group *g;
     char name[160]; /* host-pid-group-thread: unique per process and thread */
     bool group_ready;
     /* Own pending entries are read (id "0" onwards) before new ones: at
@@ -459,11 +426,6 @@ static enum outcome ack(struct consumer *cs, const char *id)
     return rc == TD_OK ? ENTRY_DONE : ENTRY_UNAVAIL;
 }
 
-static char *dedup_key_new(const struct consumer *cs, const struct entry *en)
-{
-    return xasprintf("%s:%s", cs->g->name, en->biz_key != NULL ? en->biz_key : "");
-}
-
 /* Gives up on an entry: records it (so the relay does not queue it again),
  * copies it to the dead-letter stream for an operator, and acks it. */
 static enum outcome dead_letter(struct consumer *cs, const struct entry *en, int64_t deliveries,
@@ -473,7 +435,7 @@ static enum outcome dead_letter(struct consumer *cs, const struct entry *en, int
     redisReply *r = NULL;
     enum outcome oc = ENTRY_UNAVAIL;
     int64_t outbox_id = 0;
-    char *key = dedup_key_new(cs, en);
+    char *key = consume_dedup_key(cs->g, en->biz_key);
     if (en->outbox_id != NULL && !parse_i64(en->outbox_id, 0, INT64_MAX, &outbox_id))
         outbox_id = 0;
     int rc = store_dead_letter(cs->g->name, key, outbox_id, en->id, deliveries, reason);
@@ -516,52 +478,6 @@ out:
     return oc;
 }
 
-static bool paid_event_parse(const struct entry *en, struct paid_event *pe, const char **why)
-{
-    json_error_t err;
-    bool ok = false;
-    memset(pe, 0, sizeof *pe);
-    *why = "payload is not a JSON object";
-    if (en->payload == NULL || en->biz_key == NULL) {
-        *why = "entry without payload or biz_key";
-        return false;
-    }
-    json_t *j = json_loadb(en->payload, en->payload_len, JSON_REJECT_DUPLICATES, &err);
-    if (!json_is_object(j))
-        goto out;
-    const char *no = json_string_value(json_object_get(j, "order_no"));
-    json_t *user = json_object_get(j, "user_id"), *amount = json_object_get(j, "amount_cents");
-    if (no == NULL || strlen(no) > ORDER_NO_LEN || strcmp(no, en->biz_key) != 0) {
-        *why = "order_no missing or not the biz_key";
-        goto out;
-    }
-    if (!json_is_integer(user) || json_integer_value(user) < 1 || !json_is_integer(amount) ||
-        json_integer_value(amount) < 0) {
-        *why = "user_id or amount_cents missing or out of range";
-        goto out;
-    }
-    snprintf(pe->order_no, sizeof pe->order_no, "%s", no);
-    pe->user_id = json_integer_value(user);
-    pe->amount_cents = json_integer_value(amount);
-    ok = true;
-out:
-    json_decref(j);
-    return ok;
-}
-
-/* One attempt at a group's effect, for txretry_run. */
-struct apply_attempt {
-    const struct consumer *cs;
-    const struct paid_event *pe;
-    const char *dedup;
-};
-
-static int apply_once(void *p)
-{
-    const struct apply_attempt *a = p;
-    return a->cs->g->apply(a->pe, a->dedup);
-}
-
 /* Applies one entry and acks it. deliveries: how often Redis has handed it
  * out (for the dead letter; 0 when not known). */
 static enum outcome consume(struct consumer *cs, const struct entry *en, int64_t deliveries)
@@ -583,19 +499,18 @@ static enum outcome consume(struct consumer *cs, const struct entry *en, int64_t
         oc = ack(cs, en->id); /* not an event this group acts on */
         goto out;
     }
-    if (!paid_event_parse(en, &pe, &why)) {
+    if (!consume_parse(en->biz_key, en->payload, en->payload_len, &pe, &why)) {
         oc = dead_letter(cs, en, deliveries, why); /* no redelivery can fix it */
         goto out;
     }
     if (FAULT_POINT("consumer.before_effect"))
         goto out;
 
-    key = dedup_key_new(cs, en);
+    key = consume_dedup_key(cs->g, en->biz_key);
     /* DEMO ONLY: with the consumer-dedup defence switched off the effect is
      * applied without its dedup row, so every redelivery applies it again. */
     const char *dedup = (cs->e->app->defenses & DEFENSE_CONSUMER_DEDUP) ? key : NULL;
-    struct apply_attempt at = {cs, &pe, dedup};
-    rc = txretry_run(cfg->tx_retries, apply_once, &at);
+    rc = consume_apply(cs->g, &pe, dedup, 0, cfg->tx_retries);
     switch (rc) {
     case TD_OK:
         metrics_inc(cs->g->consumed);
@@ -605,10 +520,10 @@ static enum outcome consume(struct consumer *cs, const struct entry *en, int64_t
         log_debug("events: %s already applied %s (entry %s)", cs->g->name, key, en->id);
         break;
     case TD_ENOTFOUND:
-        oc = dead_letter(cs, en, deliveries, "no such order");
-        goto out;
     case TD_ECONFLICT:
-        oc = dead_letter(cs, en, deliveries, "the order's state does not allow it");
+        /* Left as it is, the order will not change by itself; an operator
+         * fixes it and re-drives the letter (deadletters.c). */
+        oc = dead_letter(cs, en, deliveries, consume_unfit_reason(rc));
         goto out;
     case TD_EUNAVAIL:
     case TD_ERETRY:
@@ -858,18 +773,18 @@ struct events *events_start(struct app *app)
     e->relay->e = e;
     if (!start_thread(e, relay_main, e->relay, "outbox relay"))
         goto fail;
-    e->consumers = xcalloc(N_GROUPS, sizeof *e->consumers);
-    for (size_t i = 0; i < N_GROUPS; i++) {
+    e->consumers = xcalloc(CONSUME_GROUPS, sizeof *e->consumers);
+    for (size_t i = 0; i < CONSUME_GROUPS; i++) {
         struct consumer *cs = &e->consumers[i];
         cs->e = e;
-        cs->g = &groups[i];
+        cs->g = &consume_groups[i];
         snprintf(cs->name, sizeof cs->name, "%s-%d-%s-%zu", host, (int)getpid(), cs->g->name,
                  i + 1);
         if (!start_thread(e, consumer_main, cs, cs->g->name))
             goto fail;
     }
-    log_info("events: relay to %s and consumers %s, %s started (%s-%d-*)", STREAM, groups[0].name,
-             groups[1].name, host, (int)getpid());
+    log_info("events: relay to %s and consumers %s, %s started (%s-%d-*)", STREAM,
+             consume_groups[0].name, consume_groups[1].name, host, (int)getpid());
     return e;
 fail:
     events_stop(e);

@@ -10,12 +10,18 @@
 #include <unistd.h>
 
 enum log_level log_min_level = LOG_INFO;
+static int log_fd = STDOUT_FILENO;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void log_set_level(enum log_level level)
 {
     log_min_level = level;
+}
+
+void log_to_stderr(void)
+{
+    log_fd = STDERR_FILENO;
 }
 
 int log_parse_level(const char *s, enum log_level *out)
@@ -78,7 +84,7 @@ static void emit(char *line, size_t n, size_t cap)
     if (n >= cap - 1)
         n = cap - 2;
     line[n++] = '\n';
-    ssize_t w = write(STDOUT_FILENO, line, n);
+    ssize_t w = write(log_fd, line, n);
     (void)w;
 }
 

@@ -1,4 +1,4 @@
-/* log.h - JSON log lines on stdout, one object per line.
+/* log.h - JSON log lines on stdout (or stderr), one object per line.
  *
  * Every line has "ts" (RFC 3339 UTC with milliseconds), "level" and "msg".
  * The level check happens in the macro, before the arguments are evaluated,
@@ -15,6 +15,9 @@ enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 extern enum log_level log_min_level;
 
 void log_set_level(enum log_level level);
+/* Sends the lines to stderr from now on: for commands whose stdout is
+ * their output. Call before any thread logs. */
+void log_to_stderr(void);
 /* Parses "debug", "info", "warn" or "error". Returns 0 or TD_EINVAL. */
 int log_parse_level(const char *s, enum log_level *out);
 

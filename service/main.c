@@ -1,10 +1,11 @@
-/* main.c - ticketd's commands: serve, worker, token. Boot order is config,
+/* main.c - ticketd's commands: serve, worker, token, dead-letters. Boot order is config,
  * log, ports (store, cache), then the HTTP server; shutdown runs it
  * backwards after draining. */
 #include "app.h"
 #include "auth.h"
 #include "cache.h"
 #include "config.h"
+#include "deadletters.h"
 #include "defenses.h"
 #include "err.h"
 #include "events.h"
@@ -30,6 +31,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: ticketd serve [--config FILE]\n"
                "       ticketd worker [--config FILE]\n"
                "       ticketd token --user ID [--admin] [--ttl SECONDS] [--config FILE]\n"
+               "       ticketd dead-letters list [--config FILE] [--consumer NAME] [--json]\n"
+               "       ticketd dead-letters replay [--config FILE] (--id N | --all) "
+               "[--consumer NAME]\n"
                "       ticketd version\n"
                "\n"
                "Settings come from TICKETD_* environment variables; FILE holds the same\n"
@@ -183,6 +187,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (strcmp(cmd, "dead-letters") == 0)
+        return deadletters_main(argc - 1, argv + 1);
     optind = 2;
     int c;
     while ((c = getopt_long(argc, argv, "c:u:at:h", opts, NULL)) != -1) {

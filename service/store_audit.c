@@ -66,7 +66,9 @@ static const char *const sql[A_COUNT] = {
     [A_POINTS] = "SELECT COUNT(*), COALESCE(SUM(want <> have), 0), "
                  "COALESCE(MIN(CASE WHEN want <> have THEN user_id END), 0), "
                  "(SELECT COUNT(*) FROM outbox WHERE event_type = 'order.paid' "
-                 "AND published_at IS NULL) FROM (" EXPECTED_POINTS ") x",
+                 "AND published_at IS NULL), "
+                 "(SELECT COUNT(*) FROM dead_letters WHERE consumer = 'points' "
+                 "AND replayed_at IS NULL) FROM (" EXPECTED_POINTS ") x",
     [A_NEGATIVE] = "SELECT COUNT(*), COALESCE(MIN(id), 0) FROM sessions WHERE stock < 0",
     /* Every transition adds one to version and writes one history row. */
     [A_HISTORY] = "SELECT (SELECT COUNT(*) FROM orders), COUNT(*), COALESCE(MIN(o.order_no), '') "
@@ -171,10 +173,10 @@ static int check_paid_orders(struct db_conn *c, struct audit_check *a)
 
 static int check_points(struct db_conn *c, struct audit_check *a)
 {
-    int64_t users = 0, bad = 0, first = 0, unrelayed = 0;
+    int64_t users = 0, bad = 0, first = 0, unrelayed = 0, dead = 0;
     struct db_col cols[] = {DB_COL_I(&users), DB_COL_I(&bad), DB_COL_I(&first),
-                            DB_COL_I(&unrelayed)};
-    int rc = db_row(c, sql[A_POINTS], NULL, 0, cols, 4);
+                            DB_COL_I(&unrelayed), DB_COL_I(&dead)};
+    int rc = db_row(c, sql[A_POINTS], NULL, 0, cols, 5);
     if (rc != TD_OK)
         return rc;
     if (bad == 0)
@@ -183,8 +185,10 @@ static int check_points(struct db_conn *c, struct audit_check *a)
     else
         set(a, "points_match_paid_orders", false,
             "%lld of %lld users differ; first: user %lld; %lld order.paid events not yet "
-            "relayed (the consumers may still be catching up)",
-            (long long)bad, (long long)users, (long long)first, (long long)unrelayed);
+            "relayed (the consumers may still be catching up); %lld open points dead "
+            "letters (ticketd dead-letters list)",
+            (long long)bad, (long long)users, (long long)first, (long long)unrelayed,
+            (long long)dead);
     return TD_OK;
 }
 

@@ -25,15 +25,17 @@ static const char sql_outbox_mark[] =
     "UPDATE outbox SET published_at = ?, stream_id = ? WHERE id = ?";
 
 /* A group has recorded a row when it holds the dedup row of the row's
- * business key, or gave up on it (dead letter). */
+ * business key, or gave up on it (an open dead letter). A re-driven letter
+ * no longer counts by itself: its re-drive committed the dedup row in the
+ * same transaction, and that row is what says the key is handled. */
 #define RECORDED_BY(group)                                                                         \
     "(EXISTS (SELECT 1 FROM consume_records c WHERE c.consumer = '" group "' "                     \
     "AND c.biz_key = CONCAT('" group ":', o.biz_key)) "                                            \
     "OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.consumer = '" group "' "                      \
-    "AND d.biz_key = CONCAT('" group ":', o.biz_key)))"
+    "AND d.biz_key = CONCAT('" group ":', o.biz_key) AND d.replayed_at IS NULL))"
 
 /* Settled: every group that consumes the row's type has recorded it. The
- * groups of each type are those of events.c. */
+ * groups of each type are those of consume.c. */
 #define SETTLED                                                                                    \
     "CASE WHEN o.event_type = '" EVENT_ORDER_PAID                                                  \
     "' THEN " RECORDED_BY(EVENTS_GROUP_POINTS) " AND " RECORDED_BY(                                \
@@ -67,6 +69,27 @@ static const char sql_order_lock[] =
 static const char sql_dead_letter[] =
     "INSERT INTO dead_letters (consumer, biz_key, outbox_id, stream_id, deliveries, reason) "
     "VALUES (?, ?, ?, ?, ?, ?)";
+
+/* The consumer check keeps a re-drive from stamping another group's letter. */
+static const char sql_letter_lock[] =
+    "SELECT replayed_at IS NOT NULL FROM dead_letters WHERE id = ? AND consumer = ? FOR UPDATE";
+
+static const char sql_letter_mark[] =
+    "UPDATE dead_letters SET replayed_at = ?, replay_result = ? WHERE id = ?";
+
+#define LETTER_COLS                                                                                \
+    "id, consumer, biz_key, outbox_id, deliveries, reason, "                                       \
+    "DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%sZ'), "                                              \
+    "COALESCE(DATE_FORMAT(replayed_at, '%Y-%m-%dT%H:%i:%sZ'), ''), COALESCE(replay_result, '')"
+
+static const char sql_letters_open[] = "SELECT " LETTER_COLS " FROM dead_letters "
+                                       "WHERE replayed_at IS NULL AND id > ? "
+                                       "AND (? = '' OR consumer = ?) ORDER BY id LIMIT ?";
+
+static const char sql_letter_get[] = "SELECT " LETTER_COLS " FROM dead_letters WHERE id = ?";
+
+static const char sql_outbox_get[] =
+    "SELECT id, event_type, biz_key, payload FROM outbox WHERE id = ?";
 
 struct mark {
     int64_t id;
@@ -221,55 +244,67 @@ static int record_consumed(struct db_conn *c, const char *consumer, const char *
     return db_exec(c, sql_consume_record, args, 2, NULL, NULL);
 }
 
-int store_points_credit(const char *dedup_key, int64_t user_id, int64_t points)
+/* The part of a consumer's transaction after its dedup row: TD_OK when
+ * applied, TD_EDUP when there was nothing to change (what was written is
+ * still committed), or an error (rolled back). */
+typedef int (*effect_fn)(struct db_conn *c, const void *ctx);
+
+/* A re-drive's first step: lock the dead letter. TD_EDUP when it was
+ * re-driven already, TD_EINVAL when there is no such letter of consumer. */
+static int letter_lock(struct db_conn *c, const char *consumer, int64_t id)
 {
-    struct db_conn *c;
-    char db_now[32], api_now[TIME_LEN + 1];
-    int rc = db_conn(&c);
-    if (rc != TD_OK)
-        return rc;
-    rc = db_begin(c);
-    if (rc != TD_OK)
-        goto out;
-    rc = record_consumed(c, EVENTS_GROUP_POINTS, dedup_key);
-    if (rc != TD_OK)
-        goto out;
-    store_now(db_now, api_now);
-    struct db_arg add[] = {DB_I(user_id), DB_I(points), DB_S(db_now)};
-    rc = db_exec(c, sql_points_add, add, 3, NULL, NULL);
-    if (rc != TD_OK)
-        goto out;
-    rc = db_commit(c);
-out:
-    if (rc != TD_OK)
-        db_rollback(c);
+    int64_t replayed = 0;
+    struct db_arg args[] = {DB_I(id), DB_S(consumer)};
+    struct db_col cols[] = {DB_COL_I(&replayed)};
+    int rc = db_row(c, sql_letter_lock, args, 2, cols, 1);
+    if (rc == TD_ENOTFOUND)
+        return TD_EINVAL;
+    if (rc == TD_OK && replayed)
+        return TD_EDUP;
     return rc;
 }
 
-int store_ticket_issue(const char *dedup_key, const char *order_no)
+static int letter_mark(struct db_conn *c, int64_t id, const char *result)
+{
+    char db_now[32], api_now[TIME_LEN + 1];
+    store_now(db_now, api_now);
+    struct db_arg args[] = {DB_S(db_now), DB_S(result), DB_I(id)};
+    return db_exec(c, sql_letter_mark, args, 3, NULL, NULL);
+}
+
+/* One consumer transaction (store_events.h): [lock the dead letter,] the
+ * dedup row, the effect, [stamp the letter,] commit. */
+static int consume_tx(const char *consumer, const char *dedup_key, int64_t redrive_id,
+                      effect_fn effect, const void *ctx)
 {
     struct db_conn *c;
-    struct order o;
-    bool already = false;
+    bool dup = false;
+    if (redrive_id != 0 && dedup_key == NULL)
+        return TD_EINVAL;
     int rc = db_conn(&c);
     if (rc != TD_OK)
         return rc;
     rc = db_begin(c);
     if (rc != TD_OK)
         goto out;
-    rc = record_consumed(c, EVENTS_GROUP_TICKETING, dedup_key);
+    if (redrive_id != 0) {
+        rc = letter_lock(c, consumer, redrive_id);
+        if (rc != TD_OK)
+            goto out;
+    }
+    rc = record_consumed(c, consumer, dedup_key);
+    if (rc == TD_OK)
+        rc = effect(c, ctx);
+    else if (rc == TD_EDUP && redrive_id == 0)
+        goto out; /* applied before: nothing to write */
+    if (rc == TD_EDUP) {
+        dup = true;
+        rc = TD_OK;
+    }
     if (rc != TD_OK)
         goto out;
-    struct db_arg args[] = {DB_S(order_no)};
-    rc = store_tx_order(c, sql_order_lock, args, 1, &o);
-    if (rc != TD_OK)
-        goto out;
-    if (o.status == ORDER_TICKETED || o.status == ORDER_COMPLETED) {
-        /* Ticketed before this key was recorded (the dedup row was off in
-         * a demo): the state machine already made it a no-op. */
-        already = true;
-    } else {
-        rc = store_tx_transition(c, &o, EVENT_TICKET);
+    if (redrive_id != 0) {
+        rc = letter_mark(c, redrive_id, dup ? "already applied" : "applied");
         if (rc != TD_OK)
             goto out;
     }
@@ -277,7 +312,46 @@ int store_ticket_issue(const char *dedup_key, const char *order_no)
 out:
     if (rc != TD_OK)
         db_rollback(c);
-    return rc == TD_OK && already ? TD_EDUP : rc;
+    return rc == TD_OK && dup ? TD_EDUP : rc;
+}
+
+struct points_credit {
+    int64_t user_id;
+    int64_t points;
+};
+
+static int points_effect(struct db_conn *c, const void *ctx)
+{
+    const struct points_credit *pc = ctx;
+    char db_now[32], api_now[TIME_LEN + 1];
+    store_now(db_now, api_now);
+    struct db_arg add[] = {DB_I(pc->user_id), DB_I(pc->points), DB_S(db_now)};
+    return db_exec(c, sql_points_add, add, 3, NULL, NULL);
+}
+
+int store_points_credit(const char *dedup_key, int64_t user_id, int64_t points, int64_t redrive_id)
+{
+    struct points_credit pc = {user_id, points};
+    return consume_tx(EVENTS_GROUP_POINTS, dedup_key, redrive_id, points_effect, &pc);
+}
+
+static int ticket_effect(struct db_conn *c, const void *ctx)
+{
+    struct order o;
+    struct db_arg args[] = {DB_S((const char *)ctx)};
+    int rc = store_tx_order(c, sql_order_lock, args, 1, &o);
+    if (rc != TD_OK)
+        return rc;
+    /* Ticketed before this key was recorded (the dedup row was off in a
+     * demo): the state machine already made it a no-op. */
+    if (o.status == ORDER_TICKETED || o.status == ORDER_COMPLETED)
+        return TD_EDUP;
+    return store_tx_transition(c, &o, EVENT_TICKET);
+}
+
+int store_ticket_issue(const char *dedup_key, const char *order_no, int64_t redrive_id)
+{
+    return consume_tx(EVENTS_GROUP_TICKETING, dedup_key, redrive_id, ticket_effect, order_no);
 }
 
 int store_dead_letter(const char *consumer, const char *dedup_key, int64_t outbox_id,
@@ -303,4 +377,63 @@ int store_user_points(int64_t user_id, int64_t *points)
     struct db_col cols[] = {DB_COL_I(points)};
     rc = db_row(c, sql_points_get, args, 1, cols, 1);
     return rc == TD_ENOTFOUND ? TD_OK : rc;
+}
+
+struct letters_ctx {
+    struct dead_letter dl;
+    int (*each)(const struct dead_letter *dl, void *ctx);
+    void *ctx;
+};
+
+static int letters_each(void *p)
+{
+    struct letters_ctx *l = p;
+    return l->each(&l->dl, l->ctx);
+}
+
+#define LETTER_DB_COLS(d)                                                                          \
+    {                                                                                              \
+        DB_COL_I(&(d)->id), DB_COL_S((d)->consumer), DB_COL_S((d)->biz_key),                       \
+            DB_COL_I(&(d)->outbox_id), DB_COL_I(&(d)->deliveries), DB_COL_S((d)->reason),          \
+            DB_COL_S((d)->created_at), DB_COL_S((d)->replayed_at), DB_COL_S((d)->replay_result)    \
+    }
+
+int store_dead_letters_open(const char *consumer, int64_t after_id, int limit,
+                            int (*each)(const struct dead_letter *dl, void *ctx), void *ctx)
+{
+    struct db_conn *c;
+    struct letters_ctx l = {.each = each, .ctx = ctx};
+    const char *who = consumer != NULL ? consumer : "";
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg args[] = {DB_I(after_id), DB_S(who), DB_S(who), DB_I(limit)};
+    struct db_col cols[] = LETTER_DB_COLS(&l.dl);
+    rc = db_rows(c, sql_letters_open, args, 4, cols, 9, letters_each, &l);
+    return rc == TD_ENOTFOUND ? TD_OK : rc;
+}
+
+int store_dead_letter_get(int64_t id, struct dead_letter *out)
+{
+    struct db_conn *c;
+    memset(out, 0, sizeof *out);
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg args[] = {DB_I(id)};
+    struct db_col cols[] = LETTER_DB_COLS(out);
+    return db_row(c, sql_letter_get, args, 1, cols, 9);
+}
+
+int store_outbox_get(int64_t id, struct outbox_event *out)
+{
+    struct db_conn *c;
+    memset(out, 0, sizeof *out);
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg args[] = {DB_I(id)};
+    struct db_col cols[] = {DB_COL_I(&out->id), DB_COL_S(out->event_type), DB_COL_S(out->biz_key),
+                            DB_COL_S(out->payload)};
+    return db_row(c, sql_outbox_get, args, 1, cols, 4);
 }

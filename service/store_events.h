@@ -76,25 +76,68 @@ int store_outbox_requeue(int64_t id, const char *stream_id, bool *requeued);
 /* The number of unpublished rows and the highest row id (0 when empty). */
 int store_outbox_stats(int64_t *unpublished, int64_t *max_id);
 
-/* The points consumer: one transaction that inserts the dedup row
- * (EVENTS_GROUP_POINTS, dedup_key) and adds points to the user's total.
- * dedup_key NULL skips the dedup row (the consumer-dedup defence switched
- * off in a demo). Returns TD_OK when applied, TD_EDUP when the key was
- * already recorded (nothing changed), or an error. */
-int store_points_credit(const char *dedup_key, int64_t user_id, int64_t points);
+/* The consumers' effects. Each is one transaction that inserts the dedup
+ * row (consumer, dedup_key) first and then applies the effect; dedup_key
+ * NULL skips the dedup row (the consumer-dedup defence switched off in a
+ * demo). Both return TD_OK when applied, TD_EDUP when the key was already
+ * recorded (nothing changed), or an error.
+ *
+ * redrive_id is 0 for a delivery from the stream. Otherwise the call
+ * re-drives that dead letter (ticketd dead-letters replay): the letter's
+ * row is locked first (SELECT ... FOR UPDATE, so re-drives of one letter
+ * queue behind each other), and in the same transaction as the effect it
+ * is stamped replayed_at with replay_result 'applied', or 'already applied'
+ * when the dedup row existed (then that stamp alone is committed, and
+ * TD_EDUP returned). A letter already re-driven is TD_EDUP with nothing
+ * changed; a letter that does not exist, or belongs to another consumer,
+ * is TD_EINVAL. A re-drive needs its dedup_key (TD_EINVAL when NULL): its
+ * exactly-once rests on that row. When the effect fails the letter stays
+ * open. */
 
-/* The ticketing consumer: one transaction that inserts the dedup row
- * (EVENTS_GROUP_TICKETING, dedup_key; skipped when NULL) and moves the
- * order PAID -> TICKETED by compare-and-set with its history row.
- * Returns TD_OK when applied; TD_EDUP when the key was already recorded or
- * the order was already ticketed (nothing changed but the dedup row);
+/* The points consumer: adds points to the user's total. */
+int store_points_credit(const char *dedup_key, int64_t user_id, int64_t points, int64_t redrive_id);
+
+/* The ticketing consumer: moves the order PAID -> TICKETED by
+ * compare-and-set with its history row. Also TD_EDUP when the order was
+ * already ticketed (nothing changed but the dedup row, which is kept);
  * TD_ENOTFOUND for no such order; TD_ECONFLICT when its state forbids
- * ticketing; or an error. */
-int store_ticket_issue(const char *dedup_key, const char *order_no);
+ * ticketing. */
+int store_ticket_issue(const char *dedup_key, const char *order_no, int64_t redrive_id);
 
 /* Records that consumer gave up on an event (see sql/002). */
 int store_dead_letter(const char *consumer, const char *dedup_key, int64_t outbox_id,
                       const char *stream_id, int64_t deliveries, const char *reason);
+
+#define DEAD_CONSUMER_MAX 128 /* VARCHAR(32) */
+#define DEAD_REASON_MAX   800 /* VARCHAR(200) */
+#define DEAD_TIME_MAX     31
+
+/* One row of dead_letters (sql/002, sql/004). */
+struct dead_letter {
+    int64_t id;
+    char consumer[DEAD_CONSUMER_MAX + 1];
+    char biz_key[BIZ_KEY_MAX + 1]; /* the dedup key: "points:<order_no>" */
+    int64_t outbox_id;
+    int64_t deliveries;
+    char reason[DEAD_REASON_MAX + 1];
+    char created_at[DEAD_TIME_MAX + 1];    /* "2026-12-01T08:00:00Z" */
+    char replayed_at[DEAD_TIME_MAX + 1];   /* "" while open */
+    char replay_result[DEAD_CONSUMER_MAX]; /* "" while open */
+};
+
+/* Calls each for the open (not re-driven) dead letters with id > after_id,
+ * of consumer (every consumer when NULL), in id order, at most limit of
+ * them; dl is borrowed for the call, and each must not use the store (the
+ * rows are still being read). A non-zero return from each stops and is
+ * returned. */
+int store_dead_letters_open(const char *consumer, int64_t after_id, int limit,
+                            int (*each)(const struct dead_letter *dl, void *ctx), void *ctx);
+
+/* One dead letter, open or re-driven. TD_ENOTFOUND if there is none. */
+int store_dead_letter_get(int64_t id, struct dead_letter *out);
+
+/* One outbox row (published or not). TD_ENOTFOUND if there is none. */
+int store_outbox_get(int64_t id, struct outbox_event *out);
 
 /* The points of user_id (0 when none were ever credited). */
 int store_user_points(int64_t user_id, int64_t *points);

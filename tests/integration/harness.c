@@ -171,9 +171,9 @@ void th_start_worker(struct th_server *s, const char *name, const char *const *e
     spawn(s, "worker", name, 1, extra_env);
 }
 
-bool th_log_contains(const struct th_server *s, const char *needle)
+static bool file_contains(const char *path, const char *needle)
 {
-    FILE *f = fopen(s->log_path, "r");
+    FILE *f = fopen(path, "r");
     char line[4096];
     bool found = false;
     if (f == NULL)
@@ -182,6 +182,17 @@ bool th_log_contains(const struct th_server *s, const char *needle)
         found = strstr(line, needle) != NULL;
     fclose(f);
     return found;
+}
+
+bool th_log_contains(const struct th_server *s, const char *needle)
+{
+    return file_contains(s->log_path, needle);
+}
+
+static bool sanitizer_report(const char *path)
+{
+    return file_contains(path, "ERROR: AddressSanitizer") ||
+           file_contains(path, "ERROR: LeakSanitizer") || file_contains(path, "runtime error:");
 }
 
 int th_stop(struct th_server *s)
@@ -195,9 +206,7 @@ int th_stop(struct th_server *s)
         if (w == s->pid) {
             forget_child(s->pid);
             s->pid = 0;
-            if (th_log_contains(s, "ERROR: AddressSanitizer") ||
-                th_log_contains(s, "ERROR: LeakSanitizer") ||
-                th_log_contains(s, "runtime error:")) {
+            if (sanitizer_report(s->log_path)) {
                 print_error("sanitizer report in %s\n", s->log_path);
                 return -1;
             }
@@ -221,6 +230,106 @@ void th_kill(struct th_server *s)
     waitpid(s->pid, &status, 0);
     forget_child(s->pid);
     s->pid = 0;
+}
+
+/* ---- ticketd commands ---- */
+
+void th_cli_start(struct th_cli *c, const char *const *args, const char *const *extra_env)
+{
+    static int seq;
+    char *argv[32];
+    int n = 0;
+    memset(c, 0, sizeof *c);
+    seq++;
+    const char *logs = env_or("TICKETD_TEST_LOGS", "/tmp");
+    snprintf(c->out_path, sizeof c->out_path, "%s/ticketd-cli-%d-%d.out", logs, (int)getpid(), seq);
+    snprintf(c->err_path, sizeof c->err_path, "%s/ticketd-cli-%d-%d.err", logs, (int)getpid(), seq);
+    const char *bin = env_or("TICKETD_BIN", "build/asan/ticketd");
+    argv[n++] = (char *)bin;
+    for (; args != NULL && *args != NULL && n < 31; args++)
+        argv[n++] = (char *)*args;
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int out = open(c->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int err = open(c->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (out >= 0 && err >= 0) {
+            dup2(out, 1);
+            dup2(err, 2);
+            close(out);
+            close(err);
+        }
+        child_env(1, extra_env);
+        execv(bin, argv);
+        _exit(127);
+    }
+    c->pid = pid;
+    if (nchildren == 0)
+        atexit(kill_children);
+    if (nchildren < MAX_CHILDREN)
+        children[nchildren++] = pid;
+}
+
+int th_cli_wait(struct th_cli *c)
+{
+    int status = 0;
+    bool done = false;
+    for (int i = 0; i < 3000 && !done; i++) {
+        done = waitpid(c->pid, &status, WNOHANG) == c->pid;
+        if (!done)
+            msleep(20);
+    }
+    forget_child(c->pid);
+    if (!done) {
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, &status, 0);
+        c->pid = 0;
+        fail_msg("ticketd command did not finish in 60 s; see %s", c->err_path);
+    }
+    c->pid = 0;
+    free(c->out);
+    c->out = NULL;
+    FILE *f = fopen(c->out_path, "r");
+    if (f != NULL) {
+        size_t cap = 4096, len = 0, got;
+        c->out = malloc(cap);
+        while ((got = fread(c->out + len, 1, cap - len - 1, f)) > 0) {
+            len += got;
+            if (cap - len < 2048) {
+                cap *= 2;
+                c->out = realloc(c->out, cap);
+            }
+        }
+        c->out[len] = '\0';
+        fclose(f);
+    } else {
+        c->out = calloc(1, 1);
+    }
+    if (sanitizer_report(c->err_path)) {
+        print_error("sanitizer report in %s\n", c->err_path);
+        return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void th_cli_free(struct th_cli *c)
+{
+    free(c->out);
+    c->out = NULL;
+}
+
+int th_cli(const char *const *args, const char *const *extra_env, char **out)
+{
+    struct th_cli c;
+    th_cli_start(&c, args, extra_env);
+    int rc = th_cli_wait(&c);
+    if (out != NULL)
+        *out = c.out;
+    else
+        th_cli_free(&c);
+    return rc;
 }
 
 /* ---- HTTP ---- */

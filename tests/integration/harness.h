@@ -41,6 +41,29 @@ void th_kill(struct th_server *s);
 /* True when the log of s contains needle. */
 bool th_log_contains(const struct th_server *s, const char *needle);
 
+/* ---- ticketd commands ---- */
+
+/* A ticketd command run to its end, such as `ticketd dead-letters list`. */
+struct th_cli {
+    pid_t pid;
+    char out_path[512]; /* its stdout */
+    char err_path[512]; /* its stderr (logs, sanitizer reports) */
+    char *out;          /* stdout, read by th_cli_wait; th_cli_free frees it */
+};
+
+/* Starts the binary with args (NULL-terminated, after the program name)
+ * and the test settings plus extra_env, as th_start does; returns at once,
+ * so that several can run side by side. */
+void th_cli_start(struct th_cli *c, const char *const *args, const char *const *extra_env);
+/* Waits (bounded) for it and reads its stdout into c->out. Returns its
+ * exit status, or -1 when it was killed or a sanitizer reported an error
+ * on its stderr. */
+int th_cli_wait(struct th_cli *c);
+void th_cli_free(struct th_cli *c);
+/* th_cli_start and th_cli_wait; *out (caller frees) gets stdout when not
+ * NULL. */
+int th_cli(const char *const *args, const char *const *extra_env, char **out);
+
 /* ---- HTTP ---- */
 
 struct th_resp {

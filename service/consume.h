@@ -1,0 +1,68 @@
+/* consume.h - what one order.paid event does for each consumer group, in
+ * one place. The live stream consumers (events.c) and the dead-letter
+ * re-drive (deadletters.c) both parse and apply events through this, so
+ * a re-driven letter goes through exactly the code a delivery does: the
+ * effect and its dedup row consume_records (group, "<group>:<biz_key>") in
+ * one transaction, run again on deadlock by txretry.
+ *
+ * Owns the table of groups; the stream, acks and dead-lettering stay with
+ * the callers. Thread-safe: no state of its own. */
+#ifndef TICKETD_CONSUME_H
+#define TICKETD_CONSUME_H
+
+#include "metrics.h"
+#include "model.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What the consumers read from an order.paid payload. */
+struct paid_event {
+    char order_no[ORDER_NO_LEN + 1];
+    int64_t user_id;
+    int64_t amount_cents;
+};
+
+struct consume_group {
+    const char *name; /* EVENTS_GROUP_*: the stream group and the consumer column */
+    enum metric consumed;
+    enum metric duplicate;
+    /* The group's store transaction (store_events.h): TD_OK applied, TD_EDUP
+     * already applied, or an error. */
+    int (*apply)(const struct paid_event *pe, const char *dedup_key, int64_t redrive_id);
+};
+
+/* The groups of order.paid, in a fixed order; store_events.c's settled
+ * check names the same. */
+#define CONSUME_GROUPS 2
+extern const struct consume_group consume_groups[CONSUME_GROUPS];
+
+/* The group called name, or NULL. */
+const struct consume_group *consume_group_find(const char *name);
+
+/* Reads an order.paid payload of len bytes whose biz_key is the order
+ * number. Returns false with *why (static text, the dead letter's reason)
+ * when no delivery could ever apply it. */
+bool consume_parse(const char *biz_key, const char *payload, size_t len, struct paid_event *pe,
+                   const char **why);
+
+/* The group's dedup key of a business key, "<group>:<biz_key>" (caller
+ * frees); NULL biz_key is taken as "". */
+char *consume_dedup_key(const struct consume_group *g, const char *biz_key);
+
+/* Applies the group's effect with its dedup row (dedup_key NULL: without,
+ * the demo's switched-off defence), retrying deadlocks up to retries times.
+ * redrive_id: 0, or the dead letter this re-drives (store_events.h).
+ * Returns TD_OK applied; TD_EDUP already applied; TD_ENOTFOUND or
+ * TD_ECONFLICT when the order does not allow it (consume_unfit_reason);
+ * TD_EUNAVAIL / TD_ERETRY when the database is away or kept colliding;
+ * another error otherwise. */
+int consume_apply(const struct consume_group *g, const struct paid_event *pe, const char *dedup_key,
+                  int64_t redrive_id, int retries);
+
+/* The dead letter's reason for a consume_apply result that no retry will
+ * change as things stand ("no such order", ...), or NULL for any other. */
+const char *consume_unfit_reason(int rc);
+
+#endif
