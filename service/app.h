@@ -5,6 +5,7 @@
 #define TICKETD_APP_H
 
 #include "config.h"
+#include "idem.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -16,6 +17,7 @@ struct app {
     _Atomic bool draining;    /* SIGTERM seen: /readyz answers 503 */
     unsigned defenses;        /* DEFENSE_* bits switched on (defenses.h) */
     struct respcache *respcache;
+    char instance[IDEM_INSTANCE_LEN + 1]; /* this process's random id */
 };
 
 #endif

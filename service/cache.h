@@ -62,6 +62,24 @@ int cache_order_complete(int64_t user_id, const char *key, const char *marker, c
 int cache_order_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
                         const char *owner);
 
+/* The marker of a request whose process died (its instance key is gone):
+ * replaces marker stale with ours, and when owner is not NULL also takes
+ * the user+session lock if it is free or still held by stale_owner (one Lua
+ * script). TD_OK: both are ours; TD_EDUP: the record changed meanwhile
+ * (completed, released or taken over by someone else); TD_ECONFLICT: the
+ * lock is held by another request (nothing was changed). */
+int cache_order_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
+                          int marker_ttl_ms, int64_t session_id, const char *stale_owner,
+                          const char *owner, int lock_ttl_ms);
+
+/* Liveness of ticketd processes: ticketd:instance:<id> exists while the
+ * process beats (SET PX ttl_ms, renewed well before it expires). */
+int cache_instance_beat(const char *instance, int ttl_ms);
+/* TD_OK when instance beats, TD_ENOTFOUND when its key is gone. */
+int cache_instance_alive(const char *instance);
+/* A process that stops cleanly says so at once. */
+int cache_instance_gone(const char *instance);
+
 /* Deletes every key of the current database (tests and the demo only). */
 int cache_flush(void);
 

@@ -72,7 +72,21 @@ static const char release_lua[] =
     "end\n"
     "return 1\n";
 
+/* A dead request's marker becomes ours, with its lock (free, or still the
+ * dead request's). KEYS: idem, lock. ARGV: stale marker, our marker,
+ * marker ttl ms, stale owner, our owner ('' = no lock), lock ttl ms.
+ * Returns 1 (ours), 0 (the record changed) or 2 (the lock is another's). */
+static const char take_over_lua[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+                                    "if ARGV[5] ~= '' then\n"
+                                    "  local l = redis.call('GET', KEYS[2])\n"
+                                    "  if l and l ~= ARGV[4] then return 2 end\n"
+                                    "  redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[6])\n"
+                                    "end\n"
+                                    "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])\n"
+                                    "return 1\n";
+
 static struct redis_script begin = {begin_lua, ""};
+static struct redis_script take_over = {take_over_lua, ""};
 static struct redis_script token_take = {token_take_lua, ""};
 static struct redis_script complete = {complete_lua, ""};
 static struct redis_script release = {release_lua, ""};
@@ -83,6 +97,7 @@ int cache_init(const struct config *cfg)
     if (rc != TD_OK)
         return rc;
     redis_script_prepare(&begin);
+    redis_script_prepare(&take_over);
     redis_script_prepare(&token_take);
     redis_script_prepare(&complete);
     redis_script_prepare(&release);
@@ -246,6 +261,68 @@ int cache_order_release(int64_t user_id, const char *key, const char *marker, in
     const char *keys[] = {ik, lk};
     const char *args[] = {marker ? marker : "", owner ? owner : ""};
     int rc = redis_eval(&release, 2, keys, 2, args, &r);
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_order_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
+                          int marker_ttl_ms, int64_t session_id, const char *stale_owner,
+                          const char *owner, int lock_ttl_ms)
+{
+    char ik[256], lk[128], mttl[24], lttl[24];
+    redisReply *r = NULL;
+    idem_key(ik, sizeof ik, user_id, key);
+    lock_key(lk, sizeof lk, user_id, session_id);
+    snprintf(mttl, sizeof mttl, "%d", marker_ttl_ms);
+    snprintf(lttl, sizeof lttl, "%d", lock_ttl_ms);
+    const char *keys[] = {ik, lk};
+    const char *args[] = {stale, marker, mttl, stale_owner, owner ? owner : "", lttl};
+    int rc = redis_eval(&take_over, 2, keys, 6, args, &r);
+    if (rc == TD_OK) {
+        long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        rc = v == 1 ? TD_OK : v == 0 ? TD_EDUP : v == 2 ? TD_ECONFLICT : TD_EINTERNAL;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+static void instance_key(char *out, size_t cap, const char *instance)
+{
+    snprintf(out, cap, "ticketd:instance:%s", instance);
+}
+
+int cache_instance_beat(const char *instance, int ttl_ms)
+{
+    char k[64], ttl[24];
+    redisReply *r = NULL;
+    instance_key(k, sizeof k, instance);
+    snprintf(ttl, sizeof ttl, "%d", ttl_ms);
+    const char *argv[] = {"SET", k, "1", "PX", ttl};
+    int rc = redis_command(5, argv, NULL, &r);
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_instance_alive(const char *instance)
+{
+    char k[64];
+    redisReply *r = NULL;
+    instance_key(k, sizeof k, instance);
+    const char *argv[] = {"EXISTS", k};
+    int rc = redis_command(2, argv, NULL, &r);
+    if (rc == TD_OK)
+        rc = r->type == REDIS_REPLY_INTEGER && r->integer == 0 ? TD_ENOTFOUND : TD_OK;
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_instance_gone(const char *instance)
+{
+    char k[64];
+    redisReply *r = NULL;
+    instance_key(k, sizeof k, instance);
+    const char *argv[] = {"DEL", k};
+    int rc = redis_command(2, argv, NULL, &r);
     freeReplyObject(r);
     return rc;
 }

@@ -48,6 +48,7 @@ struct config {
     int idem_ttl_s;
     int inflight_ttl_ms;
     int lock_ttl_ms;
+    int instance_ttl_ms; /* a process's liveness key (liveness.h) */
     int respcache_entries;
 
     int order_ttl_s;

@@ -44,11 +44,34 @@ void idem_fingerprint_order(int64_t session_id, int64_t quantity, char *out)
     hex_encode(md, sizeof md, out);
 }
 
-void idem_new_owner(char *out)
+void idem_new_instance(char *out)
 {
-    unsigned char raw[IDEM_OWNER_LEN / 2];
+    unsigned char raw[IDEM_INSTANCE_LEN / 2];
     rand_bytes(raw, sizeof raw);
     hex_encode(raw, sizeof raw, out);
+}
+
+void idem_new_owner(const char *instance, char *out)
+{
+    unsigned char raw[(IDEM_OWNER_LEN - IDEM_INSTANCE_LEN) / 2];
+    memcpy(out, instance, IDEM_INSTANCE_LEN);
+    rand_bytes(raw, sizeof raw);
+    hex_encode(raw, sizeof raw, out + IDEM_INSTANCE_LEN);
+}
+
+void idem_owner_instance(const char *owner, char *out)
+{
+    memcpy(out, owner, IDEM_INSTANCE_LEN);
+    out[IDEM_INSTANCE_LEN] = '\0';
+}
+
+static bool hex_lower(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    }
+    return true;
 }
 
 char *idem_marker(const char *fingerprint, const char *owner)
@@ -67,18 +90,19 @@ bool idem_parse(const char *text, size_t len, struct idem_record *out)
     /* "X|" + 64 hex + "|" at least. */
     if (len < 3 + IDEM_FP_LEN || text[1] != '|' || text[2 + IDEM_FP_LEN] != '|')
         return false;
-    if (text[0] != 'P' && text[0] != 'D')
+    if ((text[0] != 'P' && text[0] != 'D') || !hex_lower(text + 2, IDEM_FP_LEN))
         return false;
-    for (int i = 0; i < IDEM_FP_LEN; i++) {
-        char c = text[2 + i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-            return false;
-    }
     memcpy(out->fingerprint, text + 2, IDEM_FP_LEN);
     out->fingerprint[IDEM_FP_LEN] = '\0';
     out->done = text[0] == 'D';
-    if (!out->done)
+    if (!out->done) {
+        const char *owner = text + 3 + IDEM_FP_LEN;
+        if (len != 3 + IDEM_FP_LEN + IDEM_OWNER_LEN || !hex_lower(owner, IDEM_OWNER_LEN))
+            return false;
+        memcpy(out->owner, owner, IDEM_OWNER_LEN);
+        out->owner[IDEM_OWNER_LEN] = '\0';
         return true;
+    }
     const char *p = text + 3 + IDEM_FP_LEN;
     const char *end = text + len;
     int status = 0;

@@ -8,9 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IDEM_KEY_MAX   64
-#define IDEM_FP_LEN    64 /* hex SHA-256 */
-#define IDEM_OWNER_LEN 32
+#define IDEM_KEY_MAX      64
+#define IDEM_FP_LEN       64 /* hex SHA-256 */
+#define IDEM_OWNER_LEN    32
+#define IDEM_INSTANCE_LEN 16 /* the owner's first characters name its process */
 
 /* Reads an Idempotency-Key header: 1..64 of [A-Za-z0-9._:-], bare or as a
  * structured-field string ("abc", quotes stripped). Returns true and
@@ -22,9 +23,17 @@ bool idem_parse_key(const char *header, char *out);
  * make the same request look different. out: IDEM_FP_LEN + 1 bytes. */
 void idem_fingerprint_order(int64_t session_id, int64_t quantity, char *out);
 
+/* A random id for one ticketd process (IDEM_INSTANCE_LEN + 1 bytes). */
+void idem_new_instance(char *out);
+
 /* A random owner id for markers and locks, so that a request deletes only
- * what it set itself. out: IDEM_OWNER_LEN + 1 bytes. */
-void idem_new_owner(char *out);
+ * what it set itself: the instance's id, then random characters, so that
+ * whoever finds the marker can ask whether its process is still alive.
+ * out: IDEM_OWNER_LEN + 1 bytes. */
+void idem_new_owner(const char *instance, char *out);
+
+/* The instance part of an owner id, into out (IDEM_INSTANCE_LEN + 1). */
+void idem_owner_instance(const char *owner, char *out);
 
 /* Record texts. In flight: "P|<fp>|<owner>". Done: "D|<fp>|<status>|<body>".
  * The encoders return new strings (caller frees). */
@@ -34,8 +43,9 @@ char *idem_done(const char *fingerprint, int status, const char *body, size_t bo
 struct idem_record {
     bool done;
     char fingerprint[IDEM_FP_LEN + 1];
-    int status;       /* done only */
-    const char *body; /* done only; borrowed from the parsed text */
+    char owner[IDEM_OWNER_LEN + 1]; /* in flight only: who set the marker */
+    int status;                     /* done only */
+    const char *body;               /* done only; borrowed from the parsed text */
     size_t body_len;
 };
 

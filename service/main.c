@@ -10,6 +10,8 @@
 #include "err.h"
 #include "events.h"
 #include "http.h"
+#include "idem.h"
+#include "liveness.h"
 #include "log.h"
 #include "respcache.h"
 #include "store.h"
@@ -80,6 +82,7 @@ static int boot(struct app *app, struct config *cfg)
     if (defenses_check_env(app->defenses, cfg->env) != TD_OK)
         return TD_EINVAL;
     config_log(cfg);
+    idem_new_instance(app->instance);
     app->respcache = respcache_new((size_t)cfg->respcache_entries);
     return ports_init(cfg);
 }
@@ -91,6 +94,7 @@ static int cmd_serve(struct config *cfg, bool http)
     struct http_server *srv = NULL;
     struct events *ev = NULL;
     struct sweep *sw = NULL;
+    struct liveness *live = NULL;
     sigset_t set;
     int sig;
     bool unclean = false;
@@ -107,6 +111,9 @@ static int cmd_serve(struct config *cfg, bool http)
             goto out;
     }
     if (http) {
+        live = liveness_start(&app);
+        if (live == NULL)
+            goto out;
         srv = http_start(&app);
         if (srv == NULL)
             goto out;
@@ -136,12 +143,17 @@ static int cmd_serve(struct config *cfg, bool http)
     ev = NULL;
     http_stop(srv);
     srv = NULL;
+    /* Every request has been answered and has released what it held: the
+     * process can say it is gone. */
+    liveness_stop(live);
+    live = NULL;
     rc = unclean ? EXIT_FAILURE : EXIT_SUCCESS;
     log_info("stopped");
 out:
     sweep_stop(sw);
     events_stop(ev);
     http_stop(srv);
+    liveness_stop(live);
     store_thread_release();
     cache_thread_release();
     ports_cleanup();

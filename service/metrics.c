@@ -34,6 +34,9 @@ static const struct metric_def defs[M_COUNT] = {
                             NULL},
     [M_DUP_TOKEN] = {"ticketd_duplicates_blocked_total", "layer=\"token\"", NULL, NULL},
     [M_DUP_KEY_REUSED] = {"ticketd_duplicates_blocked_total", "layer=\"fingerprint\"", NULL, NULL},
+    [M_INFLIGHT_TAKEOVERS] = {"ticketd_inflight_takeovers_total", "", "counter",
+                              "In-flight markers of requests whose process died, taken over by "
+                              "a retry."},
     [M_DEP_ERRORS_REDIS] = {"ticketd_dependency_errors_total", "dependency=\"redis\"", "counter",
                             "Failed calls to a dependency."},
     [M_DEP_ERRORS_MYSQL] = {"ticketd_dependency_errors_total", "dependency=\"mysql\"", NULL, NULL},

@@ -98,6 +98,44 @@ static bool take_lock(struct app *app, const struct order_request *rq, struct cl
     return redis_failed(app, cl, res);
 }
 
+/* The key's marker says a copy is in flight. Its owner names the process
+ * that set it; if that process no longer beats (killed, crashed: see
+ * liveness.h), nobody will finish or release the marker, and waiting for
+ * its TTL helps no one. The retry takes it over (and the dead request's
+ * lock) and goes on: if the dead request had committed, the unique index
+ * answers with its order. A process that is merely slow keeps beating, and
+ * should it still commit after all, the unique index catches the copy.
+ * Returns true when the marker (and lock) are ours; false otherwise, with
+ * res set only when the session turned out locked by another key. */
+static bool take_over_dead(struct app *app, const struct order_request *rq, const char *fp,
+                           const char *stale, const char *stale_owner, struct claims *cl,
+                           struct order_result *res)
+{
+    char instance[IDEM_INSTANCE_LEN + 1];
+    idem_owner_instance(stale_owner, instance);
+    if (strcmp(instance, app->instance) == 0 || cache_instance_alive(instance) != TD_ENOTFOUND)
+        return false; /* ours, alive, or Redis cannot tell: the marker stands */
+    bool want_lock = (app->defenses & DEFENSE_SESSION_LOCK) != 0;
+    char *marker = idem_marker(fp, cl->owner);
+    int rc = cache_order_take_over(rq->user_id, rq->key, stale, marker, app->cfg->inflight_ttl_ms,
+                                   rq->session_id, stale_owner, want_lock ? cl->owner : NULL,
+                                   app->cfg->lock_ttl_ms);
+    if (rc == TD_OK) {
+        metrics_inc(M_INFLIGHT_TAKEOVERS);
+        log_info("user %lld: took over the marker of a request whose process %s is gone",
+                 (long long)rq->user_id, instance);
+        cl->marker = marker;
+        cl->locked = want_lock;
+        return true;
+    }
+    free(marker);
+    if (rc == TD_ECONFLICT) {
+        metrics_inc(M_DUP_SESSION_LOCK);
+        answer(res, ORDER_DUPLICATE_SUBMISSION, "session-lock");
+    }
+    return false;
+}
+
 /* Layers 1 to 3. Returns true when the request should go on. */
 static bool check_key(struct app *app, const struct order_request *rq, const char *fp,
                       struct claims *cl, struct order_result *res)
@@ -168,14 +206,17 @@ static bool check_key(struct app *app, const struct order_request *rq, const cha
         }
         go_on = false;
     } else if (!rec.done && (on & DEFENSE_INFLIGHT_KEY)) {
+        go_on = false;
         if (strcmp(rec.fingerprint, fp) != 0) {
             metrics_inc(M_DUP_KEY_REUSED);
             answer(res, ORDER_KEY_REUSED, "inflight-key");
-        } else {
+        } else if (take_over_dead(app, rq, fp, existing, rec.owner, cl, res)) {
+            free(existing);
+            return true; /* marker and lock are ours now */
+        } else if (res->outcome != ORDER_DUPLICATE_SUBMISSION) {
             metrics_inc(M_DUP_INFLIGHT_KEY);
             answer(res, ORDER_IN_PROGRESS, "inflight-key");
         }
-        go_on = false;
     }
     free(existing);
     /* A record that a switched-off layer would have answered (the demo):
@@ -314,7 +355,7 @@ void orders_create(struct app *app, const struct order_request *rq, order_render
     bool from_db = false; /* the database gave the answer: worth remembering */
     memset(res, 0, sizeof *res);
     idem_fingerprint_order(rq->session_id, rq->quantity, fp);
-    idem_new_owner(cl.owner);
+    idem_new_owner(app->instance, cl.owner);
 
     if (!check_key(app, rq, fp, &cl, res) || !spend_token(app, rq, &cl, res)) {
         /* Redis forgets: it may have been flushed or restarted, a record

@@ -58,7 +58,9 @@ struct order_draft {
 int store_order_create(const struct order_draft *d, struct order *out);
 
 /* The order a user placed under an Idempotency-Key (whatever its
- * session). TD_ENOTFOUND if none. */
+ * session). TD_ENOTFOUND if none. A copy of the request that has inserted
+ * its order and not yet committed is waited for (a locking read), so "none"
+ * is never said of an order about to be committed. */
 int store_order_find_request(int64_t user_id, const char *request_id, struct order *out);
 
 /* The order with this number, if it belongs to user_id (any user when

@@ -24,6 +24,7 @@ enum stmt {
     S_STOCK_TAKE,
     S_HISTORY_INSERT,
     S_ORDER_BY_REQUEST,
+    S_ORDER_BY_REQUEST_WAIT,
     S_ORDER_BY_NO,
     S_ORDER_BY_NO_USER,
     S_ORDER_LIST,
@@ -50,6 +51,11 @@ static const char *const sql[S_COUNT] = {
                          "cause, created_at) VALUES (?, ?, ?, ?, ?, ?)",
     [S_ORDER_BY_REQUEST] = "SELECT " ORDER_COLS " FROM orders "
                            "WHERE user_id = ? AND request_id = ?",
+    /* A locking read waits for a copy of the request that has inserted its
+     * order but not yet committed, and then sees it: the answer "no order
+     * under this key" is never given while one is about to appear. */
+    [S_ORDER_BY_REQUEST_WAIT] = "SELECT " ORDER_COLS " FROM orders "
+                                "WHERE user_id = ? AND request_id = ? LOCK IN SHARE MODE",
     [S_ORDER_BY_NO] = "SELECT " ORDER_COLS " FROM orders WHERE order_no = ?",
     [S_ORDER_BY_NO_USER] = "SELECT " ORDER_COLS " FROM orders WHERE order_no = ? AND user_id = ?",
     [S_ORDER_LIST] = "SELECT " ORDER_COLS " FROM orders WHERE user_id = ? "
@@ -335,7 +341,7 @@ out:
 int store_order_find_request(int64_t user_id, const char *request_id, struct order *out)
 {
     struct db_arg args[] = {DB_I(user_id), DB_S(request_id)};
-    return order_query(sql[S_ORDER_BY_REQUEST], args, 2, out);
+    return order_query(sql[S_ORDER_BY_REQUEST_WAIT], args, 2, out);
 }
 
 int store_order_get(const char *order_no, int64_t user_id, struct order *out)

@@ -199,6 +199,49 @@ static void test_killed_after_commit(void **state)
     th_resp_free(&third);
 }
 
+static long long instances_beating(void)
+{
+    return th_redis_int("EVAL %s 0", "return #redis.call('KEYS', 'ticketd:instance:*')");
+}
+
+static void test_dead_process_marker_taken_over(void **state)
+{
+    char tok[96], v[16];
+    (void)state;
+    /* a dies after the Redis defences, before the database: its marker and
+     * lock stay for 10 s, but its liveness key lapses within 600 ms. */
+    const char *crash[] = {"TICKETD_FAULT=order.after_redis:crash", "TICKETD_INSTANCE_TTL_MS=600",
+                           NULL};
+    struct th_server *a = start(0, crash), *b = start(1, NULL);
+    assert_int_equal(instances_beating(), 2);
+    int64_t s = th_session(b, 10, 1000);
+    th_order_token(b, 68, tok);
+    struct th_resp cut = th_order(a, 68, "dead-1", tok, s, 1);
+    assert_int_equal(cut.status, 0);
+    th_kill(a);
+    assert_int_equal(orders_of(s), 0);
+    /* Right away the marker may still look alive: then the answer is
+     * "in progress", with Retry-After. */
+    struct th_resp early = th_order(b, 68, "dead-1", tok, s, 1);
+    if (early.status != 201) {
+        th_expect_problem(&early, 409, "REQUEST_IN_PROGRESS");
+        assert_non_null(th_header(&early, "Retry-After", v, sizeof v));
+    }
+    /* A second later a's key is gone: the retry takes the marker over and
+     * the order is made, long before the marker's own 10 s. */
+    sleep(1);
+    struct th_resp again = th_order(b, 68, "dead-1", tok, s, 1);
+    assert_int_equal(again.status, 201);
+    expect_one_order(s, 10);
+    assert_int_equal(th_redis_int("EXISTS idem:{68}:dead-1"), 1);
+    /* b stops cleanly and says so at once. */
+    assert_int_equal(th_stop(b), 0);
+    assert_int_equal(instances_beating(), 0);
+    th_resp_free(&cut);
+    th_resp_free(&early);
+    th_resp_free(&again);
+}
+
 static void test_commit_lost(void **state)
 {
     char tok[96], no[32], v[16];
@@ -444,6 +487,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redis_restarted_after_201, setup, teardown),
         cmocka_unit_test_setup_teardown(test_record_expired, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killed_after_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_process_marker_taken_over, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_redis_stalls_at_the_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mysql_down_then_retries_succeed, setup, teardown),

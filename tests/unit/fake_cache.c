@@ -137,6 +137,46 @@ int cache_order_release(int64_t user_id, const char *key, const char *marker, in
     return fake_cache.release_rc;
 }
 
+int cache_order_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
+                          int marker_ttl_ms, int64_t session_id, const char *stale_owner,
+                          const char *owner, int lock_ttl_ms)
+{
+    (void)user_id;
+    (void)key;
+    (void)marker_ttl_ms;
+    (void)session_id;
+    (void)lock_ttl_ms;
+    fake_call("order_take_over");
+    fake_cache.take_over.calls++;
+    copy(fake_cache.take_over.stale, sizeof fake_cache.take_over.stale, stale);
+    copy(fake_cache.take_over.marker, sizeof fake_cache.take_over.marker, marker);
+    copy(fake_cache.take_over.stale_owner, sizeof fake_cache.take_over.stale_owner, stale_owner);
+    copy_opt(&fake_cache.take_over.owner, owner);
+    return fake_cache.take_over_rc;
+}
+
+int cache_instance_beat(const char *instance, int ttl_ms)
+{
+    (void)instance;
+    (void)ttl_ms;
+    fake_call("instance_beat");
+    return TD_OK;
+}
+
+int cache_instance_alive(const char *instance)
+{
+    fake_call("instance_alive");
+    copy(fake_cache.alive_asked, sizeof fake_cache.alive_asked, instance);
+    return fake_cache.alive_rc;
+}
+
+int cache_instance_gone(const char *instance)
+{
+    (void)instance;
+    fake_call("instance_gone");
+    return TD_OK;
+}
+
 int cache_flush(void)
 {
     fake_call("cache_flush");

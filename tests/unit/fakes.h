@@ -83,6 +83,9 @@ struct fake_cache {
     int release_rc;
     int ping_rc;
     int token_put_rc;
+    /* cache_instance_alive and cache_order_take_over answer these. */
+    int alive_rc;
+    int take_over_rc;
 
     /* Recorded: the last call of each. */
     struct {
@@ -118,6 +121,12 @@ struct fake_cache {
         char key[FAKE_STR];
         struct fake_str marker, owner;
     } release;
+    char alive_asked[FAKE_STR];
+    struct {
+        int calls;
+        char stale[FAKE_STR], marker[FAKE_STR], stale_owner[FAKE_STR];
+        struct fake_str owner;
+    } take_over;
 };
 
 /* The payment callback's port (store_payments.h), in fake_store_payments.c:

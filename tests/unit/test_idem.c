@@ -113,13 +113,21 @@ static void test_fingerprint(void **state)
 static void test_owner(void **state)
 {
     (void)state;
+    char inst[IDEM_INSTANCE_LEN + 1], other[IDEM_INSTANCE_LEN + 1], got[IDEM_INSTANCE_LEN + 1];
     char a[IDEM_OWNER_LEN + 1], b[IDEM_OWNER_LEN + 1];
-    idem_new_owner(a);
-    idem_new_owner(b);
+    idem_new_instance(inst);
+    idem_new_instance(other);
+    assert_int_equal(strlen(inst), IDEM_INSTANCE_LEN);
+    assert_string_not_equal(inst, other);
+    idem_new_owner(inst, a);
+    idem_new_owner(inst, b);
     assert_int_equal(strlen(a), IDEM_OWNER_LEN);
     assert_int_equal(strspn(a, "0123456789abcdef"), IDEM_OWNER_LEN);
-    /* 128 random bits: two owners are never the same. */
+    /* 64 random bits per request: two owners are never the same ... */
     assert_string_not_equal(a, b);
+    /* ... and each names its process. */
+    idem_owner_instance(a, got);
+    assert_string_equal(got, inst);
 }
 
 static void fp_of(int64_t session, char *out)
@@ -132,17 +140,20 @@ static void test_marker_round_trip(void **state)
     (void)state;
     char fp[IDEM_FP_LEN + 1], owner[IDEM_OWNER_LEN + 1];
     fp_of(7, fp);
-    idem_new_owner(owner);
+    idem_new_owner("0123456789abcdef", owner);
     char *m = idem_marker(fp, owner);
     struct idem_record r;
     assert_true(idem_parse(m, strlen(m), &r));
     assert_false(r.done);
     assert_string_equal(r.fingerprint, fp);
+    assert_string_equal(r.owner, owner);
+    /* A marker without a whole owner is no marker. */
+    assert_false(idem_parse(m, strlen(m) - 1, &r));
     assert_int_equal(r.status, 0);
     assert_null(r.body);
     /* Two requests' markers differ even for the same payload. */
     char owner2[IDEM_OWNER_LEN + 1];
-    idem_new_owner(owner2);
+    idem_new_owner("0123456789abcdef", owner2);
     char *m2 = idem_marker(fp, owner2);
     assert_string_not_equal(m, m2);
     free(m);

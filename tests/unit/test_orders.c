@@ -35,12 +35,17 @@ static struct config cfg;
 static struct app app;
 static int64_t metrics_before[M_COUNT];
 
+/* This process's id; redis_has_marker's markers name another process. */
+#define OUR_INSTANCE   "fedcba9876543210"
+#define OTHER_INSTANCE "0123456789abcdef"
+
 static int setup(void **state)
 {
     (void)state;
     config_defaults(&cfg);
     cfg.tx_retries = 2;
     app = (struct app){.cfg = &cfg, .defenses = DEFENSES_ALL, .respcache = respcache_new(64)};
+    snprintf(app.instance, sizeof app.instance, "%s", OUR_INSTANCE);
     fakes_reset();
     for (int m = 0; m < M_COUNT; m++)
         metrics_before[m] = metrics_get(m);
@@ -106,7 +111,7 @@ static void redis_has_marker(int64_t session, int64_t qty)
 {
     char fp[IDEM_FP_LEN + 1];
     fingerprint(session, qty, fp);
-    char *m = idem_marker(fp, "0123456789abcdef0123456789abcdef");
+    char *m = idem_marker(fp, OTHER_INSTANCE "0123456789abcdef");
     fake_cache.idem_begin_rc = TD_EDUP;
     snprintf(fake_cache.existing, sizeof fake_cache.existing, "%s", m);
     free(m);
@@ -384,11 +389,88 @@ static void test_in_flight_same_payload(void **state)
     assert_int_equal(res.outcome, ORDER_IN_PROGRESS);
     assert_string_equal(res.layer, "inflight-key");
     assert_null(res.body);
-    /* The marker belongs to the first request: deleting it here would let
-     * a third copy through while the first still runs. The database was
-     * asked first: no order under the key, so the refusal stands. */
-    assert_calls("order_begin order_find_request");
+    /* The marker belongs to the first request, whose process still beats:
+     * deleting it here would let a third copy through while the first
+     * still runs. The database was asked first: no order under the key, so
+     * the refusal stands. */
+    assert_calls("order_begin instance_alive order_find_request");
+    assert_string_equal(fake_cache.alive_asked, OTHER_INSTANCE);
     assert_int_equal(delta(M_DUP_INFLIGHT_KEY), 1);
+    order_result_cleanup(&res);
+}
+
+static void test_in_flight_of_a_dead_process_is_taken_over(void **state)
+{
+    (void)state;
+    struct order_request rq = request();
+    struct order_result res;
+    redis_has_marker(SESSION, QTY);
+    fake_cache.alive_rc = TD_ENOTFOUND; /* its process stopped beating */
+    run(&rq, &res);
+    /* Nobody will finish or release that marker: the retry takes it (and
+     * its lock) over and goes on; the unique index has the last word. */
+    assert_int_equal(res.outcome, ORDER_CREATED);
+    assert_calls("order_begin instance_alive order_take_over token_take order_create "
+                 "order_complete");
+    assert_string_equal(fake_cache.take_over.stale, fake_cache.existing);
+    assert_string_equal(fake_cache.take_over.stale_owner, OTHER_INSTANCE "0123456789abcdef");
+    assert_false(fake_cache.take_over.owner.null);
+    assert_memory_equal(fake_cache.take_over.owner.s, OUR_INSTANCE, IDEM_INSTANCE_LEN);
+    assert_string_equal(fake_cache.complete.marker.s, fake_cache.take_over.marker);
+    assert_string_equal(fake_cache.complete.owner.s, fake_cache.take_over.owner.s);
+    assert_int_equal(delta(M_INFLIGHT_TAKEOVERS), 1);
+    assert_int_equal(delta(M_DUP_INFLIGHT_KEY), 0);
+    order_result_cleanup(&res);
+}
+
+static void test_take_over_outcomes(void **state)
+{
+    (void)state;
+    static const struct {
+        int alive_rc, take_over_rc;
+        enum order_outcome want;
+        const char *calls;
+    } cases[] = {
+        /* Redis cannot tell whether the process lives: the marker stands. */
+        {TD_EUNAVAIL, TD_OK, ORDER_IN_PROGRESS, "order_begin instance_alive order_find_request"},
+        /* Someone else completed, released or took the marker meanwhile. */
+        {TD_ENOTFOUND, TD_EDUP, ORDER_IN_PROGRESS,
+         "order_begin instance_alive order_take_over order_find_request"},
+        /* Another key of the user holds the session now. */
+        {TD_ENOTFOUND, TD_ECONFLICT, ORDER_DUPLICATE_SUBMISSION,
+         "order_begin instance_alive order_take_over order_find_request"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct order_request rq = request();
+        struct order_result res;
+        fresh();
+        redis_has_marker(SESSION, QTY);
+        fake_cache.alive_rc = cases[i].alive_rc;
+        fake_cache.take_over_rc = cases[i].take_over_rc;
+        run(&rq, &res);
+        assert_int_equal(res.outcome, cases[i].want);
+        assert_calls(cases[i].calls);
+        assert_int_equal(fake_store.create_calls, 0);
+        order_result_cleanup(&res);
+    }
+}
+
+static void test_own_marker_is_never_taken_over(void **state)
+{
+    (void)state;
+    char fp[IDEM_FP_LEN + 1];
+    struct order_request rq = request();
+    struct order_result res;
+    fingerprint(SESSION, QTY, fp);
+    char *m = idem_marker(fp, OUR_INSTANCE "0123456789abcdef");
+    fake_cache.idem_begin_rc = TD_EDUP;
+    snprintf(fake_cache.existing, sizeof fake_cache.existing, "%s", m);
+    free(m);
+    fake_cache.alive_rc = TD_ENOTFOUND;
+    run(&rq, &res);
+    /* This process is alive by definition: no question asked. */
+    assert_int_equal(res.outcome, ORDER_IN_PROGRESS);
+    assert_calls("order_begin order_find_request");
     order_result_cleanup(&res);
 }
 
@@ -492,7 +574,7 @@ static void test_refusal_replays_the_order_in_the_database(void **state)
 {
     (void)state;
     static const char *const paths[] = {
-        "order_begin order_find_request",
+        "order_begin instance_alive order_find_request",
         "order_begin order_find_request",
         /* Marker and lock are ours here: the answer is stored under them. */
         "order_begin token_take order_find_request order_complete",
@@ -1069,6 +1151,9 @@ int main(void)
         T(test_redis_record_done_replays),
         T(test_redis_record_done_other_payload),
         T(test_in_flight_same_payload),
+        T(test_in_flight_of_a_dead_process_is_taken_over),
+        T(test_take_over_outcomes),
+        T(test_own_marker_is_never_taken_over),
         T(test_in_flight_other_payload),
         T(test_malformed_record_is_ignored),
         T(test_lock_taken),

@@ -25,6 +25,7 @@ unit_orders_SRCS := service/orders.c service/faults.c service/txretry.c service/
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
 unit_util_SRCS := service/util.c
 unit_breaker_SRCS := service/breaker.c service/log.c
+unit_stopper_SRCS := service/stopper.c
 unit_metrics_SRCS := service/metrics.c service/router.c service/util.c
 unit_log_SRCS := service/log.c
 unit_model_SRCS := service/model.c service/err.c
