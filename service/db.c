@@ -45,6 +45,13 @@ static const struct config *cfg;
 static pthread_key_t conn_key;
 static struct breaker health = BREAKER_INIT("mysql", DB_COOLDOWN_MS);
 
+/* The link failed: open the breaker (counted when this opened it). */
+static void trip(enum breaker_pass pass)
+{
+    if (breaker_failure(&health, pass, mono_ms()))
+        metrics_inc(M_BREAKER_OPENED_MYSQL);
+}
+
 static void conn_close(struct db_conn *c)
 {
     for (int i = 0; i < c->nstmts; i++)
@@ -131,7 +138,7 @@ static int fail(struct db_conn *c, unsigned int e, const char *msg, const char *
          * dials again before anyone is told the server is down. Inside a
          * transaction, or on a new connection, the link itself failed. */
         if (c->fresh || c->in_tx)
-            breaker_failure(&health, BREAKER_CALL, mono_ms());
+            trip(BREAKER_CALL);
         conn_close(c);
         return TD_EUNAVAIL;
     }
@@ -183,7 +190,7 @@ static bool redial_stale(struct db_conn *c, int rc, bool was_fresh)
     conn_close(c);
     if (connect_thread(c) == TD_OK)
         return true;
-    breaker_failure(&health, BREAKER_CALL, mono_ms());
+    trip(BREAKER_CALL);
     return false;
 }
 
@@ -207,7 +214,7 @@ int db_conn(struct db_conn **out)
         conn_close(c);
     }
     if (c->m == NULL && connect_thread(c) != TD_OK) {
-        breaker_failure(&health, pass, mono_ms());
+        trip(pass);
         return TD_EUNAVAIL;
     }
     breaker_success(&health, pass);

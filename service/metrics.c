@@ -40,6 +40,12 @@ static const struct metric_def defs[M_COUNT] = {
     [M_DEP_ERRORS_REDIS] = {"ticketd_dependency_errors_total", "dependency=\"redis\"", "counter",
                             "Failed calls to a dependency."},
     [M_DEP_ERRORS_MYSQL] = {"ticketd_dependency_errors_total", "dependency=\"mysql\"", NULL, NULL},
+    [M_BREAKER_OPENED_REDIS] = {"ticketd_dependency_breaker_opened_total", "dependency=\"redis\"",
+                                "counter",
+                                "Times a dependency was found down and calls to it began failing "
+                                "fast."},
+    [M_BREAKER_OPENED_MYSQL] = {"ticketd_dependency_breaker_opened_total", "dependency=\"mysql\"",
+                                NULL, NULL},
     [M_REDIS_DEGRADED] = {"ticketd_redis_degraded_requests_total", "", "counter",
                           "Order requests served without the Redis defences (policy degrade)."},
     [M_PAYMENTS_APPLIED] = {"ticketd_payment_callbacks_total", "outcome=\"APPLIED\"", "counter",

@@ -29,6 +29,13 @@ static const struct config *cfg;
 static pthread_key_t conn_key;
 static struct breaker health = BREAKER_INIT("redis", REDIS_COOLDOWN_MS);
 
+/* The link failed: open the breaker (counted when this opened it). */
+static void trip(enum breaker_pass pass)
+{
+    if (breaker_failure(&health, pass, mono_ms()))
+        metrics_inc(M_BREAKER_OPENED_REDIS);
+}
+
 static void conn_destroy(void *p)
 {
     struct redis_conn *c = p;
@@ -204,7 +211,7 @@ static int send_retry(int argc, const char **argv, const size_t *lens, int block
         return TD_EUNAVAIL;
     int rc = send_once_more(argc, argv, lens, block_ms, reply);
     if (rc == TD_EUNAVAIL)
-        breaker_failure(&health, pass, mono_ms());
+        trip(pass);
     else
         breaker_success(&health, pass);
     return rc;
@@ -219,7 +226,7 @@ void redis_lose_reply(const char *why)
 {
     struct redis_conn *c = thread_conn();
     drop(c, why);
-    breaker_failure(&health, BREAKER_CALL, mono_ms());
+    trip(BREAKER_CALL);
 }
 
 int redis_command(int argc, const char **argv, const size_t *lens, redisReply **reply)

@@ -341,6 +341,90 @@ static void test_mysql_down_then_retries_succeed(void **state)
     assert_int_equal(stock_of(c.session), 100 - DOWN_CLIENTS);
 }
 
+/* ---- one view of Redis's health for every thread ------------------------ */
+
+/* The value of one metric line ("name{labels}"), or -1. */
+static long long metric(const struct th_server *s, const char *series)
+{
+    struct th_resp r = th_call(s, "GET", "/metrics", NULL, NULL);
+    long long v = -1;
+    size_t n = strlen(series);
+    for (const char *line = r.body; line != NULL && *line != '\0';) {
+        if (strncmp(line, series, n) == 0 && line[n] == ' ')
+            v = atoll(line + n + 1);
+        line = strchr(line, '\n');
+        if (line != NULL)
+            line++;
+    }
+    th_resp_free(&r);
+    return v;
+}
+
+#define PAUSED_ORDERS 40
+
+struct paused_ctx {
+    const struct th_server *s;
+    int64_t session;
+    long status[16];
+};
+
+static void order_after_resume(int i, void *p)
+{
+    struct paused_ctx *c = p;
+    char key[32];
+    snprintf(key, sizeof key, "resumed-%d", i);
+    struct th_resp r = th_order(c->s, 900 + i, key, NULL, c->session, 1);
+    c->status[i] = r.status;
+    th_resp_free(&r);
+}
+
+static void test_redis_paused_then_back_for_every_thread(void **state)
+{
+    (void)state;
+    static struct paused_ctx c;
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_REDIS_TIMEOUT_MS=300", NULL};
+    struct th_server *a = start(0, env);
+    c.s = a;
+    c.session = th_session(a, 1000, 100);
+    const char *errors = "ticketd_dependency_errors_total{dependency=\"redis\"}";
+    long long before = metric(a, errors);
+
+    /* Redis stops answering (SIGSTOP): orders go on without it (degrade),
+     * and only the first call and one probe per cooldown wait for it; the
+     * others fail fast instead of each paying the 300 ms timeout. */
+    th_services("pause-redis");
+    for (int i = 0; i < PAUSED_ORDERS; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "paused-%d", i);
+        struct th_resp r = th_order(a, 890, key, NULL, c.session, 1);
+        assert_int_equal(r.status, 201);
+        th_resp_free(&r);
+    }
+    th_services("resume-redis");
+    long long timeouts = metric(a, errors) - before;
+    print_message("redis paused: %lld of %d orders waited for it\n", timeouts, PAUSED_ORDERS);
+    /* One for the call that found it paused, one per probe (500 ms
+     * cooldown + 300 ms timeout): a handful. A back-off per thread would
+     * cost at least one per server thread (8 here), and one per request
+     * without any back-off at all. */
+    assert_true(timeouts >= 1);
+    assert_true(timeouts <= 6);
+    assert_true(metric(a, "ticketd_dependency_breaker_opened_total{dependency=\"redis\"}") >= 1);
+
+    /* Redis answers again: once the probe has seen it, every thread uses it
+     * at once (no thread waits out a back-off of its own). Each of 16
+     * concurrent orders, on the server's threads, stores its answer. */
+    struct th_resp probe = th_call(a, "GET", "/readyz", NULL, NULL);
+    th_resp_free(&probe);
+    sleep(1);
+    th_parallel(16, order_after_resume, &c);
+    for (int i = 0; i < 16; i++) {
+        assert_int_equal(c.status[i], 201);
+        assert_int_equal(th_redis_int("EXISTS idem:{%d}:resumed-%d", 900 + i, i), 1);
+    }
+    assert_int_equal(orders_of(c.session), PAUSED_ORDERS + 16);
+}
+
 /* ---- slower than the TTLs ---------------------------------------------- */
 
 struct slow_ctx {
@@ -491,6 +575,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_commit_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_redis_stalls_at_the_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mysql_down_then_retries_succeed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_redis_paused_then_back_for_every_thread, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_slower_than_the_ttls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_under_keepalive_load, setup, teardown),
     };
