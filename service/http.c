@@ -12,7 +12,9 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -24,6 +26,23 @@
  * answer (RFC 9112 9.3.1: clients retry requests on a closed idle one). */
 #define DRAIN_IDLE_GRACE_MS 500
 
+/* How often the reaper looks for connections past their head deadline. */
+#define REAP_INTERVAL_MS 250
+
+/* One client connection, from MHD's "started" to its "closed" notice. The
+ * reaper reads it under conns_mu; MHD closes the socket only after the
+ * "closed" notice, which takes the same mutex, so fd is always this
+ * connection's while the slot is listed. */
+struct conn_slot {
+    int fd;
+    const char *uri; /* the request target as MHD first saw it (uri_logger) */
+    size_t uri_len;
+    _Atomic bool busy;             /* a request's head has arrived */
+    _Atomic int64_t idle_since_ms; /* opened, or its last answer sent */
+    bool reaped;                   /* shut down for a late head */
+    struct conn_slot *prev, *next;
+};
+
 struct http_server {
     struct MHD_Daemon *daemon;
     struct app *app;
@@ -31,13 +50,24 @@ struct http_server {
     _Atomic int connections; /* open client connections */
     _Atomic int64_t last_request_ms;
     atomic_bool stopping; /* the connections are about to be closed */
+
+    pthread_mutex_t conns_mu; /* guards the list of slots */
+    struct conn_slot *conns;
+    pthread_t reaper;
+    atomic_bool reaper_stop;
+    bool reaper_started;
 };
 
 /* Per-request state, created on the first access-handler call and freed
  * only in the completed callback: the one hook MHD runs even when the
  * client goes away mid-request. */
+#define TRIMMED_MAX 8
+
 struct exchange {
     struct http_server *srv;
+    struct conn_slot *slot;     /* the connection's, for the head deadline */
+    char *trimmed[TRIMMED_MAX]; /* header values without trailing blanks */
+    int ntrimmed;
     struct req req;
     struct resp resp;
     struct body body;
@@ -47,9 +77,32 @@ struct exchange {
     bool queued;
 };
 
+static bool blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* RFC 9110 5.5: whitespace around a field value is not part of it. MHD
+ * strips the leading blanks; the trailing ones are cut here, into a copy
+ * that lives as long as the exchange. */
 const char *req_header(const struct req *r, const char *name)
 {
-    return MHD_lookup_connection_value(r->transport, MHD_HEADER_KIND, name);
+    struct exchange *x = (struct exchange *)((char *)r - offsetof(struct exchange, req));
+    const char *v = NULL;
+    size_t n = 0;
+    if (MHD_lookup_connection_value_n(r->transport, MHD_HEADER_KIND, name, strlen(name), &v, &n) !=
+            MHD_YES ||
+        v == NULL)
+        return NULL;
+    if (n == 0 || !blank(v[n - 1]))
+        return v;
+    while (n > 0 && blank(v[n - 1]))
+        n--;
+    if (x->ntrimmed == TRIMMED_MAX)
+        return NULL; /* never: no handler reads that many headers */
+    char *copy = xstrndup(v, n);
+    x->trimmed[x->ntrimmed++] = copy;
+    return copy;
 }
 
 const char *req_query(const struct req *r, const char *name)
@@ -72,32 +125,120 @@ static bool request_id_ok(const char *s)
     return n > 0;
 }
 
-struct framing {
+/* Headers that say one thing once. A second copy is ambiguous (which one
+ * did the proxy in front of us look at?), so it is refused, not guessed. */
+static const char *const singletons[] = {
+    "Idempotency-Key", "X-Order-Token", "Authorization", "X-Pay-Timestamp",
+    "X-Pay-Signature", "X-Request-Id",  "Content-Type",  "Host",
+};
+#define N_SINGLETONS (sizeof singletons / sizeof singletons[0])
+
+/* What the header block says about framing and hygiene, and the first
+ * thing wrong with it (a static text, or NULL). */
+struct head_check {
+    const char *bad;
     int content_lengths;
     bool lengths_differ;
     const char *first_length;
     bool transfer_encoding;
+    bool unknown_coding; /* a Transfer-Encoding other than chunked */
+    int seen[N_SINGLETONS];
+    const char *prev_end; /* where the previous value's text ended */
 };
 
-static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
-                                     const char *value)
+/* RFC 9110 5.6.2: a field name is a token. A name with a blank before the
+ * colon is not one: MHD would keep "Content-Length " as an ordinary
+ * header, and the body would be read as a second request (smuggling). */
+static bool token_char(unsigned char c)
 {
-    struct framing *f = cls;
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* RFC 9110 5.5: no NUL, CR, LF or other control in a value (HTAB is a
+ * blank, bytes from 0x80 are obs-text). MHD cuts a value at a NUL, so
+ * "Idempotency-Key: k\0tail" would read as key k: the length MHD parsed
+ * tells them apart. */
+static bool value_ok(const char *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+static bool is_chunked(const char *v, size_t n)
+{
+    while (n > 0 && blank(v[n - 1]))
+        n--;
+    return n == 7 && strncasecmp(v, "chunked", 7) == 0;
+}
+
+/* MHD parses the header block in place: each line's CR LF (or LF) becomes
+ * NUL bytes, and names and values point into that buffer, in wire order.
+ * So between the end of one value and the next name there are only the
+ * one or two NULs that were the line break; anything else is the rest of
+ * a value that a NUL cut short ("Idempotency-Key: k\0tail"). MHD reports
+ * the cut length, so this is the only place the tail can be seen. Two
+ * pointers that are not close together are not one buffer: no verdict. */
+static bool hidden_bytes(const char *end, const char *next)
+{
+    if (end == NULL || next <= end || next - end > 64)
+        return false;
+    for (const char *p = end; p < next; p++) {
+        if (*p != '\0')
+            return true;
+    }
+    return false;
+}
+
+static enum MHD_Result inspect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      size_t key_size, const char *value, size_t value_size)
+{
+    struct head_check *h = cls;
     (void)kind;
+    if (value == NULL)
+        value = "";
+    if (hidden_bytes(h->prev_end, key)) {
+        h->bad = "a header value holds a NUL, CR, LF or another control character";
+        return MHD_NO;
+    }
+    h->prev_end = value + value_size;
+    bool name_ok = key_size > 0 && strlen(key) == key_size;
+    for (size_t i = 0; name_ok && i < key_size; i++)
+        name_ok = token_char((unsigned char)key[i]);
+    if (!name_ok) {
+        h->bad = "a header name is not a token (whitespace before the colon?)";
+        return MHD_NO;
+    }
+    if (!value_ok(value, value_size)) {
+        h->bad = "a header value holds a NUL, CR, LF or another control character";
+        return MHD_NO;
+    }
+    for (size_t i = 0; i < N_SINGLETONS; i++) {
+        if (strcasecmp(key, singletons[i]) == 0 && ++h->seen[i] > 1) {
+            h->bad = "a header that may appear once appears twice";
+            return MHD_NO;
+        }
+    }
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
-        if (f->content_lengths > 0 && strcmp(f->first_length, value) != 0)
-            f->lengths_differ = true;
-        if (f->content_lengths == 0)
-            f->first_length = value;
-        f->content_lengths++;
+        if (h->content_lengths > 0 && strcmp(h->first_length, value) != 0)
+            h->lengths_differ = true;
+        if (h->content_lengths == 0)
+            h->first_length = value;
+        h->content_lengths++;
     } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
-        f->transfer_encoding = true;
+        h->transfer_encoding = true;
+        if (!is_chunked(value, value_size))
+            h->unknown_coding = true;
     }
     return MHD_YES;
 }
 
 static struct exchange *exchange_new(struct http_server *srv, struct MHD_Connection *c,
-                                     const char *url, const char *method)
+                                     const char *url, const char *method, const char *version)
 {
     struct exchange *x = xcalloc(1, sizeof *x);
     x->srv = srv;
@@ -114,6 +255,7 @@ static struct exchange *exchange_new(struct http_server *srv, struct MHD_Connect
         hex_encode(raw, sizeof raw, x->request_id);
     }
     x->req.method = method;
+    x->req.version = version;
     x->req.path = url;
     x->req.request_id = x->request_id;
     x->req.route = ROUTE_NOT_FOUND;
@@ -124,6 +266,8 @@ static struct exchange *exchange_new(struct http_server *srv, struct MHD_Connect
 
 static void exchange_free(struct exchange *x)
 {
+    for (int i = 0; i < x->ntrimmed; i++)
+        free(x->trimmed[i]);
     resp_reset(&x->resp);
     body_cleanup(&x->body);
     free(x);
@@ -162,27 +306,77 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct exchange *
     return ret;
 }
 
+static struct conn_slot *slot_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci != NULL ? ci->socket_context : NULL;
+}
+
+/* Called by MHD with the request target as it was on the request line,
+ * before the query is split off and the path decoded: its length then is
+ * where the target really ends, unless a NUL cut it short. */
+static void *uri_logger(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    struct conn_slot *slot = slot_of(c);
+    if (slot != NULL) {
+        slot->uri = uri;
+        slot->uri_len = strlen(uri);
+    }
+    return NULL;
+}
+
+/* "GET /livez\0/x HTTP/1.1" would route as /livez: on the request line the
+ * version follows the target and one space, so a target that ends sooner
+ * was cut by a NUL. */
+static bool target_whole(struct MHD_Connection *c, const char *version)
+{
+    struct conn_slot *slot = slot_of(c);
+    if (slot == NULL || slot->uri == NULL || version == NULL)
+        return true;
+    return slot->uri + slot->uri_len + 1 == version;
+}
+
 /* Checks the request line and headers before any body byte is read.
- * Returns false with x->resp set when the request must be refused now. */
+ * Returns false with x->resp set when the request must be refused now
+ * (the connection is then closed: where the framing is in doubt, nothing
+ * after this request on the connection can be trusted). */
 static bool precheck(struct MHD_Connection *c, struct exchange *x)
 {
-    struct framing f = {0};
-    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    struct head_check h = {0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, inspect_header, &h);
+    /* After the last value come its line break and the empty line: NULs. */
+    if (h.bad == NULL && h.prev_end != NULL && h.prev_end[1] != '\0')
+        h.bad = "a header value holds a NUL, CR, LF or another control character";
+    if (h.bad == NULL && !target_whole(c, x->req.version))
+        h.bad = "the request target holds a NUL";
+    if (h.bad != NULL) {
+        resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL, "%s", h.bad);
+        return false;
+    }
+    /* RFC 9112 6.1: a transfer coding we do not know leaves the body's end
+     * unknown: 501, and the connection closes. */
+    if (h.unknown_coding) {
+        resp_problem(&x->resp, PROBLEM_NOT_IMPLEMENTED, NULL,
+                     "only the chunked transfer coding is supported");
+        return false;
+    }
     /* Both a length and chunked, or two different lengths, are how request
      * smuggling starts: a proxy and we could disagree on where this request
      * ends. Refuse rather than guess. */
-    if (f.content_lengths > 0 && f.transfer_encoding) {
+    if (h.content_lengths > 0 && h.transfer_encoding) {
         resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL,
                      "Content-Length and Transfer-Encoding must not both be sent");
         return false;
     }
-    if (f.lengths_differ) {
+    if (h.lengths_differ) {
         resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL, "conflicting Content-Length headers");
         return false;
     }
-    if (f.content_lengths > 0) {
+    if (h.content_lengths > 0) {
         int64_t n;
-        if (!parse_i64(f.first_length, 0, INT64_MAX, &n)) {
+        if (!parse_i64(h.first_length, 0, INT64_MAX, &n)) {
             resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL, "malformed Content-Length");
             return false;
         }
@@ -202,11 +396,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
     struct http_server *srv = cls;
     struct exchange *x = *state;
-    (void)version;
 
     if (x == NULL) {
-        x = exchange_new(srv, c, url, method);
+        x = exchange_new(srv, c, url, method, version);
         *state = x;
+        x->slot = slot_of(c);
+        if (x->slot != NULL)
+            atomic_store(&x->slot->busy, true);
         atomic_fetch_add(&srv->inflight, 1);
         atomic_store(&srv->last_request_ms, mono_ms());
         metrics_add(M_INFLIGHT_REQUESTS, 1);
@@ -260,6 +456,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
         return;
     if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK && !x->queued)
         log_debug("request %s ended before a response (code %d)", x->request_id, (int)why);
+    if (x->slot != NULL) {
+        /* The connection waits for its next request head from now on. */
+        atomic_store(&x->slot->idle_since_ms, mono_ms());
+        atomic_store(&x->slot->busy, false);
+    }
     exchange_free(x);
     *state = NULL;
     atomic_fetch_sub(&srv->inflight, 1);
@@ -270,9 +471,68 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                           enum MHD_ConnectionNotificationCode code)
 {
     struct http_server *srv = cls;
-    (void)c;
-    (void)socket_context;
-    atomic_fetch_add(&srv->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+    struct conn_slot *slot = *socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        slot = xcalloc(1, sizeof *slot);
+        slot->fd = ci != NULL ? ci->connect_fd : -1;
+        atomic_store(&slot->idle_since_ms, mono_ms());
+        pthread_mutex_lock(&srv->conns_mu);
+        slot->next = srv->conns;
+        if (srv->conns != NULL)
+            srv->conns->prev = slot;
+        srv->conns = slot;
+        pthread_mutex_unlock(&srv->conns_mu);
+        *socket_context = slot;
+        atomic_fetch_add(&srv->connections, 1);
+        return;
+    }
+    if (slot != NULL) {
+        pthread_mutex_lock(&srv->conns_mu);
+        if (slot->prev != NULL)
+            slot->prev->next = slot->next;
+        else
+            srv->conns = slot->next;
+        if (slot->next != NULL)
+            slot->next->prev = slot->prev;
+        pthread_mutex_unlock(&srv->conns_mu);
+        free(slot);
+        *socket_context = NULL;
+    }
+    atomic_fetch_sub(&srv->connections, 1);
+}
+
+/* Slowloris: a client that opens connections and sends its request head a
+ * byte at a time keeps each alive forever, since MHD's timeout is an idle
+ * timeout. Here a connection with no request in progress must complete a
+ * request head within TICKETD_HEADER_TIMEOUT_S of being opened or of its
+ * last answer; otherwise its socket is shut down, and MHD closes it. */
+static void *reaper_main(void *p)
+{
+    struct http_server *srv = p;
+    int64_t limit_ms = (int64_t)srv->app->cfg->header_timeout_s * 1000;
+    while (!atomic_load(&srv->reaper_stop)) {
+        sleep_ms(REAP_INTERVAL_MS);
+        int64_t now = mono_ms();
+        int reaped = 0;
+        pthread_mutex_lock(&srv->conns_mu);
+        for (struct conn_slot *c = srv->conns; c != NULL; c = c->next) {
+            if (c->reaped || c->fd < 0 || atomic_load(&c->busy) ||
+                now - atomic_load(&c->idle_since_ms) < limit_ms)
+                continue;
+            shutdown(c->fd, SHUT_RDWR);
+            c->reaped = true;
+            reaped++;
+        }
+        pthread_mutex_unlock(&srv->conns_mu);
+        if (reaped > 0) {
+            metrics_add(M_HTTP_HEAD_TIMEOUTS, reaped);
+            log_info("http: closed %d connections that sent no whole request head in %d s", reaped,
+                     srv->app->cfg->header_timeout_s);
+        }
+    }
+    return NULL;
 }
 
 static int hex_value(char c)
@@ -286,10 +546,12 @@ static int hex_value(char c)
     return -1;
 }
 
-/* Percent-decoding for paths and query arguments, in place, except "%00":
- * MHD's own decoder turns it into a NUL that ends the string early, so
- * "/api/v1/admin/audit%00.css" would route as the audit (and a cache in
- * front could keep it as a stylesheet). Left encoded, it matches no route. */
+/* Percent-decoding for paths and query arguments, in place, except "%00"
+ * and "%2F". MHD's own decoder turns %00 into a NUL that ends the string
+ * early, so "/api/v1/admin/audit%00.css" would route as the audit (and a
+ * cache in front could keep it as a stylesheet); a decoded %2F would make
+ * "/api/v1/admin%2Faudit" route as the audit while a proxy's path rules
+ * saw one segment. Left encoded, they match no route. */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 {
     (void)cls;
@@ -298,7 +560,7 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
     for (const char *r = s; *r != '\0'; r++) {
         int hi, lo;
         if (r[0] == '%' && (hi = hex_value(r[1])) >= 0 && (lo = hex_value(r[2])) >= 0 &&
-            (hi | lo) != 0) {
+            (hi | lo) != 0 && hi * 16 + lo != '/') {
             *w++ = (char)(hi * 16 + lo);
             r += 2;
         } else {
@@ -325,6 +587,7 @@ struct http_server *http_start(struct app *app)
     const struct config *cfg = app->cfg;
     struct http_server *s = xcalloc(1, sizeof *s);
     s->app = app;
+    pthread_mutex_init(&s->conns_mu, NULL);
 
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
@@ -343,14 +606,23 @@ struct http_server *http_start(struct app *app)
         on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned int)cfg->threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->conn_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->conn_timeout_s,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->conn_per_ip,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
         s, MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_END);
+        MHD_OPTION_URI_LOG_CALLBACK, uri_logger, NULL, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+        (unsigned int)1024, MHD_OPTION_END);
     if (s->daemon == NULL) {
         log_error("cannot listen on %s:%d", cfg->bind, cfg->port);
+        pthread_mutex_destroy(&s->conns_mu);
         free(s);
         return NULL;
     }
+    if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
+        log_error("cannot start the connection reaper");
+        http_stop(s);
+        return NULL;
+    }
+    s->reaper_started = true;
     log_info("listening on http://%s:%d with %d threads", cfg->bind, cfg->port, cfg->threads);
     return s;
 }
@@ -405,6 +677,11 @@ void http_stop(struct http_server *s)
 {
     if (s == NULL)
         return;
+    if (s->reaper_started) {
+        atomic_store(&s->reaper_stop, true);
+        pthread_join(s->reaper, NULL);
+    }
     MHD_stop_daemon(s->daemon);
+    pthread_mutex_destroy(&s->conns_mu);
     free(s);
 }

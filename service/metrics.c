@@ -82,6 +82,8 @@ static const struct metric_def defs[M_COUNT] = {
                       "Stream entries delivered but not yet acknowledged."},
     [M_INFLIGHT_REQUESTS] = {"ticketd_inflight_requests", "", "gauge",
                              "HTTP requests being served now."},
+    [M_HTTP_HEAD_TIMEOUTS] = {"ticketd_http_head_timeouts_total", "", "counter",
+                              "Connections closed for not sending a whole request head in time."},
 };
 
 static _Atomic int64_t values[M_COUNT];
@@ -92,8 +94,8 @@ static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 #define N_BUCKETS (sizeof buckets / sizeof buckets[0])
 
 /* Statuses ticketd answers; anything else counts as "other". */
-static const int statuses[] = {200, 201, 204, 400, 401, 403, 404,
-                               405, 409, 413, 415, 422, 500, 503};
+static const int statuses[] = {200, 201, 204, 400, 401, 403, 404, 405,
+                               409, 413, 415, 422, 500, 501, 503};
 #define N_STATUSES    (sizeof statuses / sizeof statuses[0])
 #define N_ROUTE_SLOTS (ROUTE_COUNT + 2) /* + not found, method not allowed */
 

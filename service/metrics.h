@@ -44,6 +44,7 @@ enum metric {
     M_OUTBOX_BACKLOG,    /* gauge */
     M_STREAM_LAG,        /* gauge */
     M_INFLIGHT_REQUESTS, /* gauge */
+    M_HTTP_HEAD_TIMEOUTS,
     M_COUNT
 };
 

@@ -53,6 +53,8 @@ static const struct problem_info table[PROBLEM_COUNT] = {
                                         "Dependency unavailable"},
     [PROBLEM_INTERNAL] = {500, "INTERNAL_ERROR", "/problems/internal-error",
                           "Internal server error"},
+    [PROBLEM_NOT_IMPLEMENTED] = {501, "NOT_IMPLEMENTED", "/problems/not-implemented",
+                                 "Not implemented"},
 };
 
 const struct problem_info *problem_info(enum problem p)

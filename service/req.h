@@ -16,7 +16,8 @@ struct app;
 
 struct req {
     const char *method;
-    const char *path; /* without the query string */
+    const char *version; /* "HTTP/1.1" */
+    const char *path;    /* without the query string */
     const char *request_id;
     const char *body; /* NUL-terminated; NULL when there is none */
     size_t body_len;

@@ -524,11 +524,17 @@ void th_expect_problem(const struct th_resp *r, long status, const char *code)
     json_decref(j);
 }
 
-int th_raw(int port, const char *bytes, size_t len, char *out, size_t cap, int timeout_ms)
+int th_raw_ex(const struct th_raw_opts *o, const char *bytes, size_t len, char *out, size_t cap)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (o->source != NULL) {
+        struct sockaddr_in src = {.sin_family = AF_INET};
+        inet_pton(AF_INET, o->source, &src.sin_addr);
+        if (bind(fd, (struct sockaddr *)&src, sizeof src) != 0)
+            fail_msg("cannot bind a client socket to %s", o->source);
+    }
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         close(fd);
         return 0;
@@ -544,7 +550,8 @@ int th_raw(int port, const char *bytes, size_t len, char *out, size_t cap, int t
     char *dst = out != NULL ? out : local;
     size_t dcap = out != NULL ? cap : sizeof local;
     size_t got = 0;
-    double deadline = now_s() + timeout_ms / 1000.0;
+    double deadline = now_s() + o->timeout_ms / 1000.0;
+    dst[0] = '\0';
     while (got + 1 < dcap && now_s() < deadline) {
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, 50) <= 0)
@@ -555,7 +562,8 @@ int th_raw(int port, const char *bytes, size_t len, char *out, size_t cap, int t
         got += (size_t)n;
         dst[got] = '\0';
         /* One complete response is enough when it has no body to wait for. */
-        if (strstr(dst, "\r\n\r\n") != NULL && strstr(dst, "Content-Length: ") != NULL) {
+        if (!o->until_close && strstr(dst, "\r\n\r\n") != NULL &&
+            strstr(dst, "Content-Length: ") != NULL) {
             const char *cl = strstr(dst, "Content-Length: ") + 16;
             const char *hend = strstr(dst, "\r\n\r\n") + 4;
             if ((size_t)(dst + got - hend) >= (size_t)atol(cl))
@@ -568,6 +576,12 @@ int th_raw(int port, const char *bytes, size_t len, char *out, size_t cap, int t
     if (sscanf(dst, "HTTP/1.%*d %d", &status) != 1)
         status = 0;
     return status;
+}
+
+int th_raw(int port, const char *bytes, size_t len, char *out, size_t cap, int timeout_ms)
+{
+    struct th_raw_opts o = {.port = port, .timeout_ms = timeout_ms};
+    return th_raw_ex(&o, bytes, len, out, cap);
 }
 
 /* ---- identity ---- */

@@ -114,6 +114,15 @@ void th_expect_problem(const struct th_resp *r, long status, const char *code);
  * copied into out (cap bytes) when out is not NULL. */
 int th_raw(int port, const char *bytes, size_t len, char *out, size_t cap, int timeout_ms);
 
+struct th_raw_opts {
+    int port;
+    int timeout_ms;
+    const char *source; /* client address to bind, e.g. "127.0.0.2"; NULL: any */
+    bool until_close;   /* read until the server closes, not one response */
+};
+/* th_raw with options. */
+int th_raw_ex(const struct th_raw_opts *o, const char *bytes, size_t len, char *out, size_t cap);
+
 /* ---- identity ---- */
 
 /* A new JWT for user (caller frees). */
