@@ -46,6 +46,8 @@ static const struct {
     /* Not named by the contract, but answered by ticketd. */
     {PROBLEM_BAD_REQUEST, 400, "BAD_REQUEST"},
     {PROBLEM_INTERNAL, 500, "INTERNAL_ERROR"},
+    /* ticketd's own: a transfer coding it does not know (RFC 9112 6.1) */
+    {PROBLEM_NOT_IMPLEMENTED, 501, "NOT_IMPLEMENTED"},
 };
 
 #define N_CONTRACT (sizeof contract / sizeof contract[0])
