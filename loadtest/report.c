@@ -686,7 +686,7 @@ static void write_summary(FILE *f, struct run_sum *sums)
 {
     fprintf(f, "\n## Summary\n\n");
     fprintf(f, "| run | switched off | database | scenarios | orders | duplicates caught by | "
-               "damage | verdict |\n|--:|---|---|---|--:|---|--:|---|\n");
+               "damage | verdict |\n|--:|---|---|---|--:|---|---|---|\n");
     for (int i = 0; i < run_count; i++) {
         const struct run *r = &runs[i];
         struct sbuf who = {0}, dmg = {0};
