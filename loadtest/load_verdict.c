@@ -73,7 +73,7 @@ struct verdict {
 
     long long damage[DAMAGE_COUNT];
     struct vmsgs damage_msgs;
-    struct vmsgs forbidden; /* examples of forbidden answers; count = answers */
+    struct vmsgs forbidden; /* examples of forbidden answers (one line may stand for several) */
     struct vmsgs observations;
     struct vmsgs notes;
     struct vmsgs failures;
@@ -309,8 +309,6 @@ static void forbidden_add(struct verdict *v, long long n, const char *fmt, va_li
     pthread_mutex_lock(&v->lock);
     v->damage[DAMAGE_FORBIDDEN_ANSWER] += n;
     msgs_add(&v->forbidden, fmt, ap);
-    /* The list counts answers, not calls. */
-    v->forbidden.count += n - 1;
     pthread_mutex_unlock(&v->lock);
 }
 
@@ -978,7 +976,7 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
     print_messages(out, &v->damage_msgs);
     if (v->forbidden.count > 0) {
         fprintf(out, "%-44s %10lld   answers\n", "forbidden answers, first examples",
-                v->forbidden.count);
+                v->damage[DAMAGE_FORBIDDEN_ANSWER]);
         print_messages(out, &v->forbidden);
     }
     if (v->observations.count > 0) {
@@ -1156,7 +1154,14 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
     json_object_set_new(root, "figures", figures);
     json_object_set_new(root, "series", json_series(st, info));
     json_object_set_new(root, "damage_details", json_msgs(&v->damage_msgs));
-    json_object_set_new(root, "forbidden_answers", json_msgs(&v->forbidden));
+    {
+        /* count: answers (as damage.forbidden_answers); first: examples. */
+        json_t *fa = json_msgs(&v->forbidden);
+
+        json_object_set_new(fa, "count", json_integer(v->damage[DAMAGE_FORBIDDEN_ANSWER]));
+        json_object_set_new(fa, "examples", json_integer(v->forbidden.count));
+        json_object_set_new(root, "forbidden_answers", fa);
+    }
     json_object_set_new(root, "observations", json_msgs(&v->observations));
     json_object_set_new(root, "notes", json_msgs(&v->notes));
     json_object_set_new(root, "errors", json_msgs(&v->failures));
