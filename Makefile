@@ -24,6 +24,9 @@ RELEASE_CFLAGS = $(BASE_CFLAGS) -O2 -g
 # The ASan build is the test build: it also compiles in the fault points
 # (faults.h) that integration tests switch on to crash the process on purpose.
 ASAN_CFLAGS = $(BASE_CFLAGS) -O1 -g $(SAN) -DTICKETD_FAULTS
+# The replay lab's fault build: release speed, with the fault points, so the
+# demo can slow a downstream step beyond the TTLs (TICKETD_FAULT=...:delay).
+FAULTS_CFLAGS = $(RELEASE_CFLAGS) -DTICKETD_FAULTS
 
 SRCS := $(wildcard service/*.c)
 HDRS := $(wildcard service/*.h)
@@ -57,13 +60,19 @@ build/release/obj/%.o: service/%.c $(HDRS) | build/release/obj
 build/asan/obj/%.o: service/%.c $(HDRS) | build/asan/obj
 	$(CC) $(ASAN_CFLAGS) -c $< -o $@
 
+build/faults/obj/%.o: service/%.c $(HDRS) | build/faults/obj
+	$(CC) $(FAULTS_CFLAGS) -c $< -o $@
+
 build/release/ticketd: $(SRCS:service/%.c=build/release/obj/%.o)
 	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 build/asan/ticketd: $(SRCS:service/%.c=build/asan/obj/%.o)
 	$(CC) $(ASAN_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
-build/release/obj build/asan/obj build/release/tests build/asan/tests:
+build/faults/ticketd: $(SRCS:service/%.c=build/faults/obj/%.o)
+	$(CC) $(FAULTS_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+build/release/obj build/asan/obj build/faults/obj build/release/tests build/asan/tests:
 	@mkdir -p $@
 
 # --- tests ------------------------------------------------------------------
@@ -109,7 +118,7 @@ bench: deps build
 	@$(MAKE) --no-print-directory -C loadtest
 	@loadtest/bench.sh --start
 
-demo: deps build
+demo: deps build build/faults/ticketd
 	@$(MAKE) --no-print-directory -C loadtest
 	@loadtest/demo.sh
 

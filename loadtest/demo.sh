@@ -24,6 +24,13 @@
 # (logs/). Everything the demo started is stopped on exit, also on failure
 # or Ctrl-C: the instances by their pids, the servers with services.sh down.
 #
+# The last runs keep every defence on and add a fault in the middle of the
+# load: Redis flushed, one instance killed (the clients fail over to the
+# other), MariaDB restarted (the clients retry after 503), and a downstream
+# slower than the in-flight and lock TTLs (build/faults/ticketd with
+# TICKETD_FAULT=order.after_redis:delay). ticketd-load retries as a client
+# does, and an answer the contract forbids counts as damage.
+#
 # Exit status: 0 every run that should hold held; 2 damage where every
 # defence that matters was on (a bug); 1 the demo could not run.
 set -euo pipefail
@@ -31,6 +38,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "${HERE}/.." && pwd)
 TICKETD=${ROOT}/build/release/ticketd
+TICKETD_FAULTS=${ROOT}/build/faults/ticketd
 LOAD=${ROOT}/build/loadtest/ticketd-load
 REPORT=${ROOT}/build/loadtest/ticketd-report
 SERVICES=${ROOT}/scripts/services.sh
@@ -69,8 +77,8 @@ done
 # Paths in the report and the --after-load command are relative to the checkout.
 cd "${ROOT}"
 
-for bin in "${TICKETD}" "${LOAD}" "${REPORT}"; do
-    [[ -x "${bin}" ]] || die "${bin#"${ROOT}"/} is missing: run 'make demo' (or make build && make -C loadtest)"
+for bin in "${TICKETD}" "${TICKETD_FAULTS}" "${LOAD}" "${REPORT}"; do
+    [[ -x "${bin}" ]] || die "${bin#"${ROOT}"/} is missing: run 'make demo' (or make build build/faults/ticketd && make -C loadtest)"
 done
 for tool in redis-cli mariadb curl; do
     command -v "${tool}" >/dev/null || die "${tool} not found; scripts/deps.sh installs it"
@@ -96,6 +104,8 @@ MANIFEST=${OUT}/runs.tsv
 PIDS=()
 STACK_UP=0
 INSTANCE_EXITS=()
+# The pid a run's fault killed on purpose: its exit is no error.
+KILLED_PID=""
 
 # The servers belong to this demo alone: what services.sh sees must not point
 # it at someone else's Redis or MariaDB.
@@ -105,26 +115,33 @@ services() {
         "${SERVICES}" "$@"
 }
 
-# Stops the instances: SIGTERM (they drain), SIGKILL after 20 s.
+# Stops the instances: SIGTERM (they drain), SIGKILL after 20 s. One a
+# fault killed already is only reaped.
 stop_instances() {
     local pid i status
     for pid in "${PIDS[@]}"; do
         kill -TERM "${pid}" 2>/dev/null || true
     done
     for pid in "${PIDS[@]}"; do
-        for ((i = 0; i < 200; i++)); do
+        # A killed child stays a zombie (kill -0 succeeds) until waited for.
+        for ((i = 0; i < 200 && pid != KILLED_PID; i++)); do
             kill -0 "${pid}" 2>/dev/null || break
             sleep 0.1
         done
-        if kill -0 "${pid}" 2>/dev/null; then
+        if [[ "${pid}" != "${KILLED_PID}" ]] && kill -0 "${pid}" 2>/dev/null; then
             log "ticketd pid ${pid} ignored SIGTERM for 20 s; killing it"
             kill -KILL "${pid}" 2>/dev/null || true
         fi
         status=0
         wait "${pid}" 2>/dev/null || status=$?
+        if [[ "${pid}" == "${KILLED_PID}" ]]; then
+            ((status == 137)) || log "the instance killed on purpose (pid ${pid}) exited ${status}"
+            continue
+        fi
         INSTANCE_EXITS+=("${status}")
     done
     PIDS=()
+    KILLED_PID=""
 }
 
 # shellcheck disable=SC2317 # called by the EXIT trap
@@ -185,6 +202,11 @@ for p in "${HTTP_PORTS[@]}"; do
     TARGETS+=(--target "http://127.0.0.1:${p}")
 done
 
+# What the next run's instances run with besides the usual: another binary
+# (RUN_BIN) and more settings (RUN_ENV, KEY=VALUE words). run() clears them.
+RUN_BIN=""
+RUN_ENV=()
+
 start_instances() {
     local defenses=$1 db=$2 run=$3 p pid i
     for p in "${HTTP_PORTS[@]}"; do
@@ -195,8 +217,8 @@ start_instances() {
             TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT="${MYSQL_PORT}" \
             TICKETD_MYSQL_USER=ticketd TICKETD_MYSQL_PASSWORD=ticketd TICKETD_MYSQL_DB="${db}" \
             TICKETD_JWT_SECRET="${JWT_SECRET}" TICKETD_PAY_SECRET="${PAY_SECRET}" \
-            TICKETD_ACCESS_LOG=0 TICKETD_CONSUMER_BLOCK_MS=100 \
-            "${TICKETD}" serve >"${OUT}/logs/run${run}-${p}.log" 2>&1 &
+            TICKETD_ACCESS_LOG=0 TICKETD_CONSUMER_BLOCK_MS=100 "${RUN_ENV[@]}" \
+            "${RUN_BIN:-${TICKETD}}" serve >"${OUT}/logs/run${run}-${p}.log" 2>&1 &
         PIDS+=($!)
     done
     for p in "${HTTP_PORTS[@]}"; do
@@ -215,7 +237,10 @@ start_instances() {
 RUN=0
 # run LABEL OFF DB EXPECT PURPOSE SCENARIO... ; each SCENARIO is one string of
 # ticketd-load arguments, the scenario's name first; the word @redeliver in it
-# stands for --after-load with redeliver.sh.
+# stands for --after-load with redeliver.sh, and the faults (with --fault-at
+# MS among the words) @flush for FLUSHALL on the demo's Redis, @kill2 for
+# kill -9 of the second instance, @mysql-restart for stopping and starting
+# the demo's MariaDB.
 run() {
     local label=$1 off=$2 db=$3 expect=$4 purpose=$5 defenses dbtext s name words args json txt rc cmd d w
     shift 5
@@ -235,6 +260,8 @@ run() {
     TICKETD_MYSQL_DB=${db} services reset "${STATE}" >>"${OUT}/logs/services.log" 2>&1 ||
         die "emptying ${db} failed (run ${RUN})"
     start_instances "${defenses}" "${db}" "${RUN}"
+    RUN_BIN=""
+    RUN_ENV=()
     # ticketd says loudly what is off; the report should only claim what it said.
     for d in ${off//,/ }; do
         [[ "${d}" == none ]] && continue
@@ -244,17 +271,26 @@ run() {
     for s in "$@"; do
         read -r -a words <<<"${s}"
         args=()
+        cmd="ticketd-load ${s}"
         for w in "${words[@]}"; do
-            if [[ "${w}" == @redeliver ]]; then
-                args+=(--after-load "${REDELIVER}")
-            else
-                args+=("${w}")
-            fi
+            case "${w}" in
+            @redeliver) args+=(--after-load "${REDELIVER}") ;;
+            @flush) args+=(--fault "${FAULT_FLUSH}") ;;
+            @kill2)
+                KILLED_PID=${PIDS[1]}
+                args+=(--fault "kill -9 ${KILLED_PID}")
+                ;;
+            @mysql-restart) args+=(--fault "${FAULT_MYSQL}") ;;
+            *) args+=("${w}") ;;
+            esac
         done
+        cmd=${cmd/@redeliver/--after-load \"${REDELIVER}\"}
+        cmd=${cmd/@flush/--fault \"${FAULT_FLUSH}\"}
+        cmd=${cmd/@kill2/--fault \"kill -9 ${KILLED_PID:-PID}\"}
+        cmd=${cmd/@mysql-restart/--fault \"${FAULT_MYSQL}\"}
         name=${args[0]}
         json=runs/$(printf '%02d' "${RUN}")-${name}.json
         txt=${OUT}/runs/$(printf '%02d' "${RUN}")-${name}.txt
-        cmd="ticketd-load ${s/@redeliver/--after-load \"${REDELIVER}\"}"
         cmd+=" --target http://127.0.0.1:${HTTP_PORTS[0]} --target http://127.0.0.1:${HTTP_PORTS[1]} --interval ${INTERVAL_MS}"
         rc=0
         TICKETD_JWT_SECRET=${JWT_SECRET} TICKETD_PAY_SECRET=${PAY_SECRET} \
@@ -280,19 +316,31 @@ GATEWAY="gateway-retry --orders $((K * 200)) --retries 3"
 MQ="mq-redelivery --orders $((K * 200)) --settle 30"
 REDELIVER="loadtest/redeliver.sh --port ${REDIS_PORT} --wait 20"
 CACHE_TO_TOKEN=response-cache,inflight-key,session-lock,token
+# The faults of the last runs, as the shell of ticketd-load --fault runs them.
+FAULT_FLUSH="redis-cli -h 127.0.0.1 -p ${REDIS_PORT} FLUSHALL"
+SVC="env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET -u TICKETD_CONFIG scripts/services.sh"
+FAULT_MYSQL="${SVC} stop-mysql ${STATE#"${ROOT}"/} && ${SVC} start-mysql ${STATE#"${ROOT}"/}"
+# Storms long enough (a few seconds) for a fault at 0.7 s to land mid-storm.
+FSTORM="retry-storm --rounds $((K * 600)) --copies 8 --stock 1000000 --fault-at 700"
+FSALE="flash-sale --users $((K * 400)) --seats 50 --rounds 6 --fault-at 300"
+# A downstream slower than the TTLs: copies sent over a second, markers and
+# locks that live 300 ms, orders that wait 800 ms before their transaction.
+SLOW_ENV=(TICKETD_THREADS=32 TICKETD_INFLIGHT_TTL_MS=300 TICKETD_LOCK_TTL_MS=300
+    "TICKETD_FAULT=order.after_redis:delay:800:$((K * 40))")
+SSTORM="retry-storm --rounds $((K * 60)) --copies 6 --spread 1000 --concurrency 60"
 
 run "all on" none "${DB_MAIN}" none \
     "Every scenario against every defence: nothing may be sold, paid or credited twice." \
     "${STORM}" "${CLICK}" "${SALE}" "${GATEWAY}" "${MQ} @redeliver"
 
 run "-cache" response-cache "${DB_MAIN}" none \
-    "Without the response cache the retry storm falls through to the layers behind it; a retry after the storm is refused (its token is spent) instead of getting its order back." \
+    "Without the response cache the retry storm falls through to the layers behind it; the retry after the storm gets its order from the unique index instead of the cache." \
     "${STORM}"
 run "-cache -inflight" response-cache,inflight-key "${DB_MAIN}" none \
-    "Without the cache and the in-flight marker, the session lock and the token take the copies." \
-    "${STORM}"
+    "Without the cache and the in-flight marker, the session lock turns the copies away (DUPLICATE_SUBMISSION, allowed here: the marker that would say REQUEST_IN_PROGRESS is off) unless the order is already in the database." \
+    "${STORM} --allow DUPLICATE_SUBMISSION"
 run "-cache -inflight -lock" response-cache,inflight-key,session-lock "${DB_MAIN}" none \
-    "Only the one-time token is left in Redis: one copy spends it, the others are refused." \
+    "Only the one-time token is left in Redis, and it is spent by the key: the copies of that key pass it, and the unique index answers them with the one order." \
     "${STORM}"
 run "-cache -inflight -lock -token" "${CACHE_TO_TOKEN}" "${DB_MAIN}" none \
     "Every Redis defence off: the unique index alone still yields one order per key, and replays the rest." \
@@ -323,6 +371,21 @@ run "-callback-dedup" callback-dedup "${DB_MAIN}" damage \
 run "-consumer-dedup" consumer-dedup "${DB_MAIN}" damage \
     "Every order.paid event delivered twice (as after a relay crash) to consumers without their dedup row: points are credited twice." \
     "${MQ} @redeliver"
+
+run "Redis flushed" none "${DB_MAIN}" none \
+    "FLUSHALL in the middle of the storm: markers, locks, answers and tokens are gone. The database is asked before any refusal, so the retries of keys completed before the flush get their orders back (unique-index); keys that had not spent their token yet are truly refused." \
+    "${FSTORM} @flush"
+run "instance killed" none "${DB_MAIN}" none \
+    "kill -9 of the second instance mid-storm: its connections drop and the clients send the same requests to the first instance, which answers with the orders the dead one committed or creates them once." \
+    "${FSTORM} @kill2"
+run "MariaDB restarted" none "${DB_MAIN}" none \
+    "MariaDB stopped and started mid-storm and mid-sale: ticketd answers 503 with Retry-After while it is down, and the clients' retries (same key, same token) create or replay the orders." \
+    "${FSTORM} @mysql-restart" "${FSALE} @mysql-restart"
+RUN_BIN=${TICKETD_FAULTS}
+RUN_ENV=("${SLOW_ENV[@]}")
+run "slow downstream" none "${DB_MAIN}" none \
+    "A downstream slower than the TTLs (${SLOW_ENV[*]}): copies sent after the marker and the lock expired get past Redis, and the unique index catches them." \
+    "${SSTORM}"
 
 stop_instances
 for st in "${INSTANCE_EXITS[@]}"; do

@@ -24,6 +24,11 @@ struct load_engine {
     int rr;
     bool stopped;
     struct load_stats *stats;
+    /* Requests waiting for their start: a delayed copy or a retry. They
+     * hold their slot meanwhile. */
+    struct load_req **pend;
+    int pend_count;
+    int pend_cap;
 };
 
 /* Set from a signal handler: every engine stops starting requests. */
@@ -148,6 +153,9 @@ void load_engine_free(struct load_engine *e)
     for (int i = 0; i < e->idle_count; i++)
         curl_easy_cleanup(e->idle[i]);
     free(e->idle);
+    for (int i = 0; i < e->pend_count; i++)
+        load_req_free(e->pend[i]);
+    free(e->pend);
     if (e->control != NULL)
         curl_easy_cleanup(e->control);
     if (e->multi != NULL)
@@ -164,6 +172,7 @@ struct load_req *load_req_new(enum load_kind kind, const char *method, const cha
     r->kind = kind;
     r->method = method;
     r->target = -1;
+    r->retry_after_s = -1;
     va_start(ap, fmt);
     vsnprintf(r->path, sizeof(r->path), fmt, ap);
     va_end(ap);
@@ -286,10 +295,19 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
     if (n > 5 && strncmp(data, "HTTP/", 5) == 0) {
         r->layer[0] = '\0';
         r->replayed = false;
+        r->retry_after_s = -1;
         return n;
     }
     if (header_value(data, n, "Idempotency-Layer", r->layer, sizeof(r->layer)))
         return n;
+    if (header_value(data, n, "Retry-After", flag, sizeof(flag))) {
+        char *end = NULL;
+        long secs = strtol(flag, &end, 10);
+
+        /* Seconds only; an HTTP date counts as "later" (1 s). */
+        r->retry_after_s = end != flag && *end == '\0' && secs >= 0 ? secs : 1;
+        return n;
+    }
     if (header_value(data, n, "Idempotent-Replayed", flag, sizeof(flag)))
         r->replayed = strcasecmp(flag, "true") == 0 || strcmp(flag, "?1") == 0;
     return n;
@@ -297,6 +315,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
 
 static const char *target_of(struct load_engine *e, struct load_req *r)
 {
+    if (r->attempts == 0)
+        r->pinned = r->target >= 0 && r->target < e->cfg.target_count;
     if (r->target < 0 || r->target >= e->cfg.target_count) {
         r->target = e->rr % e->cfg.target_count;
         e->rr = (e->rr + 1) % e->cfg.target_count;
@@ -323,7 +343,10 @@ static int easy_setup(struct load_engine *e, CURL *h, struct load_req *r)
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->error);
     curl_easy_setopt(h, CURLOPT_VERBOSE, e->cfg.verbose > 1 ? 1L : 0L);
     /* Never wait for 100 Continue: every body here is small. */
-    load_req_header(r, "Expect:");
+    if (!r->expect_off) {
+        load_req_header(r, "Expect:");
+        r->expect_off = true;
+    }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->headers);
     if (strcmp(r->method, "POST") == 0) {
         curl_easy_setopt(h, CURLOPT_POST, 1L);
@@ -379,32 +402,37 @@ static void answer_fill(struct load_req *r, CURL *h, CURLcode res)
     }
 }
 
-static void stats_record(struct load_stats *st, const struct load_req *r)
+static void stats_record(struct load_stats *st, const struct load_req *r, bool retried)
 {
     struct load_answer *a = NULL;
 
     st->requests[r->kind]++;
     if (r->kind != LOAD_CONTROL)
         tick_record(st, r);
+    if (retried)
+        st->retries[r->kind]++;
+    else if (r->uncertain)
+        st->unanswered[r->kind]++;
     if (r->status == 0) {
         st->transport_errors[r->kind]++;
         if (st->first_transport_error[0] == '\0')
             snprintf(st->first_transport_error, sizeof(st->first_transport_error), "%s %s: %s",
                      r->method, r->path, r->error);
-        return;
+    } else {
+        hist_add(&st->latency[r->kind], r->latency_us);
+        if (r->kind != LOAD_CONTROL)
+            hist_add(&st->latency_load, r->latency_us);
+        if (r->status >= 500)
+            st->server_errors[r->kind]++;
+        if (r->kind == LOAD_ORDER && r->status == 201 && !r->replayed)
+            st->orders_created++;
     }
-    hist_add(&st->latency[r->kind], r->latency_us);
-    if (r->kind != LOAD_CONTROL)
-        hist_add(&st->latency_load, r->latency_us);
-    if (r->status >= 500)
-        st->server_errors[r->kind]++;
-    if (r->kind == LOAD_ORDER && r->status == 201 && !r->replayed)
-        st->orders_created++;
     for (unsigned i = 0; i < st->answer_count; i++) {
         struct load_answer *x = &st->answers[i];
 
         if (x->kind == r->kind && x->status == r->status && x->replayed == r->replayed &&
-            strcmp(x->code, r->code) == 0 && strcmp(x->layer, r->layer) == 0) {
+            x->retried == retried && strcmp(x->code, r->code) == 0 &&
+            strcmp(x->layer, r->layer) == 0) {
             a = x;
             break;
         }
@@ -418,6 +446,7 @@ static void stats_record(struct load_stats *st, const struct load_req *r)
         a->kind = r->kind;
         a->status = r->status;
         a->replayed = r->replayed;
+        a->retried = retried;
         snprintf(a->code, sizeof(a->code), "%s", r->code);
         snprintf(a->layer, sizeof(a->layer), "%s", r->layer);
     }
@@ -430,6 +459,8 @@ void load_stats_merge(struct load_stats *dst, const struct load_stats *src)
         dst->requests[k] += src->requests[k];
         dst->transport_errors[k] += src->transport_errors[k];
         dst->server_errors[k] += src->server_errors[k];
+        dst->retries[k] += src->retries[k];
+        dst->unanswered[k] += src->unanswered[k];
         hist_merge(&dst->latency[k], &src->latency[k]);
     }
     hist_merge(&dst->latency_load, &src->latency_load);
@@ -472,7 +503,8 @@ void load_stats_merge(struct load_stats *dst, const struct load_stats *src)
             struct load_answer *d = &dst->answers[j];
 
             if (d->kind == s->kind && d->status == s->status && d->replayed == s->replayed &&
-                strcmp(d->code, s->code) == 0 && strcmp(d->layer, s->layer) == 0) {
+                d->retried == s->retried && strcmp(d->code, s->code) == 0 &&
+                strcmp(d->layer, s->layer) == 0) {
                 d->count += s->count;
                 merged = true;
                 break;
@@ -529,11 +561,100 @@ static void easy_put(struct load_engine *e, CURL *h)
     e->idle[e->idle_count++] = h;
 }
 
+bool load_answer_uncertain(const struct load_req *r)
+{
+    return r->status == 0 || r->status >= 500 ||
+           (r->retry_in_progress && r->status == 409 &&
+            strcmp(r->code, "REQUEST_IN_PROGRESS") == 0);
+}
+
+/* Whether r is to be sent again, and when: sets r->not_before and, after
+ * a transport error, moves an unpinned request to the next target. */
+static bool retry_plan(struct load_engine *e, struct load_req *r)
+{
+    double delay;
+
+    r->uncertain = load_answer_uncertain(r);
+    if (!r->uncertain || e->cfg.retries <= 0 || r->attempts > e->cfg.retries || engine_interrupted)
+        return false;
+    if (r->status == 0) {
+        /* A pinned request (a check of one target) reports the target
+         * down instead of trying again. */
+        if (r->pinned)
+            return false;
+        /* Another target at once; a short pause once each was tried. */
+        delay = r->attempts < e->cfg.target_count ? 0.0 : 0.2;
+    } else {
+        delay = r->retry_after_s >= 0 ? (double)r->retry_after_s : 1.0;
+        if (delay > 5.0)
+            delay = 5.0;
+    }
+    if (r->t_end + delay - r->first_start > e->cfg.retry_window_s)
+        return false;
+    if (r->status == 0 && !r->pinned)
+        r->target = (r->target + 1) % e->cfg.target_count;
+    r->not_before = r->t_end + delay;
+    return true;
+}
+
+/* Clears the answer of the last attempt before the next one. */
+static void answer_clear(struct load_req *r)
+{
+    r->status = 0;
+    r->error[0] = '\0';
+    r->code[0] = '\0';
+    r->layer[0] = '\0';
+    r->replayed = false;
+    r->retry_after_s = -1;
+    json_decref(r->json);
+    r->json = NULL;
+    r->resp_len = 0;
+    r->uncertain = false;
+}
+
+static void pend_add(struct load_engine *e, struct load_req *r)
+{
+    if (e->pend_count == e->pend_cap) {
+        int cap = e->pend_cap == 0 ? 64 : e->pend_cap * 2;
+        struct load_req **p = realloc(e->pend, (size_t)cap * sizeof(*p));
+
+        if (p == NULL) {
+            fprintf(stderr, "ticketd-load: out of memory\n");
+            abort();
+        }
+        e->pend = p;
+        e->pend_cap = cap;
+    }
+    e->pend[e->pend_count++] = r;
+}
+
+/* Hands r to libcurl now. Returns -1 on an internal error (r freed). */
+static int launch(struct load_engine *e, struct load_req *r)
+{
+    CURL *h = easy_get(e);
+
+    if (h == NULL) {
+        load_req_free(r);
+        return -1;
+    }
+    easy_setup(e, h, r);
+    r->t_start = load_now();
+    if (r->attempts == 0)
+        r->first_start = r->t_start;
+    r->attempts++;
+    if (curl_multi_add_handle(e->multi, h) != CURLM_OK) {
+        curl_easy_cleanup(h);
+        load_req_free(r);
+        return -1;
+    }
+    return 0;
+}
+
 static int engine_loop(struct load_engine *e, int concurrency, bool bounded, load_next_fn next,
                        load_done_fn done, void *arg)
 {
     double t0 = load_now();
-    int inflight = 0;
+    int inflight = 0; /* with libcurl or waiting in pend[] */
     int rc = -1;
 
     if (concurrency < 1)
@@ -544,31 +665,42 @@ static int engine_loop(struct load_engine *e, int concurrency, bool bounded, loa
     for (;;) {
         int running = 0;
         int queued = 0;
+        double now = load_now();
+        double next_due = 0;
         CURLMsg *msg;
 
+        /* Retries and delayed copies whose time has come. */
+        for (int i = 0; i < e->pend_count;) {
+            struct load_req *r = e->pend[i];
+
+            if (r->not_before > now) {
+                if (next_due == 0 || r->not_before < next_due)
+                    next_due = r->not_before;
+                i++;
+                continue;
+            }
+            e->pend[i] = e->pend[--e->pend_count];
+            if (launch(e, r) != 0)
+                goto out;
+        }
         /* Start everything next() offers now, before transferring any of
          * it, so that a group leaves together. */
         while (inflight < concurrency && (!bounded || load_engine_budget_left(e) > 0)) {
             struct load_req *r = next(arg, concurrency - inflight);
-            CURL *h;
 
             if (r == NULL)
                 break;
-            h = easy_get(e);
-            if (h == NULL) {
-                load_req_free(r);
-                goto out;
-            }
-            easy_setup(e, h, r);
-            r->t_start = load_now();
-            if (curl_multi_add_handle(e->multi, h) != CURLM_OK) {
-                curl_easy_cleanup(h);
-                load_req_free(r);
-                goto out;
-            }
             if (bounded)
                 e->started++;
             inflight++;
+            if (r->delay_s > 0) {
+                r->not_before = now + r->delay_s;
+                if (next_due == 0 || r->not_before < next_due)
+                    next_due = r->not_before;
+                pend_add(e, r);
+            } else if (launch(e, r) != 0) {
+                goto out;
+            }
         }
         if (inflight == 0)
             break;
@@ -577,25 +709,43 @@ static int engine_loop(struct load_engine *e, int concurrency, bool bounded, loa
         while ((msg = curl_multi_info_read(e->multi, &queued)) != NULL) {
             struct load_req *r = NULL;
             CURL *h = msg->easy_handle;
+            bool again;
 
             if (msg->msg != CURLMSG_DONE)
                 continue;
             curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
             answer_fill(r, h, msg->data.result);
             curl_multi_remove_handle(e->multi, h);
-            stats_record(e->stats, r);
-            inflight--;
-            if (e->cfg.verbose > 0)
-                fprintf(stderr, "%s %s -> %ld %s %s%s (%.1f ms)\n", r->method, r->path, r->status,
-                        r->code, r->layer, r->replayed ? " replayed" : "",
-                        (double)r->latency_us / 1000.0);
-            done(arg, r);
             r->easy = NULL;
             easy_put(e, h);
+            again = retry_plan(e, r);
+            stats_record(e->stats, r, again);
+            if (e->cfg.verbose > 0)
+                fprintf(stderr, "%s %s -> %ld %s %s%s (%.1f ms)%s\n", r->method, r->path, r->status,
+                        r->code, r->layer, r->replayed ? " replayed" : "",
+                        (double)r->latency_us / 1000.0, again ? ", retrying" : "");
+            if (again) {
+                answer_clear(r);
+                if (next_due == 0 || r->not_before < next_due)
+                    next_due = r->not_before;
+                pend_add(e, r);
+                continue;
+            }
+            inflight--;
+            done(arg, r);
             load_req_free(r);
         }
-        if (inflight > 0 && running > 0 && curl_multi_poll(e->multi, NULL, 0, 50, NULL) != CURLM_OK)
-            goto out;
+        if (running > 0 || e->pend_count > 0) {
+            int wait_ms = 50;
+
+            if (e->pend_count > 0 && next_due > 0) {
+                double left = (next_due - load_now()) * 1000.0;
+
+                wait_ms = left <= 0 ? 0 : left < 50 ? (int)left + 1 : 50;
+            }
+            if (curl_multi_poll(e->multi, NULL, 0, wait_ms, NULL) != CURLM_OK)
+                goto out;
+        }
     }
     rc = 0;
 out:
@@ -618,18 +768,35 @@ int load_engine_run_control(struct load_engine *e, int concurrency, load_next_fn
 
 int load_engine_call(struct load_engine *e, struct load_req *r)
 {
-    CURLcode res;
+    for (;;) {
+        CURLcode res;
+        bool again;
 
-    r->kind = LOAD_CONTROL;
-    curl_easy_reset(e->control);
-    easy_setup(e, e->control, r);
-    r->t_start = load_now();
-    res = curl_easy_perform(e->control);
-    answer_fill(r, e->control, res);
-    r->easy = NULL;
-    stats_record(e->stats, r);
-    if (e->cfg.verbose > 0)
-        fprintf(stderr, "%s %s -> %ld %s\n", r->method, r->path, r->status, r->code);
+        r->kind = LOAD_CONTROL;
+        curl_easy_reset(e->control);
+        easy_setup(e, e->control, r);
+        r->t_start = load_now();
+        if (r->attempts == 0)
+            r->first_start = r->t_start;
+        r->attempts++;
+        res = curl_easy_perform(e->control);
+        answer_fill(r, e->control, res);
+        r->easy = NULL;
+        again = retry_plan(e, r);
+        stats_record(e->stats, r, again);
+        if (e->cfg.verbose > 0)
+            fprintf(stderr, "%s %s -> %ld %s%s\n", r->method, r->path, r->status, r->code,
+                    again ? ", retrying" : "");
+        if (!again)
+            break;
+        answer_clear(r);
+        if (r->not_before > load_now()) {
+            double wait = r->not_before - load_now();
+            struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+
+            nanosleep(&ts, NULL);
+        }
+    }
     return r->status == 0 ? -1 : 0;
 }
 

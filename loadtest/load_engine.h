@@ -12,6 +12,16 @@
  * requests (creating sessions, reading the audit) go through
  * load_engine_call(), outside the budget.
  *
+ * It retries as a careful client does: a request whose answer is uncertain
+ * (no HTTP answer, or a 5xx) is sent again, the same request (key, token,
+ * body), after the answer's Retry-After (else 1 s), at most `retries` times
+ * and not later than `retry_window_s` after its first attempt; after a
+ * transport error it goes to the next target, as a client behind a load
+ * balancer would. Only the last answer reaches done(): that is the answer
+ * the client acts on. Every attempt is counted (requests, latency, time
+ * series); the attempts that were followed by a retry are kept apart in the
+ * answers (retried = true).
+ *
  * An engine and its requests belong to one thread; several engines may run
  * in different threads.
  */
@@ -45,6 +55,7 @@ struct load_answer {
     char code[40];  /* problem `code`, or the callback `outcome` */
     char layer[32]; /* Idempotency-Layer */
     bool replayed;  /* Idempotent-Replayed: true, or "replayed": true */
+    bool retried;   /* the client sent the request again after this answer */
     uint64_t count;
 };
 
@@ -65,11 +76,16 @@ struct load_tick {
 };
 
 struct load_stats {
-    uint64_t requests[LOAD_KIND_COUNT];
+    uint64_t requests[LOAD_KIND_COUNT]; /* HTTP requests sent, retries included */
     uint64_t transport_errors[LOAD_KIND_COUNT];
     uint64_t server_errors[LOAD_KIND_COUNT]; /* 5xx */
-    uint64_t orders_created;                 /* 201 on POST /orders, not replayed */
-    struct hist latency_load;                /* every kind but LOAD_CONTROL */
+    uint64_t retries[LOAD_KIND_COUNT];       /* attempts that were sent again */
+    /* Requests whose last answer was still uncertain (no HTTP answer, a
+     * 5xx, or "in progress" where the client waits for the outcome) once
+     * the retries were spent: the client never learnt what happened. */
+    uint64_t unanswered[LOAD_KIND_COUNT];
+    uint64_t orders_created;  /* 201 on POST /orders, not replayed */
+    struct hist latency_load; /* every kind but LOAD_CONTROL */
     struct hist latency[LOAD_KIND_COUNT];
     struct load_answer answers[LOAD_ANSWERS_MAX];
     unsigned answer_count;
@@ -95,6 +111,8 @@ struct load_req {
     size_t body_len;
     struct curl_slist *headers; /* owned */
     int target;                 /* index into the targets; -1: round robin */
+    double delay_s;             /* start this long after next() returned it (0: at once) */
+    bool retry_in_progress;     /* also retry 409 REQUEST_IN_PROGRESS (wait for the outcome) */
 
     /* Scenario's own bookkeeping, untouched by the engine. */
     void *owner;
@@ -107,12 +125,19 @@ struct load_req {
     char code[40];
     char layer[32];
     bool replayed;
-    json_t *json; /* the parsed body if it was JSON, else NULL; owned */
+    long retry_after_s; /* Retry-After in seconds, -1 if absent */
+    json_t *json;       /* the parsed body if it was JSON, else NULL; owned */
     uint64_t latency_us;
     double t_start;
     double t_end;
+    int attempts;   /* times sent; > 1: the answer is that of a retry */
+    bool uncertain; /* the last answer left the outcome unknown (see load_stats) */
 
     /* Engine internals. */
+    bool pinned; /* the target was chosen by the caller: no failover */
+    bool expect_off;
+    double first_start;
+    double not_before;
     void *easy;
     char *resp;
     size_t resp_len;
@@ -127,6 +152,8 @@ struct load_engine_config {
     double deadline;        /* monotonic seconds (load_now()); <= 0: none */
     double series_t0;       /* second 0 of the time series; <= 0: engine creation */
     double series_tick_s;   /* interval of the time series; <= 0: LOAD_TICK_S */
+    int retries;            /* re-sends of an uncertain request; 0: none */
+    double retry_window_s;  /* no re-send later than this after the first attempt */
     int verbose;
 };
 
@@ -191,7 +218,8 @@ void load_engine_interrupt(void);
 
 /*
  * Performs r now, synchronously, outside the budget and deadline, records
- * it as LOAD_CONTROL and fills in the answer. The caller keeps r.
+ * it as LOAD_CONTROL and fills in the answer (retrying as load requests
+ * are). The caller keeps r.
  * Returns 0 if an HTTP answer arrived (any status), -1 on transport error.
  */
 int load_engine_call(struct load_engine *e, struct load_req *r);
@@ -208,6 +236,10 @@ void load_stats_merge(struct load_stats *dst, const struct load_stats *src);
 /* Returns a new zeroed stats object; abort on OOM. */
 struct load_stats *load_stats_new(void);
 void load_stats_free(struct load_stats *st);
+
+/* True when the answer leaves the request's outcome unknown: no HTTP
+ * answer, a 5xx, or (with retry_in_progress) 409 REQUEST_IN_PROGRESS. */
+bool load_answer_uncertain(const struct load_req *r);
 
 /* Memory helpers that abort on out-of-memory, as a CLI tool may. */
 void *load_xcalloc(size_t n, size_t size);

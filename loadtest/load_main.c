@@ -4,7 +4,9 @@
  * Runs one named scenario against one or more ticketd instances, records
  * every answer, then asks the service (session stock, /me points, the
  * admin audit) whether any guarantee was broken, and prints a table.
- * Exit code: 0 no damage, 2 damage found, 1 usage or connection errors.
+ * Exit code: 0 no damage, 2 damage found (an answer the contract forbids
+ * included), 1 usage or connection errors, a failed --fault command, or
+ * requests that never got a definite answer.
  */
 #include "load_engine.h"
 #include "load_scenario.h"
@@ -15,12 +17,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Secrets found in --config; the file's values outlive main's parsing. */
@@ -42,6 +46,13 @@ static void usage(FILE *out)
         "  --concurrency C     requests in flight at once (default 32)\n"
         "  --timeout MS        per request (default 10000)\n"
         "\n"
+        "Client retries (a request whose answer leaves the outcome unknown)\n"
+        "  --client-retries N  send a request that got no HTTP answer or a 5xx again, the\n"
+        "                      same key, token and body, after its Retry-After (else 1 s),\n"
+        "                      at most N times (default 10; 0: never); after no answer,\n"
+        "                      to the next --target. The last answer is the one judged\n"
+        "  --retry-for S       no retry later than S seconds after the first attempt (20)\n"
+        "\n"
         "Scenario shape (0 or absent: the scenario's default)\n"
         "  --rounds N          retry-storm keys (50), double-click bursts (50), flash sales (1)\n"
         "  --copies N          retry-storm copies of each request (8)\n"
@@ -60,6 +71,11 @@ static void usage(FILE *out)
         "                      with TICKETD_ORDER_TOKEN_REQUIRED=0)\n"
         "  --shared-token      double-click: the clicks of a burst share one order token\n"
         "                      (one form, submitted twice, each time with a new key)\n"
+        "  --spread MS         retry-storm: the copies of a key leave over MS ms instead of\n"
+        "                      at once (a client resending on its own timer)\n"
+        "  --allow CODE        also allow this problem code as an order's answer (a run\n"
+        "                      with the defence that would have answered switched off);\n"
+        "                      repeatable\n"
         "\n"
         "Credentials (flag, else environment, else --config file)\n"
         "  --jwt-secret S      TICKETD_JWT_SECRET, to mint user and admin JWTs\n"
@@ -76,9 +92,17 @@ static void usage(FILE *out)
         "  --after-load CMD    run CMD (/bin/sh -c) once the load is over, before the\n"
         "                      checks, e.g. to redeliver stream entries; a failing CMD\n"
         "                      is a run error\n"
+        "  --fault CMD         run CMD (/bin/sh -c) once, in the background, --fault-at\n"
+        "                      after the load starts (e.g. flush Redis, kill an instance,\n"
+        "                      restart MariaDB); the verdict waits for it; its exit status\n"
+        "                      is reported and a failing CMD is a run error\n"
+        "  --fault-at MS       when --fault runs, from the load's start (default 500)\n"
         "  --json FILE         also write the figures as JSON, with a time series\n"
         "  --interval MS       time series interval (1000)\n"
-        "  -v, --verbose       print every answer (twice: libcurl's trace too)\n",
+        "  -v, --verbose       print every answer (twice: libcurl's trace too)\n"
+        "\n"
+        "Every answer the contract does not allow (e.g. a copy of a key refused while\n"
+        "the key has its order, a retry of a completed key not given it) is damage.\n",
         scenario_names());
 }
 
@@ -188,6 +212,12 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         OPT_JSON,
         OPT_INTERVAL,
         OPT_SCENARIO,
+        OPT_CLIENT_RETRIES,
+        OPT_RETRY_FOR,
+        OPT_SPREAD,
+        OPT_ALLOW,
+        OPT_FAULT,
+        OPT_FAULT_AT,
         OPT_HELP,
     };
     static const struct option longopts[] = {
@@ -222,6 +252,12 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         {"json", required_argument, NULL, OPT_JSON},
         {"interval", required_argument, NULL, OPT_INTERVAL},
         {"scenario", required_argument, NULL, OPT_SCENARIO},
+        {"client-retries", required_argument, NULL, OPT_CLIENT_RETRIES},
+        {"retry-for", required_argument, NULL, OPT_RETRY_FOR},
+        {"spread", required_argument, NULL, OPT_SPREAD},
+        {"allow", required_argument, NULL, OPT_ALLOW},
+        {"fault", required_argument, NULL, OPT_FAULT},
+        {"fault-at", required_argument, NULL, OPT_FAULT_AT},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
@@ -240,6 +276,9 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
     o->token_ttl_s = 3600;
     o->settle_s = 20;
     o->series_interval_s = 1.0;
+    o->client_retries = 10;
+    o->retry_window_s = 20;
+    o->fault_at_s = 0.5;
 
     while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
         int rc = 0;
@@ -351,6 +390,31 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
             break;
         case OPT_SCENARIO:
             o->scenario = optarg;
+            break;
+        case OPT_CLIENT_RETRIES:
+            rc = parse_int(optarg, 0, 1000, &o->client_retries);
+            break;
+        case OPT_RETRY_FOR:
+            rc = parse_ll(optarg, 0, 3600, &v);
+            o->retry_window_s = (double)v;
+            break;
+        case OPT_SPREAD:
+            rc = parse_ll(optarg, 0, 600000, &v);
+            o->spread_s = (double)v / 1000.0;
+            break;
+        case OPT_ALLOW:
+            if (o->allow_count == LOAD_ALLOW_MAX) {
+                fprintf(stderr, "ticketd-load: at most %d --allow\n", LOAD_ALLOW_MAX);
+                return -1;
+            }
+            o->allow[o->allow_count++] = optarg;
+            break;
+        case OPT_FAULT:
+            o->fault = optarg;
+            break;
+        case OPT_FAULT_AT:
+            rc = parse_ll(optarg, 0, 86400000LL, &v);
+            o->fault_at_s = (double)v / 1000.0;
             break;
         case 'v':
             o->verbose++;
@@ -468,6 +532,53 @@ static int after_load_run(const char *cmd)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The --fault command: a thread waits until its time, runs it and
+ * records when it ran and how it ended, while the load goes on. */
+struct fault_run {
+    const char *cmd;
+    double t0; /* the load's start, load_now() */
+    struct verdict_fault rec;
+    pthread_t thread;
+    bool started;
+};
+
+static void *fault_thread(void *arg)
+{
+    struct fault_run *f = arg;
+    double wait = f->t0 + f->rec.at_s - load_now();
+    int status = 0;
+    pid_t pid;
+
+    if (wait > 0) {
+        struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+    f->rec.started_s = load_now() - f->t0;
+    fprintf(stderr, "ticketd-load: fault at %.2f s: %s\n", f->rec.started_s, f->cmd);
+    pid = fork();
+    if (pid < 0) {
+        f->rec.exit_status = -1;
+        f->rec.ended_s = f->rec.started_s;
+        return NULL;
+    }
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", f->cmd, (char *)NULL);
+        _exit(127);
+    }
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            status = -1;
+            break;
+        }
+    f->rec.ended_s = load_now() - f->t0;
+    f->rec.exit_status = status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    fprintf(stderr, "ticketd-load: fault exited %d at %.2f s\n", f->rec.exit_status,
+            f->rec.ended_s);
+    return NULL;
+}
+
 static double unix_now(void)
 {
     struct timeval tv;
@@ -500,10 +611,12 @@ int main(int argc, char **argv)
     struct verdict *v = NULL;
     struct sigaction sa;
     struct verdict_run_info info;
+    struct fault_run fault;
     int rc = 1;
 
     memset(&opts, 0, sizeof(opts));
     memset(&info, 0, sizeof(info));
+    memset(&fault, 0, sizeof(fault));
     if (opts_parse(argc, argv, &opts) != 0)
         return 1;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
@@ -521,6 +634,8 @@ int main(int argc, char **argv)
             .targets = opts.targets,
             .target_count = opts.target_count,
             .timeout_ms = opts.timeout_ms,
+            .retries = opts.client_retries,
+            .retry_window_s = opts.retry_window_s,
             .verbose = opts.verbose,
         };
 
@@ -545,8 +660,31 @@ int main(int argc, char **argv)
     fprintf(stderr, "ticketd-load: run %s, %s, users from %llu, at most %lld requests / %.0f s\n",
             env.run_id, opts.scenario, (unsigned long long)opts.user_base, opts.requests,
             opts.duration_s);
+    if (opts.fault != NULL) {
+        fflush(NULL);
+        fault.cmd = opts.fault;
+        fault.t0 = env.t0;
+        fault.rec.command = opts.fault;
+        fault.rec.at_s = opts.fault_at_s;
+        fault.rec.started_s = -1;
+        fault.rec.exit_status = -1;
+        fault.started = pthread_create(&fault.thread, NULL, fault_thread, &fault) == 0;
+        if (!fault.started)
+            verdict_fail(v, "--fault: cannot start a thread");
+    }
     if (scenario_run(&env, total) != 0 && !verdict_failed(v))
         verdict_fail(v, "the scenario could not run");
+    if (opts.fault != NULL) {
+        fault.rec.load_end_s = load_now() - env.t0;
+        if (fault.started)
+            pthread_join(fault.thread, NULL);
+        if (fault.rec.exit_status != 0)
+            verdict_fail(v, "--fault command exited %d: %s", fault.rec.exit_status, opts.fault);
+        else if (fault.rec.started_s >= fault.rec.load_end_s)
+            verdict_note(v, "the fault came %.2f s after the load had ended: it hit nothing",
+                         fault.rec.started_s - fault.rec.load_end_s);
+        info.fault = &fault.rec;
+    }
     if (opts.after_load != NULL) {
         int hook = after_load_run(opts.after_load);
 

@@ -182,6 +182,40 @@ static bool answer_uncertain(const struct load_req *r)
     return r->status == 0 || r->status >= 500;
 }
 
+/* A last answer that only says "later": no answer at all, or a 503 with
+ * Retry-After, once the client's retries were spent. Not forbidden; the
+ * engine counts the request as never answered (a run error). */
+static bool answer_transient(const struct load_req *r)
+{
+    return r->status == 0 || (r->status == 503 && r->retry_after_s >= 0);
+}
+
+/* A problem code the run allows besides the scenario's own (--allow). */
+static bool opt_allows(const struct load_opts *o, const char *code)
+{
+    for (int i = 0; i < o->allow_count; i++)
+        if (code[0] != '\0' && strcmp(o->allow[i], code) == 0)
+            return true;
+    return false;
+}
+
+static bool is_code(const struct load_req *r, long status, const char *code)
+{
+    return r->status == status && strcmp(r->code, code) == 0;
+}
+
+/* "409 DUPLICATE_SUBMISSION @session-lock", "201 replayed @unique-index". */
+static const char *answer_text(const struct load_req *r, char *buf, size_t len)
+{
+    if (r->status == 0)
+        snprintf(buf, len, "no answer (%.100s)", r->error);
+    else
+        snprintf(buf, len, "%ld%s%s%s%s%s%s", r->status, r->code[0] ? " " : "", r->code,
+                 r->replayed ? " replayed" : "", r->layer[0] ? " @" : "", r->layer,
+                 r->status == 503 && r->retry_after_s < 0 ? " without Retry-After" : "");
+    return buf;
+}
+
 /* ---- batches -------------------------------------------------------------- */
 
 /*
@@ -382,6 +416,10 @@ struct storm_key {
     int different;      /* distinct order_nos besides the first: duplicates */
     char (*others)[32]; /* those order_nos, so that a replay of one counts once */
     int rejected;
+    /* Refusals meant for another key (DUPLICATE_SUBMISSION, ORDER_TOKEN_
+     * INVALID): forbidden once the key has its order, judged at the end. */
+    int refused;
+    char refused_as[96];
     bool retried_ok;
 };
 
@@ -397,11 +435,22 @@ struct storm_ctx {
 static void storm_answer(struct storm_ctx *c, struct storm_key *k, struct load_req *r)
 {
     const char *no;
+    char text[160];
 
     if (r->status != 201) {
         k->rejected++;
         if (answer_uncertain(r))
             verdict_session_uncertain(c->s->v, c->sidx);
+        if (answer_transient(r) || is_code(r, 409, "REQUEST_IN_PROGRESS") ||
+            opt_allows(c->s->o, r->code))
+            return;
+        if (is_code(r, 409, "DUPLICATE_SUBMISSION") || is_code(r, 409, "ORDER_TOKEN_INVALID")) {
+            if (k->refused++ == 0)
+                answer_text(r, k->refused_as, sizeof(k->refused_as));
+            return;
+        }
+        verdict_anomaly(c->s->v, "retry-storm: a copy of key %s answered %s", k->b.key,
+                        answer_text(r, text, sizeof(text)));
         return;
     }
     no = json_str(r, "order_no");
@@ -456,6 +505,8 @@ static void storm_followup_done(void *arg, struct load_req *r)
     bool same = r->status == 201 && strcmp(json_str(r, "order_no"), k->order_no) == 0;
     const char *why = "";
 
+    char text[160];
+
     c->followups++;
     storm_answer(c, k, r);
     if (!had)
@@ -464,13 +515,24 @@ static void storm_followup_done(void *arg, struct load_req *r)
         c->followups_ok++;
         return;
     }
+    /* Another order is counted as a duplicate already, and an answer that
+     * only says "later" as a request never answered. */
+    if ((r->status == 201 && !same) || load_answer_uncertain(r))
+        return;
     if (r->status == 201)
-        why = same ? " without Idempotent-Replayed" : " with another order";
+        why = " without Idempotent-Replayed";
+    else if (!opt_allows(c->s->o, r->code))
+        return; /* storm_answer counted it, or the key's refusals will be */
     verdict_anomaly(c->s->v,
-                    "retry-storm: retry of completed key %s answered %ld %s%s, expected 201 "
-                    "replay",
-                    k->b.key, r->status, r->code, why);
+                    "retry-storm: the retry of completed key %s answered %s%s, expected its "
+                    "order replayed",
+                    k->b.key, answer_text(r, text, sizeof(text)), why);
 }
+
+/* Keys whose tokens are fetched together, just before their copies leave
+ * (a client gets its token when it opens the form): a fault that makes
+ * Redis forget tokens costs at most this many keys theirs. */
+#define STORM_CHUNK 64
 
 static int scen_retry_storm(struct scen *s)
 {
@@ -480,7 +542,8 @@ static int scen_retry_storm(struct scen *s)
     struct storm_ctx c = {.s = s};
     struct batch b = {0};
     uint64_t session = 0;
-    int with_token;
+    int with_token = 0;
+    int refused_keys = 0, refused_no_order = 0;
 
     if (copies > s->concurrency)
         s->concurrency = copies;
@@ -493,31 +556,36 @@ static int scen_retry_storm(struct scen *s)
         c.keys[i].b.user = user_new(s);
         key_new(s, c.keys[i].b.key, sizeof(c.keys[i].b.key));
     }
-    /* Each key's token is taken from a buyer array of its own. */
-    {
-        struct buyer *bs = load_xcalloc((size_t)rounds, sizeof(*bs));
+    for (int from = 0; from < rounds && load_engine_budget_left(s->eng) > 0; from += STORM_CHUNK) {
+        int n = rounds - from < STORM_CHUNK ? rounds - from : STORM_CHUNK;
+        struct buyer bs[STORM_CHUNK];
 
-        for (int i = 0; i < rounds; i++)
-            bs[i] = c.keys[i].b;
-        with_token = tokens_fetch(s, bs, rounds);
-        for (int i = 0; i < rounds; i++)
-            c.keys[i].b = bs[i];
-        free(bs);
-    }
-    for (int i = 0; i < rounds; i++) {
-        if (!c.keys[i].b.token_ok)
-            continue;
-        for (int j = 0; j < copies; j++) {
-            struct load_req *r = req_order(s, c.keys[i].b.user, c.keys[i].b.key, c.keys[i].b.token,
-                                           session, o->quantity);
+        /* Each key's token is taken from a buyer array of its own. */
+        for (int i = 0; i < n; i++)
+            bs[i] = c.keys[from + i].b;
+        with_token += tokens_fetch(s, bs, n);
+        for (int i = 0; i < n; i++)
+            c.keys[from + i].b = bs[i];
+        for (int i = from; i < from + n; i++) {
+            if (!c.keys[i].b.token_ok)
+                continue;
+            for (int j = 0; j < copies; j++) {
+                struct load_req *r = req_order(s, c.keys[i].b.user, c.keys[i].b.key,
+                                               c.keys[i].b.token, session, o->quantity);
 
-            r->tag = i;
-            batch_add(&b, r, j == 0 ? BATCH_GROUP : BATCH_JOIN);
+                r->tag = i;
+                /* --spread: a client that sends its copy again on its own
+                 * timer while the first is still under way. */
+                if (o->spread_s > 0 && copies > 1)
+                    r->delay_s = o->spread_s * j / (copies - 1);
+                batch_add(&b, r, j == 0 ? BATCH_GROUP : BATCH_JOIN);
+            }
         }
+        batch_run(s, &b, storm_done, &c);
     }
-    batch_run(s, &b, storm_done, &c);
     /* One more retry per key, after the storm: the client that timed out
-     * and tries again with the same key and the spent token. */
+     * and tries again with the same key and the spent token. It wants the
+     * outcome: told "in progress", it waits and asks again. */
     for (int i = 0; i < rounds; i++) {
         struct load_req *r;
 
@@ -527,23 +595,51 @@ static int scen_retry_storm(struct scen *s)
         r = req_order(s, c.keys[i].b.user, c.keys[i].b.key, c.keys[i].b.token, session,
                       o->quantity);
         r->tag = i;
+        r->retry_in_progress = true;
         batch_add(&b, r, BATCH_SOLO);
     }
     batch_run(s, &b, storm_followup_done, &c);
     {
         int no_order = 0;
 
-        for (int i = 0; i < rounds; i++)
-            if (c.keys[i].b.token_ok && c.keys[i].order_no[0] == '\0')
+        for (int i = 0; i < rounds; i++) {
+            struct storm_key *k = &c.keys[i];
+
+            if (k->b.token_ok && k->order_no[0] == '\0')
                 no_order++;
+            if (k->refused == 0)
+                continue;
+            /* Told "refused" while the key has its order: the client would
+             * take the order for failed. Without an order, the refusal is
+             * true (e.g. Redis forgot the token before the key spent it). */
+            if (k->order_no[0] != '\0') {
+                refused_keys++;
+                verdict_anomalies(s->v, k->refused,
+                                  "retry-storm: key %s has order %s, yet %d of its requests were "
+                                  "refused (first: %s)",
+                                  k->b.key, k->order_no, k->refused, k->refused_as);
+            } else {
+                refused_no_order++;
+            }
+        }
         verdict_figure(s->v, "retry_storm.keys", with_token);
         verdict_figure(s->v, "retry_storm.keys_without_order", no_order);
         verdict_figure(s->v, "retry_storm.retries_replayed", c.followups_ok);
         verdict_figure(s->v, "retry_storm.retries", c.followups);
+        verdict_figure(s->v, "retry_storm.keys_refused_with_order", refused_keys);
+        verdict_figure(s->v, "retry_storm.keys_refused_without_order", refused_no_order);
         verdict_note(s->v,
                      "retry-storm: %d keys x %d copies (%d with a token): %lld orders, %d keys "
                      "without an order, %lld/%lld retries after the storm replayed",
                      rounds, copies, with_token, c.orders, no_order, c.followups_ok, c.followups);
+        if (o->spread_s > 0)
+            verdict_note(s->v, "retry-storm: the copies of each key left over %.0f ms",
+                         o->spread_s * 1000.0);
+        if (refused_no_order > 0)
+            verdict_note(s->v,
+                         "retry-storm: %d keys were refused and have no order (a true refusal: "
+                         "e.g. their token was lost before they spent it)",
+                         refused_no_order);
     }
     for (int i = 0; i < rounds; i++)
         free(c.keys[i].others);
@@ -573,8 +669,10 @@ struct click_ctx {
 static void click_done(void *arg, struct load_req *r)
 {
     struct click_ctx *c = arg;
+    char text[160];
 
-    if (r->status == 201 && !r->replayed) {
+    /* A retry's replay is the order its own earlier attempt made. */
+    if (r->status == 201 && (!r->replayed || r->attempts > 1)) {
         c->orders[r->tag]++;
         c->created++;
         if (c->fastest_us[r->tag] == 0 || r->latency_us < c->fastest_us[r->tag])
@@ -583,9 +681,20 @@ static void click_done(void *arg, struct load_req *r)
             c->slowest_us[r->tag] = r->latency_us;
         verdict_session_held(c->s->v, c->sidx, c->s->o->quantity);
     } else if (r->status == 201) {
-        verdict_anomaly(c->s->v, "double-click: a fresh key was answered as a replay");
-    } else if (answer_uncertain(r)) {
+        verdict_anomaly(c->s->v, "double-click: a fresh key was answered as a replay (%s)",
+                        answer_text(r, text, sizeof(text)));
+    } else if (answer_uncertain(r) || (r->attempts > 1 && is_code(r, 409, "REQUEST_IN_PROGRESS"))) {
         verdict_session_uncertain(c->s->v, c->sidx);
+        if (!answer_transient(r) && !is_code(r, 409, "REQUEST_IN_PROGRESS"))
+            verdict_anomaly(c->s->v, "double-click: a click answered %s",
+                            answer_text(r, text, sizeof(text)));
+    } else if (!is_code(r, 409, "DUPLICATE_SUBMISSION") &&
+               !(c->s->o->shared_token && is_code(r, 409, "ORDER_TOKEN_INVALID")) &&
+               !opt_allows(c->s->o, r->code)) {
+        /* The lock turns a click away; with one token per burst the token
+         * may too. Each click's own token is never invalid. */
+        verdict_anomaly(c->s->v, "double-click: a click answered %s",
+                        answer_text(r, text, sizeof(text)));
     }
 }
 
@@ -707,16 +816,24 @@ struct sale_ctx {
 static void sale_done(void *arg, struct load_req *r)
 {
     struct sale_ctx *c = arg;
+    char text[160];
 
-    if (r->status == 201 && !r->replayed) {
+    /* A retry's replay is the order its own earlier attempt made. */
+    if (r->status == 201 && (!r->replayed || r->attempts > 1)) {
         c->created++;
         verdict_session_held(c->s->v, c->sidx, c->s->o->quantity);
     } else if (r->status == 409 && strcmp(r->code, "SOLD_OUT") == 0) {
         c->sold_out++;
     } else {
         c->other++;
-        if (answer_uncertain(r))
+        if (answer_uncertain(r) || is_code(r, 409, "REQUEST_IN_PROGRESS"))
             verdict_session_uncertain(c->s->v, c->sidx);
+        /* A buyer with a fresh key and a token of its own is sold a seat
+         * or told SOLD_OUT; "later" only when the service is down. */
+        if (!answer_transient(r) && !(r->attempts > 1 && is_code(r, 409, "REQUEST_IN_PROGRESS")) &&
+            !opt_allows(c->s->o, r->code))
+            verdict_anomaly(c->s->v, "flash-sale: a buyer answered %s",
+                            answer_text(r, text, sizeof(text)));
     }
 }
 
@@ -761,8 +878,9 @@ static int scen_flash_sale(struct scen *s)
                      "out, %lld other answers",
                      round + 1, seats, ready, c.created, c.sold_out, c.other);
         if (c.created < seats && c.sold_out > 0 && c.other == 0)
-            verdict_anomaly(s->v, "flash-sale %d: SOLD_OUT answered with %lld of %d seats unsold",
-                            round + 1, seats - c.created, seats);
+            verdict_anomalies(s->v, c.sold_out < seats - c.created ? c.sold_out : seats - c.created,
+                              "flash-sale %d: SOLD_OUT answered with %lld of %d seats unsold",
+                              round + 1, seats - c.created, seats);
         free(bs);
     }
     return 0;
@@ -806,6 +924,7 @@ struct pay_txn {
     int fresh_applied; /* APPLIED without "replayed": the txn was applied then */
     int refunds;       /* DUPLICATE_PAYMENT or LATE_PAYMENT: sent for refund */
     bool mixed;        /* answers disagreed */
+    bool retried;      /* a copy was sent again: its first answer may be lost */
 };
 
 struct pay_order {
@@ -830,6 +949,7 @@ static void pay_done(void *arg, struct load_req *r)
 {
     struct pay_ctx *c = arg;
     struct pay_order *p = &c->orders[r->tag];
+    char text[160];
 
     if (r->kind == LOAD_CANCEL) {
         p->cancel_answers++;
@@ -841,14 +961,29 @@ static void pay_done(void *arg, struct load_req *r)
             p->cancel_rejected = true;
         } else if (answer_uncertain(r)) {
             verdict_session_uncertain(c->s->v, c->sidx);
+            if (!answer_transient(r))
+                verdict_anomaly(c->s->v, "%s: cancel of order %s answered %s",
+                                story_names[p->story], p->b->order_no,
+                                answer_text(r, text, sizeof(text)));
+        } else if (!opt_allows(c->s->o, r->code)) {
+            verdict_anomaly(c->s->v, "%s: cancel of order %s answered %s", story_names[p->story],
+                            p->b->order_no, answer_text(r, text, sizeof(text)));
         }
         return;
     }
     {
         struct pay_txn *t = &p->txn[r->tag2];
 
-        if (r->status != 200 || r->code[0] == '\0')
+        if (r->attempts > 1)
+            t->retried = true;
+        if (r->status != 200 || r->code[0] == '\0') {
+            /* A signed callback is answered 200 with its outcome; "later"
+             * only when the service is down. */
+            if (!answer_transient(r) && !opt_allows(c->s->o, r->code))
+                verdict_anomaly(c->s->v, "%s: callback of txn %s answered %s",
+                                story_names[p->story], t->id, answer_text(r, text, sizeof(text)));
             return;
+        }
         t->answers++;
         if (!r->replayed)
             t->fresh++;
@@ -934,7 +1069,9 @@ static void pay_judge(struct pay_ctx *c)
                 verdict_damage(c->s->v, DAMAGE_DOUBLE_PAYMENT, x->fresh_applied - 1,
                                "txn %s was applied %d times without a replay", x->id,
                                x->fresh_applied);
-            else if (x->fresh != 1)
+            else if (x->fresh > 1 || (x->fresh == 0 && !x->retried))
+                /* None fresh is fine when the fresh answer was lost and a
+                 * retry got its replay. */
                 verdict_anomaly(c->s->v, "%s: txn %s got %d answers without \"replayed\"",
                                 story_names[p->story], x->id, x->fresh);
         }
@@ -1145,6 +1282,7 @@ struct mq_ctx {
 static void mq_done(void *arg, struct load_req *r)
 {
     struct mq_ctx *c = arg;
+    char text[160];
 
     if (r->status == 200 && strcmp(r->code, "APPLIED") == 0) {
         c->applied[r->tag]++;
@@ -1152,6 +1290,10 @@ static void mq_done(void *arg, struct load_req *r)
             c->fresh[r->tag]++;
     } else if (r->status == 200 && strcmp(r->code, "DUPLICATE_PAYMENT") == 0) {
         c->refunds[r->tag]++;
+    } else if (!answer_transient(r) && !opt_allows(c->s->o, r->code)) {
+        /* The copies of one txn_id: APPLIED, then its replays. */
+        verdict_anomaly(c->s->v, "mq-redelivery: a callback of order %s answered %s",
+                        c->bs[r->tag].order_no, answer_text(r, text, sizeof(text)));
     }
 }
 
@@ -1330,10 +1472,17 @@ static void flow_done(void *arg, struct load_req *r)
         }
         return;
     }
-    if (r->status == 201 && !r->replayed)
+    if (r->status == 201 && (!r->replayed || r->attempts > 1)) {
         verdict_session_held(c->s->v, c->sidx[r->tag], c->s->o->quantity);
-    else if (answer_uncertain(r))
+    } else if (answer_uncertain(r) || (r->attempts > 1 && is_code(r, 409, "REQUEST_IN_PROGRESS"))) {
         verdict_session_uncertain(c->s->v, c->sidx[r->tag]);
+    } else if (!is_code(r, 409, "SOLD_OUT") && !opt_allows(c->s->o, r->code)) {
+        char text[160];
+
+        /* A new user and a new key each: an order, or sold out. */
+        verdict_anomaly(c->s->v, "%s: an order answered %s", c->s->o->scenario,
+                        answer_text(r, text, sizeof(text)));
+    }
 }
 
 static int scen_flow(struct scen *s, bool hot)
@@ -1423,6 +1572,8 @@ static struct load_engine *engine_for(const struct scen_env *env, long long budg
         .deadline = env->deadline,
         .series_t0 = env->t0,
         .series_tick_s = o->series_interval_s,
+        .retries = o->client_retries,
+        .retry_window_s = o->retry_window_s,
         .verbose = o->verbose,
     };
 

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #define LOAD_TARGETS_MAX 16
+#define LOAD_ALLOW_MAX   8
 
 struct load_opts {
     const char *scenario;
@@ -43,6 +44,13 @@ struct load_opts {
     uint64_t session_id; /* use this session instead of creating one (benchmarks) */
     bool no_token;       /* skip POST /tokens (server runs TICKETD_ORDER_TOKEN_REQUIRED=0) */
     bool shared_token;   /* double-click: the clicks of a burst share one token */
+    double spread_s;     /* retry-storm: the copies of a key leave over this time */
+    /* Problem codes also allowed as final order answers, for runs that
+     * switched off the defence that would otherwise have answered. */
+    const char *allow[LOAD_ALLOW_MAX];
+    int allow_count;
+    int client_retries;    /* re-sends of an uncertain request (10) */
+    double retry_window_s; /* ... within this time of its first attempt (20) */
 
     const char *jwt_secret;
     const char *pay_secret;
@@ -52,6 +60,8 @@ struct load_opts {
     double settle_s;
     bool no_audit;
     const char *after_load; /* shell command run after the load, before the checks */
+    const char *fault;      /* shell command run once, fault_at_s into the load */
+    double fault_at_s;
     const char *json_path;
     double series_interval_s; /* time series interval of the JSON report */
     int verbose;

@@ -73,7 +73,8 @@ struct verdict {
 
     long long damage[DAMAGE_COUNT];
     struct vmsgs damage_msgs;
-    struct vmsgs anomalies;
+    struct vmsgs forbidden; /* examples of forbidden answers (one line may stand for several) */
+    struct vmsgs observations;
     struct vmsgs notes;
     struct vmsgs failures;
 
@@ -145,7 +146,8 @@ void verdict_free(struct verdict *v)
     if (v == NULL)
         return;
     msgs_free(&v->damage_msgs);
-    msgs_free(&v->anomalies);
+    msgs_free(&v->forbidden);
+    msgs_free(&v->observations);
     msgs_free(&v->notes);
     msgs_free(&v->failures);
     free(v->sessions);
@@ -299,13 +301,44 @@ void verdict_figure(struct verdict *v, const char *name, long long n)
     pthread_mutex_unlock(&v->lock);
 }
 
+static void forbidden_add(struct verdict *v, long long n, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+static void forbidden_add(struct verdict *v, long long n, const char *fmt, va_list ap)
+{
+    pthread_mutex_lock(&v->lock);
+    v->damage[DAMAGE_FORBIDDEN_ANSWER] += n;
+    msgs_add(&v->forbidden, fmt, ap);
+    pthread_mutex_unlock(&v->lock);
+}
+
 void verdict_anomaly(struct verdict *v, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    forbidden_add(v, 1, fmt, ap);
+    va_end(ap);
+}
+
+void verdict_anomalies(struct verdict *v, long long n, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (n <= 0)
+        return;
+    va_start(ap, fmt);
+    forbidden_add(v, n, fmt, ap);
+    va_end(ap);
+}
+
+void verdict_observation(struct verdict *v, const char *fmt, ...)
 {
     va_list ap;
 
     pthread_mutex_lock(&v->lock);
     va_start(ap, fmt);
-    msgs_add(&v->anomalies, fmt, ap);
+    msgs_add(&v->observations, fmt, ap);
     va_end(ap);
     pthread_mutex_unlock(&v->lock);
 }
@@ -520,7 +553,7 @@ static void points_judge(struct verdict *v)
     if (unread > 0)
         msgs_add_fmt(&v->failures, "could not read /api/v1/me of %lld users", unread);
     if (v->tickets_pending > 0)
-        msgs_add_fmt(&v->anomalies, "%lld paid orders not TICKETED after %.1f s",
+        msgs_add_fmt(&v->observations, "%lld paid orders not TICKETED after %.1f s",
                      v->tickets_pending, v->points_wait_s);
 }
 
@@ -581,7 +614,7 @@ static void sessions_judge(struct verdict *v)
                          (unsigned long long)s->id, s->held, taken);
         } else if (taken > s->held && s->uncertain == 0) {
             v->seats_lost += taken - s->held;
-            msgs_add_fmt(&v->anomalies,
+            msgs_add_fmt(&v->observations,
                          "session %llu: %lld seats taken from stock but %lld held by orders",
                          (unsigned long long)s->id, taken, s->held);
         } else if (taken != s->held) {
@@ -669,7 +702,7 @@ int verdict_check(struct verdict *v, struct load_engine *e, const char *jwt_secr
      * what they should be. */
     for (;;) {
         if (audit_read(v, e, jwt_secret, admin_user) != 0) {
-            msgs_add_fmt(&v->anomalies, "GET /api/v1/admin/audit answered %ld", v->audit_status);
+            msgs_add_fmt(&v->observations, "GET /api/v1/admin/audit answered %ld", v->audit_status);
             rc = -1;
             break;
         }
@@ -687,15 +720,22 @@ static const char *const kind_names[LOAD_KIND_COUNT] = {
     [LOAD_CANCEL] = "cancels", [LOAD_CONTROL] = "control",
 };
 
+/* Load requests whose last answer left the outcome unknown. */
+static uint64_t unanswered(const struct load_stats *st)
+{
+    uint64_t n = 0;
+
+    for (int k = 0; k < LOAD_KIND_COUNT; k++)
+        if (k != LOAD_CONTROL)
+            n += st->unanswered[k];
+    return n;
+}
+
 int verdict_exit_code(const struct verdict *v, const struct load_stats *st)
 {
-    uint64_t transport = 0;
-
     if (verdict_damage_total(v) > 0)
         return 2;
-    for (int k = 0; k < LOAD_KIND_COUNT; k++)
-        transport += st->transport_errors[k];
-    if (verdict_failed(v) || transport > 0)
+    if (verdict_failed(v) || unanswered(st) > 0)
         return 1;
     return 0;
 }
@@ -742,6 +782,7 @@ static const struct damage_row damage_rows[DAMAGE_COUNT] = {
     {DAMAGE_DOUBLE_POINTS, "double-credited points", "double_credited_points",
      "points_match_paid_orders", NULL},
     {DAMAGE_MISSING_POINTS, "missing points", "missing_points", "points_match_paid_orders", NULL},
+    {DAMAGE_FORBIDDEN_ANSWER, "forbidden answers", "forbidden_answers", NULL, NULL},
 };
 
 static double ms(uint64_t us)
@@ -771,7 +812,7 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
                         const struct verdict_run_info *info, FILE *out)
 {
     uint64_t total = load_requests(st);
-    uint64_t transport = 0, server = 0, replays = 0, rejections = 0, callbacks = 0;
+    uint64_t transport = 0, server = 0, replays = 0, rejections = 0, callbacks = 0, retries = 0;
     double rps = st->elapsed_s > 0 ? (double)total / st->elapsed_s : 0.0;
     int exit_code = verdict_exit_code(v, st);
 
@@ -780,10 +821,13 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
             continue;
         transport += st->transport_errors[k];
         server += st->server_errors[k];
+        retries += st->retries[k];
     }
     for (unsigned i = 0; i < st->answer_count; i++) {
         const struct load_answer *a = &st->answers[i];
 
+        if (a->retried || a->status == 0)
+            continue;
         if (a->kind == LOAD_ORDER && a->status == 201 && a->replayed)
             replays += a->count;
         else if (a->kind != LOAD_CONTROL && a->status >= 400)
@@ -809,13 +853,30 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
     if (st->first_transport_error[0] != '\0')
         fprintf(out, "   first: %s", st->first_transport_error);
     fprintf(out, "\n%-44s %10llu\n", "server errors (5xx)", (unsigned long long)server);
+    fprintf(out, "%-44s %10llu\n", "retries (the same request sent again)",
+            (unsigned long long)retries);
+    for (unsigned i = 0; i < st->answer_count; i++) {
+        const struct load_answer *a = &st->answers[i];
+        char label[96];
+
+        if (!a->retried || a->kind == LOAD_CONTROL)
+            continue;
+        if (a->status == 0)
+            snprintf(label, sizeof(label), "after %s: no answer", kind_names[a->kind]);
+        else
+            snprintf(label, sizeof(label), "after %s %ld %s", kind_names[a->kind], a->status,
+                     a->code[0] ? a->code : "-");
+        fprintf(out, "  %-42s %10llu\n", label, (unsigned long long)a->count);
+    }
+    fprintf(out, "%-44s %10llu\n", "without a definite answer (retries spent)",
+            (unsigned long long)unanswered(st));
     fprintf(out, "%-44s %10llu\n", "orders created (201, not replayed)",
             (unsigned long long)st->orders_created);
     fprintf(out, "%-44s %10llu\n", "replays (201 replayed)", (unsigned long long)replays);
     for (unsigned i = 0; i < st->answer_count; i++) {
         const struct load_answer *a = &st->answers[i];
 
-        if (a->kind == LOAD_ORDER && a->status == 201 && a->replayed)
+        if (!a->retried && a->kind == LOAD_ORDER && a->status == 201 && a->replayed)
             fprintf(out, "  layer %-36s %10llu\n", a->layer[0] ? a->layer : "(none)",
                     (unsigned long long)a->count);
     }
@@ -824,7 +885,7 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
         const struct load_answer *a = &st->answers[i];
         char label[96];
 
-        if (a->kind == LOAD_CONTROL || a->status < 400)
+        if (a->kind == LOAD_CONTROL || a->status < 400 || a->retried)
             continue;
         snprintf(label, sizeof(label), "%s %ld %s%s%s", kind_names[a->kind], a->status,
                  a->code[0] ? a->code : "-", a->layer[0] ? " @" : "", a->layer);
@@ -836,7 +897,7 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
             const struct load_answer *a = &st->answers[i];
             char label[96];
 
-            if (a->kind != LOAD_CALLBACK || a->status != 200)
+            if (a->kind != LOAD_CALLBACK || a->status != 200 || a->retried)
                 continue;
             snprintf(label, sizeof(label), "%s%s", a->code[0] ? a->code : "(no outcome)",
                      a->replayed ? " (replayed)" : "");
@@ -848,7 +909,8 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
 
         /* Anything else a load request got (e.g. a 200 cancel, a 201
          * token) is expected traffic; list only the unusual. */
-        if (a->kind == LOAD_ORDER && a->status < 400 && a->status != 201)
+        if (a->kind == LOAD_ORDER && a->status > 0 && a->status < 400 && a->status != 201 &&
+            !a->retried)
             fprintf(out, "  unexpected order answer %-18ld %10llu\n", a->status,
                     (unsigned long long)a->count);
     }
@@ -872,6 +934,19 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
         fprintf(out, "\nscenario\n");
         print_messages(out, &v->notes);
     }
+    if (info->fault != NULL && info->fault->command != NULL) {
+        const struct verdict_fault *f = info->fault;
+
+        fprintf(out, "\nfault\n    - %s\n", f->command);
+        if (f->started_s < 0)
+            fprintf(out, "    - asked for at %.2f s; never ran\n", f->at_s);
+        else
+            fprintf(
+                out,
+                "    - ran from %.2f s to %.2f s of the load (which ended at %.2f s): exit %d%s\n",
+                f->started_s, f->ended_s, f->load_end_s, f->exit_status,
+                f->started_s < f->load_end_s ? "" : " (after the load: it hit nothing)");
+    }
 
     fprintf(out, "\n%-44s %10s   %s\n", "damage", "found", "audit (whole database)");
     for (int i = 0; i < DAMAGE_COUNT; i++) {
@@ -883,7 +958,9 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
         else
             snprintf(label, sizeof(label), "%s", d->label);
         fprintf(out, "  %-42s %10lld   %s\n", label, v->damage[d->kind],
-                d->check_a != NULL ? audit_word(v, d->check_a, d->check_b) : "-");
+                d->kind == DAMAGE_FORBIDDEN_ANSWER ? "- (unit: answers; each is damage)"
+                : d->check_a != NULL               ? audit_word(v, d->check_a, d->check_b)
+                                                   : "-");
     }
     if (v->audit_read) {
         fprintf(out, "  %-42s %10d   of %d checks\n", "audit checks failed", v->audit_failed,
@@ -897,9 +974,15 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
         fprintf(out, "  %-42s %10s   (answered %ld)\n", "audit", "not read", v->audit_status);
     }
     print_messages(out, &v->damage_msgs);
-    if (v->anomalies.count > 0) {
-        fprintf(out, "%-44s %10lld\n", "anomalies (contract, no damage)", v->anomalies.count);
-        print_messages(out, &v->anomalies);
+    if (v->forbidden.count > 0) {
+        fprintf(out, "%-44s %10lld   answers\n", "forbidden answers, first examples",
+                v->damage[DAMAGE_FORBIDDEN_ANSWER]);
+        print_messages(out, &v->forbidden);
+    }
+    if (v->observations.count > 0) {
+        fprintf(out, "%-44s %10lld\n", "observations (not answers, not damage)",
+                v->observations.count);
+        print_messages(out, &v->observations);
     }
     if (v->failures.count > 0) {
         fprintf(out, "%-44s %10lld\n", "run errors", v->failures.count);
@@ -963,7 +1046,9 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
     json_t *damage = json_object();
     json_t *checks = json_array();
     json_t *figures = json_object();
-    uint64_t total = load_requests(st), transport = 0, server = 0, replays = 0;
+    uint64_t total = load_requests(st), transport = 0, server = 0, replays = 0, retries = 0;
+    json_t *retried = json_object();
+    json_t *fault = json_null();
     int exit_code = verdict_exit_code(v, st);
     int rc;
 
@@ -974,6 +1059,7 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
         if (k != LOAD_CONTROL) {
             transport += st->transport_errors[k];
             server += st->server_errors[k];
+            retries += st->retries[k];
             if (st->latency[k].count > 0)
                 json_object_set_new(by_kind, kind_names[k], json_latency(&st->latency[k]));
         }
@@ -982,10 +1068,27 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
     for (unsigned i = 0; i < st->answer_count; i++) {
         const struct load_answer *a = &st->answers[i];
 
-        json_array_append_new(
-            answers, json_pack("{s:s,s:I,s:s,s:s,s:b,s:I}", "kind", kind_names[a->kind], "status",
-                               (json_int_t)a->status, "code", a->code, "layer", a->layer,
-                               "replayed", a->replayed, "count", (json_int_t)a->count));
+        json_array_append_new(answers,
+                              json_pack("{s:s,s:I,s:s,s:s,s:b,s:b,s:I}", "kind",
+                                        kind_names[a->kind], "status", (json_int_t)a->status,
+                                        "code", a->code, "layer", a->layer, "replayed", a->replayed,
+                                        "retried", a->retried, "count", (json_int_t)a->count));
+        if (a->retried && a->kind != LOAD_CONTROL) {
+            char label[96];
+            json_t *n;
+
+            if (a->status == 0)
+                snprintf(label, sizeof(label), "%s no answer", kind_names[a->kind]);
+            else
+                snprintf(label, sizeof(label), "%s %ld %s", kind_names[a->kind], a->status,
+                         a->code[0] ? a->code : "-");
+            n = json_object_get(retried, label);
+            json_object_set_new(
+                retried, label,
+                json_integer((n != NULL ? json_integer_value(n) : 0) + (json_int_t)a->count));
+        }
+        if (a->retried || a->status == 0)
+            continue;
         if (a->kind == LOAD_ORDER && a->status == 201 && a->replayed) {
             json_t *n = json_object_get(by_layer, a->layer);
 
@@ -1017,6 +1120,19 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
     json_object_set_new(root, "requests", requests);
     json_object_set_new(root, "transport_errors", json_integer((json_int_t)transport));
     json_object_set_new(root, "server_errors", json_integer((json_int_t)server));
+    json_object_set_new(root, "retries",
+                        json_pack("{s:I,s:o}", "total", (json_int_t)retries, "after", retried));
+    json_object_set_new(root, "unanswered", json_integer((json_int_t)unanswered(st)));
+    if (info->fault != NULL && info->fault->command != NULL) {
+        const struct verdict_fault *f = info->fault;
+
+        json_decref(fault);
+        fault = json_pack("{s:s,s:f,s:f,s:f,s:f,s:i,s:b}", "command", f->command, "at_s", f->at_s,
+                          "started_s", f->started_s, "ended_s", f->ended_s, "load_end_s",
+                          f->load_end_s, "exit_status", f->exit_status, "during_load",
+                          f->started_s >= 0 && f->started_s < f->load_end_s);
+    }
+    json_object_set_new(root, "fault", fault);
     json_object_set_new(root, "orders_created", json_integer((json_int_t)st->orders_created));
     json_object_set_new(root, "replays",
                         json_pack("{s:I,s:o}", "total", (json_int_t)replays, "by_layer", by_layer));
@@ -1038,7 +1154,15 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
     json_object_set_new(root, "figures", figures);
     json_object_set_new(root, "series", json_series(st, info));
     json_object_set_new(root, "damage_details", json_msgs(&v->damage_msgs));
-    json_object_set_new(root, "anomalies", json_msgs(&v->anomalies));
+    {
+        /* count: answers (as damage.forbidden_answers); first: examples. */
+        json_t *fa = json_msgs(&v->forbidden);
+
+        json_object_set_new(fa, "count", json_integer(v->damage[DAMAGE_FORBIDDEN_ANSWER]));
+        json_object_set_new(fa, "examples", json_integer(v->forbidden.count));
+        json_object_set_new(root, "forbidden_answers", fa);
+    }
+    json_object_set_new(root, "observations", json_msgs(&v->observations));
     json_object_set_new(root, "notes", json_msgs(&v->notes));
     json_object_set_new(root, "errors", json_msgs(&v->failures));
     json_object_set_new(root, "verdict",

@@ -9,8 +9,12 @@
  * order). After the load, verdict_check() compares that with what ticketd
  * reports (session stock, /me, the admin audit) and verdict_print() prints
  * the table. Damage is what the guarantees forbid (oversold seats, double
- * applied payments, double credited points, two orders for one key);
- * anomalies are answers the contract does not allow that did no damage.
+ * applied payments, double credited points, two orders for one key) and
+ * every answer the contract does not allow (a forbidden answer: a client
+ * told "refused" for an order that exists, a retry not given its order).
+ * Observations are oddities that are not answers (paid orders not yet
+ * ticketed, seats taken without an order to show for them): listed, not
+ * damage.
  *
  * Thread-safe while the load runs: the recording functions take the
  * ledger's lock. verdict_check() and verdict_print() run alone, after it.
@@ -25,14 +29,15 @@
 #include <stdio.h>
 
 enum verdict_damage {
-    DAMAGE_OVERSOLD,        /* seats sold beyond capacity / stock taken */
-    DAMAGE_DUPLICATE_ORDER, /* a second order for one (user, key) */
-    DAMAGE_TOKEN_REUSED,    /* a second order bought with one order token */
-    DAMAGE_DOUBLE_PAYMENT,  /* a second applied payment for one order */
-    DAMAGE_REFUND_APPLIED,  /* a payment that paid its order and was also sent for refund */
-    DAMAGE_PAID_CANCELLED,  /* an order both cancelled and paid */
-    DAMAGE_DOUBLE_POINTS,   /* points above 1 per 100 cents of paid orders */
-    DAMAGE_MISSING_POINTS,  /* points still below that after the wait */
+    DAMAGE_OVERSOLD,         /* seats sold beyond capacity / stock taken */
+    DAMAGE_DUPLICATE_ORDER,  /* a second order for one (user, key) */
+    DAMAGE_TOKEN_REUSED,     /* a second order bought with one order token */
+    DAMAGE_DOUBLE_PAYMENT,   /* a second applied payment for one order */
+    DAMAGE_REFUND_APPLIED,   /* a payment that paid its order and was also sent for refund */
+    DAMAGE_PAID_CANCELLED,   /* an order both cancelled and paid */
+    DAMAGE_DOUBLE_POINTS,    /* points above 1 per 100 cents of paid orders */
+    DAMAGE_MISSING_POINTS,   /* points still below that after the wait */
+    DAMAGE_FORBIDDEN_ANSWER, /* an answer the contract does not allow (unit: answers) */
     DAMAGE_COUNT,
 };
 
@@ -62,8 +67,18 @@ void verdict_points_expect(struct verdict *v, uint64_t user_id, long long points
 void verdict_damage(struct verdict *v, enum verdict_damage kind, long long n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Records an answer the contract does not allow that did no damage. */
+/* Records one answer the contract does not allow: damage of its own kind
+ * (DAMAGE_FORBIDDEN_ANSWER, counted in answers), with an explanation. */
 void verdict_anomaly(struct verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The same for n answers at once. */
+void verdict_anomalies(struct verdict *v, long long n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Records an oddity that is not an answer (e.g. paid orders not ticketed
+ * after the wait): listed, not damage. */
+void verdict_observation(struct verdict *v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Adds n to the scenario figure called name (a static string), e.g.
  * "double_click.bursts"; the JSON report lists them under "figures". */
@@ -89,8 +104,11 @@ void verdict_ticket_expect(struct verdict *v, uint64_t user_id, const char *orde
 int verdict_check(struct verdict *v, struct load_engine *e, const char *jwt_secret,
                   uint64_t admin_user, double settle_s, bool audit);
 
-/* 2 if damage was found, else 1 if the run failed (set-up, unreachable
- * target, transport errors), else 0. */
+/* 2 if damage was found (forbidden answers included), else 1 if the run
+ * failed (set-up, unreachable target, a fault command that failed, load
+ * requests that never got a definite answer once the client's retries
+ * were spent), else 0. A transport error or a 5xx followed by a retry that
+ * got its answer is no failure: the client got what it asked for. */
 int verdict_exit_code(const struct verdict *v, const struct load_stats *st);
 
 /* Total damage units found. */
@@ -99,8 +117,19 @@ long long verdict_damage_total(const struct verdict *v);
 /* True if verdict_fail() was called. */
 bool verdict_failed(const struct verdict *v);
 
+/* The --fault command of a run: what ran, when, and how it ended. */
+struct verdict_fault {
+    const char *command; /* NULL: the run had none */
+    double at_s;         /* asked for, from the load's start */
+    double started_s;    /* when it started, from the load's start (-1: never) */
+    double ended_s;      /* when it ended, from the load's start */
+    double load_end_s;   /* when the load ended */
+    int exit_status;     /* -1: killed by a signal or could not run */
+};
+
 struct verdict_run_info {
     const char *scenario;
+    const struct verdict_fault *fault;
     const char *const *targets;
     int target_count;
     int concurrency;

@@ -48,6 +48,7 @@ static const struct {
     {"paid_cancelled_orders", "paid+cancelled", "orders both paid and cancelled"},
     {"double_credited_points", "double points", "double-credited points"},
     {"missing_points", "missing points", "missing points"},
+    {"forbidden_answers", "forbidden answers", "answers the contract forbids"},
     {"audit_failed_checks", "audit failed", "failed audit checks"},
 };
 
@@ -261,6 +262,10 @@ static long long caught_by(const json_t *j, const char *layer)
         const char *kind = jstr(a, "kind");
         long long status = jint(a, "status");
 
+        /* An attempt the client sent again caught nothing: its retry's
+         * answer is the one that counts. */
+        if (json_is_true(json_object_get(a, "retried")))
+            continue;
         if (strcmp(layer, "callback-dedup") == 0) {
             if (strcmp(kind, "callbacks") == 0 && status == 200 &&
                 json_is_true(json_object_get(a, "replayed")))
@@ -354,13 +359,76 @@ static void rejections_text(const json_t *j, struct sbuf *out)
         const char *code = jstr(a, "code");
         const char *layer = jstr(a, "layer");
 
-        if (strcmp(kind, "control") == 0 || jint(a, "status") < 400)
+        if (strcmp(kind, "control") == 0 || jint(a, "status") < 400 ||
+            json_is_true(json_object_get(a, "retried")))
             continue;
         bool order = strcmp(kind, "orders") == 0;
 
         sb_add(out, "%s%s%s%lld %s%s%s %lld", any ? ", " : "", order ? "" : kind, order ? "" : " ",
                jint(a, "status"), code[0] != '\0' ? code : "-", layer[0] != '\0' ? " @" : "", layer,
                jint(a, "count"));
+        any = true;
+    }
+    if (!any)
+        sb_add(out, "-");
+}
+
+/* "orders 503 DEPENDENCY_UNAVAILABLE 12, orders no answer 3": the attempts
+ * the client sent again, by what they got, or "-". */
+static void retried_text(const json_t *j, struct sbuf *out)
+{
+    json_t *after = jget(j, "retries.after");
+    const char *k;
+    json_t *v;
+    bool any = false;
+
+    json_object_foreach(after, k, v)
+    {
+        sb_add(out, "%s%s %lld", any ? ", " : "", k, (long long)json_integer_value(v));
+        any = true;
+    }
+    if (!any)
+        sb_add(out, "-");
+}
+
+/* What a client placing an order ended with: the last answer of each order
+ * request, by status and code ("201 new 40, 201 replayed 200, 409
+ * REQUEST_IN_PROGRESS 60"), or "-". */
+static void client_text(const json_t *j, struct sbuf *out)
+{
+    json_t *answers = json_object_get(j, "answers");
+    long long created = 0, replayed = 0;
+    json_t *a;
+    size_t i;
+    bool any = false;
+
+    json_array_foreach(answers, i, a)
+    {
+        if (strcmp(jstr(a, "kind"), "orders") != 0 || jint(a, "status") != 201 ||
+            json_is_true(json_object_get(a, "retried")))
+            continue;
+        if (json_is_true(json_object_get(a, "replayed")))
+            replayed += jint(a, "count");
+        else
+            created += jint(a, "count");
+    }
+    if (created + replayed > 0) {
+        sb_add(out, "201 new %lld, 201 replayed %lld", created, replayed);
+        any = true;
+    }
+    json_array_foreach(answers, i, a)
+    {
+        const char *code = jstr(a, "code");
+        long long status = jint(a, "status");
+
+        if (strcmp(jstr(a, "kind"), "orders") != 0 || status == 201 ||
+            json_is_true(json_object_get(a, "retried")))
+            continue;
+        if (status == 0)
+            sb_add(out, "%sno answer %lld", any ? ", " : "", jint(a, "count"));
+        else
+            sb_add(out, "%s%lld %s %lld", any ? ", " : "", status, code[0] != '\0' ? code : "-",
+                   jint(a, "count"));
         any = true;
     }
     if (!any)
@@ -407,13 +475,15 @@ static void run_sum(const struct run *r, struct run_sum *s)
                 json_t *first = jget(j, "errors.first");
 
                 s->first_error = json_string_value(json_array_get(first, 0));
-                if (s->first_error == NULL && jint(j, "transport_errors") > 0)
-                    s->first_error = "transport errors";
+                if (s->first_error == NULL && jint(j, "unanswered") > 0)
+                    s->first_error = "requests without a definite answer after the retries";
             }
         }
     }
 }
 
+/* Each kind of damage in its own unit: "3 oversold seats, 12 answers the
+ * contract forbids"; "none". */
 static void damage_words(const struct run_sum *s, struct sbuf *out)
 {
     bool any = false;
@@ -424,6 +494,8 @@ static void damage_words(const struct run_sum *s, struct sbuf *out)
         sb_add(out, "%s%lld %s", any ? ", " : "", s->damage[d], damage_cols[d].words);
         any = true;
     }
+    if (!any)
+        sb_add(out, "none");
 }
 
 static void caught_words(const struct run_sum *s, struct sbuf *out)
@@ -503,30 +575,34 @@ static void write_run(FILE *f, const struct run *r, const char *verdict)
                                        : "no damage");
     fprintf(f, "- **why:** %s\n\n", r->purpose);
 
-    fprintf(f, "| scenario | requests | orders created | replays by layer | rejections by code |");
+    fprintf(f, "| scenario | requests | orders created | replays by layer | rejections by code | "
+               "retried after | no final answer |");
     for (size_t d = 0; d < DAMAGE_COLS; d++)
         fprintf(f, " %s |", damage_cols[d].column);
-    fprintf(f, " p50 ms | p99 ms | req/s | exit |\n|---|--:|--:|---|---|");
+    fprintf(f, " p50 ms | p99 ms | req/s | exit |\n|---|--:|--:|---|---|---|--:|");
     for (size_t d = 0; d < DAMAGE_COLS; d++)
         fprintf(f, "--:|");
     fprintf(f, "--:|--:|--:|--:|\n");
     for (int i = 0; i < r->count; i++) {
         const struct scenario *sc = &r->scen[i];
         const json_t *j = sc->json;
-        struct sbuf rep = {0}, rej = {0};
+        struct sbuf rep = {0}, rej = {0}, ret = {0};
 
         if (j == NULL) {
-            fprintf(f, "| %s | (no figures) |||||||||||||||||\n", sc->name);
+            fprintf(f, "| %s | (no figures) |||||||||||||||||||\n", sc->name);
             continue;
         }
         replays_text(j, &rep);
         rejections_text(j, &rej);
+        retried_text(j, &ret);
         fprintf(f, "| %s | %lld | %lld | ", sc->name, jint(j, "requests.total"),
                 jint(j, "orders_created"));
         md_cell(f, sb_str(&rep));
         fprintf(f, " | ");
         md_cell(f, sb_str(&rej));
-        fprintf(f, " |");
+        fprintf(f, " | ");
+        md_cell(f, sb_str(&ret));
+        fprintf(f, " | %lld |", jint(j, "unanswered"));
         for (size_t d = 0; d < DAMAGE_COLS; d++) {
             char path[64];
             long long v;
@@ -539,8 +615,31 @@ static void write_run(FILE *f, const struct run *r, const char *verdict)
                 jnum(j, "latency_ms.p99"), jnum(j, "throughput_rps"), jint(j, "exit_code"));
         free(rep.p);
         free(rej.p);
+        free(ret.p);
     }
     fprintf(f, "\n**Verdict:** %s.\n", verdict);
+    for (int i = 0; i < r->count; i++) {
+        const json_t *j = r->scen[i].json;
+        struct sbuf saw = {0};
+
+        if (j == NULL)
+            continue;
+        if (i == 0)
+            fprintf(f, "\nWhat a client placing an order saw (the last answer of each order "
+                       "request, after its retries):\n\n");
+        client_text(j, &saw);
+        fprintf(f, "- %s: ", r->scen[i].name);
+        md_cell(f, sb_str(&saw));
+        fprintf(f, "; sent again %lld times; %lld without a definite answer\n",
+                jint(j, "retries.total"), jint(j, "unanswered"));
+        if (json_is_object(jget(j, "fault")))
+            fprintf(f,
+                    "- fault: `%s`, from %.2f s to %.2f s of the load (which ended at %.2f s), "
+                    "exit %lld\n",
+                    jstr(j, "fault.command"), jnum(j, "fault.started_s"), jnum(j, "fault.ended_s"),
+                    jnum(j, "fault.load_end_s"), jint(j, "fault.exit_status"));
+        free(saw.p);
+    }
     for (int i = 0; i < r->count; i++) {
         const json_t *j = r->scen[i].json;
         json_t *notes = jget(j, "notes.first");
@@ -550,12 +649,20 @@ static void write_run(FILE *f, const struct run *r, const char *verdict)
         if (i == 0)
             fprintf(f, "\nWhat the scenarios counted:\n\n");
         json_array_foreach(notes, k, n) fprintf(f, "- %s\n", json_string_value(n));
-        if (jint(j, "anomalies.count") > 0)
-            fprintf(f,
-                    "- %s: %lld answers the contract does not allow, without damage "
-                    "(first: %s)\n",
-                    r->scen[i].name, jint(j, "anomalies.count"),
-                    json_string_value(json_array_get(jget(j, "anomalies.first"), 0)));
+        if (jint(j, "forbidden_answers.count") > 0) {
+            fprintf(f, "- %s: **%lld answers the contract forbids** (damage); first:\n",
+                    r->scen[i].name, jint(j, "forbidden_answers.count"));
+            json_array_foreach(jget(j, "forbidden_answers.first"), k, n)
+            {
+                fprintf(f, "  - ");
+                md_cell(f, json_string_value(n));
+                fprintf(f, "\n");
+            }
+        }
+        if (jint(j, "observations.count") > 0)
+            fprintf(f, "- %s: %lld observations, not damage (first: %s)\n", r->scen[i].name,
+                    jint(j, "observations.count"),
+                    json_string_value(json_array_get(jget(j, "observations.first"), 0)));
     }
     fprintf(f, "\nCommands:\n\n```\n");
     for (int i = 0; i < r->count; i++)
@@ -579,21 +686,23 @@ static void write_summary(FILE *f, struct run_sum *sums)
 {
     fprintf(f, "\n## Summary\n\n");
     fprintf(f, "| run | switched off | database | scenarios | orders | duplicates caught by | "
-               "damage | verdict |\n|--:|---|---|---|--:|---|--:|---|\n");
+               "damage | verdict |\n|--:|---|---|---|--:|---|---|---|\n");
     for (int i = 0; i < run_count; i++) {
         const struct run *r = &runs[i];
-        struct sbuf who = {0};
+        struct sbuf who = {0}, dmg = {0};
 
         caught_words(&sums[i], &who);
+        damage_words(&sums[i], &dmg);
         fprintf(f, "| %d | %s | %s | ", r->number, strcmp(r->off, "none") == 0 ? "-" : r->off,
                 r->database);
         for (int k = 0; k < r->count; k++)
             fprintf(f, "%s%s", k > 0 ? ", " : "", r->scen[k].name);
-        fprintf(f, " | %lld | %s | %s%lld%s | ", sums[i].orders, sb_str(&who),
-                sums[i].damage_total > 0 ? "**" : "", sums[i].damage_total,
+        fprintf(f, " | %lld | %s | %s%s%s | ", sums[i].orders, sb_str(&who),
+                sums[i].damage_total > 0 ? "**" : "", sb_str(&dmg),
                 sums[i].damage_total > 0 ? "**" : "");
         fprintf(f, "%s |\n", run_verdict_short(r, &sums[i]));
         free(who.p);
+        free(dmg.p);
     }
 }
 
@@ -717,7 +826,7 @@ static int write_gnuplot(const char *dir)
     fprintf(f,
             "\nset output \"damage.png\"\n"
             "set title \"Damage per run (units; runs without damage have no bar)\"\n"
-            "set ylabel \"seats, orders, payments or points (log)\"\n"
+            "set ylabel \"seats, orders, payments, points or answers (log)\"\n"
             "plot for [c=2:%zu] \"damage.dat\" using c:xtic(1) title columnheader(c)\n",
             DAMAGE_COLS);
     fprintf(f,
@@ -828,9 +937,15 @@ int main(int argc, char **argv)
     fprintf(f, "\nDamage is what the guarantees forbid, counted by ticketd-load from the answers "
                "and from what the service reports afterwards (session stock, `GET /api/v1/me`, "
                "`GET /api/v1/admin/audit`); the database is emptied before each run, so the "
-               "audit sees that run alone. \"Replays\" are `201` answers with "
+               "audit sees that run alone. An answer the contract does not allow (a copy of a "
+               "key refused while the key has its order, a retry of a completed key not given "
+               "it, a 503 without Retry-After) is damage too, counted in answers. Each kind of "
+               "damage keeps its own unit. \"Replays\" are `201` answers with "
                "`Idempotent-Replayed: true`, \"rejections\" 4xx answers, each by the "
-               "`Idempotency-Layer` that produced it.\n");
+               "`Idempotency-Layer` that produced it. ticketd-load retries as a client does: "
+               "after no answer or a 5xx it sends the same request again (after Retry-After, "
+               "on the next instance after no answer); the last answer is the one judged, and "
+               "\"retried after\" lists what the earlier attempts got.\n");
     for (int i = 0; i < run_count; i++)
         write_run(f, &runs[i], sb_str(&verdicts[i]));
     if (fclose(f) != 0) {
@@ -844,8 +959,7 @@ int main(int argc, char **argv)
         goto out;
 
     for (int i = 0; i < run_count; i++)
-        printf("  run %2d  %-58s damage %6lld  %s\n", runs[i].number, runs[i].off,
-               sums[i].damage_total, sb_str(&verdicts[i]));
+        printf("  run %2d  %-58s %s\n", runs[i].number, runs[i].label, sb_str(&verdicts[i]));
     rc = worst;
 out:
     if (f != NULL)

@@ -1,11 +1,15 @@
 /*
  * selftest - checks of ticketd-load's pure parts: the histograms'
- * percentiles and the credentials it mints. The expected JWTs and callback
+ * percentiles, the credentials it mints, and the verdict's exit code (a
+ * forbidden answer alone is damage; a transport error a retry recovered
+ * from is no error). The expected JWTs and callback
  * signature were computed independently (HMAC-SHA256 and base64url of the
  * same inputs), so a mistake here cannot hide behind the code it tests.
  */
 #include "hist.h"
+#include "load_engine.h"
 #include "load_sign.h"
+#include "load_verdict.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -112,11 +116,41 @@ static void test_sign(void)
           "callback signature matches the reference");
 }
 
+static void test_exit_code(void)
+{
+    struct verdict *v = verdict_new();
+    struct load_stats *st = load_stats_new();
+
+    check(verdict_exit_code(v, st) == 0, "nothing seen: exit 0");
+    /* Dropped connections and 503s the client's retries recovered from. */
+    st->transport_errors[LOAD_ORDER] = 40;
+    st->server_errors[LOAD_ORDER] = 12;
+    st->retries[LOAD_ORDER] = 52;
+    check(verdict_exit_code(v, st) == 0, "retried transport errors and 503s: exit 0");
+    st->unanswered[LOAD_CONTROL] = 1;
+    check(verdict_exit_code(v, st) == 0, "an unanswered check request is not a load error");
+    st->unanswered[LOAD_ORDER] = 1;
+    check(verdict_exit_code(v, st) == 1, "an order never answered for sure: exit 1");
+    st->unanswered[LOAD_ORDER] = 0;
+    verdict_observation(v, "3 paid orders not TICKETED after 20.0 s");
+    check(verdict_exit_code(v, st) == 0, "an observation is not damage");
+    verdict_anomaly(v, "retry-storm: a copy of key k answered 409 DUPLICATE_SUBMISSION");
+    check(verdict_exit_code(v, st) == 2, "a forbidden answer alone: exit 2");
+    check(verdict_damage_total(v) == 1, "one forbidden answer, one unit of damage");
+    verdict_anomalies(v, 4, "retry-storm: key k has an order, yet 4 copies were refused");
+    check(verdict_damage_total(v) == 5, "forbidden answers are counted in answers");
+    st->unanswered[LOAD_ORDER] = 1;
+    check(verdict_exit_code(v, st) == 2, "damage wins over errors");
+    load_stats_free(st);
+    verdict_free(v);
+}
+
 int main(void)
 {
     test_hist();
     test_hist_small();
     test_sign();
+    test_exit_code();
     if (failures > 0) {
         fprintf(stderr, "selftest: %d failed\n", failures);
         return 1;

@@ -3,7 +3,14 @@
  * sales, gateway retries and redelivered events do no damage; with one
  * defence switched off (TICKETD_ENV=demo), the damage it prevents shows up
  * in the tool's verdict and exit status. So the tool is checked against the
- * service, and each defence is shown to matter. */
+ * service, and each defence is shown to matter.
+ *
+ * The fault runs keep every defence on and break something mid-storm
+ * (Redis flushed, an instance killed, MariaDB restarted, a downstream
+ * slower than the TTLs, through the test build's fault points): the tool
+ * retries as a client does, and neither damage nor an answer the contract
+ * forbids may come out. A run that does get forbidden answers fails with
+ * exit 2 like any other damage. */
 #include "harness.h"
 
 #include <errno.h>
@@ -73,13 +80,17 @@ static int lab_run(json_t **out, const char *name, ...)
     const char *argv[ARGS_MAX];
     int argc = 0;
     va_list ap;
+    static int seq; /* one output file per run: several runs share a scenario */
 
     if (logs == NULL || logs[0] == '\0')
         logs = "/tmp";
     if (access(LOAD_BIN, X_OK) != 0)
         fail_msg("%s is missing: build it with make -C loadtest", LOAD_BIN);
-    snprintf(json_path, sizeof json_path, "%s/replaylab-%s-%d.json", logs, name, (int)getpid());
-    snprintf(log_path, sizeof log_path, "%s/replaylab-%s-%d.out", logs, name, (int)getpid());
+    seq++;
+    snprintf(json_path, sizeof json_path, "%s/replaylab-%s-%d-%d.json", logs, name, (int)getpid(),
+             seq);
+    snprintf(log_path, sizeof log_path, "%s/replaylab-%s-%d-%d.out", logs, name, (int)getpid(),
+             seq);
     snprintf(t0, sizeof t0, "%s", srv[0].url);
     snprintf(t1, sizeof t1, "%s", srv[1].url);
     unlink(json_path);
@@ -178,6 +189,33 @@ static void expect_clean(const json_t *j, int rc)
     json_array_foreach(json_object_get(json_object_get(j, "series"), "points"), i, p) sum +=
         (long long)json_integer_value(json_object_get(p, "requests"));
     assert_int_equal(sum, num(j, "requests", "total"));
+}
+
+/* A run under a fault: exit 0, no damage of any kind (forbidden answers
+ * included), every request answered in the end, audit ok, and the fault
+ * ran during the load and succeeded. Transport errors and 503s are allowed:
+ * the client retried them. */
+static void expect_held(const json_t *j, int rc)
+{
+    assert_int_equal(rc, 0);
+    assert_int_equal(num(j, "damage", "total"), 0);
+    assert_int_equal(num(j, "damage", "forbidden_answers"), 0);
+    assert_int_equal(num(j, "forbidden_answers", "count"), 0);
+    assert_int_equal(num(j, "unanswered", NULL), 0);
+    assert_true(json_is_true(json_object_get(json_object_get(j, "audit"), "ok")));
+    assert_string_equal(json_string_value(json_object_get(j, "verdict")), "NO_DAMAGE");
+    const json_t *f = json_object_get(j, "fault");
+    if (json_is_object(f)) {
+        assert_int_equal(num(j, "fault", "exit_status"), 0);
+        assert_true(json_is_true(json_object_get(f, "during_load")));
+    }
+}
+
+static long long replays_by(const json_t *j, const char *layer)
+{
+    const json_t *n =
+        json_object_get(json_object_get(json_object_get(j, "replays"), "by_layer"), layer);
+    return json_is_integer(n) ? (long long)json_integer_value(n) : 0;
 }
 
 static bool audit_check_fails(const json_t *j, const char *name)
@@ -282,6 +320,127 @@ static void test_without_callback_dedup_a_retry_refunds_the_payment(void **state
     json_decref(j);
 }
 
+/* ---- every defence on, a fault mid-storm ---- */
+
+/* The storm of the fault runs: long enough on the ASan build (a few
+ * seconds) for a fault at 0.3 s to land in its middle. */
+#define FAULT_STORM "--rounds", "150", "--copies", "6", "--fault-at", "300"
+
+static void test_redis_flushed_mid_storm_does_no_damage(void **state)
+{
+    json_t *j = NULL;
+    char cmd[160];
+    (void)state;
+    serve_two(NULL);
+
+    const char *port = getenv("TICKETD_TEST_REDIS_PORT");
+    snprintf(cmd, sizeof cmd, "redis-cli -h 127.0.0.1 -p %s FLUSHALL",
+             port != NULL && port[0] != '\0' ? port : "26379");
+    int rc = lab_run(&j, "retry-storm", FAULT_STORM, "--fault", cmd, NULL);
+    expect_held(j, rc);
+    /* Keys completed before the flush: their retries after the storm get
+     * the order back from the database. */
+    assert_true(replays_by(j, "unique-index") > 0);
+    assert_int_equal(num(j, "figures", "retry_storm.keys_refused_with_order"), 0);
+    json_decref(j);
+}
+
+static void test_instance_killed_mid_storm_does_no_damage(void **state)
+{
+    json_t *j = NULL;
+    char cmd[64];
+    (void)state;
+    serve_two(NULL);
+
+    snprintf(cmd, sizeof cmd, "kill -9 %d", (int)srv[1].pid);
+    int rc = lab_run(&j, "retry-storm", FAULT_STORM, "--fault", cmd, NULL);
+    /* Reap the killed instance; teardown stops the other one only. */
+    th_kill(&srv[1]);
+    nsrv = 1;
+    expect_held(j, rc);
+    /* The clients failed over: connections to the dead instance were
+     * refused and the same requests went to the living one. */
+    assert_true(num(j, "transport_errors", NULL) > 0);
+    assert_true(num(j, "retries", "total") > 0);
+    assert_int_equal(num(j, "figures", "retry_storm.keys_without_order"), 0);
+    json_decref(j);
+}
+
+static void test_mysql_restarted_mid_storm_does_no_damage(void **state)
+{
+    json_t *j = NULL;
+    char cmd[512];
+    (void)state;
+    serve_two(NULL);
+
+    const char *st = getenv("TICKETD_TEST_STATE");
+    if (st == NULL || st[0] == '\0')
+        st = ".state/test";
+    snprintf(cmd, sizeof cmd,
+             "env -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET scripts/services.sh stop-mysql %s "
+             ">/dev/null 2>&1 && env -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET "
+             "scripts/services.sh start-mysql %s >/dev/null 2>&1",
+             st, st);
+    int rc = lab_run(&j, "retry-storm", FAULT_STORM, "--fault", cmd, NULL);
+    expect_held(j, rc);
+    /* While MariaDB was down the answers were 503 with Retry-After; the
+     * retries created or replayed the orders. */
+    assert_int_equal(num(j, "figures", "retry_storm.keys_without_order"), 0);
+    assert_int_equal(num(j, "orders_created", NULL), 150);
+    json_decref(j);
+}
+
+static void test_slow_downstream_copies_meet_the_unique_index(void **state)
+{
+    json_t *j = NULL;
+    (void)state;
+    /* Markers and locks live 300 ms; the first 24 orders of each instance
+     * wait 800 ms between the Redis defences and their transaction. */
+    const char *env[] = {"TICKETD_INFLIGHT_TTL_MS=300", "TICKETD_LOCK_TTL_MS=300",
+                         "TICKETD_THREADS=16", "TICKETD_FAULT=order.after_redis:delay:800:24",
+                         NULL};
+    serve_two(env);
+
+    int rc = lab_run(&j, "retry-storm", "--rounds", "16", "--copies", "6", "--spread", "1000",
+                     "--concurrency", "48", NULL);
+    expect_held(j, rc);
+    assert_int_equal(num(j, "orders_created", NULL), 16);
+    /* Copies sent after the marker and the lock expired got past Redis;
+     * the unique index answered them with the one order. */
+    assert_true(replays_by(j, "unique-index") > 0);
+    json_decref(j);
+}
+
+/* ---- a forbidden answer is damage ---- */
+
+static void test_forbidden_answers_fail_the_run(void **state)
+{
+    json_t *j = NULL;
+    (void)state;
+    /* Without the in-flight marker, copies of a key that meet the session
+     * lock are told DUPLICATE_SUBMISSION while their key's order is being
+     * made: no duplicate order, but an answer the contract forbids. */
+    const char *env[] = {"TICKETD_ENV=demo", "TICKETD_DEFENSES=-response-cache,-inflight-key",
+                         NULL};
+    serve_two(env);
+
+    int rc = lab_run(&j, "retry-storm", "--rounds", "30", "--copies", "6", NULL);
+    assert_int_equal(rc, 2);
+    assert_string_equal(json_string_value(json_object_get(j, "verdict")), "DAMAGE");
+    assert_true(num(j, "damage", "forbidden_answers") > 0);
+    assert_int_equal(num(j, "damage", "duplicate_orders"), 0);
+    assert_int_equal(num(j, "damage", "total"), num(j, "damage", "forbidden_answers"));
+    json_decref(j);
+
+    /* The same run, told that answer is allowed with that defence off,
+     * holds. */
+    rc = lab_run(&j, "retry-storm", "--rounds", "30", "--copies", "6", "--allow",
+                 "DUPLICATE_SUBMISSION", NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(num(j, "damage", "forbidden_answers"), 0);
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +450,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_without_stock_cas_the_sale_oversells, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_callback_dedup_a_retry_refunds_the_payment,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_redis_flushed_mid_storm_does_no_damage, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_instance_killed_mid_storm_does_no_damage, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mysql_restarted_mid_storm_does_no_damage, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_slow_downstream_copies_meet_the_unique_index, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_forbidden_answers_fail_the_run, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
