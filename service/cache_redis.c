@@ -19,13 +19,15 @@
  * Idempotency-Key*: the value becomes "<user>|<key>", so the retries of
  * that key (the same intent, e.g. after a 503) may present it again, and
  * every other key is refused. KEYS: token. ARGV: user, "<user>|<key>",
- * ttl s. Returns 1 (spent now), 2 (spent before by this key) or 0. */
+ * ttl s. Returns 1 (spent now), 2 (spent before by this key), 3 (spent by
+ * another key, or someone else's) or 0 (unknown to Redis). */
 static const char token_take_lua[] = "local v = redis.call('GET', KEYS[1])\n"
                                      "if v == ARGV[1] then\n"
                                      "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
                                      "  return 1\n"
                                      "end\n"
                                      "if v == ARGV[2] then return 2 end\n"
+                                     "if v then return 3 end\n"
                                      "return 0\n";
 
 /* The key's record, then the lock (cache_order_begin). SET ... NX GET
@@ -165,8 +167,11 @@ int cache_token_take(int64_t user_id, const char *token, const char *idem_key, i
     const char *args[] = {uid, spent, ttl};
     int rc = redis_eval(&token_take, 1, keys, 3, args, &r);
     if (rc == TD_OK) {
-        bool ours = r->type == REDIS_REPLY_INTEGER && (r->integer == 1 || r->integer == 2);
-        rc = ours ? TD_OK : TD_ENOTFOUND;
+        long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        rc = v == 1 || v == 2 ? TD_OK
+             : v == 3         ? TD_ECONFLICT
+             : v == 0         ? TD_ENOTFOUND
+                              : TD_EINTERNAL;
     }
     if (rc == TD_OK && FAULT_POINT("redis.token_stall")) {
         /* Redis ran the script (the token is spent) but the reply is lost

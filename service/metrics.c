@@ -37,6 +37,9 @@ static const struct metric_def defs[M_COUNT] = {
     [M_INFLIGHT_TAKEOVERS] = {"ticketd_inflight_takeovers_total", "", "counter",
                               "In-flight markers of requests whose process died, taken over by "
                               "a retry."},
+    [M_TOKEN_FORGOTTEN] = {"ticketd_order_tokens_forgotten_total", "", "counter",
+                           "Genuine order tokens Redis no longer knew (it lost its records); "
+                           "the database decided."},
     [M_DEP_ERRORS_REDIS] = {"ticketd_dependency_errors_total", "dependency=\"redis\"", "counter",
                             "Failed calls to a dependency."},
     [M_DEP_ERRORS_MYSQL] = {"ticketd_dependency_errors_total", "dependency=\"mysql\"", NULL, NULL},

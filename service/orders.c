@@ -8,6 +8,7 @@
 #include "idem.h"
 #include "log.h"
 #include "metrics.h"
+#include "ordertoken.h"
 #include "respcache.h"
 #include "store.h"
 #include "txretry.h"
@@ -237,7 +238,17 @@ static bool spend_token(struct app *app, const struct order_request *rq, struct 
     int rc = cache_token_take(rq->user_id, rq->token, rq->key, app->cfg->token_ttl_s);
     if (rc == TD_OK)
         return true;
-    if (rc == TD_ENOTFOUND) {
+    if (rc == TD_ENOTFOUND && ordertoken_check(app->cfg->jwt_secret, rq->user_id, wall_s(),
+                                               rq->token) == ORDERTOKEN_GENUINE) {
+        /* Issued by us to this user and not expired, yet unknown to Redis:
+         * Redis lost it (flushed, restarted). It cannot say whether the
+         * token was spent, so, as whenever Redis cannot vouch, the request
+         * goes on and the database decides: one order per key still holds,
+         * and a copy of this very request in flight meets the unique index. */
+        metrics_inc(M_TOKEN_FORGOTTEN);
+        return true;
+    }
+    if (rc == TD_ENOTFOUND || rc == TD_ECONFLICT) {
         metrics_inc(M_DUP_TOKEN);
         answer(res, ORDER_TOKEN_INVALID, "token");
         return false;

@@ -761,10 +761,13 @@ static void test_order_tokens(void **state)
         const char *tok = json_string_value(json_object_get(j, "token"));
         assert_non_null(tok);
         assert_int_equal(json_integer_value(json_object_get(j, "expires_in")), 600);
-        /* >= 128 bits: at least 22 base64url characters, nothing else. */
+        /* >= 128 bits: at least 22 base64url characters, then the
+         * signature's dots, digits and base64url; safe in a header. */
         assert_true(strlen(tok) >= 22 && strlen(tok) < 90);
+        assert_true(strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                "0123456789-_") >= 22);
         assert_int_equal(strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                     "0123456789-_"),
+                                     "0123456789-_."),
                          strlen(tok));
         snprintf(tokens[i], sizeof tokens[i], "%s", tok);
         json_decref(j);

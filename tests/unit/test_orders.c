@@ -17,6 +17,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "orders.h"
+#include "ordertoken.h"
 #include "respcache.h"
 #include "util.h"
 
@@ -648,6 +649,45 @@ static void test_refusal_unchecked_is_unavailable(void **state)
     }
 }
 
+static void test_token_redis_forgot(void **state)
+{
+    (void)state;
+    char token[ORDERTOKEN_MAX + 1];
+    struct order_request rq = request();
+    struct order_result res;
+    /* Issued by us to this user, unexpired, and unknown to Redis: Redis
+     * lost it. The request goes on; the database decides. */
+    ordertoken_new(cfg.jwt_secret, USER, wall_s() + 600, token);
+    rq.token = token;
+    fake_cache.token_rc = TD_ENOTFOUND;
+    run(&rq, &res);
+    assert_int_equal(res.outcome, ORDER_CREATED);
+    assert_calls(FULL_PATH);
+    assert_int_equal(delta(M_TOKEN_FORGOTTEN), 1);
+    order_result_cleanup(&res);
+
+    /* Known to Redis as spent by another key: refused, signature or not. */
+    fresh();
+    fake_cache.token_rc = TD_ECONFLICT;
+    run(&rq, &res);
+    assert_int_equal(res.outcome, ORDER_TOKEN_INVALID);
+    order_result_cleanup(&res);
+
+    /* Expired, or another user's: refused. */
+    fresh();
+    fake_cache.token_rc = TD_ENOTFOUND;
+    ordertoken_new(cfg.jwt_secret, USER, wall_s() - 1, token);
+    run(&rq, &res);
+    assert_int_equal(res.outcome, ORDER_TOKEN_INVALID);
+    order_result_cleanup(&res);
+    fresh();
+    fake_cache.token_rc = TD_ENOTFOUND;
+    ordertoken_new(cfg.jwt_secret, USER + 1, wall_s() + 600, token);
+    run(&rq, &res);
+    assert_int_equal(res.outcome, ORDER_TOKEN_INVALID);
+    order_result_cleanup(&res);
+}
+
 static void test_no_token_sent(void **state)
 {
     (void)state;
@@ -1161,6 +1201,7 @@ int main(void)
         T(test_refusal_replays_the_order_in_the_database),
         T(test_refusal_database_says_other_payload),
         T(test_refusal_unchecked_is_unavailable),
+        T(test_token_redis_forgot),
         T(test_no_token_sent),
         T(test_sold_out),
         T(test_unknown_session),
