@@ -384,9 +384,11 @@ static void test_mysql_restarted_mid_storm_does_no_damage(void **state)
     int rc = lab_run(&j, "retry-storm", FAULT_STORM, "--fault", cmd, NULL);
     expect_held(j, rc);
     /* While MariaDB was down the answers were 503 with Retry-After; the
-     * retries created or replayed the orders. */
+     * retries created or replayed the orders. (A COMMIT whose answer was
+     * lost to the restart reaches its client as a replay, so the database,
+     * not the count of first answers, is the measure.) */
     assert_int_equal(num(j, "figures", "retry_storm.keys_without_order"), 0);
-    assert_int_equal(num(j, "orders_created", NULL), 150);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders"), 150);
     json_decref(j);
 }
 
