@@ -697,6 +697,20 @@ static void test_callback_validation(void **state)
         json_decref(j);
         th_resp_free(&r);
     }
+    /* Numbers too large to parse are out of range for their field. */
+    static const char *const huge[] = {"9223372036854775808", "1e309", "-9223372036854775809"};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        snprintf(body, sizeof body,
+                 "{\"txn_id\":\"gw-huge\",\"order_no\":\"%s\",\"amount_cents\":%s,"
+                 "\"status\":\"SUCCESS\"}",
+                 no, huge[i]);
+        r = signed_post(&srv, body, 0, TH_PAY_SECRET);
+        th_expect_problem(&r, 400, "VALIDATION_FAILED");
+        json_t *j = th_json(&r);
+        assert_string_equal(json_string_value(json_object_get(j, "field")), "amount_cents");
+        json_decref(j);
+        th_resp_free(&r);
+    }
     r = signed_post(&srv, "{\"txn_id\":", 0, TH_PAY_SECRET);
     th_expect_problem(&r, 400, "INVALID_JSON");
     th_resp_free(&r);
