@@ -21,6 +21,7 @@ PACKAGES=(
     mariadb-server
     mariadb-client
     redis-server
+    nginx
     libjansson-dev
     libcmocka-dev
     libjwt-dev

@@ -11,6 +11,9 @@
 #include <string.h>
 #include <strings.h>
 
+/* The longest member name a problem's `field` repeats. */
+#define API_FIELD_MAX 64
+
 enum access { ACCESS_PUBLIC, ACCESS_USER, ACCESS_ADMIN };
 enum body_rule {
     BODY_NONE,     /* GET: a body is ignored */
@@ -102,8 +105,11 @@ json_t *api_body_object(const struct req *r, struct resp *w)
         resp_problem(w, PROBLEM_INVALID_JSON, NULL, "a JSON object body is required");
         return NULL;
     }
-    json_t *o = jsonv_parse_object(r->body, r->body_len, why, sizeof why);
-    if (o == NULL)
+    char field[API_FIELD_MAX + 1];
+    json_t *o = jsonv_parse_body(r->body, r->body_len, field, sizeof field, why, sizeof why);
+    if (o == NULL && field[0] != '\0')
+        resp_problem(w, PROBLEM_VALIDATION_FAILED, field, "%s", why);
+    else if (o == NULL)
         resp_problem(w, PROBLEM_INVALID_JSON, NULL, "%s", why);
     return o;
 }

@@ -28,7 +28,9 @@ void api_me(struct req *r, struct resp *w);
 void api_admin_audit(struct req *r, struct resp *w);
 
 /* Parses the request body as one JSON object. Returns a new reference, or
- * NULL after writing the 400 INVALID_JSON problem into w. */
+ * NULL after writing the problem into w: 400 INVALID_JSON, or 400
+ * VALIDATION_FAILED naming the field whose number is too large to parse
+ * (2^63, 1e309). */
 json_t *api_body_object(const struct req *r, struct resp *w);
 
 /* For requests that take no fields: accepts an empty body or {}; anything

@@ -160,6 +160,12 @@ void api_orders_create(struct req *r, struct resp *w)
 void api_order_get(struct req *r, struct resp *w)
 {
     struct order o;
+    /* Only an exact order number reaches the store: MariaDB would match
+     * "<order_no> " (trailing spaces) to the order. */
+    if (!order_no_valid(r->match.params[0])) {
+        resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no such order");
+        return;
+    }
     int rc = store_order_get(r->match.params[0], r->who.user_id, &o);
     if (rc == TD_ENOTFOUND) {
         resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no order %s", r->match.params[0]);

@@ -63,8 +63,7 @@ static bool read_callback(struct req *r, struct resp *w, json_t **body, struct p
     if (jsonv_string(b, "txn_id", TXN_ID_BYTES, &cb->txn_id, why, sizeof why) != TD_OK ||
         !payments_txn_id_valid(cb->txn_id)) {
         resp_problem(w, PROBLEM_VALIDATION_FAILED, "txn_id",
-                     "txn_id must be a string of 1 to %d characters, without spaces or control "
-                     "characters",
+                     "txn_id must be a string of 1 to %d characters of A-Z a-z 0-9 . _ : -",
                      TXN_ID_MAX);
         goto fail;
     }
@@ -99,6 +98,13 @@ void api_payment_callback(struct req *r, struct resp *w)
     int rc = payments_callback(r->app, &cb, &res);
     if (rc == TD_ENOTFOUND) {
         resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no order %s", cb.order_no);
+        goto out;
+    }
+    if (rc == TD_EDUP) {
+        /* Not a retry: a retry repeats the body it was recorded with. */
+        resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_REUSED, "txn_id",
+                     "txn_id %s was recorded for another order, amount or status", cb.txn_id);
+        w->layer = "callback-dedup";
         goto out;
     }
     if (rc != TD_OK) {
@@ -143,10 +149,20 @@ static void answer_change(struct resp *w, int rc, const struct order *o, const c
     }
 }
 
+/* An order number as sent in the path, exactly (see order_no_valid); else
+ * 404 before anything reads the body or the store. */
+static bool path_order_no(const struct req *r, struct resp *w)
+{
+    if (order_no_valid(r->match.params[0]))
+        return true;
+    resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no such order");
+    return false;
+}
+
 void api_order_cancel(struct req *r, struct resp *w)
 {
     struct order o;
-    if (!api_no_input(r, w))
+    if (!path_order_no(r, w) || !api_no_input(r, w))
         return;
     int rc = lifecycle_cancel(r->app, r->match.params[0], r->who.user_id, &o);
     answer_change(w, rc, &o, r->match.params[0], "PENDING_PAYMENT", "cancelled",
@@ -156,7 +172,7 @@ void api_order_cancel(struct req *r, struct resp *w)
 void api_order_complete(struct req *r, struct resp *w)
 {
     struct order o;
-    if (!api_no_input(r, w))
+    if (!path_order_no(r, w) || !api_no_input(r, w))
         return;
     int rc = lifecycle_complete(r->app, r->match.params[0], &o);
     answer_change(w, rc, &o, r->match.params[0], "TICKETED", "completed", "completing the order");

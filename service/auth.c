@@ -3,8 +3,9 @@
 #include "err.h"
 #include "util.h"
 
-#include <errno.h>
+#include <jansson.h>
 #include <jwt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,16 +14,27 @@
 /* A JWT of ours is a few hundred bytes; refuse to parse novels. */
 #define AUTH_MAX_TOKEN 4096
 
-/* jwt_get_grant_int returns 0 for a missing or non-integer claim and says
- * which through errno. */
-static bool claim_int(jwt_t *jwt, const char *name, long *out)
+enum claim { CLAIM_ABSENT, CLAIM_INT, CLAIM_BAD };
+
+/* What a numeric claim is: absent, a JSON integer (into *out), or anything
+ * else (a string, a real, null, ...). jwt_get_grant_int cannot tell: it
+ * reads a string or a real as 0 without a word, so "nbf":"9999999999"
+ * passed as an nbf of 0. The claim's own JSON decides instead. */
+static enum claim claim_int(jwt_t *jwt, const char *name, long *out)
 {
-    errno = 0;
-    long v = jwt_get_grant_int(jwt, name);
-    if (errno != 0)
-        return false;
-    *out = v;
-    return true;
+    char *text = jwt_get_grants_json(jwt, name);
+    if (text == NULL)
+        return CLAIM_ABSENT;
+    json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+    free(text);
+    enum claim c = CLAIM_BAD;
+    if (json_is_integer(v) && json_integer_value(v) >= LONG_MIN &&
+        json_integer_value(v) <= LONG_MAX) {
+        *out = (long)json_integer_value(v);
+        c = CLAIM_INT;
+    }
+    json_decref(v);
+    return c;
 }
 
 /* Three non-empty base64url segments, and nothing else. libjwt 1.10 writes
@@ -143,10 +155,22 @@ int auth_verify(const char *header, const char *secret, int64_t now, struct iden
     if (jwt_get_alg(jwt) != JWT_ALG_HS256)
         goto out;
 
-    long exp, nbf;
-    if (!claim_int(jwt, "exp", &exp) || exp <= now)
+    /* exp: an integer in the future. nbf and iat: absent, or integers;
+     * nbf not in the future. */
+    long exp, nbf, iat;
+    if (claim_int(jwt, "exp", &exp) != CLAIM_INT || exp <= now)
         goto out;
-    if (claim_int(jwt, "nbf", &nbf) && nbf > now)
+    switch (claim_int(jwt, "nbf", &nbf)) {
+    case CLAIM_ABSENT:
+        break;
+    case CLAIM_INT:
+        if (nbf > now)
+            goto out;
+        break;
+    case CLAIM_BAD:
+        goto out;
+    }
+    if (claim_int(jwt, "iat", &iat) == CLAIM_BAD)
         goto out;
 
     const char *sub = jwt_get_grant(jwt, "sub");

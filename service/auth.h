@@ -1,10 +1,11 @@
 /* auth.h - who is calling: HS256 JWTs for users and admins.
  *
  * A token is accepted only when its header says HS256, its signature
- * matches the secret, `exp` is a number in the future (`nbf`, if present,
- * in the past) and `sub` is a user id in 1..2^53-1 written as a decimal
- * string. Anything else is rejected the same way (401): callers learn
- * nothing about which check failed. Thread-safe. */
+ * matches the secret, `exp` is a JSON integer in the future, `nbf` and
+ * `iat`, if present, are JSON integers (`nbf` not in the future; a string
+ * or a real is refused, never ignored) and `sub` is a user id in
+ * 1..2^53-1 written as a decimal string. Anything else is rejected the same way (401): callers
+ * learn nothing about which check failed. Thread-safe. */
 #ifndef TICKETD_AUTH_H
 #define TICKETD_AUTH_H
 

@@ -17,6 +17,17 @@
  * callers that accept none check len first. */
 json_t *jsonv_parse_object(const char *data, size_t len, char *why, size_t cap);
 
+/* Like jsonv_parse_object, for request bodies, which must also say which
+ * field was wrong: when the body is refused because a number in it is
+ * beyond what the parser holds (an integer outside int64, such as 2^63,
+ * or a real that overflows, such as 1e309), field (field_cap bytes) gets
+ * the name of the top-level member that number belongs to, and the
+ * caller answers VALIDATION_FAILED for that field. Otherwise, or when no
+ * member can be named, field is "" (INVALID_JSON). A body holding a NUL
+ * byte anywhere is invalid. field may be NULL. */
+json_t *jsonv_parse_body(const char *data, size_t len, char *field, size_t field_cap, char *why,
+                         size_t cap);
+
 /* Reads an integer field in [min, max]. Returns TD_OK, or TD_EINVAL with a
  * reason in why; *out is set only on success. Missing counts as invalid. */
 int jsonv_int(const json_t *obj, const char *field, int64_t min, int64_t max, int64_t *out,

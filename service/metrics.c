@@ -62,6 +62,10 @@ static const struct metric_def defs[M_COUNT] = {
                              NULL},
     [M_PAYMENTS_REPLAYED] = {"ticketd_payment_callbacks_replayed_total", "", "counter",
                              "Payment callbacks answered from the stored outcome of their txn_id."},
+    [M_PAYMENTS_TXN_REUSED] = {"ticketd_payment_callbacks_rejected_total",
+                               "reason=\"txn_id_reused\"", "counter",
+                               "Payment callbacks refused, nothing recorded: a txn_id already "
+                               "recorded for another order, amount or status."},
     [M_ORDERS_CANCELLED] = {"ticketd_orders_cancelled_total", "cause=\"user\"", "counter",
                             "Orders cancelled, stock given back."},
     [M_ORDERS_EXPIRED] = {"ticketd_orders_cancelled_total", "cause=\"expired\"", NULL, NULL},

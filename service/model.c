@@ -27,3 +27,15 @@ bool order_status_parse(const char *name, enum order_status *out)
     }
     return false;
 }
+
+bool order_no_valid(const char *s)
+{
+    if (s == NULL)
+        return false;
+    size_t n = 0;
+    for (; s[n] != '\0'; n++) {
+        if (n == ORDER_NO_LEN || s[n] < '0' || s[n] > '9')
+            return false;
+    }
+    return n == ORDER_NO_LEN;
+}

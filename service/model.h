@@ -49,4 +49,10 @@ const char *order_status_name(enum order_status s);
 /* Returns true and sets *out when name is a status name. */
 bool order_status_parse(const char *name, enum order_status *out);
 
+/* True when s is an order number: exactly ORDER_NO_LEN ASCII digits. The
+ * database compares strings with PAD SPACE (utf8mb4_bin ignores trailing
+ * spaces), so "<order_no> " would find the order: anything else must be
+ * refused before a query sees it. s may be NULL. */
+bool order_no_valid(const char *s);
+
 #endif

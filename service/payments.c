@@ -7,6 +7,7 @@
 #include "store_payments.h"
 #include "txretry.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *const outcome_names[PAY_OUTCOME_COUNT] = {
@@ -43,14 +44,15 @@ bool pay_outcome_parse(const char *name, enum pay_outcome *out)
 
 bool payments_txn_id_valid(const char *s)
 {
-    size_t chars = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
-        if (*p <= 0x20 || *p == 0x7f)
+    size_t n = 0;
+    for (; s[n] != '\0'; n++) {
+        char c = s[n];
+        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok || n == TXN_ID_MAX)
             return false;
-        if ((*p & 0xC0) != 0x80)
-            chars++;
     }
-    return chars >= 1 && chars <= TXN_ID_MAX;
+    return n >= 1;
 }
 
 enum pay_outcome payments_decide(enum order_status status, int64_t order_amount,
@@ -76,45 +78,55 @@ enum pay_outcome payments_decide(enum order_status status, int64_t order_amount,
     return PAY_DUPLICATE;
 }
 
-/* Order numbers are ORDER_NO_LEN digits: anything else names no order
- * and need not cost a transaction. */
-static bool plausible_order_no(const char *s)
-{
-    size_t n = strlen(s);
-    if (n != ORDER_NO_LEN)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-    }
-    return true;
-}
-
 struct attempt {
     const struct payment_callback *cb;
     bool dedup;
     struct payment_result *res;
+    struct payment_seen seen;
 };
 
 static int attempt_once(void *p)
 {
     struct attempt *a = p;
-    return store_payment_record(a->cb, a->dedup, payments_decide, a->res);
+    return store_payment_record(a->cb, a->dedup, payments_decide, a->res, &a->seen);
+}
+
+bool payments_same_callback(const struct payment_seen *seen, const struct payment_callback *cb)
+{
+    return strcmp(seen->txn_id, cb->txn_id) == 0 && strcmp(seen->order_no, cb->order_no) == 0 &&
+           seen->amount_cents == cb->amount_cents && seen->success == cb->success;
 }
 
 int payments_callback(struct app *app, const struct payment_callback *cb,
                       struct payment_result *res)
 {
     memset(res, 0, sizeof *res);
-    if (!plausible_order_no(cb->order_no))
+    /* Anything but an order number names no order (and must not reach a
+     * query that compares with PAD SPACE): 404 without a transaction. */
+    if (!order_no_valid(cb->order_no))
         return TD_ENOTFOUND;
-    struct attempt a = {cb, (app->defenses & DEFENSE_CALLBACK_DEDUP) != 0, res};
+    struct attempt a = {
+        .cb = cb, .dedup = (app->defenses & DEFENSE_CALLBACK_DEDUP) != 0, .res = res};
     int rc = txretry_run(app->cfg->tx_retries, attempt_once, &a);
+    if (rc == TD_EDUP) {
+        /* The defence: the txn_id was recorded before. The gateway's retry
+         * of that callback gets its first outcome; the same id for another
+         * order, amount or status is the gateway's fault, and answering it
+         * with someone else's outcome would hide it. */
+        if (!payments_same_callback(&a.seen, cb)) {
+            metrics_inc(M_PAYMENTS_TXN_REUSED);
+            return TD_EDUP;
+        }
+        res->outcome = a.seen.outcome;
+        res->order_status = a.seen.order_status;
+        res->replayed = true;
+        snprintf(res->txn_id, sizeof res->txn_id, "%s", a.seen.txn_id);
+        snprintf(res->order_no, sizeof res->order_no, "%s", a.seen.order_no);
+        metrics_inc(M_PAYMENTS_REPLAYED);
+        return TD_OK;
+    }
     if (rc != TD_OK)
         return rc;
-    if (res->replayed)
-        metrics_inc(M_PAYMENTS_REPLAYED);
-    else
-        metrics_inc(outcome_metrics[res->outcome]);
+    metrics_inc(outcome_metrics[res->outcome]);
     return TD_OK;
 }

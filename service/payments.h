@@ -12,8 +12,12 @@
  *
  * The defence (callback-dedup): payments.txn_id is unique and the payment
  * row is written in the same transaction as the order's transition and
- * its outbox event, with the outcome; a txn_id seen before is answered
- * with that first outcome, marked replayed, and changes nothing.
+ * its outbox event, with the outcome. A txn_id seen before changes
+ * nothing: the same callback again (same order, amount and status) is
+ * answered with its first outcome, marked replayed; the same txn_id with
+ * another order, amount or status is refused (TD_EDUP, 422
+ * IDEMPOTENCY_KEY_REUSED), as an Idempotency-Key reused with another
+ * payload is.
  *
  * Domain logic only: it calls the store_payments port and never sees HTTP
  * or JSON. The signature is checked before (paysig.h). Thread-safe. */
@@ -45,7 +49,7 @@ bool pay_outcome_parse(const char *name, enum pay_outcome *out);
 
 /* A callback's body, validated. The strings are borrowed. */
 struct payment_callback {
-    const char *txn_id;   /* 1..TXN_ID_MAX characters, none a space or control */
+    const char *txn_id;   /* 1..TXN_ID_MAX characters of A-Z a-z 0-9 . _ : - */
     const char *order_no; /* as sent; an order number or not */
     int64_t amount_cents; /* >= 0 */
     bool success;         /* status SUCCESS (else FAILED) */
@@ -54,10 +58,10 @@ struct payment_callback {
 /* Bytes a txn_id may take: TXN_ID_MAX UTF-8 characters. */
 #define TXN_ID_BYTES (TXN_ID_MAX * 4)
 
-/* True when s is an acceptable txn_id: 1..TXN_ID_MAX characters of valid
- * UTF-8 (the caller's JSON parser checked that) with no space or control
- * character, which the unique key would compare loosely or logs would
- * mangle. */
+/* True when s is an acceptable txn_id: 1..TXN_ID_MAX characters of
+ * A-Z a-z 0-9 . _ : - (the Idempotency-Key's grammar). No space, which the
+ * unique key would ignore at the end (utf8mb4_bin pads), no control
+ * character for logs to mangle, and nothing the collation could fold. */
 bool payments_txn_id_valid(const char *s);
 
 /* The outcome rules above, for an order in `status` whose amount is
@@ -73,9 +77,26 @@ struct payment_result {
     char order_no[ORDER_NO_LEN + 1]; /* the order the txn_id was recorded for */
 };
 
+/* What a txn_id's payment row holds: the callback it recorded and the
+ * outcome that callback had. */
+struct payment_seen {
+    char txn_id[TXN_ID_BYTES + 1];
+    char order_no[ORDER_NO_LEN + 1];
+    int64_t amount_cents;
+    bool success;
+    enum pay_outcome outcome;
+    enum order_status order_status; /* the order's, after that callback */
+};
+
+/* True when seen (a recorded payment row) records this very callback: the
+ * same txn_id, order number, amount and status. */
+bool payments_same_callback(const struct payment_seen *seen, const struct payment_callback *cb);
+
 /* Applies one verified callback: one transaction, run again after
  * deadlocks. Returns TD_OK with *res filled (cleared on entry);
  * TD_ENOTFOUND when there is no such order (nothing recorded);
+ * TD_EDUP when the txn_id was recorded for another order, amount or
+ * status (nothing recorded);
  * TD_EUNAVAIL or TD_ERETRY when the database could not do it (nothing
  * recorded; the gateway will retry); TD_EINTERNAL. */
 int payments_callback(struct app *app, const struct payment_callback *cb,

@@ -22,8 +22,9 @@ enum stmt { P_ORDER_LOCK, P_FIND_TXN, P_INSERT, P_OUTBOX, P_COUNT };
 
 static const char *const sql[P_COUNT] = {
     [P_ORDER_LOCK] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ? FOR UPDATE",
-    [P_FIND_TXN] = "SELECT p.txn_id, o.order_no, p.outcome, p.order_status "
-                   "FROM payments p JOIN orders o ON o.id = p.order_id WHERE p.txn_id = ?",
+    [P_FIND_TXN] = "SELECT p.txn_id, o.order_no, p.amount_cents, p.status, p.outcome, "
+                   "p.order_status FROM payments p JOIN orders o ON o.id = p.order_id "
+                   "WHERE p.txn_id = ?",
     /* applied_order_id is set only by the payment that moves the order to
      * PAID: its unique key allows one such payment per order. */
     [P_INSERT] = "INSERT INTO payments (txn_id, order_id, amount_cents, status, outcome, "
@@ -32,22 +33,25 @@ static const char *const sql[P_COUNT] = {
         "INSERT INTO outbox (event_type, biz_key, payload, created_at) VALUES (?, ?, ?, ?)",
 };
 
-/* Reads the recorded outcome of a txn_id into out, marked replayed. */
-static int find_txn(struct db_conn *c, const char *txn_id, struct payment_result *out)
+/* Reads the payment row of a txn_id into *seen. */
+static int find_txn(struct db_conn *c, const char *txn_id, struct payment_seen *seen)
 {
-    char outcome[32], status[24];
+    char outcome[32], status[24], paid[16];
     struct db_arg args[] = {DB_S(txn_id)};
-    struct db_col cols[] = {DB_COL_S(out->txn_id), DB_COL_S(out->order_no), DB_COL_S(outcome),
-                            DB_COL_S(status)};
-    int rc = db_row(c, sql[P_FIND_TXN], args, 1, cols, 4);
+    struct db_col cols[] = {
+        DB_COL_S(seen->txn_id), DB_COL_S(seen->order_no), DB_COL_I(&seen->amount_cents),
+        DB_COL_S(paid),         DB_COL_S(outcome),        DB_COL_S(status)};
+    int rc = db_row(c, sql[P_FIND_TXN], args, 1, cols, 6);
     if (rc != TD_OK)
         return rc;
-    if (!pay_outcome_parse(outcome, &out->outcome) ||
-        !order_status_parse(status, &out->order_status)) {
-        log_error("payment %s has an unknown outcome %s or status %s", txn_id, outcome, status);
+    if (!pay_outcome_parse(outcome, &seen->outcome) ||
+        !order_status_parse(status, &seen->order_status) ||
+        (strcmp(paid, "SUCCESS") != 0 && strcmp(paid, "FAILED") != 0)) {
+        log_error("payment %s has an unknown outcome %s, order status %s or status %s", txn_id,
+                  outcome, status, paid);
         return TD_EINTERNAL;
     }
-    out->replayed = true;
+    seen->success = strcmp(paid, "SUCCESS") == 0;
     return TD_OK;
 }
 
@@ -112,7 +116,7 @@ static int write_event(struct db_conn *c, const struct order *o, const struct pa
  * the unique key, never the effect. */
 static int txn_recorded(struct db_conn *c, const char *txn_id, bool *found)
 {
-    struct payment_result seen;
+    struct payment_seen seen;
     memset(&seen, 0, sizeof seen);
     *found = false;
     int rc = find_txn(c, txn_id, &seen);
@@ -122,13 +126,14 @@ static int txn_recorded(struct db_conn *c, const char *txn_id, bool *found)
 }
 
 int store_payment_record(const struct payment_callback *cb, bool dedup, payment_decide_fn decide,
-                         struct payment_result *out)
+                         struct payment_result *out, struct payment_seen *seen)
 {
     struct db_conn *c;
     struct order o;
     char db_now[32], api_now[TIME_LEN + 1];
     bool tx = false, dup_txn = false;
     memset(out, 0, sizeof *out);
+    memset(seen, 0, sizeof *seen);
     int rc = db_conn(&c);
     if (rc != TD_OK)
         return rc;
@@ -146,10 +151,10 @@ int store_payment_record(const struct payment_callback *cb, bool dedup, payment_
     if (dedup) {
         /* The defence: a txn_id is answered once. Under the order's lock
          * this read sees every earlier callback of the order committed. */
-        rc = find_txn(c, cb->txn_id, out);
+        rc = find_txn(c, cb->txn_id, seen);
         if (rc == TD_OK) {
             db_rollback(c); /* nothing was written; just let the order go */
-            return TD_OK;
+            return TD_EDUP;
         }
         if (rc != TD_ENOTFOUND)
             goto out;
@@ -184,7 +189,8 @@ int store_payment_record(const struct payment_callback *cb, bool dedup, payment_
         rc = db_exec(c, sql[P_INSERT], pay, 8, NULL, NULL);
         if (rc == TD_EDUP) {
             if (strcmp(db_dup_key(c), "uq_payments_txn") == 0) {
-                /* The same txn_id, sent for another order, committed first. */
+                /* The same txn_id, sent for another order at the same
+                 * time, committed first: the unique key decided. */
                 dup_txn = true;
             } else {
                 log_error("payment %s: order %s has an applied payment already (%s)", cb->txn_id,
@@ -220,9 +226,11 @@ out:
     if (tx && rc != TD_OK)
         db_rollback(c);
     if (dup_txn) {
-        /* Outside the transaction: the committed first outcome. */
-        rc = find_txn(c, cb->txn_id, out);
-        if (rc == TD_ENOTFOUND)
+        /* Outside the transaction: the row that was committed first. */
+        rc = find_txn(c, cb->txn_id, seen);
+        if (rc == TD_OK)
+            rc = TD_EDUP;
+        else if (rc == TD_ENOTFOUND)
             rc = TD_ERETRY;
     }
     return rc;

@@ -408,6 +408,118 @@ static void test_key_reuse_and_tokens(void **state)
     th_resp_free(&u);
 }
 
+/* ---- hostile bodies ---- */
+
+/* POSTs len bytes of body (NULs included) on a raw connection; the status,
+ * and the problem's code and field (or "") into code and field. */
+static int raw_post(const char *path, const char *const *headers, const char *body, size_t len,
+                    char code[64], char field[64])
+{
+    char head[2048], req[4096], out[8192];
+    size_t n = 0;
+    n += (size_t)snprintf(head + n, sizeof head - n,
+                          "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                          "Content-Type: application/json\r\nContent-Length: %zu\r\n",
+                          path, len);
+    for (int i = 0; headers != NULL && headers[i] != NULL; i++)
+        n += (size_t)snprintf(head + n, sizeof head - n, "%s\r\n", headers[i]);
+    n += (size_t)snprintf(head + n, sizeof head - n, "\r\n");
+    assert_true(n + len < sizeof req);
+    memcpy(req, head, n);
+    memcpy(req + n, body, len);
+    memset(out, 0, sizeof out);
+    int status = th_raw(srv.port, req, n + len, out, sizeof out - 1, 5000);
+    code[0] = field[0] = '\0';
+    const char *b = strstr(out, "\r\n\r\n");
+    json_t *j = b != NULL ? json_loads(b + 4, 0, NULL) : NULL;
+    if (json_string_value(json_object_get(j, "code")) != NULL)
+        snprintf(code, 64, "%s", json_string_value(json_object_get(j, "code")));
+    if (json_string_value(json_object_get(j, "field")) != NULL)
+        snprintf(field, 64, "%s", json_string_value(json_object_get(j, "field")));
+    if (strstr(out, "application/problem+json") == NULL || strstr(out, "X-Request-Id") == NULL)
+        fail_msg("not a problem answer: %s", out);
+    json_decref(j);
+    return status;
+}
+
+static void test_hostile_bodies(void **state)
+{
+    char tok[96], code[64], field[64];
+    (void)state;
+    int64_t s = th_session(&srv, 10, 1000);
+    int64_t sessions = th_db_int("SELECT COUNT(*) FROM sessions");
+    th_order_token(&srv, 31, tok);
+    char tokh[160];
+    snprintf(tokh, sizeof tokh, "X-Order-Token: %s", tok);
+    const char *order_h[] = {th_auth_header(31, false), "Idempotency-Key: hostile-1", tokh, NULL};
+
+    /* A raw NUL inside the body: jansson alone would read "1\0}" as "1}". */
+    char body[128];
+    int n = snprintf(body, sizeof body, "{\"session_id\":%lld,\"quantity\":1", (long long)s);
+    memcpy(body + n, "\0}", 2); /* {"session_id":S,"quantity":1\0} */
+    n += 2;
+    assert_int_equal(raw_post("/api/v1/orders", order_h, body, (size_t)n, code, field), 400);
+    assert_string_equal(code, "INVALID_JSON");
+    static const char nul_end[] = "{}\0";
+    const char *tok_h[] = {th_auth_header(31, false), NULL};
+    assert_int_equal(raw_post("/api/v1/tokens", tok_h, nul_end, sizeof nul_end - 1, code, field),
+                     400);
+    assert_string_equal(code, "INVALID_JSON");
+
+    /* Numbers beyond what the parser holds are valid JSON: out of range
+     * for their field (VALIDATION_FAILED), as 7 seats would be. */
+    static const struct {
+        const char *before, *after; /* the session id goes between */
+        const char *field;
+    } orders[] = {
+        {"{\"session_id\":", ",\"quantity\":9223372036854775808}", "quantity"},
+        {"{\"session_id\":", ",\"quantity\":1e309}", "quantity"},
+        {"{\"session_id\":", ",\"quantity\":-9223372036854775809}", "quantity"},
+        {"{\"quantity\":1,\"session_id\":1e309,\"x\":", "}", "session_id"},
+        {"{\"session_id\":", ",\"quantity\":1,\"note\":{\"n\":1e400}}", "note"},
+    };
+    for (size_t i = 0; i < sizeof orders / sizeof orders[0]; i++) {
+        n = snprintf(body, sizeof body, "%s%lld%s", orders[i].before, (long long)s,
+                     orders[i].after);
+        assert_int_equal(raw_post("/api/v1/orders", order_h, body, (size_t)n, code, field), 400);
+        if (strcmp(code, "VALIDATION_FAILED") != 0 || strcmp(field, orders[i].field) != 0)
+            fail_msg("%s: %s field %s, want VALIDATION_FAILED field %s", body, code, field,
+                     orders[i].field);
+    }
+    /* Every body, every route. */
+    const char *admin_h[] = {th_auth_header(1, true), NULL};
+    static const struct {
+        const char *path;
+        const char *body;
+        const char *field;
+    } others[] = {
+        {"/api/v1/sessions", "{\"title\":\"t\",\"price_cents\":1e309,\"stock\":1}", "price_cents"},
+        {"/api/v1/sessions", "{\"title\":\"t\",\"price_cents\":1,\"stock\":9223372036854775808}",
+         "stock"},
+        {"/api/v1/tokens", "{\"x\":18446744073709551616}", "x"},
+        {"/api/v1/sessions", "[1e309]", ""},
+    };
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        const char *const *h = strcmp(others[i].path, "/api/v1/sessions") == 0 ? admin_h : tok_h;
+        assert_int_equal(
+            raw_post(others[i].path, h, others[i].body, strlen(others[i].body), code, field), 400);
+        const char *want = others[i].field[0] != '\0' ? "VALIDATION_FAILED" : "INVALID_JSON";
+        if (strcmp(code, want) != 0 || strcmp(field, others[i].field) != 0)
+            fail_msg("%s %s: %s field %s, want %s field %s", others[i].path, others[i].body, code,
+                     field, want, others[i].field);
+    }
+
+    /* Nothing changed: no order, no session, the stock, the token and the
+     * key are all still unspent. */
+    assert_int_equal(orders_of(s), 0);
+    assert_int_equal(stock_of(s), 10);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM sessions"), sessions);
+    struct th_resp ok = th_order(&srv, 31, "hostile-1", tok, s, 1);
+    assert_int_equal(ok.status, 201);
+    th_resp_free(&ok);
+    assert_int_equal(orders_of(s), 1);
+}
+
 /* Redis forgot the key (flushed) and the request reaches another instance
  * (an empty in-process cache): the database alone must still recognise the
  * key, for the same payload (replay) and for another session (422). */
@@ -680,6 +792,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stock_rush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_double_click, setup, teardown),
         cmocka_unit_test_setup_teardown(test_key_reuse_and_tokens, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hostile_bodies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_key_known_to_the_database_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failures_leave_key_free, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_rules, setup, teardown),

@@ -408,10 +408,14 @@ static void test_callback_storm(void **state)
     assert_int_equal(at[19], 'Z');
     json_decref(e);
 
-    /* Later, in sequence, with a changed body even: the first outcome. */
-    struct outcome again = pay_outcome(&two[1], "gw-storm-1", no, 1, "FAILED");
+    /* Later, in sequence: the same body is the first outcome again; a
+     * changed body under the same txn_id is no retry, and is refused. */
+    struct outcome again = pay_outcome(&two[1], "gw-storm-1", no, 2000, "SUCCESS");
     expect_outcome(&again, "APPLIED", "PAID", true);
     assert_string_equal(again.order_no, no);
+    struct th_resp changed = pay(&two[1], "gw-storm-1", no, 1, "FAILED");
+    th_expect_problem(&changed, 422, "IDEMPOTENCY_KEY_REUSED");
+    th_resp_free(&changed);
     struct th_resp r = pay(&srv, "gw-storm-1", no, 2000, "SUCCESS");
     char v[16];
     assert_non_null(th_header(&r, "Idempotent-Replayed", v, sizeof v));
@@ -513,9 +517,13 @@ static void test_mismatch_and_failed(void **state)
     assert_int_equal(version_of(no), 1);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM outbox"), 0);
 
-    /* Each is recorded: its retry is a replay, even with the right amount. */
-    struct outcome m2 = pay_outcome(&srv, "gw-short", no, 2000, "SUCCESS");
+    /* Each is recorded: its retry is a replay; the same txn_id with the
+     * right amount is not a retry but the gateway's fault: refused. */
+    struct outcome m2 = pay_outcome(&srv, "gw-short", no, 1999, "SUCCESS");
     expect_outcome(&m2, "AMOUNT_MISMATCH", "PENDING_PAYMENT", true);
+    struct th_resp m3 = pay(&srv, "gw-short", no, 2000, "SUCCESS");
+    th_expect_problem(&m3, 422, "IDEMPOTENCY_KEY_REUSED");
+    th_resp_free(&m3);
     assert_int_equal(version_of(no), 1);
 
     /* The right payment then goes through. */
@@ -686,6 +694,20 @@ static void test_callback_validation(void **state)
         const char *field = json_string_value(json_object_get(j, "field"));
         if (field == NULL || strcmp(field, bad[i].field) != 0)
             fail_msg("%s: expected field %s, got %s", body, bad[i].field, r.body);
+        json_decref(j);
+        th_resp_free(&r);
+    }
+    /* Numbers too large to parse are out of range for their field. */
+    static const char *const huge[] = {"9223372036854775808", "1e309", "-9223372036854775809"};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        snprintf(body, sizeof body,
+                 "{\"txn_id\":\"gw-huge\",\"order_no\":\"%s\",\"amount_cents\":%s,"
+                 "\"status\":\"SUCCESS\"}",
+                 no, huge[i]);
+        r = signed_post(&srv, body, 0, TH_PAY_SECRET);
+        th_expect_problem(&r, 400, "VALIDATION_FAILED");
+        json_t *j = th_json(&r);
+        assert_string_equal(json_string_value(json_object_get(j, "field")), "amount_cents");
         json_decref(j);
         th_resp_free(&r);
     }
@@ -1041,6 +1063,213 @@ static void test_complete_rules(void **state)
     expect_audit_ok(&srv);
 }
 
+/* ---- one txn_id, another callback ---- */
+
+/* The value of one sample of GET /metrics, or -1. */
+static long long metric(const struct th_server *s, const char *sample)
+{
+    struct th_resp r = th_call(s, "GET", "/metrics", NULL, NULL);
+    long long v = -1;
+    size_t n = strlen(sample);
+    for (const char *line = r.body; line != NULL && *line != '\0';) {
+        if (strncmp(line, sample, n) == 0 && line[n] == ' ')
+            v = atoll(line + n + 1);
+        line = strchr(line, '\n');
+        if (line != NULL)
+            line++;
+    }
+    th_resp_free(&r);
+    return v;
+}
+
+#define REUSED_METRIC "ticketd_payment_callbacks_rejected_total{reason=\"txn_id_reused\"}"
+
+static void test_txn_id_reused(void **state)
+{
+    char a[32], b[32], st[24];
+    (void)state;
+    int64_t s = th_session(&srv, 10, 1000);
+    place(&srv, 16, s, 1, a);
+    place(&srv, 17, s, 1, b);
+    long long before = metric(&srv, REUSED_METRIC);
+    assert_true(before >= 0);
+    struct outcome first = pay_outcome(&srv, "gw-reuse", a, 1000, "SUCCESS");
+    expect_outcome(&first, "APPLIED", "PAID", false);
+
+    /* The same txn_id for another order, another amount, another status:
+     * a gateway fault, not a retry. Nothing is recorded for any of them,
+     * and the first order's outcome is not handed out. */
+    struct th_resp r = pay(&srv, "gw-reuse", b, 1000, "SUCCESS");
+    th_expect_problem(&r, 422, "IDEMPOTENCY_KEY_REUSED");
+    json_t *j = th_json(&r);
+    assert_null(strstr(r.body, a));
+    assert_string_equal(json_string_value(json_object_get(j, "field")), "txn_id");
+    json_decref(j);
+    th_resp_free(&r);
+    r = pay(&srv, "gw-reuse", a, 999, "SUCCESS");
+    th_expect_problem(&r, 422, "IDEMPOTENCY_KEY_REUSED");
+    th_resp_free(&r);
+    r = pay(&srv, "gw-reuse", a, 1000, "FAILED");
+    th_expect_problem(&r, 422, "IDEMPOTENCY_KEY_REUSED");
+    th_resp_free(&r);
+    assert_int_equal(metric(&srv, REUSED_METRIC) - before, 3);
+    assert_string_equal(status_of(b, st), "PENDING_PAYMENT");
+    assert_int_equal(version_of(b), 1);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), 1);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM outbox"), 1);
+
+    /* The gateway's real retry is still a replay; order b pays with its own id. */
+    struct outcome again = pay_outcome(&srv, "gw-reuse", a, 1000, "SUCCESS");
+    expect_outcome(&again, "APPLIED", "PAID", true);
+    assert_string_equal(again.order_no, a);
+    struct outcome own = pay_outcome(&srv, "gw-reuse-b", b, 1000, "SUCCESS");
+    expect_outcome(&own, "APPLIED", "PAID", false);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), 2);
+    expect_audit_ok(&srv);
+}
+
+#define REUSE_ROUNDS 12
+
+struct reuse_race {
+    const struct th_server *servers;
+    char no[2][REUSE_ROUNDS][32];
+    long status[2][REUSE_ROUNDS];
+    char code[2][REUSE_ROUNDS][40];
+    int round;
+};
+
+static void reuse_one(int i, void *ctx)
+{
+    struct reuse_race *rr = ctx;
+    char txn[32];
+    snprintf(txn, sizeof txn, "gw-twice-%d", rr->round);
+    /* Side 0 pays its order in full; side 1 sends the same txn_id for
+     * another order (odd rounds) or the same order with another amount. */
+    const char *no = rr->no[i][rr->round];
+    struct th_resp r =
+        pay(&rr->servers[i], txn, no, i == 0 || rr->round % 2 == 1 ? 1000 : 1001, "SUCCESS");
+    rr->status[i][rr->round] = r.status;
+    snprintf(rr->code[i][rr->round], 40, "%s", r.status == 200 ? "" : th_code(&r));
+    th_resp_free(&r);
+}
+
+static void test_txn_id_reused_concurrently(void **state)
+{
+    struct th_server two[2];
+    struct reuse_race *rr = calloc(1, sizeof *rr);
+    (void)state;
+    two[0] = srv;
+    th_start(&two[1], th_port(1), NULL);
+    rr->servers = two;
+    int64_t s = th_session(&srv, 100, 1000);
+    for (int k = 0; k < REUSE_ROUNDS; k++) {
+        place(&srv, 800 + k, s, 1, rr->no[0][k]);
+        if (k % 2 == 1)
+            place(&srv, 900 + k, s, 1, rr->no[1][k]);
+        else
+            snprintf(rr->no[1][k], 32, "%s", rr->no[0][k]);
+    }
+    long long before = metric(&srv, REUSED_METRIC) + metric(&two[1], REUSED_METRIC);
+    for (rr->round = 0; rr->round < REUSE_ROUNDS; rr->round++)
+        th_parallel(2, reuse_one, rr);
+
+    /* Each round: exactly one callback recorded, the other refused. */
+    int won[2] = {0, 0};
+    for (int k = 0; k < REUSE_ROUNDS; k++) {
+        int ok = 0;
+        for (int i = 0; i < 2; i++) {
+            if (rr->status[i][k] == 200) {
+                ok++;
+                won[i]++;
+            } else if (rr->status[i][k] != 422 ||
+                       strcmp(rr->code[i][k], "IDEMPOTENCY_KEY_REUSED") != 0) {
+                fail_msg("round %d side %d: %ld %s", k, i, rr->status[i][k], rr->code[i][k]);
+            }
+        }
+        if (ok != 1)
+            fail_msg("round %d: %d callbacks recorded, want 1", k, ok);
+        char txn[32];
+        snprintf(txn, sizeof txn, "gw-twice-%d", k);
+        assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments WHERE txn_id = '%s'", txn), 1);
+    }
+    print_message("txn_id reused at once, %d rounds: side 0 won %d, side 1 won %d\n", REUSE_ROUNDS,
+                  won[0], won[1]);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), REUSE_ROUNDS);
+    long long after = metric(&srv, REUSED_METRIC) + metric(&two[1], REUSED_METRIC);
+    assert_int_equal(after - before, REUSE_ROUNDS);
+    expect_audit_ok(&srv);
+    assert_int_equal(th_stop(&two[1]), 0);
+    free(rr);
+}
+
+/* ---- ids match exactly ---- */
+
+static void test_ids_match_exactly(void **state)
+{
+    char no[32], url[192], st[24];
+    (void)state;
+    int64_t s = th_session(&srv, 10, 1000);
+    place(&srv, 18, s, 2, no);
+
+    /* MariaDB's utf8mb4_bin ignores trailing spaces: "<order_no> " must
+     * not read, cancel or complete the order. */
+    static const char *const suffixes[] = {"%20", "%20%20", "%09", "%0A", "0", "%00"};
+    const char *owner[] = {th_auth_header(18, false), NULL};
+    const char *admin[] = {th_auth_header(1, true), NULL};
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        static const char *const actions[] = {"", "/cancel", "/complete"};
+        for (int a = 0; a < 3; a++) {
+            snprintf(url, sizeof url, "%s/api/v1/orders/%s%s%s", srv.url, no, suffixes[i],
+                     actions[a]);
+            struct th_resp r =
+                th_request(a == 0 ? "GET" : "POST", url, a == 2 ? admin : owner, NULL);
+            /* %00 matches no route at all (NOT_FOUND); the others no order. */
+            th_expect_problem(&r, 404, th_code(&r)[0] == 'N' ? "NOT_FOUND" : "ORDER_NOT_FOUND");
+            th_resp_free(&r);
+        }
+    }
+    assert_string_equal(status_of(no, st), "PENDING_PAYMENT");
+    assert_int_equal(version_of(no), 1);
+    assert_int_equal(stock_of(s), 8);
+
+    /* The callback's order_no likewise: 404, nothing recorded. */
+    char padded[40];
+    snprintf(padded, sizeof padded, "%s ", no);
+    struct th_resp r = pay(&srv, "gw-exact", padded, 2000, "SUCCESS");
+    th_expect_problem(&r, 404, "ORDER_NOT_FOUND");
+    th_resp_free(&r);
+    snprintf(padded, sizeof padded, "%s\\t", no);
+    r = pay(&srv, "gw-exact", padded, 2000, "SUCCESS");
+    th_expect_problem(&r, 404, "ORDER_NOT_FOUND");
+    th_resp_free(&r);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), 0);
+    assert_string_equal(status_of(no, st), "PENDING_PAYMENT");
+
+    /* A txn_id with a trailing space would be the same key as without:
+     * txn_id is A-Z a-z 0-9 . _ : - only. */
+    static const char *const bad_txn[] = {"gw-exact ", "gw exact", "gw/exact", "gw\\u00e9"};
+    for (size_t i = 0; i < sizeof bad_txn / sizeof bad_txn[0]; i++) {
+        r = pay(&srv, bad_txn[i], no, 2000, "SUCCESS");
+        th_expect_problem(&r, 400, "VALIDATION_FAILED");
+        json_t *j = th_json(&r);
+        assert_string_equal(json_string_value(json_object_get(j, "field")), "txn_id");
+        json_decref(j);
+        th_resp_free(&r);
+    }
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), 0);
+
+    /* The exact ones still work. */
+    struct outcome o = pay_outcome(&srv, "gw-exact", no, 2000, "SUCCESS");
+    expect_outcome(&o, "APPLIED", "PAID", false);
+    r = pay(&srv, "gw-exact ", no, 2000, "SUCCESS");
+    th_expect_problem(&r, 400, "VALIDATION_FAILED");
+    th_resp_free(&r);
+    snprintf(url, sizeof url, "%s/api/v1/orders/%s", srv.url, no);
+    r = th_request("GET", url, owner, NULL);
+    assert_int_equal(r.status, 200);
+    th_resp_free(&r);
+}
+
 /* ---- the defence switched off ---- */
 
 static void test_demo_without_callback_dedup(void **state)
@@ -1077,6 +1306,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_races_payment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_races_payment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_complete_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_txn_id_reused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_txn_id_reused_concurrently, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ids_match_exactly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_demo_without_callback_dedup, setup, teardown),
     };
     return cmocka_run_group_tests_name("payments", tests, NULL, NULL);

@@ -134,7 +134,8 @@ struct fake_cache {
  * repeating; nrc 0: always TD_OK). On TD_OK it applies the decide function
  * it was given to an order in `status` costing `amount_cents`, as the real
  * transaction does to the locked row, unless `replayed` says the txn_id
- * was recorded before (then `outcome` is the first one). Reset by
+ * was recorded before: then it answers TD_EDUP with the recorded row
+ * (`outcome` is the first one, seen_* the callback it recorded). Reset by
  * fake_payments_reset(), not by fakes_reset(). */
 struct fake_payments {
     int rc[FAKE_TRIES];
@@ -143,6 +144,12 @@ struct fake_payments {
     int64_t amount_cents;
     bool replayed;
     int outcome; /* enum pay_outcome, for a replay */
+    /* With replayed, the recorded row answered TD_EDUP is the callback's
+     * own unless these differ: another order number (non-empty), another
+     * amount (>= 0), or FAILED instead of SUCCESS. */
+    char seen_order_no[ORDER_NO_LEN + 1];
+    int64_t seen_amount_cents;
+    bool seen_failed;
 
     int calls;
     bool dedup;

@@ -93,10 +93,34 @@ static const struct claim_case claim_cases[] = {
     {"{\"sub\":\"42\",\"exp\":null}", TD_EINVAL, 0, false},
     {"{\"sub\":\"42\",\"exp\":true}", TD_EINVAL, 0, false},
 
-    /* nbf: if present, not in the future. */
+    {"{\"sub\":\"42\",\"exp\":[" FUTURE "]}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE "e0}", TD_EINVAL, 0, false},
+
+    /* nbf: if present, an integer not in the future. */
     {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":" SOON "}", TD_EINVAL, 0, false},
     {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":" AT_NOW "}", TD_OK, 42, false},
     {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":" PAST "}", TD_OK, 42, false},
+    /* Another type is refused, never skipped as if absent: a future nbf
+     * written as a string or a real is still a future nbf. */
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":\"" FUTURE "\"}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":" FUTURE ".0}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":" FUTURE ".5}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":1.8000036e9}", TD_EINVAL, 0, false},
+    /* ... and so is one in the past: the type is wrong whatever the value. */
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":\"" PAST "\"}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":" PAST ".0}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":null}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":true}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":[" PAST "]}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"nbf\":{}}", TD_EINVAL, 0, false},
+
+    /* iat: if present, an integer (its value is not checked). */
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"iat\":" PAST "}", TD_OK, 42, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"iat\":" FUTURE "}", TD_OK, 42, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"iat\":\"" PAST "\"}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"iat\":" PAST ".0}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"iat\":null}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE ",\"iat\":\"\"}", TD_EINVAL, 0, false},
 
     /* sub: a decimal string of 1..2^53-1, canonical. */
     {"{\"exp\":" FUTURE "}", TD_EINVAL, 0, false},

@@ -78,6 +78,106 @@ static void test_parse_honours_length(void **state)
     assert_null(jsonv_parse_object(nul_in_string, sizeof nul_in_string - 1, why, sizeof why));
 }
 
+static void test_nul_bytes(void **state)
+{
+    (void)state;
+    /* A raw NUL anywhere: not JSON, even where jansson would read past it. */
+    static const struct {
+        const char *text;
+        size_t len;
+    } cases[] = {
+#define B(s) {s, sizeof s - 1}
+        B("{\"session_id\":1,\"quantity\":1\0}"),
+        B("{\"session_id\":1\0,\"quantity\":1}"),
+        B("{\"a\":1}\0"),
+        B("\0{\"a\":1}"),
+        B("{\0\"a\":1}"),
+        B("{\"a\":true\0}"),
+        B("{\"a\":[1\0]}"),
+        B("{\"a\":1.5\0}"),
+        B("{\"a\":\"x\0\"}"),
+        B("{}\0"),
+#undef B
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char why[200] = "", field[64] = "x";
+        json_t *o =
+            jsonv_parse_body(cases[i].text, cases[i].len, field, sizeof field, why, sizeof why);
+        if (o != NULL)
+            fail_msg("case %zu accepted: %s", i, cases[i].text);
+        assert_string_equal(field, ""); /* INVALID_JSON, no field */
+        assert_true(strlen(why) > 0);
+        assert_null(jsonv_parse_object(cases[i].text, cases[i].len, why, sizeof why));
+    }
+}
+
+static void test_overflow_names_the_field(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        const char *field; /* NULL: accepted; "": INVALID_JSON */
+    } cases[] = {
+        /* Integers beyond int64 and reals that overflow are valid JSON
+         * numbers: out of range for the member that carries them. */
+        {"{\"session_id\":1,\"quantity\":9223372036854775808}", "quantity"},
+        {"{\"session_id\":9223372036854775808,\"quantity\":1}", "session_id"},
+        {"{\"quantity\":-9223372036854775809}", "quantity"},
+        {"{\"quantity\":99999999999999999999999999999}", "quantity"},
+        {"{\"quantity\":1e309}", "quantity"},
+        {"{\"quantity\":-1e309}", "quantity"},
+        {"{\"quantity\":1.5e999}", "quantity"},
+        {" { \"quantity\" : 1e309 } ", "quantity"},
+        {"{\"txn_id\":\"a,b:{\\\"c\\\"\",\"amount_cents\":9223372036854775808}", "amount_cents"},
+        {"{\"quant\\u0069ty\":1e309}", "quantity"},
+        {"{\"a\":{\"b\":1e309}}", "a"},
+        {"{\"a\":[1,2,9223372036854775808]}", "a"},
+        {"{\"a\":[{\"x\":1},{\"y\":[1e309]}]}", "a"},
+        {"{\"a\":\"}\",\"b\":1e309}", "b"},
+        /* The edges that still fit. */
+        {"{\"quantity\":9223372036854775807}", NULL},
+        {"{\"quantity\":-9223372036854775808}", NULL},
+        {"{\"quantity\":1e308}", NULL},
+        {"{\"quantity\":1e-400}", NULL}, /* underflow reads as 0 */
+        /* No member to name: INVALID_JSON. */
+        {"9223372036854775808", ""},
+        {"1e309", ""},
+        {"[1e309]", ""},
+        {"[{\"quantity\":1e309}]", ""},
+        {"{\"\\u0000\":1e309}", ""},
+        /* Other errors stay INVALID_JSON. */
+        {"{\"quantity\":1,\"quantity\":1e309}", ""},
+        {"{\"quantity\":01}", ""},
+        {"{\"quantity\":}", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char why[200] = "", field[64] = "untouched";
+        json_t *o = jsonv_parse_body(cases[i].text, strlen(cases[i].text), field, sizeof field, why,
+                                     sizeof why);
+        if (cases[i].field == NULL) {
+            if (o == NULL)
+                fail_msg("%s refused: %s", cases[i].text, why);
+            json_decref(o);
+            continue;
+        }
+        if (o != NULL)
+            fail_msg("%s accepted", cases[i].text);
+        if (strcmp(field, cases[i].field) != 0)
+            fail_msg("%s: field \"%s\", want \"%s\" (%s)", cases[i].text, field, cases[i].field,
+                     why);
+        if (cases[i].field[0] != '\0')
+            assert_non_null(strstr(why, cases[i].field));
+    }
+
+    /* A name too long to repeat is not named. */
+    char field[8], why[200];
+    static const char longname[] = "{\"a_very_long_member_name\":1e309}";
+    assert_null(jsonv_parse_body(longname, strlen(longname), field, sizeof field, why, sizeof why));
+    assert_string_equal(field, "");
+    /* field may be NULL: the plain parse. */
+    assert_null(jsonv_parse_body(longname, strlen(longname), NULL, 0, why, sizeof why));
+}
+
 static json_t *obj(const char *text)
 {
     char why[200];
@@ -200,6 +300,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_object_table),
         cmocka_unit_test(test_parse_honours_length),
+        cmocka_unit_test(test_nul_bytes),
+        cmocka_unit_test(test_overflow_names_the_field),
         cmocka_unit_test(test_int_table),
         cmocka_unit_test(test_string_table),
         cmocka_unit_test(test_string_with_embedded_nul),

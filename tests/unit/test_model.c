@@ -9,6 +9,7 @@
 #include "err.h"
 #include "model.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 static void test_status_names_round_trip(void **state)
@@ -47,6 +48,42 @@ static void test_status_unknown(void **state)
     }
 }
 
+static void test_order_no_valid(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        bool ok;
+    } cases[] = {
+        {"26120100000000000001", true},
+        {"00000000000000000000", true},
+        {"99999999999999999999", true},
+        /* The database ignores trailing spaces: these would find the order. */
+        {"26120100000000000001 ", false},
+        {"26120100000000000001  ", false},
+        {" 26120100000000000001", false},
+        {"26120100000000000001\t", false},
+        {"26120100000000000001\n", false},
+        /* Lengths. */
+        {"", false},
+        {"2612010000000000000", false},
+        {"261201000000000000012", false},
+        /* Not digits. */
+        {"2612010000000000000a", false},
+        {"+2612010000000000000", false},
+        {"-2612010000000000000", false},
+        {"2612010000000000000.", false},
+        {"26120100000000000\xef\xbc\x91", false}, /* a fullwidth digit */
+        {"../../etc/passwd0000", false},
+        {"2612010000%200000001", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (order_no_valid(cases[i].s) != cases[i].ok)
+            fail_msg("order_no_valid(\"%s\") != %d", cases[i].s, cases[i].ok);
+    }
+    assert_false(order_no_valid(NULL));
+}
+
 static void test_strerror(void **state)
 {
     (void)state;
@@ -74,6 +111,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names_round_trip),
         cmocka_unit_test(test_status_unknown),
+        cmocka_unit_test(test_order_no_valid),
         cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 #include "payments.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #define ORDER_NO "26120100000000000001"
@@ -115,28 +116,27 @@ static void test_txn_id(void **state)
     s64[TXN_ID_MAX] = '\0';
     memset(s65, 'a', TXN_ID_MAX + 1);
     s65[TXN_ID_MAX + 1] = '\0';
-    /* 64 two-byte characters are 64 characters, not 128. */
-    char e64[2 * TXN_ID_MAX + 1], e65[2 * TXN_ID_MAX + 3];
-    for (int i = 0; i < TXN_ID_MAX; i++)
-        memcpy(e64 + 2 * i, "\xc3\xa9", 2);
-    e64[2 * TXN_ID_MAX] = '\0';
-    memcpy(e65, e64, 2 * TXN_ID_MAX);
-    memcpy(e65 + 2 * TXN_ID_MAX, "\xc3\xa9", 3);
 
-    static const char *const good[] = {"t", "txn_2026-12-01:0001", "a/b+c=d"};
-    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
-        assert_true(payments_txn_id_valid(good[i]));
+    /* The Idempotency-Key's grammar: A-Z a-z 0-9 . _ : - */
+    static const char *const good[] = {"t", "txn_2026-12-01:0001", "A.b_C:d-9", "0"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        if (!payments_txn_id_valid(good[i]))
+            fail_msg("refused txn_id '%s'", good[i]);
+    }
     assert_true(payments_txn_id_valid(s64));
-    assert_true(payments_txn_id_valid(e64));
 
-    static const char *const bad[] = {"",     " ",    "t 1",   " t1",  "t1 ",
-                                      "t\t1", "t\n1", "t\x01", "t\x7f"};
+    static const char *const bad[] = {
+        "",     " ",    "t 1",  " t1",        "t1 ", /* utf8mb4_bin ignores trailing spaces: "t1 "
+                                                        would be "t1" */
+        "t1  ", "t\t1", "t\n1", "t\x01",      "t\x7f",    "a/b",
+        "a+b",  "a=b",  "a%20", "t1\xc2\xa0", "\xc3\xa9", "t\xef\xbc\x91", /* fullwidth digit one */
+        "a'b",  "a\"b", "a\\b", "a,b",        "a;b",
+    };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         if (payments_txn_id_valid(bad[i]))
             fail_msg("accepted txn_id '%s'", bad[i]);
     }
     assert_false(payments_txn_id_valid(s65));
-    assert_false(payments_txn_id_valid(e65));
 }
 
 static struct payment_callback callback(void)
@@ -212,6 +212,63 @@ static void test_callback_replayed(void **state)
     assert_int_equal(metrics_get(M_PAYMENTS_REPLAYED) - replayed, 1);
     assert_int_equal(metrics_get(M_PAYMENTS_APPLIED) - applied, 0);
     assert_int_equal(metrics_get(M_PAYMENTS_DUPLICATE) - duplicate, 0);
+}
+
+static void test_callback_txn_reused(void **state)
+{
+    (void)state;
+    /* The txn_id is recorded; the callback differs from the recorded one
+     * in one respect: a gateway fault, refused, counted, nothing replayed. */
+    static const struct {
+        const char *order_no; /* "" : the same */
+        int64_t amount;       /* -1: the same */
+        bool failed;
+    } cases[] = {
+        {"26120100000000000002", -1, false}, {"", 1999, false}, {"", 0, false}, {"", -1, true},
+        {"26120100000000000002", 5, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fake_payments_reset();
+        fake_payments.replayed = true;
+        fake_payments.outcome = PAY_APPLIED;
+        fake_payments.status = ORDER_PAID;
+        snprintf(fake_payments.seen_order_no, sizeof fake_payments.seen_order_no, "%s",
+                 cases[i].order_no);
+        fake_payments.seen_amount_cents = cases[i].amount;
+        fake_payments.seen_failed = cases[i].failed;
+        struct payment_callback cb = callback();
+        struct payment_result res;
+        int64_t reused = metrics_get(M_PAYMENTS_TXN_REUSED);
+        int64_t replayed = metrics_get(M_PAYMENTS_REPLAYED);
+        int rc = payments_callback(&app, &cb, &res);
+        if (rc != TD_EDUP)
+            fail_msg("case %zu: rc %d, want TD_EDUP", i, rc);
+        assert_false(res.replayed);
+        assert_int_equal(metrics_get(M_PAYMENTS_TXN_REUSED) - reused, 1);
+        assert_int_equal(metrics_get(M_PAYMENTS_REPLAYED) - replayed, 0);
+    }
+}
+
+static void test_same_callback(void **state)
+{
+    (void)state;
+    struct payment_callback cb = callback();
+    struct payment_seen seen = {.amount_cents = 2000, .success = true};
+    snprintf(seen.txn_id, sizeof seen.txn_id, "txn-1");
+    snprintf(seen.order_no, sizeof seen.order_no, ORDER_NO);
+    assert_true(payments_same_callback(&seen, &cb));
+    struct payment_seen s = seen;
+    s.amount_cents = 2001;
+    assert_false(payments_same_callback(&s, &cb));
+    s = seen;
+    s.success = false;
+    assert_false(payments_same_callback(&s, &cb));
+    s = seen;
+    snprintf(s.order_no, sizeof s.order_no, "26120100000000000002");
+    assert_false(payments_same_callback(&s, &cb));
+    s = seen;
+    snprintf(s.txn_id, sizeof s.txn_id, "txn-2");
+    assert_false(payments_same_callback(&s, &cb));
 }
 
 static void test_callback_dedup_off(void **state)
@@ -291,6 +348,8 @@ int main(void)
         T(test_callback_applies),
         T(test_callback_outcome_metrics),
         T(test_callback_replayed),
+        T(test_callback_txn_reused),
+        T(test_same_callback),
         T(test_callback_dedup_off),
         T(test_callback_implausible_order),
         T(test_callback_store_errors),
