@@ -1,8 +1,9 @@
 /*
  * sqlbase - the raw SQL baseline of ticketd's order transaction.
  *
- * Runs, per new order, the same transaction ticketd runs (price lookup,
- * order insert, stock compare-and-set, history row, commit) with no HTTP and
+ * Runs, per new order, the same transaction ticketd runs (begin, the order
+ * priced from its session with its history row written by the database's
+ * trigger, stock compare-and-set, commit) with no HTTP and
  * no Redis in front of it, from N threads that each own one connection and
  * its prepared statements. What ticketd reaches over HTTP divided by what
  * this reaches is the cost of everything ticketd adds around the database.
@@ -75,17 +76,14 @@ struct sqlbase_worker {
     pthread_t thread;
     int index;
     MYSQL *conn;
-    MYSQL_STMT *st_price;
     MYSQL_STMT *st_order;
     MYSQL_STMT *st_stock;
-    MYSQL_STMT *st_history;
     /* Bound parameters: the statements read these on every execute. */
     uint64_t session_id;
     uint64_t user_id;
     uint64_t order_id;
     int64_t quantity;
     uint64_t amount_cents;
-    uint64_t price_cents;
     char order_no[24];
     unsigned long order_no_len;
     char request_id[64];
@@ -370,45 +368,38 @@ static void bind_str(MYSQL_BIND *b, char *buf, unsigned long *len)
     b->length = len;
 }
 
-/* Prepares the four statements of the order transaction once per
- * connection, bound to the worker's parameter fields. */
+/* Prepares the two statements of the order transaction once per
+ * connection, bound to the worker's parameter fields. They are ticketd's
+ * own (service/store_mysql.c): the order priced from its session in one
+ * INSERT ... SELECT ... RETURNING (the history row comes from the
+ * database's trigger), then the stock compare-and-set. */
 static int worker_prepare(struct sqlbase_worker *w)
 {
-    MYSQL_BIND price[1];
     MYSQL_BIND order[6];
     MYSQL_BIND stock[3];
-    MYSQL_BIND history[1];
-
-    bind_u64(&price[0], &w->session_id);
 
     bind_str(&order[0], w->order_no, &w->order_no_len);
     bind_u64(&order[1], &w->user_id);
-    bind_u64(&order[2], &w->session_id);
-    bind_str(&order[3], w->request_id, &w->request_id_len);
+    bind_str(&order[2], w->request_id, &w->request_id_len);
+    bind_i64(&order[3], &w->quantity);
     bind_i64(&order[4], &w->quantity);
-    bind_u64(&order[5], &w->amount_cents);
+    bind_u64(&order[5], &w->session_id);
 
     bind_i64(&stock[0], &w->quantity);
     bind_u64(&stock[1], &w->session_id);
     bind_i64(&stock[2], &w->quantity);
 
-    bind_u64(&history[0], &w->order_id);
-
-    w->st_price = stmt_new(w->conn, "SELECT price_cents FROM sessions WHERE id = ?", price);
     w->st_order = stmt_new(w->conn,
                            "INSERT INTO orders (order_no, user_id, session_id, request_id, "
                            "quantity, amount_cents, status, version) "
-                           "VALUES (?, ?, ?, ?, ?, ?, 'PENDING_PAYMENT', 1)",
+                           "SELECT ?, ?, id, ?, ?, price_cents * ?, 'PENDING_PAYMENT', 1 "
+                           "FROM sessions WHERE id = ? RETURNING id, amount_cents",
                            order);
     w->st_stock = stmt_new(w->conn,
                            "UPDATE sessions SET stock = stock - ?, version = version + 1 "
                            "WHERE id = ? AND stock >= ?",
                            stock);
-    w->st_history = stmt_new(w->conn,
-                             "INSERT INTO order_history (order_id, from_status, to_status, "
-                             "version, cause) VALUES (?, NULL, 'PENDING_PAYMENT', 1, 'create')",
-                             history);
-    if (w->st_price == NULL || w->st_order == NULL || w->st_stock == NULL || w->st_history == NULL)
+    if (w->st_order == NULL || w->st_stock == NULL)
         return -1;
     return 0;
 }
@@ -424,14 +415,30 @@ static bool errno_retryable(unsigned err)
     return err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT;
 }
 
+/* The order, priced from its session; reads back its id and amount. */
 static int order_insert(struct sqlbase_worker *w, unsigned *err)
 {
-    if (mysql_stmt_execute(w->st_order) != 0) {
+    MYSQL_BIND result[2];
+    int fetched;
+
+    memset(result, 0, sizeof(result));
+    result[0].buffer_type = MYSQL_TYPE_LONGLONG;
+    result[0].buffer = &w->order_id;
+    result[0].is_unsigned = 1;
+    result[1].buffer_type = MYSQL_TYPE_LONGLONG;
+    result[1].buffer = &w->amount_cents;
+    result[1].is_unsigned = 1;
+    if (mysql_stmt_execute(w->st_order) != 0 || mysql_stmt_bind_result(w->st_order, result) != 0) {
         *err = mysql_stmt_errno(w->st_order);
         worker_note_error(w, *err, mysql_stmt_error(w->st_order));
         return -1;
     }
-    w->order_id = mysql_stmt_insert_id(w->st_order);
+    fetched = mysql_stmt_fetch(w->st_order);
+    mysql_stmt_free_result(w->st_order);
+    if (fetched != 0) {
+        worker_note_error(w, 0, "session row not found");
+        return -1;
+    }
     return 0;
 }
 
@@ -440,10 +447,7 @@ static int order_insert(struct sqlbase_worker *w, unsigned *err)
  * *err (0 for a client-side failure). */
 static int order_tx_once(struct sqlbase_worker *w, unsigned *err)
 {
-    MYSQL_BIND result[1];
-    uint64_t price = 0;
     int rc = SQLBASE_FAILED;
-    int fetched;
 
     *err = 0;
     if (mysql_real_query(w->conn, "START TRANSACTION", 17) != 0) {
@@ -451,22 +455,6 @@ static int order_tx_once(struct sqlbase_worker *w, unsigned *err)
         worker_note_error(w, *err, mysql_error(w->conn));
         goto out;
     }
-
-    memset(result, 0, sizeof(result));
-    result[0].buffer_type = MYSQL_TYPE_LONGLONG;
-    result[0].buffer = &price;
-    result[0].is_unsigned = 1;
-    if (mysql_stmt_execute(w->st_price) != 0 || mysql_stmt_bind_result(w->st_price, result) != 0)
-        goto stmt_error_price;
-    fetched = mysql_stmt_fetch(w->st_price);
-    mysql_stmt_free_result(w->st_price);
-    if (fetched != 0) {
-        worker_note_error(w, 0, "session row not found");
-        goto rollback;
-    }
-    w->price_cents = price;
-    w->amount_cents = price * (uint64_t)w->quantity;
-
     /* ticketd inserts first: a duplicate key is then rejected before any
      * row lock on the session is taken. --stock-first measures the other
      * order. */
@@ -483,12 +471,6 @@ static int order_tx_once(struct sqlbase_worker *w, unsigned *err)
     }
     if (w->run->opts->stock_first && order_insert(w, err) != 0)
         goto rollback;
-
-    if (mysql_stmt_execute(w->st_history) != 0) {
-        *err = mysql_stmt_errno(w->st_history);
-        worker_note_error(w, *err, mysql_stmt_error(w->st_history));
-        goto rollback;
-    }
     if (mysql_real_query(w->conn, "COMMIT", 6) != 0) {
         *err = mysql_errno(w->conn);
         worker_note_error(w, *err, mysql_error(w->conn));
@@ -497,9 +479,6 @@ static int order_tx_once(struct sqlbase_worker *w, unsigned *err)
     rc = SQLBASE_COMMITTED;
     goto out;
 
-stmt_error_price:
-    *err = mysql_stmt_errno(w->st_price);
-    worker_note_error(w, *err, mysql_stmt_error(w->st_price));
 rollback:
     /* Always explicit: a lock wait timeout rolls back only the statement. */
     mysql_rollback(w->conn);
@@ -773,14 +752,10 @@ int main(int argc, char **argv)
 out:
     if (workers != NULL) {
         for (int i = 0; i < opts.connections; i++) {
-            if (workers[i].st_price != NULL)
-                mysql_stmt_close(workers[i].st_price);
             if (workers[i].st_order != NULL)
                 mysql_stmt_close(workers[i].st_order);
             if (workers[i].st_stock != NULL)
                 mysql_stmt_close(workers[i].st_stock);
-            if (workers[i].st_history != NULL)
-                mysql_stmt_close(workers[i].st_history);
             if (workers[i].conn != NULL)
                 mysql_close(workers[i].conn);
         }

@@ -22,21 +22,24 @@ enum body_rule {
 };
 
 struct handler {
-    api_handler_fn fn;
+    api_handler_fn fn; /* the route's work: on a worker, unless no_io */
     enum access access;
     enum body_rule body;
+    bool no_io;         /* touches no dependency: answered on the HTTP thread */
+    api_quick_fn quick; /* what of it needs no I/O, run first; may answer */
 };
 
 /* Who may call each route and what it takes. The payment callback is
  * public here: the gateway proves itself with an HMAC, checked by the
  * handler over the raw body. */
 static const struct handler handlers[ROUTE_COUNT] = {
-    [ROUTE_LIVEZ] = {api_livez, ACCESS_PUBLIC, BODY_NONE},
-    [ROUTE_HEALTHZ] = {api_livez, ACCESS_PUBLIC, BODY_NONE},
+    [ROUTE_LIVEZ] = {api_livez, ACCESS_PUBLIC, BODY_NONE, .no_io = true},
+    [ROUTE_HEALTHZ] = {api_livez, ACCESS_PUBLIC, BODY_NONE, .no_io = true},
     [ROUTE_READYZ] = {api_readyz, ACCESS_PUBLIC, BODY_NONE},
-    [ROUTE_METRICS] = {api_metrics, ACCESS_PUBLIC, BODY_NONE},
+    [ROUTE_METRICS] = {api_metrics, ACCESS_PUBLIC, BODY_NONE, .no_io = true},
     [ROUTE_TOKENS_CREATE] = {api_tokens_create, ACCESS_USER, BODY_OPTIONAL},
-    [ROUTE_ORDERS_CREATE] = {api_orders_create, ACCESS_USER, BODY_REQUIRED},
+    [ROUTE_ORDERS_CREATE] = {api_orders_create, ACCESS_USER, BODY_REQUIRED,
+                             .quick = api_orders_create_quick},
     [ROUTE_ORDERS_LIST] = {api_orders_list, ACCESS_USER, BODY_NONE},
     [ROUTE_ORDER_GET] = {api_order_get, ACCESS_USER, BODY_NONE},
     [ROUTE_ORDER_CANCEL] = {api_order_cancel, ACCESS_USER, BODY_OPTIONAL},
@@ -62,18 +65,18 @@ static bool is_json_media_type(const char *ct)
     return next == '\0' || next == ';' || next == ' ';
 }
 
-void api_dispatch(struct req *r, struct resp *w)
+enum api_step api_begin(struct req *r, struct resp *w)
 {
     r->route = router_match(r->method, r->path, &r->match);
     if (r->route == ROUTE_NOT_FOUND) {
         resp_problem(w, PROBLEM_NOT_FOUND, NULL, "no resource at %s", r->path);
-        return;
+        return API_ANSWERED;
     }
     if (r->route == ROUTE_METHOD_NOT_ALLOWED) {
         resp_problem(w, PROBLEM_METHOD_NOT_ALLOWED, NULL, "%s is not allowed here; use %s",
                      r->method, r->match.allow);
         resp_header(w, "Allow", r->match.allow);
-        return;
+        return API_ANSWERED;
     }
     const struct handler *h = &handlers[r->route];
     if (h->access != ACCESS_PUBLIC) {
@@ -82,20 +85,37 @@ void api_dispatch(struct req *r, struct resp *w)
             TD_OK) {
             resp_problem(w, PROBLEM_UNAUTHENTICATED, NULL, "a valid bearer token is required");
             resp_header(w, "WWW-Authenticate", "Bearer realm=\"ticketd\"");
-            return;
+            return API_ANSWERED;
         }
         if (h->access == ACCESS_ADMIN && !r->who.admin) {
             resp_problem(w, PROBLEM_FORBIDDEN, NULL, "this route is for administrators");
-            return;
+            return API_ANSWERED;
         }
     }
     if ((h->body == BODY_REQUIRED || (h->body == BODY_OPTIONAL && r->body_len > 0)) &&
         !is_json_media_type(req_header(r, "Content-Type"))) {
         resp_problem(w, PROBLEM_UNSUPPORTED_MEDIA_TYPE, NULL,
                      "the body must be sent as Content-Type: application/json");
-        return;
+        return API_ANSWERED;
     }
-    h->fn(r, w);
+    if (h->no_io) {
+        h->fn(r, w);
+        return API_ANSWERED;
+    }
+    if (h->quick != NULL && h->quick(r, w))
+        return API_ANSWERED;
+    return API_BLOCKING;
+}
+
+void api_finish(struct req *r, struct resp *w)
+{
+    handlers[r->route].fn(r, w);
+}
+
+void api_dispatch(struct req *r, struct resp *w)
+{
+    if (api_begin(r, w) == API_BLOCKING)
+        api_finish(r, w);
 }
 
 json_t *api_body_object(const struct req *r, struct resp *w)

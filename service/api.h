@@ -6,7 +6,21 @@
 #include "req.h"
 #include "resp.h"
 
-/* Answers r into w. Always fills w (a problem on any failure). */
+enum api_step {
+    API_ANSWERED, /* w holds the answer */
+    API_BLOCKING, /* the rest needs Redis or MySQL: call api_finish */
+};
+
+/* Everything of a request that needs no I/O, fit for the thread that read
+ * it: routing, authentication, the media type, and the route's own quick
+ * checks (validation, a replay from the in-process cache). Routes that
+ * touch no dependency (/livez, /metrics) are answered here whole. */
+enum api_step api_begin(struct req *r, struct resp *w);
+
+/* The blocking rest of a request api_begin left: on a worker thread. */
+void api_finish(struct req *r, struct resp *w);
+
+/* Both steps on the calling thread. Always fills w. */
 void api_dispatch(struct req *r, struct resp *w);
 
 #endif

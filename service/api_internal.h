@@ -11,6 +11,8 @@
 #include <stdbool.h>
 
 typedef void (*api_handler_fn)(struct req *r, struct resp *w);
+/* A route's quick step (no I/O): true when it answered into w. */
+typedef bool (*api_quick_fn)(struct req *r, struct resp *w);
 
 void api_livez(struct req *r, struct resp *w);
 void api_readyz(struct req *r, struct resp *w);
@@ -18,6 +20,7 @@ void api_metrics(struct req *r, struct resp *w);
 void api_tokens_create(struct req *r, struct resp *w);
 void api_sessions_create(struct req *r, struct resp *w);
 void api_session_get(struct req *r, struct resp *w);
+bool api_orders_create_quick(struct req *r, struct resp *w);
 void api_orders_create(struct req *r, struct resp *w);
 void api_orders_list(struct req *r, struct resp *w);
 void api_order_get(struct req *r, struct resp *w);

@@ -69,54 +69,90 @@ out:
     return ok;
 }
 
-void api_orders_create(struct req *r, struct resp *w)
-{
+/* What the quick step read and checked, for the blocking step. */
+struct create_input {
     char key[IDEM_KEY_MAX + 1];
-    struct order_request rq = {.user_id = r->who.user_id, .key = key};
+    struct order_request rq;
+};
+
+/* The answer of the order flow, into w. */
+static void answer_order(struct resp *w, const struct order_request *rq, struct order_result *res);
+
+bool api_orders_create_quick(struct req *r, struct resp *w)
+{
+    struct create_input *in = xcalloc(1, sizeof *in);
+    struct order_request *rq = &in->rq;
     struct order_result res;
+    bool answered = true;
+    rq->user_id = r->who.user_id;
+    rq->key = in->key;
 
     const char *hk = req_header(r, "Idempotency-Key");
     if (hk == NULL) {
         resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_REQUIRED, NULL,
                      "send an Idempotency-Key header and reuse it for retries");
-        return;
+        goto out;
     }
-    if (!idem_parse_key(hk, key)) {
+    if (!idem_parse_key(hk, in->key)) {
         resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_INVALID, NULL,
                      "Idempotency-Key must be 1 to %d characters of A-Z a-z 0-9 . _ : -",
                      IDEM_KEY_MAX);
-        return;
+        goto out;
     }
-    if (!read_create_body(r, w, &rq.session_id, &rq.quantity))
-        return;
+    if (!read_create_body(r, w, &rq->session_id, &rq->quantity))
+        goto out;
     if (r->app->cfg->order_token_required) {
-        rq.token = req_header(r, "X-Order-Token");
-        if (rq.token == NULL || rq.token[0] == '\0') {
+        rq->token = req_header(r, "X-Order-Token");
+        if (rq->token == NULL || rq->token[0] == '\0') {
             resp_problem(w, PROBLEM_ORDER_TOKEN_REQUIRED, NULL,
                          "get a token from POST /api/v1/tokens and send it as X-Order-Token");
-            return;
+            goto out;
         }
-        if (strlen(rq.token) > TOKEN_MAX)
-            rq.token = "-"; /* cannot be ours; let the token defence refuse it */
+        if (strlen(rq->token) > TOKEN_MAX)
+            rq->token = "-"; /* cannot be ours; let the token defence refuse it */
     }
+    /* A retry of a key this process answered: replayed here, on the HTTP
+     * thread, with no I/O at all. */
+    if (orders_replay_local(r->app, rq, &res)) {
+        answer_order(w, rq, &res);
+        goto out;
+    }
+    /* The rest waits for Redis and MySQL: a worker takes it (api_finish). */
+    r->ctx = in;
+    r->ctx_free = free;
+    in = NULL;
+    answered = false;
+out:
+    free(in);
+    return answered;
+}
 
-    orders_create(r->app, &rq, render_order, &res);
-    w->layer = res.layer;
-    switch (res.outcome) {
+void api_orders_create(struct req *r, struct resp *w)
+{
+    struct create_input *in = r->ctx;
+    struct order_result res;
+    orders_create(r->app, &in->rq, render_order, &res);
+    answer_order(w, &in->rq, &res);
+}
+
+static void answer_order(struct resp *w, const struct order_request *rq, struct order_result *res)
+{
+    w->layer = res->layer;
+    switch (res->outcome) {
     case ORDER_CREATED:
     case ORDER_REPLAYED: {
         char location[64];
-        location_of(res.body, res.body_len, location, sizeof location);
+        location_of(res->body, res->body_len, location, sizeof location);
         if (location[0] != '\0')
             resp_header(w, "Location", location);
         /* The body moves into the response: no copy. */
         free(w->body);
-        w->status = res.status;
+        w->status = res->status;
         w->content_type = "application/json";
-        w->body = res.body;
-        w->body_len = res.body_len;
-        res.body = NULL;
-        if (res.outcome == ORDER_REPLAYED)
+        w->body = res->body;
+        w->body_len = res->body_len;
+        res->body = NULL;
+        if (res->outcome == ORDER_REPLAYED)
             resp_header(w, "Idempotent-Replayed", "true");
         break;
     }
@@ -139,11 +175,11 @@ void api_orders_create(struct req *r, struct resp *w)
         break;
     case ORDER_SOLD_OUT:
         resp_problem(w, PROBLEM_SOLD_OUT, NULL, "not enough seats left for %lld",
-                     (long long)rq.quantity);
+                     (long long)rq->quantity);
         break;
     case ORDER_SESSION_NOT_FOUND:
         resp_problem(w, PROBLEM_SESSION_NOT_FOUND, "session_id", "no session %lld",
-                     (long long)rq.session_id);
+                     (long long)rq->session_id);
         break;
     case ORDER_UNAVAILABLE:
         api_fail(w, TD_EUNAVAIL, "placing the order");
@@ -152,9 +188,9 @@ void api_orders_create(struct req *r, struct resp *w)
         api_fail(w, TD_EINTERNAL, "placing the order");
         break;
     }
-    if (res.layer != NULL)
-        resp_header(w, "Idempotency-Layer", res.layer);
-    order_result_cleanup(&res);
+    if (res->layer != NULL)
+        resp_header(w, "Idempotency-Layer", res->layer);
+    order_result_cleanup(res);
 }
 
 void api_order_get(struct req *r, struct resp *w)

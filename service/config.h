@@ -16,7 +16,9 @@ struct config {
     char *env; /* dev, demo, test or production */
     char *bind;
     int port;
-    int threads;
+    int threads; /* workers: the blocking part of requests, one Redis and MySQL connection each */
+    int io_threads; /* HTTP threads: read, parse, answer what needs no I/O */
+    int queue_max;  /* requests waiting for a worker before 503 */
     int max_body;
     int conn_limit;
     int conn_timeout_s;

@@ -8,6 +8,7 @@
 #include "req.h"
 #include "resp.h"
 #include "util.h"
+#include "workers.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -51,6 +52,7 @@ struct http_server {
     _Atomic int64_t last_request_ms;
     atomic_bool stopping; /* the connections are about to be closed */
 
+    struct workers *workers;  /* the blocking part of requests */
     pthread_mutex_t conns_mu; /* guards the list of slots */
     struct conn_slot *conns;
     pthread_t reaper;
@@ -75,6 +77,11 @@ struct exchange {
     char request_id[72];
     bool too_large; /* the body outgrew the limit; keep discarding it */
     bool queued;
+    /* The blocking step on a worker: the connection is suspended meanwhile
+     * and resumed with the answer ready (on_request is then called again). */
+    struct MHD_Connection *conn;
+    atomic_bool at_worker;
+    atomic_bool answer_ready;
 };
 
 static bool blank(char c)
@@ -266,6 +273,8 @@ static struct exchange *exchange_new(struct http_server *srv, struct MHD_Connect
 
 static void exchange_free(struct exchange *x)
 {
+    if (x->req.ctx_free != NULL)
+        x->req.ctx_free(x->req.ctx);
     for (int i = 0; i < x->ntrimmed; i++)
         free(x->trimmed[i]);
     resp_reset(&x->resp);
@@ -390,6 +399,28 @@ static bool precheck(struct MHD_Connection *c, struct exchange *x)
     return true;
 }
 
+/* Every worker busy and the queue full: say so rather than wait. */
+static void overloaded(struct exchange *x)
+{
+    resp_problem(&x->resp, PROBLEM_DEPENDENCY_UNAVAILABLE, NULL,
+                 "the server is overloaded; retry the request");
+    resp_header(&x->resp, "Retry-After", "1");
+}
+
+/* On a worker thread: the blocking step, then the connection back to its
+ * HTTP thread. The exchange is not touched by that thread meanwhile: the
+ * connection is suspended, and MHD calls nothing for it until resumed. */
+static void run_blocking(void *arg, bool cancelled)
+{
+    struct exchange *x = arg;
+    if (cancelled)
+        overloaded(x);
+    else
+        api_finish(&x->req, &x->resp);
+    atomic_store(&x->answer_ready, true);
+    MHD_resume_connection(x->conn);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **state)
@@ -440,10 +471,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         resp_header(&x->resp, "Retry-After", "1");
         return send_response(c, x, true);
     }
+    if (atomic_load(&x->answer_ready))
+        return send_response(c, x, false); /* resumed: the worker is done */
+    if (atomic_load(&x->at_worker))
+        return MHD_YES; /* called again while suspended: nothing to do yet */
     x->req.body = x->body.data;
     x->req.body_len = x->body.len;
-    api_dispatch(&x->req, &x->resp);
-    return send_response(c, x, false);
+    if (api_begin(&x->req, &x->resp) == API_ANSWERED)
+        return send_response(c, x, false);
+    /* The rest blocks on Redis or MySQL. Held here, it would hold up every
+     * other connection this thread serves; so the connection is suspended
+     * and a worker runs it (run_blocking), then resumes it. */
+    x->conn = c;
+    atomic_store(&x->at_worker, true);
+    MHD_suspend_connection(c);
+    if (!workers_submit(srv->workers, run_blocking, x)) {
+        overloaded(x);
+        atomic_store(&x->answer_ready, true);
+        MHD_resume_connection(c);
+    }
+    return MHD_YES;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,
@@ -588,6 +635,12 @@ struct http_server *http_start(struct app *app)
     struct http_server *s = xcalloc(1, sizeof *s);
     s->app = app;
     pthread_mutex_init(&s->conns_mu, NULL);
+    s->workers = workers_start(cfg->threads, cfg->queue_max);
+    if (s->workers == NULL) {
+        pthread_mutex_destroy(&s->conns_mu);
+        free(s);
+        return NULL;
+    }
 
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
@@ -600,7 +653,7 @@ struct http_server *http_start(struct app *app)
     }
 
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
-                         MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+                         MHD_USE_ERROR_LOG | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME;
     s->daemon = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
         on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_THREAD_POOL_SIZE,
@@ -613,6 +666,7 @@ struct http_server *http_start(struct app *app)
         (unsigned int)1024, MHD_OPTION_END);
     if (s->daemon == NULL) {
         log_error("cannot listen on %s:%d", cfg->bind, cfg->port);
+        workers_stop(s->workers);
         pthread_mutex_destroy(&s->conns_mu);
         free(s);
         return NULL;
@@ -623,7 +677,8 @@ struct http_server *http_start(struct app *app)
         return NULL;
     }
     s->reaper_started = true;
-    log_info("listening on http://%s:%d with %d threads", cfg->bind, cfg->port, cfg->threads);
+    log_info("listening on http://%s:%d with %d HTTP threads and %d workers", cfg->bind, cfg->port,
+             cfg->io_threads, cfg->threads);
     return s;
 }
 
@@ -681,6 +736,9 @@ void http_stop(struct http_server *s)
         atomic_store(&s->reaper_stop, true);
         pthread_join(s->reaper, NULL);
     }
+    /* Workers first: each suspended connection is resumed (with its answer,
+     * or "unavailable" for a job that never started) before MHD stops. */
+    workers_stop(s->workers);
     MHD_stop_daemon(s->daemon);
     pthread_mutex_destroy(&s->conns_mu);
     free(s);

@@ -137,24 +137,40 @@ static bool take_over_dead(struct app *app, const struct order_request *rq, cons
     return false;
 }
 
+/* Layer 1, in process: a key this process answered. */
+static bool replay_local(struct app *app, const struct order_request *rq, const char *fp,
+                         struct order_result *res)
+{
+    struct cached_response hit;
+    if (!(app->defenses & DEFENSE_RESPONSE_CACHE) ||
+        !respcache_get(app->respcache, rq->user_id, rq->key, mono_ms(), &hit))
+        return false;
+    if (strcmp(hit.fingerprint, fp) != 0) {
+        free(hit.body);
+        metrics_inc(M_DUP_KEY_REUSED);
+        answer(res, ORDER_KEY_REUSED, "response-cache");
+        return true;
+    }
+    metrics_inc(M_DUP_RESPONSE_CACHE);
+    replay(res, "response-cache", hit.status, hit.body, hit.body_len);
+    return true;
+}
+
+bool orders_replay_local(struct app *app, const struct order_request *rq, struct order_result *res)
+{
+    char fp[IDEM_FP_LEN + 1];
+    memset(res, 0, sizeof *res);
+    idem_fingerprint_order(rq->session_id, rq->quantity, fp);
+    return replay_local(app, rq, fp, res);
+}
+
 /* Layers 1 to 3. Returns true when the request should go on. */
 static bool check_key(struct app *app, const struct order_request *rq, const char *fp,
                       struct claims *cl, struct order_result *res)
 {
     unsigned on = app->defenses;
-    struct cached_response hit;
-    if ((on & DEFENSE_RESPONSE_CACHE) &&
-        respcache_get(app->respcache, rq->user_id, rq->key, mono_ms(), &hit)) {
-        if (strcmp(hit.fingerprint, fp) != 0) {
-            free(hit.body);
-            metrics_inc(M_DUP_KEY_REUSED);
-            answer(res, ORDER_KEY_REUSED, "response-cache");
-            return false;
-        }
-        metrics_inc(M_DUP_RESPONSE_CACHE);
-        replay(res, "response-cache", hit.status, hit.body, hit.body_len);
+    if (replay_local(app, rq, fp, res))
         return false;
-    }
     if (!(on & (DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)))
         return take_lock(app, rq, cl, res);
 

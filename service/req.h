@@ -26,6 +26,10 @@ struct req {
     struct identity who; /* set by api_dispatch for authenticated routes */
     struct app *app;
     void *transport; /* http.c's connection, for req_header and req_query */
+    /* What a route's quick step hands to its blocking step (api.h); freed
+     * with ctx_free when the request ends. */
+    void *ctx;
+    void (*ctx_free)(void *ctx);
 };
 
 /* Returns the borrowed value of a request header (case-insensitive), or

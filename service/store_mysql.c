@@ -19,7 +19,6 @@
 enum stmt {
     S_SESSION_INSERT,
     S_SESSION_GET,
-    S_SESSION_PRICE,
     S_ORDER_INSERT,
     S_STOCK_TAKE,
     S_HISTORY_INSERT,
@@ -40,10 +39,14 @@ static const char *const sql[S_COUNT] = {
                          "VALUES (?, ?, ?, ?, 0)",
     [S_SESSION_GET] = "SELECT id, title, price_cents, capacity, stock, version FROM sessions "
                       "WHERE id = ?",
-    [S_SESSION_PRICE] = "SELECT price_cents FROM sessions WHERE id = ?",
+    /* The order, priced from its session, in one statement: no row means
+     * no such session. In READ COMMITTED the session is read without a
+     * lock, and the history row comes from a trigger
+     * (sql/005_order_history_trigger.sql). */
     [S_ORDER_INSERT] = "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, "
                        "amount_cents, status, version, created_at, updated_at) "
-                       "VALUES (?, ?, ?, ?, ?, ?, 'PENDING_PAYMENT', 1, ?, ?)",
+                       "SELECT ?, ?, id, ?, ?, price_cents * ?, 'PENDING_PAYMENT', 1, ?, ? "
+                       "FROM sessions WHERE id = ? RETURNING id, amount_cents",
     /* The stock compare-and-set: never read-modify-write. */
     [S_STOCK_TAKE] = "UPDATE sessions SET stock = stock - ?, version = version + 1 "
                      "WHERE id = ? AND stock >= ?",
@@ -121,7 +124,7 @@ int store_session_create(const char *title, int64_t price_cents, int64_t stock, 
     rc = db_exec(c, sql[S_SESSION_INSERT], args, 4, NULL, &id);
     if (rc != TD_OK)
         return rc;
-    out->id = (int64_t)id;
+    out->id = id;
     snprintf(out->title, sizeof out->title, "%s", title);
     out->price_cents = price_cents;
     out->capacity = stock;
@@ -244,24 +247,20 @@ int store_order_create(const struct order_draft *d, struct order *out)
 {
     struct db_conn *c;
     char db_now[32], api_now[TIME_LEN + 1];
-    int64_t price = 0;
-    uint64_t affected = 0, id = 0;
+    int64_t id = 0, amount = 0;
+    uint64_t affected = 0;
     memset(out, 0, sizeof *out);
     int rc = db_conn(&c);
     if (rc != TD_OK)
         return rc;
     store_now(db_now, api_now);
 
+    /* Four round trips: BEGIN, the order (priced, with its history row),
+     * the stock compare-and-set, COMMIT. The hot session's row is locked
+     * by the third and released by the fourth. */
     rc = db_begin(c);
     if (rc != TD_OK)
         goto out;
-
-    struct db_arg sid[] = {DB_I(d->session_id)};
-    struct db_col pcol[] = {DB_COL_I(&price)};
-    rc = db_row(c, sql[S_SESSION_PRICE], sid, 1, pcol, 1);
-    if (rc != TD_OK)
-        goto out;
-    int64_t amount = price * d->quantity;
 
     if (d->check_then_insert) {
         /* Demo only: the race the unique index closes. Between this look
@@ -279,17 +278,18 @@ int store_order_create(const struct order_draft *d, struct order *out)
     }
 
     /* The unique indexes (user_id, session_id, request_id) and (user_id,
-     * request_id) decide here. The
-     * insert goes first: a duplicate is refused before any stock row lock
-     * is taken, which keeps the hot session's row free for real orders. */
-    struct db_arg ins[] = {DB_S(d->order_no),   DB_I(d->user_id),  DB_I(d->session_id),
-                           DB_S(d->request_id), DB_I(d->quantity), DB_I(amount),
-                           DB_S(db_now),        DB_S(db_now)};
-    rc = db_exec(c, sql[S_ORDER_INSERT], ins, 8, NULL, &id);
+     * request_id) decide here. The insert goes first: a duplicate is
+     * refused before any stock row lock is taken, which keeps the hot
+     * session's row free for real orders. */
+    struct db_arg ins[] = {DB_S(d->order_no), DB_I(d->user_id),   DB_S(d->request_id),
+                           DB_I(d->quantity), DB_I(d->quantity),  DB_S(db_now),
+                           DB_S(db_now),      DB_I(d->session_id)};
+    struct db_col made[] = {DB_COL_I(&id), DB_COL_I(&amount)};
+    rc = db_row(c, sql[S_ORDER_INSERT], ins, 8, made, 2);
     if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_orders_order_no") == 0)
         rc = TD_ERETRY; /* a random order number collided: run again with a new one */
     if (rc != TD_OK)
-        goto out;
+        goto out; /* TD_ENOTFOUND: no such session */
 
     if (d->read_then_write) {
         rc = stock_read_then_write(c, d);
@@ -306,11 +306,6 @@ int store_order_create(const struct order_draft *d, struct order *out)
         }
     }
 
-    struct db_arg hist[] = {DB_I(id), DB_NUL,         DB_S("PENDING_PAYMENT"),
-                            DB_I(1),  DB_S("create"), DB_S(db_now)};
-    rc = db_exec(c, sql[S_HISTORY_INSERT], hist, 6, NULL, NULL);
-    if (rc != TD_OK)
-        goto out;
     rc = db_commit(c);
     if (rc != TD_OK)
         goto out;
@@ -321,7 +316,7 @@ int store_order_create(const struct order_draft *d, struct order *out)
         return TD_EUNAVAIL;
     }
 
-    out->id = (int64_t)id;
+    out->id = id;
     snprintf(out->order_no, sizeof out->order_no, "%s", d->order_no);
     out->user_id = d->user_id;
     out->session_id = d->session_id;

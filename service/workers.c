@@ -1,0 +1,110 @@
+#include "workers.h"
+
+#include "cache.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct job {
+    workers_job_fn fn;
+    void *arg;
+};
+
+struct workers {
+    pthread_mutex_t mu;
+    pthread_cond_t ready; /* a job was queued, or stop */
+    struct job *ring;     /* queue_max slots */
+    int cap, head, count;
+    bool stop;
+    int nthreads;
+    pthread_t *threads;
+};
+
+/* Takes the next job; false once stopping and the queue is empty. */
+static bool next_job(struct workers *w, struct job *out, bool *cancelled)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->count == 0 && !w->stop)
+        pthread_cond_wait(&w->ready, &w->mu);
+    bool got = w->count > 0;
+    if (got) {
+        *out = w->ring[w->head];
+        w->head = (w->head + 1) % w->cap;
+        w->count--;
+        *cancelled = w->stop;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return got;
+}
+
+static void *worker_main(void *p)
+{
+    struct workers *w = p;
+    struct job j;
+    bool cancelled;
+    while (next_job(w, &j, &cancelled))
+        j.fn(j.arg, cancelled);
+    /* The connections this worker owned. */
+    store_thread_release();
+    cache_thread_release();
+    return NULL;
+}
+
+struct workers *workers_start(int n, int queue_max)
+{
+    struct workers *w = xcalloc(1, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->ready, NULL);
+    w->cap = queue_max;
+    w->ring = xcalloc((size_t)queue_max, sizeof *w->ring);
+    w->threads = xcalloc((size_t)n, sizeof *w->threads);
+    for (; w->nthreads < n; w->nthreads++) {
+        if (pthread_create(&w->threads[w->nthreads], NULL, worker_main, w) != 0) {
+            log_error("cannot start worker thread %d of %d", w->nthreads + 1, n);
+            workers_stop(w);
+            return NULL;
+        }
+    }
+    return w;
+}
+
+bool workers_submit(struct workers *w, workers_job_fn fn, void *arg)
+{
+    pthread_mutex_lock(&w->mu);
+    bool ok = !w->stop && w->count < w->cap;
+    if (ok) {
+        w->ring[(w->head + w->count) % w->cap] = (struct job){fn, arg};
+        w->count++;
+        pthread_cond_signal(&w->ready);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+
+int workers_waiting(struct workers *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int n = w->count;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+void workers_stop(struct workers *w)
+{
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_cond_broadcast(&w->ready);
+    pthread_mutex_unlock(&w->mu);
+    for (int i = 0; i < w->nthreads; i++)
+        pthread_join(w->threads[i], NULL);
+    pthread_cond_destroy(&w->ready);
+    pthread_mutex_destroy(&w->mu);
+    free(w->threads);
+    free(w->ring);
+    free(w);
+}
