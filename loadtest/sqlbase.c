@@ -321,6 +321,12 @@ static MYSQL *db_connect(const struct sqlbase_opts *o, char *err, size_t errlen)
     mysql_options(conn, MYSQL_OPT_READ_TIMEOUT, &timeout);
     mysql_options(conn, MYSQL_OPT_WRITE_TIMEOUT, &timeout);
     mysql_options(conn, MYSQL_OPT_RECONNECT, &off);
+    /* ticketd's session settings (service/db.c): the same isolation, so the
+     * same locks. Under REPEATABLE READ the INSERT ... SELECT would take a
+     * shared lock on the session row that the stock CAS then upgrades. */
+    mysql_options(conn, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
+    mysql_options(conn, MYSQL_INIT_COMMAND,
+                  "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
     if (mysql_real_connect(conn, o->socket != NULL ? NULL : o->host, o->user, o->password, o->db,
                            o->port, o->socket, 0) == NULL) {
         snprintf(err, errlen, "%s", mysql_error(conn));
