@@ -28,6 +28,8 @@
  *   order.commit_lost       COMMIT succeeded but its connection is dropped
  *                           before the answer is read (fail: the caller sees
  *                           the database unavailable, as after a lost reply)
+ *   order.before_transition an order was read for a transition (pay, cancel,
+ *                           ticket, complete, expire), not yet written
  *   order.after_commit      the order is committed, its answer not yet stored
  *                           in Redis nor sent
  *   redis.token_stall       the token script ran in Redis but its reply is

@@ -371,7 +371,7 @@ static int ticket_effect(struct db_conn *c, const void *ctx)
 {
     struct order o;
     struct db_arg args[] = {DB_S((const char *)ctx)};
-    int rc = store_tx_order(c, store_tx_lock_sql(sql_order_lock, sql_order_read), args, 1, &o);
+    int rc = store_tx_read_for_move(c, sql_order_lock, sql_order_read, args, 1, &o);
     if (rc != TD_OK)
         return rc;
     /* Ticketed before this key was recorded (the dedup row was off in a

@@ -54,15 +54,14 @@ static int lock_order(struct db_conn *c, const struct order_change *ch, struct o
     if (ch->order_no == NULL) {
         struct db_arg id[] = {DB_I(ch->order_id)};
         const char *by_id = ch->skip_locked ? sql[L_LOCK_BY_ID_SKIP] : sql[L_LOCK_BY_ID];
-        return store_tx_order(c, store_tx_lock_sql(by_id, sql[L_READ_BY_ID]), id, 1, o);
+        return store_tx_read_for_move(c, by_id, sql[L_READ_BY_ID], id, 1, o);
     }
     if (ch->user_id != 0) {
         struct db_arg key[] = {DB_S(ch->order_no), DB_I(ch->user_id)};
-        return store_tx_order(c, store_tx_lock_sql(sql[L_LOCK_BY_NO_USER], sql[L_READ_BY_NO_USER]),
-                              key, 2, o);
+        return store_tx_read_for_move(c, sql[L_LOCK_BY_NO_USER], sql[L_READ_BY_NO_USER], key, 2, o);
     }
     struct db_arg no[] = {DB_S(ch->order_no)};
-    return store_tx_order(c, store_tx_lock_sql(sql[L_LOCK_BY_NO], sql[L_READ_BY_NO]), no, 1, o);
+    return store_tx_read_for_move(c, sql[L_LOCK_BY_NO], sql[L_READ_BY_NO], no, 1, o);
 }
 
 int store_order_change(const struct order_change *ch, struct order *out, bool *changed)

@@ -5,6 +5,7 @@
 #include "db.h"
 #include "defenses.h"
 #include "err.h"
+#include "faults.h"
 #include "store_tx.h"
 
 static unsigned defenses_on = DEFENSES_ALL;
@@ -50,7 +51,15 @@ int store_tx_move(struct db_conn *c, const struct order *o, enum order_event ev)
     return db_exec(c, sql_history, hist, 6, NULL, NULL);
 }
 
-const char *store_tx_lock_sql(const char *locking, const char *plain)
+int store_tx_read_for_move(struct db_conn *c, const char *locking, const char *plain,
+                           const struct db_arg *args, int nargs, struct order *out)
 {
-    return store_defense_on(DEFENSE_STATE_CAS) ? locking : plain;
+    int rc =
+        store_tx_order(c, store_defense_on(DEFENSE_STATE_CAS) ? locking : plain, args, nargs, out);
+    /* The test build can widen the time between reading the order and
+     * writing it (delay), in both versions: under the row lock a second
+     * transition waits for the first; without it both go ahead. */
+    if (rc == TD_OK)
+        (void)FAULT_POINT("order.before_transition");
+    return rc;
 }

@@ -146,7 +146,7 @@ int store_payment_record(const struct payment_callback *cb, bool dedup, payment_
         goto out;
     tx = true;
     struct db_arg no[] = {DB_S(cb->order_no)};
-    rc = store_tx_order(c, store_tx_lock_sql(sql[P_ORDER_LOCK], sql[P_ORDER_READ]), no, 1, &o);
+    rc = store_tx_read_for_move(c, sql[P_ORDER_LOCK], sql[P_ORDER_READ], no, 1, &o);
     if (rc != TD_OK)
         goto out;
 

@@ -21,10 +21,11 @@ int store_tx_transition(struct db_conn *c, const struct order *o, enum order_eve
  * UPDATE naming only the row's id, trusting a status read without a lock. */
 int store_tx_move(struct db_conn *c, const struct order *o, enum order_event ev);
 
-/* The statement that reads an order before a transition: locking (FOR
- * UPDATE), or with state-cas switched off the plain read of the naive
- * version. */
-const char *store_tx_lock_sql(const char *locking, const char *plain);
+/* store_tx_order for an order about to be moved: by the locking statement
+ * (FOR UPDATE), or with state-cas switched off by the plain read of the
+ * naive version. */
+int store_tx_read_for_move(struct db_conn *c, const char *locking, const char *plain,
+                           const struct db_arg *args, int nargs, struct order *out);
 
 /* Now as DATETIME(3) text, in UTC ("2026-12-01 08:00:00.123"), and as
  * RFC 3339 ("2026-12-01T08:00:00Z"). */
