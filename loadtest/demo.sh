@@ -372,6 +372,39 @@ run "-consumer-dedup" consumer-dedup "${DB_MAIN}" damage \
     "Every order.paid event delivered twice (as after a relay crash) to consumers without their dedup row: points are credited twice." \
     "${MQ} @redeliver"
 
+# The articles' pitfalls: each run switches off one detail, and the same
+# scenario with every defence on (run 1, or the run named) shows zero.
+run "-lock -token-atomic" session-lock,token-atomic "${DB_MAIN}" damage \
+    "The token checked with GET and spent by a separate write (two round trips): the two clicks of one form both read it unspent. Compare run 8 (session-lock off, atomic token): zero." \
+    "${CLICK}"
+RUN_BIN=${TICKETD_FAULTS}
+RUN_ENV=(TICKETD_LOCK_TTL_MS=400 TICKETD_FAULT=order.after_redis:delay:600)
+run "-lock-owner-check" lock-owner-check "${DB_MAIN}" damage \
+    "Every order 600 ms slow, locks of 400 ms; three clicks 450 and 250 ms apart. Click 1 outlives its lock, click 2 takes it, click 1's plain DEL frees it, and click 3 orders while click 2 holds it." \
+    "double-click --burst 3 --gaps 450,250 --lock-ttl 400 --rounds $((K * 4))"
+RUN_BIN=${TICKETD_FAULTS}
+RUN_ENV=(TICKETD_CLAIM_IDLE_MS=300 "TICKETD_FAULT=consumer.effect:fail:$((K * 10))")
+run "-consumer-dedup-same-tx" consumer-dedup-same-tx "${DB_MAIN}" damage \
+    "The first effects fail after the dedup row; with the row committed on its own, the redelivery finds it and skips the effect: points lost." \
+    "${MQ}"
+run "-consumer-dedup-business-key" consumer-dedup-business-key "${DB_MAIN}" damage \
+    "Dedup by stream entry id: every event republished under a new entry id (redeliver.sh) is credited again." \
+    "${MQ} @redeliver"
+RUN_BIN=${TICKETD_FAULTS}
+RUN_ENV=(TICKETD_FAULT=order.before_transition:delay:50)
+run "-state-cas" state-cas "${DB_MAIN}" may \
+    "Transitions read without a lock and write without the status/version predicate, 50 ms between read and write: cancels and payments racing both apply." \
+    "${GATEWAY}"
+RUN_BIN=${TICKETD_FAULTS}
+RUN_ENV=("TICKETD_FAULT=order.commit_lost:fail:$((K * 5))")
+run "-forget-failures" forget-failures "${DB_MAIN}" damage \
+    "The first COMMITs' answers are lost (503); remembered under the key, the 503 is replayed to every retry though the orders exist." \
+    "retry-storm --rounds $((K * 100)) --copies 4 --client-retries 2"
+RUN_ENV=(TICKETD_IDEM_TTL_S=1)
+run "records expired" none "${DB_MAIN}" none \
+    "Every record expires after 1 s and the retries come 2.5 s after the storm: the unique index answers them with their orders." \
+    "retry-storm --rounds $((K * 200)) --copies 4 --late 2500"
+
 run "Redis flushed" none "${DB_MAIN}" none \
     "FLUSHALL in the middle of the storm: markers, locks, answers and tokens are gone. The database is asked before any refusal, so the retries of keys completed before the flush get their orders back (unique-index); keys that had not spent their token yet are truly refused." \
     "${FSTORM} @flush"

@@ -73,6 +73,11 @@ static void usage(FILE *out)
         "                      (one form, submitted twice, each time with a new key)\n"
         "  --spread MS         retry-storm: the copies of a key leave over MS ms instead of\n"
         "                      at once (a client resending on its own timer)\n"
+        "  --late MS           retry-storm: wait MS ms before the retries after the storm\n"
+        "                      (past TICKETD_IDEM_TTL_S: the records have expired)\n"
+        "  --gaps MS,MS...     double-click: each click leaves MS ms after the one before\n"
+        "  --lock-ttl MS       double-click: the server's TICKETD_LOCK_TTL_MS; an order made\n"
+        "                      while another click of the burst held the lock is damage\n"
         "  --allow CODE        also allow this problem code as an order's answer (a run\n"
         "                      with the defence that would have answered switched off);\n"
         "                      repeatable\n"
@@ -215,6 +220,9 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         OPT_CLIENT_RETRIES,
         OPT_RETRY_FOR,
         OPT_SPREAD,
+        OPT_LATE,
+        OPT_GAPS,
+        OPT_LOCK_TTL,
         OPT_ALLOW,
         OPT_FAULT,
         OPT_FAULT_AT,
@@ -255,6 +263,9 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         {"client-retries", required_argument, NULL, OPT_CLIENT_RETRIES},
         {"retry-for", required_argument, NULL, OPT_RETRY_FOR},
         {"spread", required_argument, NULL, OPT_SPREAD},
+        {"late", required_argument, NULL, OPT_LATE},
+        {"gaps", required_argument, NULL, OPT_GAPS},
+        {"lock-ttl", required_argument, NULL, OPT_LOCK_TTL},
         {"allow", required_argument, NULL, OPT_ALLOW},
         {"fault", required_argument, NULL, OPT_FAULT},
         {"fault-at", required_argument, NULL, OPT_FAULT_AT},
@@ -402,6 +413,29 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
             rc = parse_ll(optarg, 0, 600000, &v);
             o->spread_s = (double)v / 1000.0;
             break;
+        case OPT_LATE:
+            rc = parse_ll(optarg, 0, 600000, &v);
+            o->late_s = (double)v / 1000.0;
+            break;
+        case OPT_LOCK_TTL:
+            rc = parse_ll(optarg, 1, 600000, &v);
+            o->lock_ttl_s = (double)v / 1000.0;
+            break;
+        case OPT_GAPS: {
+            char *save = NULL, *copy = strdup(optarg);
+
+            o->gap_count = 0;
+            for (char *t = strtok_r(copy, ",", &save); t != NULL && rc == 0;
+                 t = strtok_r(NULL, ",", &save)) {
+                if (o->gap_count == 8) {
+                    rc = -1;
+                    break;
+                }
+                rc = parse_int(t, 0, 60000, &o->gaps_ms[o->gap_count++]);
+            }
+            free(copy);
+            break;
+        }
         case OPT_ALLOW:
             if (o->allow_count == LOAD_ALLOW_MAX) {
                 fprintf(stderr, "ticketd-load: at most %d --allow\n", LOAD_ALLOW_MAX);

@@ -2,12 +2,14 @@
 
 #include "load_sign.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Each scenario instance draws users from its own range so that scenarios
  * of one mixed run never share a user (and so never a session lock). */
@@ -437,6 +439,15 @@ static void storm_answer(struct storm_ctx *c, struct storm_key *k, struct load_r
     const char *no;
     char text[160];
 
+    if (r->status != 201 && r->replayed) {
+        /* A failure stored under the key and replayed: the retry can never
+         * succeed, whatever became of the cause (forget-failures off). */
+        k->rejected++;
+        verdict_damage(c->s->v, DAMAGE_FAILURE_REPLAYED, 1,
+                       "retry-storm: a retry of key %s was answered a replayed failure (%s)",
+                       k->b.key, answer_text(r, text, sizeof(text)));
+        return;
+    }
     if (r->status != 201) {
         k->rejected++;
         if (answer_uncertain(r))
@@ -583,6 +594,17 @@ static int scen_retry_storm(struct scen *s)
         }
         batch_run(s, &b, storm_done, &c);
     }
+    /* --late: the retries come after the keys' records expired (a client
+     * back from a long timeout, a replay from a log). */
+    if (o->late_s > 0) {
+        struct timespec ts = {(time_t)o->late_s,
+                              (long)((o->late_s - (double)(time_t)o->late_s) * 1e9)};
+
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+        verdict_note(s->v, "retry-storm: the retries after the storm left %.1f s after it",
+                     o->late_s);
+    }
     /* One more retry per key, after the storm: the client that timed out
      * and tries again with the same key and the spent token. It wants the
      * outcome: told "in progress", it waits and asks again. */
@@ -664,6 +686,11 @@ struct click_ctx {
     uint64_t *fastest_us; /* per burst: the quickest order created */
     uint64_t *slowest_us; /* per burst: the slowest order created */
     long long created;
+    /* per click (burst * clicks + click): when it left and was answered,
+     * and whether it made an order; for --lock-ttl */
+    double *sent;
+    double *answered;
+    bool *made;
 };
 
 static void click_done(void *arg, struct load_req *r)
@@ -673,6 +700,9 @@ static void click_done(void *arg, struct load_req *r)
 
     /* A retry's replay is the order its own earlier attempt made. */
     if (r->status == 201 && (!r->replayed || r->attempts > 1)) {
+        c->sent[r->tag2] = r->first_start;
+        c->answered[r->tag2] = r->t_end;
+        c->made[r->tag2] = true;
         c->orders[r->tag]++;
         c->created++;
         if (c->fastest_us[r->tag] == 0 || r->latency_us < c->fastest_us[r->tag])
@@ -724,6 +754,9 @@ static int scen_double_click(struct scen *s)
     c.orders = load_xcalloc((size_t)bursts, sizeof(int));
     c.fastest_us = load_xcalloc((size_t)bursts, sizeof(uint64_t));
     c.slowest_us = load_xcalloc((size_t)bursts, sizeof(uint64_t));
+    c.sent = load_xcalloc((size_t)n, sizeof(double));
+    c.answered = load_xcalloc((size_t)n, sizeof(double));
+    c.made = load_xcalloc((size_t)n, sizeof(bool));
     for (int i = 0; i < bursts; i++) {
         uint64_t user = user_new(s);
 
@@ -753,10 +786,39 @@ static int scen_double_click(struct scen *s)
             key_new(s, x->key, sizeof(x->key));
             r = req_order(s, x->user, x->key, x->token_ok ? x->token : NULL, session, o->quantity);
             r->tag = i;
+            r->tag2 = i * clicks + j;
+            /* --gaps: a user clicking again after a while, not at once. */
+            for (int g = 0; g < j && o->gap_count > 0; g++)
+                r->delay_s += o->gaps_ms[g < o->gap_count ? g : o->gap_count - 1] / 1000.0;
             batch_add(&b, r, j == 0 ? BATCH_GROUP : BATCH_JOIN);
         }
     }
     batch_run(s, &b, click_done, &c);
+    /* --lock-ttl: a click that made an order while another click of its
+     * burst, which made one too, had left less than the lock's TTL before
+     * and was still in flight. That click held the session lock (its order
+     * says so) and the lock had not expired (a margin of 100 ms for the
+     * time between leaving and taking it): the lock should have turned the
+     * later click away. Something freed a lock it did not own. */
+    for (int i = 0; i < bursts && o->lock_ttl_s > 0; i++) {
+        for (int j = 0; j < clicks; j++) {
+            int cj = i * clicks + j;
+
+            for (int k = 0; k < clicks && c.made[cj]; k++) {
+                int ck = i * clicks + k;
+
+                if (k == j || !c.made[ck] || c.sent[ck] >= c.sent[cj] ||
+                    c.sent[cj] - c.sent[ck] > o->lock_ttl_s - 0.1 || c.answered[ck] <= c.sent[cj])
+                    continue;
+                verdict_damage(s->v, DAMAGE_LOCK_BYPASSED, 1,
+                               "double-click: click %d of user %llu made an order %.0f ms after "
+                               "click %d took the lock (TTL %.0f ms), while that one was in flight",
+                               j + 1, (unsigned long long)bs[cj].user,
+                               (c.sent[cj] - c.sent[ck]) * 1000.0, k + 1, o->lock_ttl_s * 1000.0);
+                break;
+            }
+        }
+    }
     for (int i = 0; i < bursts; i++) {
         if (c.orders[i] == 0)
             none++;
@@ -792,6 +854,9 @@ static int scen_double_click(struct scen *s)
                      "server served the clicks one after the other)",
                      fast_ms / more, slow_ms / more);
     free(c.slowest_us);
+    free(c.sent);
+    free(c.answered);
+    free(c.made);
     free(c.fastest_us);
     free(c.orders);
     free(bs);

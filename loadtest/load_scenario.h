@@ -45,6 +45,12 @@ struct load_opts {
     bool no_token;       /* skip POST /tokens (server runs TICKETD_ORDER_TOKEN_REQUIRED=0) */
     bool shared_token;   /* double-click: the clicks of a burst share one token */
     double spread_s;     /* retry-storm: the copies of a key leave over this time */
+    double late_s;       /* retry-storm: wait this long before the retries after the storm */
+    /* double-click: the clicks of a burst leave this long after the one
+     * before (ms each, up to 8); 0 entries: at once. */
+    int gaps_ms[8];
+    int gap_count;
+    double lock_ttl_s; /* double-click: the server's TICKETD_LOCK_TTL_MS, to judge the lock */
     /* Problem codes also allowed as final order answers, for runs that
      * switched off the defence that would otherwise have answered. */
     const char *allow[LOAD_ALLOW_MAX];

@@ -782,6 +782,8 @@ static const struct damage_row damage_rows[DAMAGE_COUNT] = {
     {DAMAGE_DOUBLE_POINTS, "double-credited points", "double_credited_points",
      "points_match_paid_orders", NULL},
     {DAMAGE_MISSING_POINTS, "missing points", "missing_points", "points_match_paid_orders", NULL},
+    {DAMAGE_LOCK_BYPASSED, "orders past a held session lock", "lock_bypassed_orders", NULL, NULL},
+    {DAMAGE_FAILURE_REPLAYED, "retries refused forever", "failures_replayed", NULL, NULL},
     {DAMAGE_FORBIDDEN_ANSWER, "forbidden answers", "forbidden_answers", NULL, NULL},
 };
 
@@ -958,9 +960,10 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
         else
             snprintf(label, sizeof(label), "%s", d->label);
         fprintf(out, "  %-42s %10lld   %s\n", label, v->damage[d->kind],
-                d->kind == DAMAGE_FORBIDDEN_ANSWER ? "- (unit: answers; each is damage)"
-                : d->check_a != NULL               ? audit_word(v, d->check_a, d->check_b)
-                                                   : "-");
+                d->kind == DAMAGE_FORBIDDEN_ANSWER   ? "- (unit: answers; each is damage)"
+                : d->kind == DAMAGE_FAILURE_REPLAYED ? "- (unit: answers: a failure replayed)"
+                : d->check_a != NULL                 ? audit_word(v, d->check_a, d->check_b)
+                                                     : "-");
     }
     if (v->audit_read) {
         fprintf(out, "  %-42s %10d   of %d checks\n", "audit checks failed", v->audit_failed,

@@ -37,6 +37,8 @@ enum verdict_damage {
     DAMAGE_PAID_CANCELLED,   /* an order both cancelled and paid */
     DAMAGE_DOUBLE_POINTS,    /* points above 1 per 100 cents of paid orders */
     DAMAGE_MISSING_POINTS,   /* points still below that after the wait */
+    DAMAGE_LOCK_BYPASSED,    /* an order made while another click held the session lock */
+    DAMAGE_FAILURE_REPLAYED, /* a failure replayed to a retry (unit: answers) */
     DAMAGE_FORBIDDEN_ANSWER, /* an answer the contract does not allow (unit: answers) */
     DAMAGE_COUNT,
 };

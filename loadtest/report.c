@@ -48,6 +48,8 @@ static const struct {
     {"paid_cancelled_orders", "paid+cancelled", "orders both paid and cancelled"},
     {"double_credited_points", "double points", "double-credited points"},
     {"missing_points", "missing points", "missing points"},
+    {"lock_bypassed_orders", "past lock", "orders past a held session lock"},
+    {"failures_replayed", "refused forever", "retries refused forever (a failure replayed)"},
     {"forbidden_answers", "forbidden answers", "answers the contract forbids"},
     {"audit_failed_checks", "audit failed", "failed audit checks"},
 };

@@ -2,6 +2,7 @@
  * (with events' stream code) that includes <hiredis.h>. */
 #include "cache.h"
 
+#include "defenses.h"
 #include "err.h"
 #include "faults.h"
 #include "log.h"
@@ -87,11 +88,38 @@ static const char take_over_lua[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] th
                                     "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])\n"
                                     "return 1\n";
 
+/* DEMO ONLY (lock-owner-check switched off): complete_lua and release_lua
+ * with the lock released the way the articles warn against, `finally {
+ * delete(lockKey) }`: a plain DEL, whoever holds the lock now. A request
+ * slower than the lock's TTL frees the lock another request took since. */
+static const char complete_naive_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                                         "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
+                                         "end\n"
+                                         "if ARGV[4] ~= '' then redis.call('DEL', KEYS[2]) end\n"
+                                         "return 1\n";
+
+static const char release_naive_lua[] =
+    "if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "end\n"
+    "if ARGV[2] ~= '' then redis.call('DEL', KEYS[2]) end\n"
+    "return 1\n";
+
 static struct redis_script begin = {begin_lua, ""};
 static struct redis_script take_over = {take_over_lua, ""};
 static struct redis_script token_take = {token_take_lua, ""};
 static struct redis_script complete = {complete_lua, ""};
 static struct redis_script release = {release_lua, ""};
+static struct redis_script complete_naive = {complete_naive_lua, ""};
+static struct redis_script release_naive = {release_naive_lua, ""};
+
+/* The defences of this adapter that are on; set once before serving. */
+static unsigned defenses_on = DEFENSES_ALL;
+
+void cache_set_defenses(unsigned on)
+{
+    defenses_on = on;
+}
 
 int cache_init(const struct config *cfg)
 {
@@ -103,6 +131,8 @@ int cache_init(const struct config *cfg)
     redis_script_prepare(&token_take);
     redis_script_prepare(&complete);
     redis_script_prepare(&release);
+    redis_script_prepare(&complete_naive);
+    redis_script_prepare(&release_naive);
     return TD_OK;
 }
 
@@ -155,6 +185,42 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s)
     return rc;
 }
 
+/* DEMO ONLY (token-atomic switched off): the check and the spend the
+ * articles warn about, GET and then a separate write. Between the two
+ * round trips another request with the same token reads it unspent too,
+ * and both pass. The second step marks the token spent by the key (where
+ * the articles' version deletes it) so that nothing but the window differs
+ * from token_take_lua: a deleted token would read as one Redis forgot. */
+static int token_take_naive(const char *key, const char *uid, const char *spent, const char *ttl)
+{
+    redisReply *r = NULL;
+    const char *get[] = {"GET", key};
+    int rc = redis_command(2, get, NULL, &r);
+    if (rc != TD_OK)
+        goto out;
+    if (r->type == REDIS_REPLY_NIL) {
+        rc = TD_ENOTFOUND;
+        goto out;
+    }
+    if (r->type != REDIS_REPLY_STRING) {
+        rc = TD_EINTERNAL;
+        goto out;
+    }
+    if (strcmp(r->str, spent) == 0)
+        goto out; /* spent before by this key: TD_OK */
+    if (strcmp(r->str, uid) != 0) {
+        rc = TD_ECONFLICT;
+        goto out;
+    }
+    freeReplyObject(r);
+    r = NULL;
+    const char *set[] = {"SET", key, spent, "EX", ttl};
+    rc = redis_command(5, set, NULL, &r);
+out:
+    freeReplyObject(r);
+    return rc;
+}
+
 int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
 {
     char key[256], uid[24], spent[24 + 1 + 128], ttl[24];
@@ -165,6 +231,8 @@ int cache_token_take(int64_t user_id, const char *token, const char *idem_key, i
     snprintf(ttl, sizeof ttl, "%d", ttl_s);
     const char *keys[] = {key};
     const char *args[] = {uid, spent, ttl};
+    if (!(defenses_on & DEFENSE_TOKEN_ATOMIC))
+        return token_take_naive(key, uid, spent, ttl);
     int rc = redis_eval(&token_take, 1, keys, 3, args, &r);
     if (rc == TD_OK) {
         long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
@@ -251,7 +319,8 @@ int cache_order_complete(int64_t user_id, const char *key, const char *marker, c
     snprintf(ttl, sizeof ttl, "%d", ttl_s);
     const char *keys[] = {ik, lk};
     const char *args[] = {marker ? marker : "", record, ttl, owner ? owner : ""};
-    int rc = redis_eval(&complete, 2, keys, 4, args, &r);
+    bool owner_check = (defenses_on & DEFENSE_LOCK_OWNER_CHECK) != 0;
+    int rc = redis_eval(owner_check ? &complete : &complete_naive, 2, keys, 4, args, &r);
     freeReplyObject(r);
     return rc;
 }
@@ -265,7 +334,8 @@ int cache_order_release(int64_t user_id, const char *key, const char *marker, in
     lock_key(lk, sizeof lk, user_id, session_id);
     const char *keys[] = {ik, lk};
     const char *args[] = {marker ? marker : "", owner ? owner : ""};
-    int rc = redis_eval(&release, 2, keys, 2, args, &r);
+    bool owner_check = (defenses_on & DEFENSE_LOCK_OWNER_CHECK) != 0;
+    int rc = redis_eval(owner_check ? &release : &release_naive, 2, keys, 2, args, &r);
     freeReplyObject(r);
     return rc;
 }

@@ -9,11 +9,33 @@
 static const struct {
     enum defense bit;
     const char *name;
+    const char *harm; /* what gets through with it off */
 } names[] = {
-    {DEFENSE_RESPONSE_CACHE, "response-cache"}, {DEFENSE_INFLIGHT_KEY, "inflight-key"},
-    {DEFENSE_SESSION_LOCK, "session-lock"},     {DEFENSE_TOKEN, "token"},
-    {DEFENSE_STOCK_CAS, "stock-cas"},           {DEFENSE_UNIQUE_INDEX, "unique-index"},
-    {DEFENSE_CALLBACK_DEDUP, "callback-dedup"}, {DEFENSE_CONSUMER_DEDUP, "consumer-dedup"},
+    {DEFENSE_RESPONSE_CACHE, "response-cache", "duplicates it would stop will get through"},
+    {DEFENSE_INFLIGHT_KEY, "inflight-key", "duplicates it would stop will get through"},
+    {DEFENSE_SESSION_LOCK, "session-lock", "duplicates it would stop will get through"},
+    {DEFENSE_TOKEN, "token", "duplicates it would stop will get through"},
+    {DEFENSE_STOCK_CAS, "stock-cas", "duplicates it would stop will get through"},
+    {DEFENSE_UNIQUE_INDEX, "unique-index", "duplicates it would stop will get through"},
+    {DEFENSE_CALLBACK_DEDUP, "callback-dedup", "duplicates it would stop will get through"},
+    {DEFENSE_CONSUMER_DEDUP, "consumer-dedup", "duplicates it would stop will get through"},
+    {DEFENSE_TOKEN_ATOMIC, "token-atomic",
+     "order tokens are checked with GET and spent by a separate write: two requests with one "
+     "token can both pass"},
+    {DEFENSE_LOCK_OWNER_CHECK, "lock-owner-check",
+     "session locks are released by a plain DEL: a request slower than the lock TTL frees "
+     "another request's lock"},
+    {DEFENSE_CONSUMER_DEDUP_SAME_TX, "consumer-dedup-same-tx",
+     "consumers commit their dedup row before the effect: an effect that fails is skipped on "
+     "redelivery"},
+    {DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY, "consumer-dedup-business-key",
+     "consumers dedup by stream entry id: a re-published event is applied again"},
+    {DEFENSE_STATE_CAS, "state-cas",
+     "order transitions read the status and write without a status/version predicate: "
+     "concurrent transitions both apply"},
+    {DEFENSE_FORGET_FAILURES, "forget-failures",
+     "failures are remembered under their Idempotency-Key: a retry after the cause is gone is "
+     "refused forever"},
 };
 
 #define N_NAMES (sizeof names / sizeof names[0])
@@ -79,8 +101,7 @@ int defenses_check_env(unsigned on, const char *env)
     for (size_t i = 0; i < N_NAMES; i++) {
         if ((on & names[i].bit) == 0) {
             any_off = true;
-            log_warn("DEFENCE SWITCHED OFF: %s -- duplicates it would stop will get through",
-                     names[i].name);
+            log_warn("DEFENCE SWITCHED OFF: %s -- %s", names[i].name, names[i].harm);
         }
     }
     if (any_off && strcmp(env, "demo") != 0) {

@@ -18,18 +18,29 @@ enum defense {
     DEFENSE_UNIQUE_INDEX = 1u << 5,
     DEFENSE_CALLBACK_DEDUP = 1u << 6,
     DEFENSE_CONSUMER_DEDUP = 1u << 7,
+    /* The details the articles warn about: each switched off runs the naive
+     * code they describe, and nothing else changes. */
+    DEFENSE_TOKEN_ATOMIC = 1u << 8,                 /* GET, then a separate write */
+    DEFENSE_LOCK_OWNER_CHECK = 1u << 9,             /* the lock released by a plain DEL */
+    DEFENSE_CONSUMER_DEDUP_SAME_TX = 1u << 10,      /* dedup row committed before the effect */
+    DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY = 1u << 11, /* dedup by stream entry id */
+    DEFENSE_STATE_CAS = 1u << 12,                   /* read the status, write without predicate */
+    DEFENSE_FORGET_FAILURES = 1u << 13,             /* failures remembered like successes */
 };
 
-#define DEFENSES_ALL 0xffu
+#define DEFENSES_ALL 0x3fffu
 
 /* Parses "all", "none", or a comma list of names (response-cache,
  * inflight-key, session-lock, token, stock-cas, unique-index,
- * callback-dedup, consumer-dedup), each optionally prefixed with '-' to
+ * callback-dedup, consumer-dedup, token-atomic, lock-owner-check,
+ * consumer-dedup-same-tx, consumer-dedup-business-key, state-cas,
+ * forget-failures), each optionally prefixed with '-' to
  * switch it off. A list that starts with '-' starts from all on.
  * Returns TD_OK or TD_EINVAL with a reason in err. */
 int defenses_parse(const char *spec, unsigned *out, char *err, size_t cap);
 
-/* Logs every switched-off defence. Returns TD_EINVAL (logged) if any is off
+/* Logs every switched-off defence, one line each: "DEFENCE SWITCHED OFF:
+ * <name> -- <what gets through>". Returns TD_EINVAL (logged) if any is off
  * and env is not "demo". */
 int defenses_check_env(unsigned on, const char *env);
 

@@ -506,7 +506,12 @@ static enum outcome consume(struct consumer *cs, const struct entry *en, int64_t
     if (FAULT_POINT("consumer.before_effect"))
         goto out;
 
-    key = consume_dedup_key(cs->g, en->biz_key);
+    /* DEMO ONLY: with consumer-dedup-business-key switched off the dedup row
+     * names the stream entry, not the order: a copy of the event under
+     * another entry id (the relay republishing after a crash, a re-drive)
+     * is a new entry, and its effect is applied again. */
+    key = consume_dedup_key(
+        cs->g, (cs->e->app->defenses & DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY) ? en->biz_key : en->id);
     /* DEMO ONLY: with the consumer-dedup defence switched off the effect is
      * applied without its dedup row, so every redelivery applies it again. */
     const char *dedup = (cs->e->app->defenses & DEFENSE_CONSUMER_DEDUP) ? key : NULL;

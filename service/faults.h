@@ -20,11 +20,16 @@
  * The default mode is crash. Points in use:
  *   relay.after_xadd        entries are in the stream, outbox rows not yet marked
  *   consumer.before_effect  an entry was read, its effect not yet applied
+ *   consumer.effect         the dedup row is written, the effect fails (fail:
+ *                           the consumer's transaction is rolled back and the
+ *                           entry stays pending, to be delivered again)
  *   consumer.after_effect   effect and dedup row committed, entry not yet acked
  *   order.after_redis       the Redis defences passed, the transaction not begun
  *   order.commit_lost       COMMIT succeeded but its connection is dropped
  *                           before the answer is read (fail: the caller sees
  *                           the database unavailable, as after a lost reply)
+ *   order.before_transition an order was read for a transition (pay, cancel,
+ *                           ticket, complete, expire), not yet written
  *   order.after_commit      the order is committed, its answer not yet stored
  *                           in Redis nor sent
  *   redis.token_stall       the token script ran in Redis but its reply is

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "respcache.h"
 #include "store.h"
+#include "store_naive.h"
 #include "sweep.h"
 #include "util.h"
 
@@ -81,6 +82,8 @@ static int boot(struct app *app, struct config *cfg)
     }
     if (defenses_check_env(app->defenses, cfg->env) != TD_OK)
         return TD_EINVAL;
+    cache_set_defenses(app->defenses);
+    store_set_defenses(app->defenses);
     config_log(cfg);
     idem_new_instance(app->instance);
     app->respcache = respcache_new((size_t)cfg->respcache_entries);

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "ordertoken.h"
+#include "problem.h"
 #include "respcache.h"
 #include "store.h"
 #include "txretry.h"
@@ -368,6 +369,38 @@ static void write_order(struct app *app, const struct order_request *rq, order_r
     replay_from_database(app, rq, render, res);
 }
 
+/* DEMO ONLY (forget-failures switched off): a failure is stored under the
+ * key like a success, as the articles warn against, so every retry of the
+ * key is told the same failure until the record expires, long after the
+ * dependency is back or seats were returned. Returns true when it was. */
+static bool remember_failure(struct app *app, const struct order_request *rq, const char *fp,
+                             const struct claims *cl, const struct order_result *res)
+{
+    if ((app->defenses & DEFENSE_FORGET_FAILURES) || cl->marker == NULL)
+        return false;
+    enum problem p;
+    if (res->outcome == ORDER_SOLD_OUT)
+        p = PROBLEM_SOLD_OUT;
+    else if (res->outcome == ORDER_UNAVAILABLE)
+        p = PROBLEM_DEPENDENCY_UNAVAILABLE;
+    else
+        return false;
+    const struct problem_info *pi = problem_info(p);
+    char *body = xasprintf("{\"type\":\"%s\",\"title\":\"%s\",\"status\":%d,\"code\":\"%s\"}",
+                           pi->type, pi->title, pi->status, pi->code);
+    char *done = idem_done(fp, pi->status, body, strlen(body));
+    cache_order_complete(rq->user_id, rq->key, cl->marker, done, app->cfg->idem_ttl_s,
+                         rq->session_id, cl->locked ? cl->owner : NULL);
+    if (app->defenses & DEFENSE_RESPONSE_CACHE) {
+        int64_t now = mono_ms();
+        respcache_put(app->respcache, rq->user_id, rq->key, fp, pi->status, body, strlen(body), now,
+                      now + (int64_t)app->cfg->idem_ttl_s * 1000);
+    }
+    free(done);
+    free(body);
+    return true;
+}
+
 /* The refusals that only Redis vouches for. */
 static bool refused_by_redis(enum order_outcome oc)
 {
@@ -420,6 +453,8 @@ out:
             respcache_put(app->respcache, rq->user_id, rq->key, fp, res->status, res->body,
                           res->body_len, now, now + (int64_t)app->cfg->idem_ttl_s * 1000);
         }
+    } else if (remember_failure(app, rq, fp, &cl, res)) {
+        /* the naive version: nothing given back */
     } else if (res->outcome != ORDER_REPLAYED && (cl.marker != NULL || cl.locked)) {
         /* Only a success is remembered: give the key back for a retry. */
         cache_order_release(rq->user_id, rq->key, cl.marker, rq->session_id,

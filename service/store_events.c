@@ -7,7 +7,9 @@
 #include "db.h"
 #include "err.h"
 #include "faults.h"
+#include "defenses.h"
 #include "log.h"
+#include "store_naive.h"
 #include "store_tx.h"
 #include "util.h"
 
@@ -65,6 +67,9 @@ static const char sql_points_get[] = "SELECT points FROM user_points WHERE user_
 
 static const char sql_order_lock[] =
     "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ? FOR UPDATE";
+
+/* DEMO ONLY (state-cas switched off): the naive version's unlocked read. */
+static const char sql_order_read[] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ?";
 
 static const char sql_dead_letter[] =
     "INSERT INTO dead_letters (consumer, biz_key, outbox_id, stream_id, deliveries, reason) "
@@ -272,6 +277,23 @@ static int letter_mark(struct db_conn *c, int64_t id, const char *result)
     return db_exec(c, sql_letter_mark, args, 3, NULL, NULL);
 }
 
+/* DEMO ONLY (consumer-dedup-same-tx switched off): the dedup row in a
+ * transaction of its own, committed before the effect begins, as the
+ * articles warn against. An effect that fails after it leaves the row
+ * behind, and the redelivery that should apply the effect finds it and
+ * skips: the effect is lost. TD_OK (row written) or as record_consumed. */
+static int record_consumed_alone(struct db_conn *c, const char *consumer, const char *dedup_key)
+{
+    int rc = db_begin(c);
+    if (rc != TD_OK)
+        return rc;
+    rc = record_consumed(c, consumer, dedup_key);
+    if (rc == TD_OK)
+        return db_commit(c);
+    db_rollback(c);
+    return rc;
+}
+
 /* One consumer transaction (store_events.h): [lock the dead letter,] the
  * dedup row, the effect, [stamp the letter,] commit. */
 static int consume_tx(const char *consumer, const char *dedup_key, int64_t redrive_id,
@@ -279,11 +301,17 @@ static int consume_tx(const char *consumer, const char *dedup_key, int64_t redri
 {
     struct db_conn *c;
     bool dup = false;
+    bool same_tx = redrive_id != 0 || store_defense_on(DEFENSE_CONSUMER_DEDUP_SAME_TX);
     if (redrive_id != 0 && dedup_key == NULL)
         return TD_EINVAL;
     int rc = db_conn(&c);
     if (rc != TD_OK)
         return rc;
+    if (!same_tx) {
+        rc = record_consumed_alone(c, consumer, dedup_key);
+        if (rc != TD_OK)
+            return rc; /* TD_EDUP: applied before, as far as the row says */
+    }
     rc = db_begin(c);
     if (rc != TD_OK)
         goto out;
@@ -292,7 +320,11 @@ static int consume_tx(const char *consumer, const char *dedup_key, int64_t redri
         if (rc != TD_OK)
             goto out;
     }
-    rc = record_consumed(c, consumer, dedup_key);
+    rc = same_tx ? record_consumed(c, consumer, dedup_key) : TD_OK;
+    /* The test build can fail the effect after the dedup row, as a crash,
+     * a timeout or a constraint would (TICKETD_FAULT=consumer.effect:fail). */
+    if (rc == TD_OK && FAULT_POINT("consumer.effect"))
+        rc = TD_EINTERNAL;
     if (rc == TD_OK)
         rc = effect(c, ctx);
     else if (rc == TD_EDUP && redrive_id == 0)
@@ -339,14 +371,14 @@ static int ticket_effect(struct db_conn *c, const void *ctx)
 {
     struct order o;
     struct db_arg args[] = {DB_S((const char *)ctx)};
-    int rc = store_tx_order(c, sql_order_lock, args, 1, &o);
+    int rc = store_tx_read_for_move(c, sql_order_lock, sql_order_read, args, 1, &o);
     if (rc != TD_OK)
         return rc;
     /* Ticketed before this key was recorded (the dedup row was off in a
      * demo): the state machine already made it a no-op. */
     if (o.status == ORDER_TICKETED || o.status == ORDER_COMPLETED)
         return TD_EDUP;
-    return store_tx_transition(c, &o, EVENT_TICKET);
+    return store_tx_move(c, &o, EVENT_TICKET);
 }
 
 int store_ticket_issue(const char *dedup_key, const char *order_no, int64_t redrive_id)

@@ -19,6 +19,8 @@ enum stmt {
     L_LOCK_BY_ID_SKIP,
     L_LOCK_BY_ID,
     L_READ_BY_ID,
+    L_READ_BY_NO,
+    L_READ_BY_NO_USER,
     L_STOCK_BACK,
     L_UNPAID,
     L_COUNT
@@ -34,6 +36,11 @@ static const char *const sql[L_COUNT] = {
                           "FOR UPDATE SKIP LOCKED",
     [L_LOCK_BY_ID] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE id = ? FOR UPDATE",
     [L_READ_BY_ID] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE id = ?",
+    /* DEMO ONLY (state-cas switched off): the reads of the naive version,
+     * without the lock. */
+    [L_READ_BY_NO] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ?",
+    [L_READ_BY_NO_USER] = "SELECT " STORE_ORDER_COLS " FROM orders "
+                          "WHERE order_no = ? AND user_id = ?",
     /* The seats go back by the inverse of the stock CAS; the bound keeps a
      * bug from ever making stock exceed capacity. */
     [L_STOCK_BACK] = "UPDATE sessions SET stock = stock + ?, version = version + 1 "
@@ -46,14 +53,15 @@ static int lock_order(struct db_conn *c, const struct order_change *ch, struct o
 {
     if (ch->order_no == NULL) {
         struct db_arg id[] = {DB_I(ch->order_id)};
-        return store_tx_order(c, sql[ch->skip_locked ? L_LOCK_BY_ID_SKIP : L_LOCK_BY_ID], id, 1, o);
+        const char *by_id = ch->skip_locked ? sql[L_LOCK_BY_ID_SKIP] : sql[L_LOCK_BY_ID];
+        return store_tx_read_for_move(c, by_id, sql[L_READ_BY_ID], id, 1, o);
     }
     if (ch->user_id != 0) {
         struct db_arg key[] = {DB_S(ch->order_no), DB_I(ch->user_id)};
-        return store_tx_order(c, sql[L_LOCK_BY_NO_USER], key, 2, o);
+        return store_tx_read_for_move(c, sql[L_LOCK_BY_NO_USER], sql[L_READ_BY_NO_USER], key, 2, o);
     }
     struct db_arg no[] = {DB_S(ch->order_no)};
-    return store_tx_order(c, sql[L_LOCK_BY_NO], no, 1, o);
+    return store_tx_read_for_move(c, sql[L_LOCK_BY_NO], sql[L_READ_BY_NO], no, 1, o);
 }
 
 int store_order_change(const struct order_change *ch, struct order *out, bool *changed)
@@ -78,7 +86,7 @@ int store_order_change(const struct order_change *ch, struct order *out, bool *c
         *out = o;
         goto out; /* TD_OK: nothing to write; the rollback only lets go */
     }
-    rc = store_tx_transition(c, &o, ch->event);
+    rc = store_tx_move(c, &o, ch->event);
     if (rc == TD_ECONFLICT)
         *out = o;
     if (rc != TD_OK)

@@ -18,10 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum stmt { P_ORDER_LOCK, P_FIND_TXN, P_INSERT, P_OUTBOX, P_COUNT };
+enum stmt { P_ORDER_LOCK, P_ORDER_READ, P_FIND_TXN, P_INSERT, P_OUTBOX, P_COUNT };
 
 static const char *const sql[P_COUNT] = {
     [P_ORDER_LOCK] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ? FOR UPDATE",
+    /* DEMO ONLY (state-cas switched off): the naive version's unlocked read. */
+    [P_ORDER_READ] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ?",
     [P_FIND_TXN] = "SELECT p.txn_id, o.order_no, p.amount_cents, p.status, p.outcome, "
                    "p.order_status FROM payments p JOIN orders o ON o.id = p.order_id "
                    "WHERE p.txn_id = ?",
@@ -144,7 +146,7 @@ int store_payment_record(const struct payment_callback *cb, bool dedup, payment_
         goto out;
     tx = true;
     struct db_arg no[] = {DB_S(cb->order_no)};
-    rc = store_tx_order(c, sql[P_ORDER_LOCK], no, 1, &o);
+    rc = store_tx_read_for_move(c, sql[P_ORDER_LOCK], sql[P_ORDER_READ], no, 1, &o);
     if (rc != TD_OK)
         goto out;
 
@@ -204,7 +206,7 @@ int store_payment_record(const struct payment_callback *cb, bool dedup, payment_
     }
 
     if (oc == PAY_APPLIED) {
-        rc = store_tx_transition(c, &o, EVENT_PAY);
+        rc = store_tx_move(c, &o, EVENT_PAY);
         if (rc == TD_ECONFLICT)
             rc = TD_ERETRY; /* cannot happen under the lock; if it does, look again */
         if (rc != TD_OK)

@@ -16,6 +16,17 @@
  * moved meanwhile (0 rows); or a db error. Does not commit or roll back. */
 int store_tx_transition(struct db_conn *c, const struct order *o, enum order_event ev);
 
+/* store_tx_transition, unless state-cas is switched off (DEMO ONLY,
+ * store_naive.h): then the read-modify-write the articles warn about, an
+ * UPDATE naming only the row's id, trusting a status read without a lock. */
+int store_tx_move(struct db_conn *c, const struct order *o, enum order_event ev);
+
+/* store_tx_order for an order about to be moved: by the locking statement
+ * (FOR UPDATE), or with state-cas switched off by the plain read of the
+ * naive version. */
+int store_tx_read_for_move(struct db_conn *c, const char *locking, const char *plain,
+                           const struct db_arg *args, int nargs, struct order *out);
+
 /* Now as DATETIME(3) text, in UTC ("2026-12-01 08:00:00.123"), and as
  * RFC 3339 ("2026-12-01T08:00:00Z"). */
 void store_now(char db[32], char api[TIME_LEN + 1]);

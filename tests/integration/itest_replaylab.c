@@ -413,6 +413,153 @@ static void test_slow_downstream_copies_meet_the_unique_index(void **state)
     json_decref(j);
 }
 
+/* ---- the articles' pitfalls: each naive variant against the right code ---- */
+
+/* Runs the same scenario with the defences of base and with one detail
+ * switched off as well (off); returns the damage of kind `what` in each run. */
+static void pitfall(const char *base, const char *off, const char *const *env_extra,
+                    const char *what, long long *with, long long *without, const char *name,
+                    const char *const *args)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        json_t *j = NULL;
+        const char *env[12];
+        int n = 0;
+        char def[96];
+        snprintf(def, sizeof def, "TICKETD_DEFENSES=%s", pass == 0 ? base : off);
+        env[n++] = "TICKETD_ENV=demo";
+        env[n++] = def;
+        for (int i = 0; env_extra != NULL && env_extra[i] != NULL && n < 11; i++)
+            env[n++] = env_extra[i];
+        env[n] = NULL;
+        th_reset();
+        serve_two(env);
+        if (pass == 1)
+            assert_true(th_log_contains(&srv[0], "DEFENCE SWITCHED OFF: "));
+        const char *a[16];
+        int k = 0;
+        for (; args[k] != NULL && k < 15; k++)
+            a[k] = args[k];
+        a[k] = NULL;
+        int rc = lab_run(&j, name, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
+                         a[10], a[11], a[12], a[13], a[14], NULL);
+        long long d = num(j, "damage", what);
+        if (pass == 0) {
+            *with = d;
+            assert_int_equal(rc, 0);
+        } else {
+            *without = d;
+            assert_int_equal(rc, 2);
+        }
+        json_decref(j);
+        for (int i = 0; i < nsrv; i++)
+            assert_int_equal(th_stop(&srv[i]), 0);
+        nsrv = 0;
+    }
+    print_message("%s: %s %lld with the right code, %lld without\n", off, what, *with, *without);
+    assert_int_equal(*with, 0);
+    assert_true(*without > 0);
+}
+
+static void test_token_atomic(void **state)
+{
+    long long with, without;
+    (void)state;
+    /* The session lock off in both runs, so that only the token stands
+     * between the two clicks of one form. */
+    const char *args[] = {"--shared-token",
+                          "--rounds",
+                          "60",
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL};
+    pitfall("-session-lock", "-session-lock,-token-atomic", NULL, "token_reused_orders", &with,
+            &without, "double-click", args);
+}
+
+static void test_lock_owner_check(void **state)
+{
+    long long with, without;
+    (void)state;
+    /* Every order 600 ms slow, locks of 400 ms: click 1 outlives its lock,
+     * click 2 takes it, click 1's release frees it, click 3 walks in. */
+    const char *env[] = {"TICKETD_LOCK_TTL_MS=400", "TICKETD_FAULT=order.after_redis:delay:600",
+                         NULL};
+    const char *args[] = {"--burst",  "3",  "--gaps", "450,250", "--lock-ttl", "400",
+                          "--rounds", "3",  NULL,     NULL,      NULL,         NULL,
+                          NULL,       NULL, NULL,     NULL};
+    pitfall("all", "-lock-owner-check", env, "lock_bypassed_orders", &with, &without,
+            "double-click", args);
+}
+
+static void test_consumer_dedup_same_tx(void **state)
+{
+    long long with, without;
+    (void)state;
+    /* The first effects fail after their dedup row; redelivery follows. */
+    const char *env[] = {"TICKETD_CONSUMER_BLOCK_MS=100", "TICKETD_CLAIM_IDLE_MS=300",
+                         "TICKETD_FAULT=consumer.effect:fail:4", NULL};
+    const char *args[] = {"--orders", "12", "--settle", "10", NULL, NULL, NULL, NULL,
+                          NULL,       NULL, NULL,       NULL, NULL, NULL, NULL, NULL};
+    pitfall("all", "-consumer-dedup-same-tx", env, "missing_points", &with, &without,
+            "mq-redelivery", args);
+}
+
+static void test_consumer_dedup_business_key(void **state)
+{
+    long long with, without;
+    char redeliver[160];
+    (void)state;
+    const char *port = getenv("TICKETD_TEST_REDIS_PORT");
+    snprintf(redeliver, sizeof redeliver, "%s --port %s --wait 10", REDELIVER,
+             port != NULL && port[0] != '\0' ? port : "26379");
+    const char *env[] = {"TICKETD_CONSUMER_BLOCK_MS=100", NULL};
+    const char *args[] = {"--orders", "12", "--settle", "10", "--after-load", redeliver,
+                          NULL,       NULL, NULL,       NULL, NULL,           NULL,
+                          NULL,       NULL, NULL,       NULL};
+    pitfall("all", "-consumer-dedup-business-key", env, "double_credited_points", &with, &without,
+            "mq-redelivery", args);
+}
+
+static void test_forget_failures(void **state)
+{
+    long long with, without;
+    (void)state;
+    /* The first COMMITs' answers are lost: 503. Remembered, the 503 is
+     * what every retry of those keys gets, though their orders exist. */
+    const char *env[] = {"TICKETD_FAULT=order.commit_lost:fail:3", NULL};
+    const char *args[] = {"--rounds", "20", "--copies", "3",  "--client-retries",
+                          "2",        NULL, NULL,       NULL, NULL,
+                          NULL,       NULL, NULL,       NULL, NULL,
+                          NULL};
+    pitfall("all", "-forget-failures", env, "failures_replayed", &with, &without, "retry-storm",
+            args);
+}
+
+static void test_expired_records_late_retries_meet_the_unique_index(void **state)
+{
+    json_t *j = NULL;
+    (void)state;
+    const char *env[] = {"TICKETD_IDEM_TTL_S=1", NULL};
+    serve_two(env);
+    int rc = lab_run(&j, "retry-storm", "--rounds", "20", "--copies", "3", "--late", "2200", NULL);
+    expect_held(j, rc);
+    /* The records expired; the retries got their orders from the index. */
+    assert_int_equal(num(j, "figures", "retry_storm.retries_replayed"), 20);
+    assert_true(replays_by(j, "unique-index") > 0);
+    json_decref(j);
+}
+
 /* ---- a forbidden answer is damage ---- */
 
 static void test_forbidden_answers_fail_the_run(void **state)
@@ -461,6 +608,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_downstream_copies_meet_the_unique_index, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_forbidden_answers_fail_the_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_token_atomic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock_owner_check, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_consumer_dedup_same_tx, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_consumer_dedup_business_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forget_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expired_records_late_retries_meet_the_unique_index,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

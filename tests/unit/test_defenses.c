@@ -37,7 +37,24 @@ static void test_parse_table(void **state)
         {"all,-response-cache,-inflight-key", TD_OK,
          ALL & ~(DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)},
         {"-stock-cas,-unique-index,-callback-dedup,-consumer-dedup", TD_OK,
-         DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY | DEFENSE_SESSION_LOCK | DEFENSE_TOKEN},
+         ALL & ~(DEFENSE_STOCK_CAS | DEFENSE_UNIQUE_INDEX | DEFENSE_CALLBACK_DEDUP |
+                 DEFENSE_CONSUMER_DEDUP)},
+        /* The articles' pitfalls, one at a time and together. */
+        {"-token-atomic", TD_OK, ALL & ~DEFENSE_TOKEN_ATOMIC},
+        {"-lock-owner-check", TD_OK, ALL & ~DEFENSE_LOCK_OWNER_CHECK},
+        {"-consumer-dedup-same-tx", TD_OK, ALL & ~DEFENSE_CONSUMER_DEDUP_SAME_TX},
+        {"-consumer-dedup-business-key", TD_OK, ALL & ~DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY},
+        {"-state-cas", TD_OK, ALL & ~DEFENSE_STATE_CAS},
+        {"-forget-failures", TD_OK, ALL & ~DEFENSE_FORGET_FAILURES},
+        {"-session-lock,-token-atomic", TD_OK,
+         ALL & ~(DEFENSE_SESSION_LOCK | DEFENSE_TOKEN_ATOMIC)},
+        /* consumer-dedup is not a prefix of its two details: each is its own bit. */
+        {"-consumer-dedup", TD_OK, ALL & ~DEFENSE_CONSUMER_DEDUP},
+        {"none,state-cas,forget-failures", TD_OK, DEFENSE_STATE_CAS | DEFENSE_FORGET_FAILURES},
+        {"-consumer-dedup-business", TD_EINVAL, 0},
+        {"-token_atomic", TD_EINVAL, 0},
+        {"-state-cas-", TD_EINVAL, 0},
+        {"-forget-failure", TD_EINVAL, 0},
         /* Later items win. */
         {"-token,all", TD_OK, ALL},
         {"token,none", TD_OK, 0},
@@ -86,10 +103,20 @@ static void test_names(void **state)
         enum defense d;
         const char *name;
     } names[] = {
-        {DEFENSE_RESPONSE_CACHE, "response-cache"}, {DEFENSE_INFLIGHT_KEY, "inflight-key"},
-        {DEFENSE_SESSION_LOCK, "session-lock"},     {DEFENSE_TOKEN, "token"},
-        {DEFENSE_STOCK_CAS, "stock-cas"},           {DEFENSE_UNIQUE_INDEX, "unique-index"},
-        {DEFENSE_CALLBACK_DEDUP, "callback-dedup"}, {DEFENSE_CONSUMER_DEDUP, "consumer-dedup"},
+        {DEFENSE_RESPONSE_CACHE, "response-cache"},
+        {DEFENSE_INFLIGHT_KEY, "inflight-key"},
+        {DEFENSE_SESSION_LOCK, "session-lock"},
+        {DEFENSE_TOKEN, "token"},
+        {DEFENSE_STOCK_CAS, "stock-cas"},
+        {DEFENSE_UNIQUE_INDEX, "unique-index"},
+        {DEFENSE_CALLBACK_DEDUP, "callback-dedup"},
+        {DEFENSE_CONSUMER_DEDUP, "consumer-dedup"},
+        {DEFENSE_TOKEN_ATOMIC, "token-atomic"},
+        {DEFENSE_LOCK_OWNER_CHECK, "lock-owner-check"},
+        {DEFENSE_CONSUMER_DEDUP_SAME_TX, "consumer-dedup-same-tx"},
+        {DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY, "consumer-dedup-business-key"},
+        {DEFENSE_STATE_CAS, "state-cas"},
+        {DEFENSE_FORGET_FAILURES, "forget-failures"},
     };
     unsigned all = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -104,7 +131,7 @@ static void test_names(void **state)
     /* "all" is exactly the named defences. */
     assert_int_equal(all, DEFENSES_ALL);
     assert_string_equal(defense_name((enum defense)0), "unknown");
-    assert_string_equal(defense_name((enum defense)(1u << 12)), "unknown");
+    assert_string_equal(defense_name((enum defense)(1u << 20)), "unknown");
 }
 
 static void test_check_env(void **state)
@@ -127,6 +154,9 @@ static void test_check_env(void **state)
         {0, "production", TD_EINVAL},
         {ALL & ~DEFENSE_TOKEN, "Demo", TD_EINVAL},
         {ALL & ~DEFENSE_TOKEN, "", TD_EINVAL},
+        {ALL & ~DEFENSE_STATE_CAS, "production", TD_EINVAL},
+        {ALL & ~DEFENSE_FORGET_FAILURES, "dev", TD_EINVAL},
+        {ALL & ~DEFENSE_TOKEN_ATOMIC, "demo", TD_OK},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = defenses_check_env(cases[i].on, cases[i].env);
