@@ -475,6 +475,87 @@ static void test_slower_than_the_ttls(void **state)
     th_resp_free(&c.resp);
 }
 
+/* ---- a held request holds up no other connection ---------------------- */
+
+#define OTHER_CLIENTS 8 /* more connections than workers, and than HTTP threads */
+
+struct held_ctx {
+    const struct th_server *s;
+    int64_t session;
+    atomic_bool held_done;
+    atomic_int answered_while_held; /* answers that came before the held one */
+    atomic_int answered;
+};
+
+static void *held_order(void *p)
+{
+    struct held_ctx *c = p;
+    struct th_resp r = th_order(c->s, 950, "held-1", NULL, c->session, 1);
+    assert_int_equal(r.status, 201);
+    atomic_store(&c->held_done, true);
+    th_resp_free(&r);
+    return NULL;
+}
+
+/* Each client, on its own kept-alive connection: /livez (no I/O), a
+ * session read (MySQL), an order (Redis and MySQL), its replay. */
+static void other_client(int i, void *p)
+{
+    struct held_ctx *c = p;
+    struct th_client *cl = th_client_new();
+    char url[160], key[32];
+    snprintf(key, sizeof key, "other-%d", i);
+    for (int step = 0; step < 4; step++) {
+        struct th_resp r;
+        if (step == 0) {
+            snprintf(url, sizeof url, "%s/livez", c->s->url);
+            r = th_client_request(cl, "GET", url, NULL, NULL);
+        } else if (step == 1) {
+            snprintf(url, sizeof url, "%s/api/v1/sessions/%lld", c->s->url, (long long)c->session);
+            r = th_client_request(cl, "GET", url, NULL, NULL);
+        } else {
+            r = th_client_order(cl, c->s, 960 + i, key, NULL, c->session, 1);
+        }
+        if (r.status != 200 && r.status != 201)
+            fail_msg("client %d step %d: %ld %s", i, step, r.status, r.body);
+        atomic_fetch_add(&c->answered, 1);
+        if (!atomic_load(&c->held_done))
+            atomic_fetch_add(&c->answered_while_held, 1);
+        th_resp_free(&r);
+    }
+    th_client_free(cl);
+}
+
+static void test_a_held_request_holds_up_no_other_connection(void **state)
+{
+    (void)state;
+    static struct held_ctx c;
+    memset(&c, 0, sizeof c);
+    /* One HTTP thread, two workers; the first order is held at the fault
+     * point for 6 s, far longer than the other clients need. */
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_IO_THREADS=1",
+                         "TICKETD_THREADS=2", "TICKETD_FAULT=order.after_redis:delay:6000:1",
+                         NULL};
+    struct th_server *a = start(0, env);
+    c.s = a;
+    c.session = th_session(a, 100, 100);
+    pthread_t t;
+    pthread_create(&t, NULL, held_order, &c);
+    /* The held order is in its worker before the others start. */
+    for (int i = 0; i < 100 && !th_log_contains(a, "fault point order.after_redis: sleeping"); i++)
+        usleep(50 * 1000);
+    assert_true(th_log_contains(a, "fault point order.after_redis: sleeping"));
+    th_parallel(OTHER_CLIENTS, other_client, &c);
+    /* Every other connection got all its answers while the one request was
+     * held: the held request blocked one worker, not its HTTP thread, nor
+     * the connections that thread serves. */
+    assert_int_equal(atomic_load(&c.answered), OTHER_CLIENTS * 4);
+    assert_int_equal(atomic_load(&c.answered_while_held), OTHER_CLIENTS * 4);
+    assert_false(atomic_load(&c.held_done));
+    pthread_join(t, NULL);
+    assert_int_equal(orders_of(c.session), OTHER_CLIENTS + 1);
+}
+
 /* ---- SIGTERM under keep-alive load -------------------------------------- */
 
 #define TERM_CLIENTS 8
@@ -578,6 +659,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redis_paused_then_back_for_every_thread, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_slower_than_the_ttls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_held_request_holds_up_no_other_connection, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_under_keepalive_load, setup, teardown),
     };
     return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
