@@ -534,8 +534,7 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     /* One HTTP thread, two workers; the first order is held at the fault
      * point for 6 s, far longer than the other clients need. */
     const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_IO_THREADS=1",
-                         "TICKETD_THREADS=2", "TICKETD_FAULT=order.after_redis:delay:6000:1",
-                         NULL};
+                         "TICKETD_THREADS=2", "TICKETD_FAULT=order.after_redis:delay:6000:1", NULL};
     struct th_server *a = start(0, env);
     c.s = a;
     c.session = th_session(a, 100, 100);
