@@ -584,6 +584,35 @@ int th_raw(int port, const char *bytes, size_t len, char *out, size_t cap, int t
     return th_raw_ex(&o, bytes, len, out, cap);
 }
 
+long long th_metric(const struct th_server *s, const char *sample)
+{
+    struct th_resp r = th_call(s, "GET", "/metrics", NULL, NULL);
+    long long v = -1;
+    size_t n = strlen(sample);
+    for (const char *line = r.body; line != NULL && *line != '\0';) {
+        if (strncmp(line, sample, n) == 0 && line[n] == ' ')
+            v = atoll(line + n + 1);
+        line = strchr(line, '\n');
+        if (line != NULL)
+            line++;
+    }
+    th_resp_free(&r);
+    return v;
+}
+
+void th_wait_metric(const struct th_server *s, const char *sample, long long want, int timeout_ms)
+{
+    double deadline = now_s() + timeout_ms / 1000.0;
+    long long got = -1;
+    while (now_s() < deadline) {
+        got = th_metric(s, sample);
+        if (got >= want)
+            return;
+        msleep(50);
+    }
+    fail_msg("%s: waited for %lld, have %lld", sample, want, got);
+}
+
 /* ---- identity ---- */
 
 char *th_jwt(int64_t user_id, bool admin)

@@ -108,6 +108,13 @@ struct th_resp th_call(const struct th_server *s, const char *method, const char
  * title and status members. */
 void th_expect_problem(const struct th_resp *r, long status, const char *code);
 
+/* The value of one sample of s's GET /metrics ("name" or "name{labels}"),
+ * or -1 when there is none. */
+long long th_metric(const struct th_server *s, const char *sample);
+/* Waits (at most timeout_ms) until th_metric(s, sample) >= want; fails the
+ * test otherwise. */
+void th_wait_metric(const struct th_server *s, const char *sample, long long want, int timeout_ms);
+
 /* Sends raw bytes on a new TCP connection to 127.0.0.1:port and reads
  * the answer until the server closes or timeout_ms passes. Returns the
  * status code of the first response line (0 if none); the whole answer is

@@ -228,36 +228,6 @@ static bool audit_points(const struct th_server *s, char *detail, size_t cap)
     return ok;
 }
 
-/* The value of one sample of GET /metrics, or -1. */
-static long long metric(const struct th_server *s, const char *sample)
-{
-    struct th_resp r = th_call(s, "GET", "/metrics", NULL, NULL);
-    long long v = -1;
-    size_t n = strlen(sample);
-    for (const char *line = r.body; line != NULL && *line != '\0';) {
-        if (strncmp(line, sample, n) == 0 && line[n] == ' ')
-            v = atoll(line + n + 1);
-        line = strchr(line, '\n');
-        if (line != NULL)
-            line++;
-    }
-    th_resp_free(&r);
-    return v;
-}
-
-static void wait_metric(const struct th_server *s, const char *sample, long long want)
-{
-    double deadline = now_s() + WAIT_MS / 1000.0;
-    long long got = -1;
-    while (now_s() < deadline) {
-        got = metric(s, sample);
-        if (got >= want)
-            return;
-        usleep(50000);
-    }
-    fail_msg("%s: waited for %lld, have %lld", sample, want, got);
-}
-
 /* ---- tests ---- */
 
 /* A ticketing letter for an order that does not exist (yet): listed,
@@ -369,8 +339,9 @@ static void test_replay_all_audit_and_live_duplicates(void **state)
     /* The relay publishes the events again: the live consumers find the
      * dedup rows the re-drive committed. */
     th_db_exec("UPDATE outbox SET published_at = NULL");
-    wait_metric(s, "ticketd_events_duplicates_skipped_total{consumer=\"points\"}", 3);
-    wait_metric(s, "ticketd_events_duplicates_skipped_total{consumer=\"ticketing\"}", 3);
+    th_wait_metric(s, "ticketd_events_duplicates_skipped_total{consumer=\"points\"}", 3, WAIT_MS);
+    th_wait_metric(s, "ticketd_events_duplicates_skipped_total{consumer=\"ticketing\"}", 3,
+                   WAIT_MS);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(points_of(22, i), 2 + i);
         assert_int_equal(tickets_of(22, i), 1);

@@ -299,38 +299,6 @@ static void xadd_copy(int tag, int i)
     free(p);
 }
 
-/* The value of one sample of GET /metrics, or -1. */
-static long long metric(const struct th_server *s, const char *sample)
-{
-    char url[128];
-    snprintf(url, sizeof url, "%s/metrics", s->url);
-    struct th_resp r = th_request("GET", url, NULL, NULL);
-    long long v = -1;
-    size_t n = strlen(sample);
-    for (const char *line = r.body; line != NULL && *line != '\0';) {
-        if (strncmp(line, sample, n) == 0 && line[n] == ' ')
-            v = atoll(line + n + 1);
-        line = strchr(line, '\n');
-        if (line != NULL)
-            line++;
-    }
-    th_resp_free(&r);
-    return v;
-}
-
-static void wait_metric(const struct th_server *s, const char *sample, long long want)
-{
-    double deadline = now_s() + WAIT_MS / 1000.0;
-    long long got = -1;
-    while (now_s() < deadline) {
-        got = metric(s, sample);
-        if (got >= want)
-            return;
-        usleep(50000);
-    }
-    fail_msg("%s: waited for %lld, have %lld", sample, want, got);
-}
-
 /* Waits for a process that is expected to die on its own (a crash fault
  * point); returns its exit status. */
 static int wait_exit(struct th_server *s)
@@ -362,27 +330,29 @@ static void test_duplicates_have_no_effect(void **state)
     expect_exactly_once(11, 1);
     int64_t points = points_of(user);
     assert_int_equal(points, 1);
-    assert_int_equal(metric(srv, "ticketd_events_published_total"), 1);
+    assert_int_equal(th_metric(srv, "ticketd_events_published_total"), 1);
 
     /* The same event again in the stream: a redelivery. */
     xadd_copy(11, 0);
-    wait_metric(srv, "ticketd_events_duplicates_skipped_total{consumer=\"points\"}", 1);
-    wait_metric(srv, "ticketd_events_duplicates_skipped_total{consumer=\"ticketing\"}", 1);
+    th_wait_metric(srv, "ticketd_events_duplicates_skipped_total{consumer=\"points\"}", 1, WAIT_MS);
+    th_wait_metric(srv, "ticketd_events_duplicates_skipped_total{consumer=\"ticketing\"}", 1,
+                   WAIT_MS);
     wait_drained();
     assert_int_equal(points_of(user), points);
 
     /* The relay publishes the row a second time (as after a crash between
      * XADD and the mark). */
     th_db_exec("UPDATE outbox SET published_at = NULL");
-    wait_metric(srv, "ticketd_events_published_total", 2);
-    wait_metric(srv, "ticketd_events_duplicates_skipped_total{consumer=\"points\"}", 2);
-    wait_metric(srv, "ticketd_events_duplicates_skipped_total{consumer=\"ticketing\"}", 2);
+    th_wait_metric(srv, "ticketd_events_published_total", 2, WAIT_MS);
+    th_wait_metric(srv, "ticketd_events_duplicates_skipped_total{consumer=\"points\"}", 2, WAIT_MS);
+    th_wait_metric(srv, "ticketd_events_duplicates_skipped_total{consumer=\"ticketing\"}", 2,
+                   WAIT_MS);
     wait_drained();
     assert_int_equal(th_redis_int("XLEN %s", STREAM), 3);
     assert_int_equal(points_of(user), points);
     assert_int_equal(settled_orders(11), 1);
-    assert_int_equal(metric(srv, "ticketd_events_consumed_total{consumer=\"points\"}"), 1);
-    assert_int_equal(metric(srv, "ticketd_events_consumed_total{consumer=\"ticketing\"}"), 1);
+    assert_int_equal(th_metric(srv, "ticketd_events_consumed_total{consumer=\"points\"}"), 1);
+    assert_int_equal(th_metric(srv, "ticketd_events_consumed_total{consumer=\"ticketing\"}"), 1);
     assert_int_equal(th_stop(srv), 0);
 }
 

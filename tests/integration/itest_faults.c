@@ -343,23 +343,6 @@ static void test_mysql_down_then_retries_succeed(void **state)
 
 /* ---- one view of Redis's health for every thread ------------------------ */
 
-/* The value of one metric line ("name{labels}"), or -1. */
-static long long metric(const struct th_server *s, const char *series)
-{
-    struct th_resp r = th_call(s, "GET", "/metrics", NULL, NULL);
-    long long v = -1;
-    size_t n = strlen(series);
-    for (const char *line = r.body; line != NULL && *line != '\0';) {
-        if (strncmp(line, series, n) == 0 && line[n] == ' ')
-            v = atoll(line + n + 1);
-        line = strchr(line, '\n');
-        if (line != NULL)
-            line++;
-    }
-    th_resp_free(&r);
-    return v;
-}
-
 #define PAUSED_ORDERS 40
 
 struct paused_ctx {
@@ -387,7 +370,7 @@ static void test_redis_paused_then_back_for_every_thread(void **state)
     c.s = a;
     c.session = th_session(a, 1000, 100);
     const char *errors = "ticketd_dependency_errors_total{dependency=\"redis\"}";
-    long long before = metric(a, errors);
+    long long before = th_metric(a, errors);
 
     /* Redis stops answering (SIGSTOP): orders go on without it (degrade),
      * and only the first call and one probe per cooldown wait for it; the
@@ -401,7 +384,7 @@ static void test_redis_paused_then_back_for_every_thread(void **state)
         th_resp_free(&r);
     }
     th_services("resume-redis");
-    long long timeouts = metric(a, errors) - before;
+    long long timeouts = th_metric(a, errors) - before;
     print_message("redis paused: %lld of %d orders waited for it\n", timeouts, PAUSED_ORDERS);
     /* One for the call that found it paused, one per probe (500 ms
      * cooldown + 300 ms timeout): a handful. A back-off per thread would
@@ -409,7 +392,7 @@ static void test_redis_paused_then_back_for_every_thread(void **state)
      * without any back-off at all. */
     assert_true(timeouts >= 1);
     assert_true(timeouts <= 6);
-    assert_true(metric(a, "ticketd_dependency_breaker_opened_total{dependency=\"redis\"}") >= 1);
+    assert_true(th_metric(a, "ticketd_dependency_breaker_opened_total{dependency=\"redis\"}") >= 1);
 
     /* Redis answers again: once the probe has seen it, every thread uses it
      * at once (no thread waits out a back-off of its own). Each of 16

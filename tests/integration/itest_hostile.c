@@ -367,19 +367,6 @@ static bool closed_by_server(int fd)
     return recv(fd, b, sizeof b, MSG_DONTWAIT) <= 0;
 }
 
-static long long metric(const char *series)
-{
-    struct th_resp r = th_call(&srv, "GET", "/metrics", NULL, NULL);
-    long long v = -1;
-    size_t n = strlen(series);
-    for (const char *p = r.body; (p = strstr(p, series)) != NULL; p += n) {
-        if ((p == r.body || p[-1] == '\n') && p[n] == ' ')
-            v = atoll(p + n + 1);
-    }
-    th_resp_free(&r);
-    return v;
-}
-
 #define SLOW 8
 
 static void test_slow_clients_cannot_starve_others(void **state)
@@ -426,7 +413,7 @@ static void test_slow_clients_cannot_starve_others(void **state)
             close(fds[i]);
     }
     assert_int_equal(closed, SLOW);
-    assert_true(metric("ticketd_http_head_timeouts_total") >= SLOW);
+    assert_true(th_metric(&srv, "ticketd_http_head_timeouts_total") >= SLOW);
     /* And 127.0.0.2 may come back. */
     o.source = "127.0.0.2";
     assert_int_equal(th_raw_ex(&o, LINE("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"), NULL, 0), 200);

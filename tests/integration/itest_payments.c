@@ -1065,23 +1065,6 @@ static void test_complete_rules(void **state)
 
 /* ---- one txn_id, another callback ---- */
 
-/* The value of one sample of GET /metrics, or -1. */
-static long long metric(const struct th_server *s, const char *sample)
-{
-    struct th_resp r = th_call(s, "GET", "/metrics", NULL, NULL);
-    long long v = -1;
-    size_t n = strlen(sample);
-    for (const char *line = r.body; line != NULL && *line != '\0';) {
-        if (strncmp(line, sample, n) == 0 && line[n] == ' ')
-            v = atoll(line + n + 1);
-        line = strchr(line, '\n');
-        if (line != NULL)
-            line++;
-    }
-    th_resp_free(&r);
-    return v;
-}
-
 #define REUSED_METRIC "ticketd_payment_callbacks_rejected_total{reason=\"txn_id_reused\"}"
 
 static void test_txn_id_reused(void **state)
@@ -1091,7 +1074,7 @@ static void test_txn_id_reused(void **state)
     int64_t s = th_session(&srv, 10, 1000);
     place(&srv, 16, s, 1, a);
     place(&srv, 17, s, 1, b);
-    long long before = metric(&srv, REUSED_METRIC);
+    long long before = th_metric(&srv, REUSED_METRIC);
     assert_true(before >= 0);
     struct outcome first = pay_outcome(&srv, "gw-reuse", a, 1000, "SUCCESS");
     expect_outcome(&first, "APPLIED", "PAID", false);
@@ -1112,7 +1095,7 @@ static void test_txn_id_reused(void **state)
     r = pay(&srv, "gw-reuse", a, 1000, "FAILED");
     th_expect_problem(&r, 422, "IDEMPOTENCY_KEY_REUSED");
     th_resp_free(&r);
-    assert_int_equal(metric(&srv, REUSED_METRIC) - before, 3);
+    assert_int_equal(th_metric(&srv, REUSED_METRIC) - before, 3);
     assert_string_equal(status_of(b, st), "PENDING_PAYMENT");
     assert_int_equal(version_of(b), 1);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), 1);
@@ -1169,7 +1152,7 @@ static void test_txn_id_reused_concurrently(void **state)
         else
             snprintf(rr->no[1][k], 32, "%s", rr->no[0][k]);
     }
-    long long before = metric(&srv, REUSED_METRIC) + metric(&two[1], REUSED_METRIC);
+    long long before = th_metric(&srv, REUSED_METRIC) + th_metric(&two[1], REUSED_METRIC);
     for (rr->round = 0; rr->round < REUSE_ROUNDS; rr->round++)
         th_parallel(2, reuse_one, rr);
 
@@ -1195,7 +1178,7 @@ static void test_txn_id_reused_concurrently(void **state)
     print_message("txn_id reused at once, %d rounds: side 0 won %d, side 1 won %d\n", REUSE_ROUNDS,
                   won[0], won[1]);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), REUSE_ROUNDS);
-    long long after = metric(&srv, REUSED_METRIC) + metric(&two[1], REUSED_METRIC);
+    long long after = th_metric(&srv, REUSED_METRIC) + th_metric(&two[1], REUSED_METRIC);
     assert_int_equal(after - before, REUSE_ROUNDS);
     expect_audit_ok(&srv);
     assert_int_equal(th_stop(&two[1]), 0);
