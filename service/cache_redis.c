@@ -378,13 +378,19 @@ int cache_instance_beat(const char *instance, int ttl_ms)
     return rc;
 }
 
-int cache_instance_alive(const char *instance)
+/* EXISTS or DEL of an instance key; the reply is the caller's to free. */
+static int instance_command(const char *verb, const char *instance, redisReply **r)
 {
     char k[64];
-    redisReply *r = NULL;
     instance_key(k, sizeof k, instance);
-    const char *argv[] = {"EXISTS", k};
-    int rc = redis_command(2, argv, NULL, &r);
+    const char *argv[] = {verb, k};
+    return redis_command(2, argv, NULL, r);
+}
+
+int cache_instance_alive(const char *instance)
+{
+    redisReply *r = NULL;
+    int rc = instance_command("EXISTS", instance, &r);
     if (rc == TD_OK)
         rc = r->type == REDIS_REPLY_INTEGER && r->integer == 0 ? TD_ENOTFOUND : TD_OK;
     freeReplyObject(r);
@@ -393,11 +399,8 @@ int cache_instance_alive(const char *instance)
 
 int cache_instance_gone(const char *instance)
 {
-    char k[64];
     redisReply *r = NULL;
-    instance_key(k, sizeof k, instance);
-    const char *argv[] = {"DEL", k};
-    int rc = redis_command(2, argv, NULL, &r);
+    int rc = instance_command("DEL", instance, &r);
     freeReplyObject(r);
     return rc;
 }
