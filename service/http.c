@@ -657,7 +657,7 @@ struct http_server *http_start(struct app *app)
     s->daemon = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
         on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned int)cfg->threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->conn_limit,
+        (unsigned int)cfg->io_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->conn_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->conn_timeout_s,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->conn_per_ip,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
