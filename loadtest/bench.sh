@@ -44,6 +44,7 @@
 # The MariaDB of sqlbase is TICKETD_MYSQL_HOST/PORT/USER/PASSWORD/DB from the
 # environment, else from --config (with --start: the private one).
 set -euo pipefail
+export LC_ALL=C
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "${HERE}/.." && pwd)
@@ -282,10 +283,14 @@ CLK_TCK=$(getconf CLK_TCK)
 
 # cpu_ticks PID: utime + stime of the process (all its threads), in clock
 # ticks; nothing if PID is unknown or gone. Fields 14 and 15 of
-# /proc/PID/stat, counted after the ")" that ends the command name.
+# /proc/PID/stat, counted after the ")" that ends the command name. Shell
+# builtins only: the sampler calls it every 0.2 s.
 cpu_ticks() {
+    local line f
     [[ -n "$1" && -r "/proc/$1/stat" ]] || return 0
-    sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || true
+    read -r line <"/proc/$1/stat" 2>/dev/null || return 0
+    read -r -a f <<<"${line##*) }"
+    printf '%s\n' $((f[11] + f[12]))
 }
 
 rss_kb() {
@@ -299,19 +304,47 @@ peers() {
     ss -Htn state established "( sport = :${HTTP_PORT} )" 2>/dev/null | awk '{print $NF}' || true
 }
 
-# The sampler writes ticketd's RSS and its connections' peers every 0.2 s
-# while a row runs.
+# The sampler writes ticketd's RSS, its connections' peers and the CPU
+# ticks of ticketd and MariaDB (with the wall clock) every 0.2 s while a
+# row runs.
 sampler_start() {
     : >"${WORK}/rss"
     : >"${WORK}/peers"
+    : >"${WORK}/cpu"
     (
         for _ in $(seq 1 $(((DURATION + 70) * 5))); do
             rss_kb >>"${WORK}/rss"
             peers >>"${WORK}/peers"
+            t=$(cpu_ticks "${PID}")
+            m=$(cpu_ticks "${MYSQL_PID}")
+            printf '%s %s %s\n' "${EPOCHREALTIME}" "${t:--}" "${m:--}" >>"${WORK}/cpu"
             sleep 0.2
         done
     ) &
     SAMPLER=$!
+}
+
+# window_cpu FROM TO FIELD: the CPU ticks of column FIELD (2 ticketd, 3
+# MariaDB) between the first and the last sample within [FROM, TO] (Unix
+# seconds), and the seconds between them: "TICKS SECONDS"; nothing if the
+# samples span less than a second.
+window_cpu() {
+    awk -v s="$1" -v e="$2" -v f="$3" '$1 >= s && $1 <= e && $f != "-" {
+        if (!have) { t0 = $1; c0 = $f; have = 1 }
+        t1 = $1; c1 = $f
+    } END { if (have && t1 - t0 >= 1) printf "%d %.3f\n", c1 - c0, t1 - t0 }' "${WORK}/cpu"
+}
+
+# window_us FROM TO FIELD RATE: CPU microseconds per request within the load
+# window, RATE requests per second; nothing if the window is too short.
+window_us() {
+    local w
+    w=$(window_cpu "$1" "$2" "$3")
+    [[ -n "${w}" ]] || return 0
+    awk -v w="${w}" -v r="$4" -v hz="${CLK_TCK}" 'BEGIN {
+        split(w, a, " ")
+        if (r > 0 && a[2] > 0) printf "%.0f", a[1] * 1e6 / hz / (r * a[2])
+    }'
 }
 
 sampler_stop() {
@@ -441,7 +474,8 @@ wrk_row() {
 
 # load_row KEY NAME CONNS SCENARIO ARGS...
 load_row() {
-    local key=$1 name=$2 c=$3 scenario=$4 json=${WORK}/$4-$3.json rc=0 note n tok=(--no-token)
+    local key=$1 name=$2 c=$3 scenario=$4 json=${WORK}/$4-$3.json rc=0 note n from to rate td my
+    local tok=(--no-token)
     shift 4
     rm -f "${WORK}/load-cpu.times"
     ((TOKENS)) && tok=()
@@ -460,16 +494,29 @@ load_row() {
     }
     # The row's rate is orders created per second, the figure sqlbase's
     # committed transactions per second compare with; latency is that of
-    # the order requests alone. CPU is per request ticketd answered: the
-    # load's and the few control ones (creating and reading the sessions).
+    # the order requests alone.
     note="$(jq -r '"\(.orders_created) created" + ([.answers[] | select(.kind == "orders" and .status != 201)
         | "\(.status) \(.code) x\(.count)"] | if length > 0 then "; " + (.[:3] | join(", ")) else "" end)' "${json}")"
     ((rc == 0)) || note="${note}; ticketd-load exit ${rc}"
-    n=$(jq -r '.requests.total + .requests.control - .transport_errors' "${json}")
+    # ticketd-load creates its sessions before the load and reads them
+    # after it: ticketd's and MariaDB's CPU per request is taken over the
+    # load alone, from the samples within it, at the load's rate of
+    # answered requests. The whole run (control requests included) only if
+    # the load was too short for two samples a second apart.
+    n=$(jq -r '.requests.total - .transport_errors' "${json}")
+    read -r from to rate < <(jq -r '"\(.started_unix) \(.started_unix + .elapsed_s) \(
+        (.requests.total - .transport_errors) / (if .elapsed_s > 0 then .elapsed_s else 1 end))"' "${json}")
+    td=$(window_us "${from}" "${to}" 2 "${rate}")
+    my=$(window_us "${from}" "${to}" 3 "${rate}")
+    if [[ -z "${td}" || -z "${my}" ]]; then
+        n=$(jq -r '.requests.total + .requests.control - .transport_errors' "${json}")
+        td=$(us_per "${CPU_T}" "${n}")
+        my=$(us_per "${CPU_M}" "${n}")
+        note="${note}; CPU over the whole run"
+    fi
     row "${key}" "${name}" ticketd-load "${c}" "$(jq -r '(.orders_created / .elapsed_s) | floor' "${json}")" \
         "$(jq -r '.latency_ms_by_kind.orders.p50 * 100 | round / 100' "${json}")" \
-        "$(jq -r '.latency_ms_by_kind.orders.p99 * 100 | round / 100' "${json}")" "${n}" \
-        "$(us_per "${CPU_T}" "${n}")" "$(us_per "${CPU_M}" "${n}")" \
+        "$(jq -r '.latency_ms_by_kind.orders.p99 * 100 | round / 100' "${json}")" "${n}" "${td}" "${my}" \
         "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}"
 }
 
