@@ -1,38 +1,50 @@
 #!/usr/bin/env bash
-# ticketd side-by-side benchmark: one run, one table.
+# ticketd side-by-side benchmark: one run, one table, the targets.
 #
 # Usage: loadtest/bench.sh [options]
 #
 #   --start             start a private stack first and stop it afterwards:
 #                       scripts/services.sh up .state/bench 30379 30306, migrate,
 #                       build/release/ticketd serve on 127.0.0.1:30080 with
-#                       TICKETD_ORDER_TOKEN_REQUIRED=0 (secrets from --config)
+#                       TICKETD_ORDER_TOKEN_REQUIRED=0 (secrets from --config;
+#                       TICKETD_IO_THREADS, TICKETD_THREADS and other TICKETD_*
+#                       settings of the environment pass through)
 #   --url URL           ticketd to measure (default http://127.0.0.1:8080;
 #                       with --start http://127.0.0.1:30080)
-#   --pid PID           ticketd's process, for its RSS (default: the one --start
-#                       started, else `pgrep -f "ticketd serve"` if exactly one)
-#   --duration S        seconds per row (default 8; at most 30)
-#   --concurrency N     HTTP connections of every load row (default 16)
-#   --connections N     sqlbase connections (default: the same as --concurrency)
+#   --pid PID           ticketd's process, for its CPU and RSS (default: the one
+#                       --start started, else `pgrep -f "ticketd serve"` if
+#                       exactly one)
+#   --mysql-pid PID     MariaDB's process, for its CPU (default with --start:
+#                       the pidfile of .state/bench/mysql; else not shown)
+#   --duration S        seconds per row (default 5; at most 30)
+#   --concurrency N     connections of every row (default 16)
+#   --scale LIST        more connection counts, comma-separated, for the
+#                       /livez, replay, new orders (N sessions) and sqlbase
+#                       (N sessions) rows (default 64,256; "none": none)
+#   --connections N     sqlbase connections of the --concurrency rows
+#                       (default: the same as --concurrency)
 #   --sessions N        sessions of the "many sessions" rows (default 200)
 #   --threads N         wrk threads (default 2)
 #   --config FILE       KEY=VALUE file for secrets and MariaDB settings
 #                       (default config/ticketd.env); the environment wins
 #   --tokens            fetch an order token per new order (for a server that
 #                       requires X-Order-Token; figures then include POST /tokens)
-#   --json FILE         also write the rows as JSON
+#   --json FILE         also write the rows and the targets as JSON
 #
 # Rows: GET /livez (wrk); the replay of one completed order (wrk, same POST
 # with its Idempotency-Key, token and body); new orders over many sessions
 # and on one hot session (ticketd-load, a new user and key per order); the
 # same order transaction straight against MariaDB (sqlbase, many sessions and
-# hot). Then the ratios replay/livez and new orders/sqlbase.
+# hot). Every row runs over persistent keep-alive connections. Columns:
+# req/s, p50, p99, CPU per request of ticketd, MariaDB and the load tool,
+# ticketd's RSS, the TCP connections seen. Then the ratios and the targets.
 #
 # The order rows send no X-Order-Token: the server under test must run with
 # TICKETD_ORDER_TOKEN_REQUIRED=0 (as --start does), or pass --tokens.
 # The MariaDB of sqlbase is TICKETD_MYSQL_HOST/PORT/USER/PASSWORD/DB from the
 # environment, else from --config (with --start: the private one).
 set -euo pipefail
+export LC_ALL=C
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "${HERE}/.." && pwd)
@@ -43,8 +55,10 @@ TICKETD=${ROOT}/build/release/ticketd
 START=0
 URL=""
 PID=""
-DURATION=8
+MYSQL_PID=""
+DURATION=5
 CONC=16
+SCALE="64,256"
 CONNS=""
 SESSIONS=200
 THREADS=2
@@ -56,6 +70,14 @@ BENCH_STATE=${ROOT}/.state/bench
 BENCH_REDIS_PORT=30379
 BENCH_MYSQL_PORT=30306
 BENCH_HTTP_PORT=30080
+
+# Targets of the speed issue.
+T_NEW_OVER_SQL=0.75
+T_HOT_OVER_SQL=0.75
+T_P99_OVER_SQL=2
+T_REPLAY_OVER_LIVEZ=0.8
+T_CPU_PER_ORDER_US=150
+T_RSS_MB=20
 
 die() {
     printf 'bench: error: %s\n' "$*" >&2
@@ -73,8 +95,10 @@ while (($# > 0)); do
     --start) START=1 ;;
     --url) URL=${2:?}; shift ;;
     --pid) PID=${2:?}; shift ;;
+    --mysql-pid) MYSQL_PID=${2:?}; shift ;;
     --duration) DURATION=${2:?}; shift ;;
     --concurrency) CONC=${2:?}; shift ;;
+    --scale) SCALE=${2:?}; shift ;;
     --connections) CONNS=${2:?}; shift ;;
     --sessions) SESSIONS=${2:?}; shift ;;
     --threads) THREADS=${2:?}; shift ;;
@@ -87,12 +111,26 @@ while (($# > 0)); do
     shift
 done
 
-for n in "${DURATION}" "${CONC}" "${SESSIONS}" "${THREADS}" ${CONNS:+"${CONNS}"}; do
-    [[ "${n}" =~ ^[0-9]+$ ]] && ((n >= 1)) || die "not a positive number: ${n}"
+[[ "${SCALE}" == none ]] && SCALE=""
+IFS=',' read -r -a SCALE_LIST <<<"${SCALE}"
+for n in "${DURATION}" "${CONC}" "${SESSIONS}" "${THREADS}" ${CONNS:+"${CONNS}"} \
+    ${PID:+"${PID}"} ${MYSQL_PID:+"${MYSQL_PID}"} "${SCALE_LIST[@]}"; do
+    if ! [[ "${n}" =~ ^[0-9]+$ ]] || ((n < 1)); then
+        die "not a positive number: ${n}"
+    fi
 done
 ((DURATION <= 30)) || die "--duration is at most 30 s per row"
+for n in "${CONC}" "${SCALE_LIST[@]}"; do
+    ((n <= 1024)) || die "at most 1024 connections per row: ${n}"
+done
 CONNS=${CONNS:-${CONC}}
-((THREADS <= CONC)) || THREADS=${CONC}
+# The connection counts: --concurrency first, then --scale ascending,
+# without repeats.
+LEVELS=("${CONC}")
+while read -r n; do
+    [[ -n "${n}" && "${n}" != "${CONC}" ]] && LEVELS+=("${n}")
+done < <(printf '%s\n' "${SCALE_LIST[@]}" | sort -n -u)
+TOP=${LEVELS[${#LEVELS[@]} - 1]}
 
 command -v wrk >/dev/null || die "wrk not found (apt-get install wrk)"
 command -v jq >/dev/null || die "jq not found (apt-get install jq)"
@@ -121,6 +159,10 @@ MYSQL_PORT=$(conf TICKETD_MYSQL_PORT 13306)
 MYSQL_USER=$(conf TICKETD_MYSQL_USER ticketd)
 MYSQL_PASSWORD=$(conf TICKETD_MYSQL_PASSWORD ticketd)
 MYSQL_DB=$(conf TICKETD_MYSQL_DB ticketd)
+# What ticketd --start runs with (the environment, else --config, else the
+# defaults of service/config.c); shown in the header.
+IO_THREADS=$(conf TICKETD_IO_THREADS 2)
+WORKER_THREADS=$(conf TICKETD_THREADS 16)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ticketd-bench.XXXXXX")
 STARTED_TICKETD=""
@@ -165,17 +207,21 @@ if ((START)); then
         "${ROOT}/scripts/services.sh" migrate "${BENCH_STATE}" >&2
     MYSQL_HOST=127.0.0.1
     MYSQL_PORT=${BENCH_MYSQL_PORT}
+    if [[ -z "${MYSQL_PID}" && -s "${BENCH_STATE}/mysql/mysqld.pid" ]]; then
+        MYSQL_PID=$(tr -d ' \n' <"${BENCH_STATE}/mysql/mysqld.pid")
+    fi
     URL=${URL:-http://127.0.0.1:${BENCH_HTTP_PORT}}
     if curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:${BENCH_HTTP_PORT}/livez" 2>/dev/null; then
         die "something already serves 127.0.0.1:${BENCH_HTTP_PORT}; stop it first"
     fi
-    log "starting ticketd on ${URL}"
+    log "starting ticketd on ${URL} (TICKETD_IO_THREADS=${IO_THREADS}, TICKETD_THREADS=${WORKER_THREADS})"
     env -u TICKETD_MYSQL_SOCKET \
         TICKETD_ENV=dev TICKETD_PORT="${BENCH_HTTP_PORT}" TICKETD_BIND=127.0.0.1 \
         TICKETD_REDIS_HOST=127.0.0.1 TICKETD_REDIS_PORT="${BENCH_REDIS_PORT}" \
         TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT="${BENCH_MYSQL_PORT}" \
         TICKETD_MYSQL_USER="${MYSQL_USER}" TICKETD_MYSQL_PASSWORD="${MYSQL_PASSWORD}" \
         TICKETD_MYSQL_DB="${MYSQL_DB}" TICKETD_ORDER_TOKEN_REQUIRED=0 \
+        TICKETD_IO_THREADS="${IO_THREADS}" TICKETD_THREADS="${WORKER_THREADS}" \
         TICKETD_JWT_SECRET="${JWT_SECRET}" TICKETD_PAY_SECRET="${PAY_SECRET}" \
         "${TICKETD}" serve --config "${CONFIG}" >"${BENCH_STATE}/ticketd.log" 2>&1 &
     STARTED_TICKETD=$!
@@ -204,11 +250,21 @@ if [[ -z "${PID}" ]]; then
     if [[ $(wc -w <<<"${pids}") -eq 1 ]]; then
         PID=${pids}
     else
-        log "no single 'ticketd serve' process found (pass --pid): RSS not shown"
+        log "no single 'ticketd serve' process found (pass --pid): ticketd's CPU and RSS not shown"
     fi
 fi
+[[ -n "${MYSQL_PID}" ]] || log "no MariaDB process known (pass --mysql-pid): its CPU not shown"
 
-# --- helpers -----------------------------------------------------------------
+# The port ticketd listens on, to count the connections it accepts.
+HTTP_PORT=$(sed -E -e 's|^[a-z]+://||' -e 's|/.*$||' <<<"${URL}")
+if [[ "${HTTP_PORT}" =~ :([0-9]+)$ ]]; then
+    HTTP_PORT=${BASH_REMATCH[1]}
+else
+    HTTP_PORT=80
+fi
+command -v ss >/dev/null || log "ss not found (iproute2): connections not counted"
+
+# --- measuring -----------------------------------------------------------------
 
 b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
 
@@ -223,22 +279,72 @@ jwt() {
     printf '%s.%s.%s\n' "${header}" "${payload}" "${sig}"
 }
 
+CLK_TCK=$(getconf CLK_TCK)
+
+# cpu_ticks PID: utime + stime of the process (all its threads), in clock
+# ticks; nothing if PID is unknown or gone. Fields 14 and 15 of
+# /proc/PID/stat, counted after the ")" that ends the command name. Shell
+# builtins only: the sampler calls it every 0.2 s.
+cpu_ticks() {
+    local line f
+    [[ -n "$1" && -r "/proc/$1/stat" ]] || return 0
+    read -r line <"/proc/$1/stat" 2>/dev/null || return 0
+    read -r -a f <<<"${line##*) }"
+    printf '%s\n' $((f[11] + f[12]))
+}
+
 rss_kb() {
     [[ -n "${PID}" && -r "/proc/${PID}/status" ]] || return 0
     awk '/^VmRSS:/ {print $2}' "/proc/${PID}/status" 2>/dev/null || true
 }
 
-# The sampler writes ticketd's RSS every 0.2 s while a row runs.
+# The client ends of the connections ticketd has open now, one a line.
+peers() {
+    command -v ss >/dev/null || return 0
+    ss -Htn state established "( sport = :${HTTP_PORT} )" 2>/dev/null | awk '{print $NF}' || true
+}
+
+# The sampler writes ticketd's RSS, its connections' peers and the CPU
+# ticks of ticketd and MariaDB (with the wall clock) every 0.2 s while a
+# row runs.
 sampler_start() {
     : >"${WORK}/rss"
-    [[ -n "${PID}" ]] || return 0
+    : >"${WORK}/peers"
+    : >"${WORK}/cpu"
     (
-        for _ in $(seq 1 $(((DURATION + 30) * 5))); do
+        for _ in $(seq 1 $(((DURATION + 70) * 5))); do
             rss_kb >>"${WORK}/rss"
+            peers >>"${WORK}/peers"
+            t=$(cpu_ticks "${PID}")
+            m=$(cpu_ticks "${MYSQL_PID}")
+            printf '%s %s %s\n' "${EPOCHREALTIME}" "${t:--}" "${m:--}" >>"${WORK}/cpu"
             sleep 0.2
         done
     ) &
     SAMPLER=$!
+}
+
+# window_cpu FROM TO FIELD: the CPU ticks of column FIELD (2 ticketd, 3
+# MariaDB) between the first and the last sample within [FROM, TO] (Unix
+# seconds), and the seconds between them: "TICKS SECONDS"; nothing if the
+# samples span less than a second.
+window_cpu() {
+    awk -v s="$1" -v e="$2" -v f="$3" '$1 >= s && $1 <= e && $f != "-" {
+        if (!have) { t0 = $1; c0 = $f; have = 1 }
+        t1 = $1; c1 = $f
+    } END { if (have && t1 - t0 >= 1) printf "%d %.3f\n", c1 - c0, t1 - t0 }' "${WORK}/cpu"
+}
+
+# window_us FROM TO FIELD RATE: CPU microseconds per request within the load
+# window, RATE requests per second; nothing if the window is too short.
+window_us() {
+    local w
+    w=$(window_cpu "$1" "$2" "$3")
+    [[ -n "${w}" ]] || return 0
+    awk -v w="${w}" -v r="$4" -v hz="${CLK_TCK}" 'BEGIN {
+        split(w, a, " ")
+        if (r > 0 && a[2] > 0) printf "%.0f", a[1] * 1e6 / hz / (r * a[2])
+    }'
 }
 
 sampler_stop() {
@@ -248,10 +354,64 @@ sampler_stop() {
         SAMPLER=""
     fi
     RSS_MAX=$(sort -n "${WORK}/rss" 2>/dev/null | tail -n 1)
+    PEERS=$(sort -u "${WORK}/peers" | wc -l)
+    command -v ss >/dev/null || PEERS=""
     sleep 1
     RSS_AFTER=$(rss_kb)
     RSS_MAX=${RSS_MAX:-}
     RSS_AFTER=${RSS_AFTER:-}
+}
+
+# measure_begin / measure_end: CPU of ticketd and MariaDB over a row.
+measure_begin() {
+    CPU0_T=$(cpu_ticks "${PID}")
+    CPU0_M=$(cpu_ticks "${MYSQL_PID}")
+}
+
+measure_end() {
+    local t m
+    t=$(cpu_ticks "${PID}")
+    m=$(cpu_ticks "${MYSQL_PID}")
+    CPU_T=""
+    CPU_M=""
+    [[ -n "${CPU0_T}" && -n "${t}" ]] && CPU_T=$((t - CPU0_T))
+    [[ -n "${CPU0_M}" && -n "${m}" ]] && CPU_M=$((m - CPU0_M))
+}
+
+# timed FILE CMD...: runs CMD and keeps the CPU time (user + system) it and
+# its children used, for cpu_s FILE.
+timed() {
+    local file=$1
+    shift
+    (
+        rc=0
+        "$@" || rc=$?
+        # Not in a pipe: times must run in this shell, the tool's parent.
+        times >"${file}.times"
+        exit "${rc}"
+    )
+}
+
+# cpu_s FILE: the seconds timed wrote (user + system of the children).
+cpu_s() {
+    [[ -s "$1.times" ]] || return 0
+    tail -n 1 "$1.times" | awk '{
+        t = 0
+        for (i = 1; i <= 2; i++) { split($i, a, "m"); sub(/s$/, "", a[2]); t += a[1] * 60 + a[2] }
+        printf "%.3f\n", t
+    }'
+}
+
+# us_per TICKS REQUESTS: CPU microseconds per request from clock ticks.
+us_per() {
+    [[ -n "$1" && -n "$2" ]] || return 0
+    awk -v t="$1" -v n="$2" -v hz="${CLK_TCK}" 'BEGIN { if (n > 0) printf "%.0f", t * 1e6 / hz / n }'
+}
+
+# us_per_s SECONDS REQUESTS: the same from seconds.
+us_per_s() {
+    [[ -n "$1" && -n "$2" ]] || return 0
+    awk -v t="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.0f", t * 1e6 / n }'
 }
 
 # wrk prints latencies as 812.00us, 1.23ms or 1.02s: in ms.
@@ -264,39 +424,69 @@ to_ms() {
 }
 
 ROWS=()
-declare -A RPS
+declare -A RPS P99 CPU_TD
+: >"${WORK}/rows.jsonl"
 
-# row NAME TOOL RPS P50 P99 [RSS_MAX RSS_AFTER] [NOTE]
+num() { if [[ "$1" =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; then printf '%s' "$1"; else printf 'null'; fi; }
+
+# row KEY NAME TOOL CONNS RPS P50 P99 REQUESTS TICKETD_US MARIADB_US LOAD_US
+#     RSS_MAX RSS_AFTER PEERS NOTE
 row() {
-    ROWS+=("$1|$2|$3|$4|$5|${6:-}|${7:-}|${8:-}")
-    RPS[$1]=$3
+    ROWS+=("$2|$3|$4|$5|$6|$7|$9|${10}|${11}|${12}|${13}|${14}|${15}")
+    RPS[$1]=$5
+    P99[$1]=$7
+    CPU_TD[$1]=$9
+    jq -n -c --arg row "$2" --arg tool "$3" --arg note "${15}" \
+        --argjson connections "$(num "$4")" --argjson rps "$(num "$5")" \
+        --argjson p50 "$(num "$6")" --argjson p99 "$(num "$7")" --argjson requests "$(num "$8")" \
+        --argjson td "$(num "$9")" --argjson my "$(num "${10}")" --argjson ld "$(num "${11}")" \
+        --argjson rmax "$(num "${12}")" --argjson raft "$(num "${13}")" --argjson peers "$(num "${14}")" \
+        '{row: $row, tool: $tool, connections: $connections, rps: $rps, p50_ms: $p50, p99_ms: $p99,
+          requests: $requests, ticketd_cpu_us_per_req: $td, mariadb_cpu_us_per_req: $my,
+          load_cpu_us_per_req: $ld, rss_max_kb: $rmax, rss_after_kb: $raft,
+          tcp_connections_seen: $peers, note: $note}' >>"${WORK}/rows.jsonl"
 }
 
+# wrk_row KEY NAME CONNS WRK-ARGS...
 wrk_row() {
-    local name=$1 out rps p50 p99 non2xx note=""
-    shift
+    local key=$1 name=$2 c=$3 out rps p50 p99 n non2xx note="" threads=${THREADS}
+    shift 3
+    rm -f "${WORK}/load-cpu.times"
+    ((threads <= c)) || threads=${c}
+    log "row: ${name}, c${c}"
+    measure_begin
     sampler_start
-    out=$(timeout $((DURATION + 20)) wrk -t"${THREADS}" -c"${CONC}" -d"${DURATION}s" --latency "$@" 2>&1) ||
-        die "wrk failed: ${out}"
+    out=$(timed "${WORK}/load-cpu" timeout $((DURATION + 20)) \
+        wrk -t"${threads}" -c"${c}" -d"${DURATION}s" --latency "$@" 2>&1) || die "wrk failed: ${out}"
+    measure_end
     sampler_stop
     rps=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' <<<"${out}")
     p50=$(to_ms "$(awk '$1 == "50%" {print $2}' <<<"${out}")")
     p99=$(to_ms "$(awk '$1 == "99%" {print $2}' <<<"${out}")")
+    n=$(awk '/ requests in / {print $1}' <<<"${out}")
     non2xx=$(awk '/Non-2xx or 3xx responses:/ {print $NF}' <<<"${out}")
     [[ -n "${non2xx}" ]] && note="${non2xx} non-2xx answers"
     grep -q "Socket errors" <<<"${out}" && note="${note:+${note}; }$(grep 'Socket errors' <<<"${out}" | sed 's/^ *//')"
-    row "${name}" wrk "${rps:-0}" "${p50}" "${p99}" "${RSS_MAX}" "${RSS_AFTER}" "${note}"
+    row "${key}" "${name}" wrk "${c}" "${rps:-0}" "${p50}" "${p99}" "${n}" \
+        "$(us_per "${CPU_T}" "${n}")" "$(us_per "${CPU_M}" "${n}")" \
+        "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}"
 }
 
+# load_row KEY NAME CONNS SCENARIO ARGS...
 load_row() {
-    local name=$1 scenario=$2 json=${WORK}/$2.json rc=0 note tok=(--no-token)
-    shift 2
+    local key=$1 name=$2 c=$3 scenario=$4 json=${WORK}/$4-$3.json rc=0 note n from to rate td my
+    local tok=(--no-token)
+    shift 4
+    rm -f "${WORK}/load-cpu.times"
     ((TOKENS)) && tok=()
+    log "row: ${name}, c${c}"
+    measure_begin
     sampler_start
     TICKETD_JWT_SECRET=${JWT_SECRET} TICKETD_PAY_SECRET=${PAY_SECRET} \
-        timeout $((DURATION + 60)) "${LOAD}" "${scenario}" --target "${URL}" "${tok[@]}" \
-        --duration "${DURATION}" --requests 5000000 --concurrency "${CONC}" --settle 0 \
+        timed "${WORK}/load-cpu" timeout $((DURATION + 60)) "${LOAD}" "${scenario}" --target "${URL}" \
+        "${tok[@]}" --duration "${DURATION}" --requests 5000000 --concurrency "${c}" --settle 0 \
         --no-audit --json "${json}" "$@" >"${WORK}/${scenario}.out" 2>&1 || rc=$?
+    measure_end
     sampler_stop
     [[ -s "${json}" ]] || {
         cat "${WORK}/${scenario}.out" >&2
@@ -308,30 +498,56 @@ load_row() {
     note="$(jq -r '"\(.orders_created) created" + ([.answers[] | select(.kind == "orders" and .status != 201)
         | "\(.status) \(.code) x\(.count)"] | if length > 0 then "; " + (.[:3] | join(", ")) else "" end)' "${json}")"
     ((rc == 0)) || note="${note}; ticketd-load exit ${rc}"
-    row "${name}" ticketd-load "$(jq -r '(.orders_created / .elapsed_s) | floor' "${json}")" \
+    # ticketd-load creates its sessions before the load and reads them
+    # after it: ticketd's and MariaDB's CPU per request is taken over the
+    # load alone, from the samples within it, at the load's rate of
+    # answered requests. The whole run (control requests included) only if
+    # the load was too short for two samples a second apart.
+    n=$(jq -r '.requests.total - .transport_errors' "${json}")
+    read -r from to rate < <(jq -r '"\(.started_unix) \(.started_unix + .elapsed_s) \(
+        (.requests.total - .transport_errors) / (if .elapsed_s > 0 then .elapsed_s else 1 end))"' "${json}")
+    td=$(window_us "${from}" "${to}" 2 "${rate}")
+    my=$(window_us "${from}" "${to}" 3 "${rate}")
+    if [[ -z "${td}" || -z "${my}" ]]; then
+        n=$(jq -r '.requests.total + .requests.control - .transport_errors' "${json}")
+        td=$(us_per "${CPU_T}" "${n}")
+        my=$(us_per "${CPU_M}" "${n}")
+        note="${note}; CPU over the whole run"
+    fi
+    row "${key}" "${name}" ticketd-load "${c}" "$(jq -r '(.orders_created / .elapsed_s) | floor' "${json}")" \
         "$(jq -r '.latency_ms_by_kind.orders.p50 * 100 | round / 100' "${json}")" \
-        "$(jq -r '.latency_ms_by_kind.orders.p99 * 100 | round / 100' "${json}")" "${RSS_MAX}" "${RSS_AFTER}" "${note}"
+        "$(jq -r '.latency_ms_by_kind.orders.p99 * 100 | round / 100' "${json}")" "${n}" "${td}" "${my}" \
+        "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}"
 }
 
+# sql_row KEY NAME CONNS SQLBASE-ARGS...
 sql_row() {
-    local name=$1 out
-    shift
-    out=$(timeout $((DURATION + 60)) "${SQLBASE}" --host "${MYSQL_HOST}" --port "${MYSQL_PORT}" \
-        --user "${MYSQL_USER}" --password "${MYSQL_PASSWORD}" --db "${MYSQL_DB}" \
-        --connections "${CONNS}" --duration "${DURATION}" --quiet "$@" 2>&1) ||
-        die "sqlbase failed: ${out}"
+    local key=$1 name=$2 c=$3 out n
+    shift 3
+    rm -f "${WORK}/load-cpu.times"
+    log "row: ${name}, c${c}"
+    measure_begin
+    out=$(timed "${WORK}/load-cpu" timeout $((DURATION + 60)) "${SQLBASE}" --host "${MYSQL_HOST}" \
+        --port "${MYSQL_PORT}" --user "${MYSQL_USER}" --password "${MYSQL_PASSWORD}" --db "${MYSQL_DB}" \
+        --connections "${c}" --duration "${DURATION}" --quiet "$@" 2>&1) || die "sqlbase failed: ${out}"
+    measure_end
     out=$(grep '^sqlbase tps=' <<<"${out}")
-    row "${name}" sqlbase "$(sed -E 's/.*tps=([0-9.]+).*/\1/' <<<"${out}")" \
+    n=$(sed -E 's/.*committed=([0-9]+).*/\1/' <<<"${out}")
+    # ticketd only idles meanwhile: no CPU, RSS or connections of its own.
+    row "${key}" "${name}" sqlbase "${c}" "$(sed -E 's/.*tps=([0-9.]+).*/\1/' <<<"${out}")" \
         "$(sed -E 's/.*p50_ms=([0-9.]+).*/\1/' <<<"${out}")" \
-        "$(sed -E 's/.*p99_ms=([0-9.]+).*/\1/' <<<"${out}")" "" "" \
+        "$(sed -E 's/.*p99_ms=([0-9.]+).*/\1/' <<<"${out}")" "${n}" \
+        "" "$(us_per "${CPU_M}" "${n}")" "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "" "" "" \
         "$(sed -E 's/.*failed=([0-9]+).*/\1 failed/' <<<"${out}")"
 }
 
 # --- the rows ----------------------------------------------------------------
 
-log "measuring ${URL}, ${DURATION} s per row, ${CONC} connections"
+log "measuring ${URL}, ${DURATION} s per row, connections ${LEVELS[*]}"
 
-wrk_row "GET /livez" "${URL}/livez"
+for c in "${LEVELS[@]}"; do
+    wrk_row "livez@${c}" "GET /livez" "${c}" "${URL}/livez"
+done
 
 # One real order first, then replays of exactly that request.
 ADMIN_JWT=$(jwt 1 admin)
@@ -350,55 +566,123 @@ status=$(curl -sS -o "${WORK}/first.json" -w '%{http_code}' --max-time 5 -H "Aut
     ${BENCH_TOKEN:+-H "X-Order-Token: ${BENCH_TOKEN}"} -d "${BENCH_BODY}" "${URL}/api/v1/orders")
 [[ "${status}" == 201 ]] || die "the first order answered ${status}: $(cat "${WORK}/first.json")"
 export BENCH_JWT BENCH_KEY BENCH_TOKEN BENCH_BODY
-wrk_row "replay of one completed key" -s "${HERE}/wrk/replay.lua" "${URL}/api/v1/orders"
+for c in "${LEVELS[@]}"; do
+    wrk_row "replay@${c}" "replay of one completed key" "${c}" -s "${HERE}/wrk/replay.lua" "${URL}/api/v1/orders"
+done
 
-load_row "new orders, ${SESSIONS} sessions" new-orders --sessions "${SESSIONS}"
-load_row "new orders, one hot session" hot-session
+for c in "${LEVELS[@]}"; do
+    load_row "new@${c}" "new orders, ${SESSIONS} sessions" "${c}" new-orders --sessions "${SESSIONS}"
+done
+load_row "hot@${CONC}" "new orders, one hot session" "${CONC}" hot-session
 
-sql_row "sqlbase, ${SESSIONS} sessions" --sessions "${SESSIONS}"
-sql_row "sqlbase, one hot session" --hot
+for c in "${LEVELS[@]}"; do
+    sc=${c}
+    [[ "${c}" == "${CONC}" ]] && sc=${CONNS}
+    sql_row "sql@${c}" "sqlbase, ${SESSIONS} sessions" "${sc}" --sessions "${SESSIONS}"
+done
+sql_row "sqlhot@${CONC}" "sqlbase, one hot session" "${CONNS}" --hot
 
 # --- the table -----------------------------------------------------------------
 
 ratio() {
-    awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'
+    awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.2f", a / b; else printf "n/a" }'
 }
 
 mb() {
-    [[ -n "$1" ]] && awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }' || printf -- '-'
+    if [[ -n "$1" ]]; then awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; else printf -- '-'; fi
 }
 
-printf '\nticketd benchmark: %s, %s s per row, %s HTTP connections, %s SQL connections\n' \
-    "${URL}" "${DURATION}" "${CONC}" "${CONNS}"
-[[ -n "${PID}" ]] && printf 'RSS of pid %s (VmRSS), max during the row / 1 s after\n' "${PID}"
-printf '\n%-34s %-13s %10s %9s %9s %16s  %s\n' "row" "tool" "req/s" "p50 ms" "p99 ms" "RSS MB max/after" "note"
+dash() { printf '%s' "${1:--}"; }
+
+printf '\nticketd benchmark: %s, %s s per row, keep-alive connections %s\n' \
+    "${URL}" "${DURATION}" "${LEVELS[*]}"
+((START)) && printf 'ticketd --start: TICKETD_IO_THREADS=%s TICKETD_THREADS=%s\n' "${IO_THREADS}" "${WORKER_THREADS}"
+[[ "${CONNS}" != "${CONC}" ]] && printf 'sqlbase rows at c%s use %s connections (--connections)\n' "${CONC}" "${CONNS}"
+printf 'CPU: us per request answered, utime+stime of ticketd (pid %s), MariaDB (pid %s) and the load tool\n' \
+    "$(dash "${PID}")" "$(dash "${MYSQL_PID}")"
+printf 'RSS: ticketd VmRSS max during the row / 1 s after; conns: client connections ticketd had open (ss, every 0.2 s)\n'
+printf '\n%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %11s %5s  %s\n' "row" "tool" "conns" "req/s" "p50 ms" \
+    "p99 ms" "ticketd" "mariadb" "load" "RSS MB" "seen" "note"
+printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %11s %5s\n' "" "" "" "" "" "" "us/req" "us/req" "us/req" \
+    "max/after" "conns"
 for r in "${ROWS[@]}"; do
-    IFS='|' read -r name tool rps p50 p99 rmax rafter note <<<"${r}"
+    IFS='|' read -r name tool c rps p50 p99 td my ld rmax rafter peers note <<<"${r}"
     rss="-"
     [[ -n "${rmax}${rafter}" ]] && rss="$(mb "${rmax}")/$(mb "${rafter}")"
-    printf '%-34s %-13s %10s %9s %9s %16s  %s\n' "${name}" "${tool}" "${rps}" "${p50}" "${p99}" "${rss}" "${note}"
+    printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %11s %5s  %s\n' "${name}" "${tool}" "${c}" "${rps}" \
+        "${p50}" "${p99}" "$(dash "${td}")" "$(dash "${my}")" "$(dash "${ld}")" "${rss}" \
+        "$(dash "${peers}")" "${note}"
 done
 
-R_REPLAY=$(ratio "${RPS["replay of one completed key"]}" "${RPS["GET /livez"]}")
-R_NEW=$(ratio "${RPS["new orders, ${SESSIONS} sessions"]}" "${RPS["sqlbase, ${SESSIONS} sessions"]}")
-R_HOT=$(ratio "${RPS["new orders, one hot session"]}" "${RPS["sqlbase, one hot session"]}")
-printf '\nratios\n'
-printf '  replay / livez                   %s\n' "${R_REPLAY}"
-printf '  new orders / sqlbase             %s   (%s sessions)\n' "${R_NEW}" "${SESSIONS}"
-printf '  hot-session orders / sqlbase hot %s\n' "${R_HOT}"
+# target NAME VALUE OP LIMIT: one line of the targets, met or missed.
+TARGETS=()
+target() {
+    local verdict
+    verdict=$(awk -v v="$2" -v op="$3" -v l="$4" 'BEGIN {
+        if (v == "" || v == "n/a" || v == "-") { print "n/a"; exit }
+        ok = (op == ">=") ? (v + 0 >= l + 0) : (v + 0 <= l + 0)
+        print ok ? "met" : "missed"
+    }')
+    TARGETS+=("$1|$(dash "$2")|$3|$4|${verdict}")
+}
+
+for c in "${LEVELS[@]}"; do
+    target "new orders / sqlbase, ${SESSIONS} sessions, c${c}" \
+        "$(ratio "${RPS["new@${c}"]}" "${RPS["sql@${c}"]}")" ">=" "${T_NEW_OVER_SQL}"
+done
+target "new orders / sqlbase, hot session, c${CONC}" \
+    "$(ratio "${RPS["hot@${CONC}"]}" "${RPS["sqlhot@${CONC}"]}")" ">=" "${T_HOT_OVER_SQL}"
+for c in "${LEVELS[@]}"; do
+    target "new orders p99 / sqlbase p99, ${SESSIONS} sessions, c${c}" \
+        "$(ratio "${P99["new@${c}"]}" "${P99["sql@${c}"]}")" "<=" "${T_P99_OVER_SQL}"
+done
+target "new orders p99 / sqlbase p99, hot session, c${CONC}" \
+    "$(ratio "${P99["hot@${CONC}"]}" "${P99["sqlhot@${CONC}"]}")" "<=" "${T_P99_OVER_SQL}"
+for c in "${LEVELS[@]}"; do
+    # The issue asks for c16 and c256: the first and the last count.
+    [[ "${c}" == "${CONC}" || "${c}" == "${TOP}" ]] || continue
+    target "replay / livez, c${c}" "$(ratio "${RPS["replay@${c}"]}" "${RPS["livez@${c}"]}")" ">=" \
+        "${T_REPLAY_OVER_LIVEZ}"
+done
+for k in "${LEVELS[@]/#/new@}" "hot@${CONC}"; do
+    what="${SESSIONS} sessions"
+    [[ "${k}" == hot@* ]] && what="hot session"
+    target "ticketd CPU us per new order, ${what}, c${k#*@}" "${CPU_TD[${k}]}" "<=" "${T_CPU_PER_ORDER_US}"
+done
+rss_max=$(jq -s '[.[].rss_max_kb | select(. != null)] | if length > 0 then max / 1024 * 10 | round / 10 else "n/a" end' \
+    "${WORK}/rows.jsonl")
+target "ticketd RSS MB, max over every row" "${rss_max}" "<=" "${T_RSS_MB}"
+
+printf '\n%-52s %8s %10s  %s\n' "ratio / figure" "value" "target" "verdict"
+met=0
+missed=0
+for t in "${TARGETS[@]}"; do
+    IFS='|' read -r name value op limit verdict <<<"${t}"
+    printf '%-52s %8s %10s  %s\n' "${name}" "${value}" "${op} ${limit}" "${verdict}"
+    [[ "${verdict}" == met ]] && met=$((met + 1))
+    [[ "${verdict}" == missed ]] && missed=$((missed + 1))
+done
+printf '\ntargets: %d met, %d missed\n' "${met}" "${missed}"
 
 if [[ -n "${JSON_OUT}" ]]; then
-    {
-        printf '{"url": "%s", "duration_s": %s, "concurrency": %s, "sql_connections": %s, "rows": [' \
-            "${URL}" "${DURATION}" "${CONC}" "${CONNS}"
-        sep=""
-        for r in "${ROWS[@]}"; do
-            IFS='|' read -r name tool rps p50 p99 rmax rafter note <<<"${r}"
-            printf '%s{"row": "%s", "tool": "%s", "rps": %s, "p50_ms": %s, "p99_ms": %s, "rss_max_kb": %s, "rss_after_kb": %s, "note": "%s"}' \
-                "${sep}" "${name}" "${tool}" "${rps:-0}" "${p50:-0}" "${p99:-0}" "${rmax:-null}" "${rafter:-null}" "${note}"
-            sep=", "
-        done
-        printf '], "ratios": {"replay_over_livez": "%s", "new_orders_over_sqlbase": "%s", "hot_over_sqlbase_hot": "%s"}}\n' \
-            "${R_REPLAY}" "${R_NEW}" "${R_HOT}"
-    } | jq . >"${JSON_OUT}"
+    for t in "${TARGETS[@]}"; do
+        IFS='|' read -r name value op limit verdict <<<"${t}"
+        jq -n -c --arg name "${name}" --argjson value "$(num "${value}")" --arg op "${op}" \
+            --argjson limit "${limit}" --arg verdict "${verdict}" \
+            '{name: $name, value: $value, op: $op, target: $limit, verdict: $verdict}'
+    done >"${WORK}/targets.jsonl"
+    jq -n --arg url "${URL}" --argjson duration "${DURATION}" --argjson conc "${CONC}" \
+        --argjson conns "${CONNS}" --argjson sessions "${SESSIONS}" \
+        --argjson levels "$(printf '%s\n' "${LEVELS[@]}" | jq -s .)" \
+        --arg io "${IO_THREADS}" --arg workers "${WORKER_THREADS}" --argjson start "${START}" \
+        --arg replay "$(ratio "${RPS["replay@${CONC}"]}" "${RPS["livez@${CONC}"]}")" \
+        --arg new "$(ratio "${RPS["new@${CONC}"]}" "${RPS["sql@${CONC}"]}")" \
+        --arg hot "$(ratio "${RPS["hot@${CONC}"]}" "${RPS["sqlhot@${CONC}"]}")" \
+        --slurpfile rows "${WORK}/rows.jsonl" --slurpfile targets "${WORK}/targets.jsonl" \
+        '{url: $url, duration_s: $duration, concurrency: $conc, sql_connections: $conns,
+          sessions: $sessions, connection_levels: $levels,
+          ticketd: (if $start == 1 then {io_threads: $io, threads: $workers} else null end),
+          rows: $rows,
+          ratios: {replay_over_livez: $replay, new_orders_over_sqlbase: $new, hot_over_sqlbase_hot: $hot},
+          targets: $targets}' >"${JSON_OUT}"
 fi
