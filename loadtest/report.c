@@ -1061,6 +1061,8 @@ static int write_gnuplot(const char *dir, const struct run_sum *sums)
     fprintf(f, "\nset style data histograms\nset style histogram clustered gap 1\n"
                "set style fill solid 0.85 border -1\nset boxwidth 0.9\nset logscale y\n"
                "set yrange [0.8:*]\nset xtics rotate by 35 right offset 0.5,0 font \",9\"\n");
+    /* Every panel shows every run, also those after the last bar. */
+    fprintf(f, "set xrange [-0.6:%.1f]\n", run_count - 0.4);
 
     /* Damage: small multiples, one panel per unit, never one axis for
      * seats and points together. */
