@@ -6,6 +6,8 @@
 #                and integration tests against private servers under
 #                .state/test (other ports, so a running demo is untouched)
 #   make stop    stop the private servers of `make run`
+#   make reset   empty the database and Redis of `make run` (they must be
+#                running) and seed the demo session again
 #   make bench   side-by-side figures (loadtest/)
 #   make build   just the release binary (build/release/ticketd)
 
@@ -43,7 +45,7 @@ TEST_MYSQL_PORT := 23306
 # only what the user exported, never config/ticketd.env.
 SERVICES := scripts/services.sh
 
-.PHONY: all build deps run stop test unit integration format format-check bench demo valgrind clean
+.PHONY: all build deps run stop reset test unit integration format format-check bench demo valgrind clean
 
 all: build
 
@@ -113,6 +115,18 @@ run: deps build
 
 stop:
 	@$(SERVICES) down $(RUN_STATE)
+
+# After a defence was switched off against `make run`, the damage stays in the
+# database and the audit stays red; this starts the books afresh. Only the
+# servers `make run` started: a stopped stack is refused rather than started.
+reset:
+	@if ! $(SERVICES) status $(RUN_STATE) >/dev/null 2>&1; then \
+	    echo "make reset: the Redis and MariaDB of 'make run' ($(RUN_STATE)) are not running; start them with 'make run' (nothing was emptied)" >&2; \
+	    exit 1; \
+	fi
+	@$(SERVICES) reset $(RUN_STATE)
+	@$(SERVICES) seed $(RUN_STATE)
+	@echo "make reset: emptied; a running ticketd serve still remembers answers in process, restart it to forget them too"
 
 bench: deps build
 	@$(MAKE) --no-print-directory -C loadtest

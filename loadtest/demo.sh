@@ -333,90 +333,90 @@ run "all on" none "${DB_MAIN}" none \
     "Every scenario against every defence: nothing may be sold, paid or credited twice." \
     "${STORM}" "${CLICK}" "${SALE}" "${GATEWAY}" "${MQ} @redeliver"
 
-run "-cache" response-cache "${DB_MAIN}" none \
+run "cache off" response-cache "${DB_MAIN}" none \
     "Without the response cache the retry storm falls through to the layers behind it; the retry after the storm gets its order from the unique index instead of the cache." \
     "${STORM}"
-run "-cache -inflight" response-cache,inflight-key "${DB_MAIN}" none \
+run "cache, inflight off" response-cache,inflight-key "${DB_MAIN}" none \
     "Without the cache and the in-flight marker, the session lock turns the copies away (DUPLICATE_SUBMISSION, allowed here: the marker that would say REQUEST_IN_PROGRESS is off) unless the order is already in the database." \
     "${STORM} --allow DUPLICATE_SUBMISSION"
-run "-cache -inflight -lock" response-cache,inflight-key,session-lock "${DB_MAIN}" none \
+run "cache, inflight, lock off" response-cache,inflight-key,session-lock "${DB_MAIN}" none \
     "Only the one-time token is left in Redis, and it is spent by the key: the copies of that key pass it, and the unique index answers them with the one order." \
     "${STORM}"
-run "-cache -inflight -lock -token" "${CACHE_TO_TOKEN}" "${DB_MAIN}" none \
+run "cache..token off" "${CACHE_TO_TOKEN}" "${DB_MAIN}" none \
     "Every Redis defence off: the unique index alone still yields one order per key, and replays the rest." \
     "${STORM}"
-run "-cache..-token -index" "${CACHE_TO_TOKEN},unique-index" "${DB_NOINDEX}" damage \
+run "cache..token, index off" "${CACHE_TO_TOKEN},unique-index" "${DB_NOINDEX}" damage \
     "And without the unique index (check-then-insert, on a database without the unique keys) the copies race past the look and insert a duplicate each; only the copies that look after a commit are still answered with the order (their replays say unique-index: the look stands in for it)." \
     "${STORM}"
-run "-index" unique-index "${DB_NOINDEX}" none \
+run "index off" unique-index "${DB_NOINDEX}" none \
     "The unique index off but the Redis defences on: they catch the storm first. The index is the last word, for when Redis forgets (flushed, failed over, expired)." \
     "${STORM}"
 
-run "-lock" session-lock "${DB_MAIN}" none \
+run "lock off" session-lock "${DB_MAIN}" none \
     "One form submitted twice, a new key each time, one token: without the session lock the token refuses the second click." \
     "${CLICK}"
-run "-token" token "${DB_MAIN}" may \
+run "token off" token "${DB_MAIN}" may \
     "The same double submission without the token: the session lock refuses the click that meets the first in flight, but not one that arrives after the first order completed and the lock was released." \
     "${CLICK}"
-run "-lock -token" session-lock,token "${DB_MAIN}" damage \
+run "lock, token off" session-lock,token "${DB_MAIN}" damage \
     "Without both, each click of the double submission becomes an order." \
     "${CLICK}"
 
-run "-stock-cas" stock-cas "${DB_MAIN}" damage \
+run "stock-cas off" stock-cas "${DB_MAIN}" damage \
     "A flash sale with the stock read and then written (no compare-and-set): concurrent buyers read the same stock and sell seats that are not there." \
     "${SALE}"
-run "-callback-dedup" callback-dedup "${DB_MAIN}" damage \
+run "callback-dedup off" callback-dedup "${DB_MAIN}" damage \
     "A gateway retrying its callbacks without the txn_id dedup: the retry of the payment that paid an order is taken for a second payment and sent for refund." \
     "${GATEWAY}"
-run "-consumer-dedup" consumer-dedup "${DB_MAIN}" damage \
+run "consumer-dedup off" consumer-dedup "${DB_MAIN}" damage \
     "Every order.paid event delivered twice (as after a relay crash) to consumers without their dedup row: points are credited twice." \
     "${MQ} @redeliver"
 
 # The articles' pitfalls: each run switches off one detail, and the same
 # scenario with every defence on (run 1, or the run named) shows zero.
-run "-lock -token-atomic" session-lock,token-atomic "${DB_MAIN}" damage \
+run "lock, token-atomic off" session-lock,token-atomic "${DB_MAIN}" damage \
     "The token checked with GET and spent by a separate write (two round trips): the two clicks of one form both read it unspent. Compare run 8 (session-lock off, atomic token): zero." \
     "${CLICK}"
 RUN_BIN=${TICKETD_FAULTS}
 RUN_ENV=(TICKETD_LOCK_TTL_MS=400 TICKETD_FAULT=order.after_redis:delay:600)
-run "-lock-owner-check" lock-owner-check "${DB_MAIN}" damage \
+run "lock-owner-check off" lock-owner-check "${DB_MAIN}" damage \
     "Every order 600 ms slow, locks of 400 ms; three clicks 450 and 250 ms apart. Click 1 outlives its lock, click 2 takes it, click 1's plain DEL frees it, and click 3 orders while click 2 holds it." \
     "double-click --burst 3 --gaps 450,250 --lock-ttl 400 --rounds $((K * 4))"
 RUN_BIN=${TICKETD_FAULTS}
 RUN_ENV=(TICKETD_CLAIM_IDLE_MS=300 "TICKETD_FAULT=consumer.effect:fail:$((K * 10))")
-run "-consumer-dedup-same-tx" consumer-dedup-same-tx "${DB_MAIN}" damage \
+run "dedup-same-tx off" consumer-dedup-same-tx "${DB_MAIN}" damage \
     "The first effects fail after the dedup row; with the row committed on its own, the redelivery finds it and skips the effect: points lost." \
     "${MQ}"
-run "-consumer-dedup-business-key" consumer-dedup-business-key "${DB_MAIN}" damage \
+run "dedup-business-key off" consumer-dedup-business-key "${DB_MAIN}" damage \
     "Dedup by stream entry id: every event republished under a new entry id (redeliver.sh) is credited again." \
     "${MQ} @redeliver"
 RUN_BIN=${TICKETD_FAULTS}
 RUN_ENV=(TICKETD_FAULT=order.before_transition:delay:50)
-run "-state-cas" state-cas "${DB_MAIN}" may \
+run "state-cas off" state-cas "${DB_MAIN}" may \
     "Transitions read without a lock and write without the status/version predicate, 50 ms between read and write: cancels and payments racing both apply." \
     "${GATEWAY}"
 RUN_BIN=${TICKETD_FAULTS}
 RUN_ENV=("TICKETD_FAULT=order.commit_lost:fail:$((K * 5))")
-run "-forget-failures" forget-failures "${DB_MAIN}" damage \
+run "forget-failures off" forget-failures "${DB_MAIN}" damage \
     "The first COMMITs' answers are lost (503); remembered under the key, the 503 is replayed to every retry though the orders exist." \
     "retry-storm --rounds $((K * 100)) --copies 4 --client-retries 2"
 RUN_ENV=(TICKETD_IDEM_TTL_S=1)
-run "records expired" none "${DB_MAIN}" none \
+run "all on, records expired" none "${DB_MAIN}" none \
     "Every record expires after 1 s and the retries come 2.5 s after the storm: the unique index answers them with their orders." \
     "retry-storm --rounds $((K * 200)) --copies 4 --late 2500"
 
-run "Redis flushed" none "${DB_MAIN}" none \
+run "all on, Redis flushed" none "${DB_MAIN}" none \
     "FLUSHALL in the middle of the storm: markers, locks, answers and tokens are gone. The database is asked before any refusal, so the retries of keys completed before the flush get their orders back (unique-index); keys that had not spent their token yet are truly refused." \
     "${FSTORM} @flush"
-run "instance killed" none "${DB_MAIN}" none \
+run "all on, instance killed" none "${DB_MAIN}" none \
     "kill -9 of the second instance mid-storm: its connections drop and the clients send the same requests to the first instance, which answers with the orders the dead one committed or creates them once." \
     "${FSTORM} @kill2"
-run "MariaDB restarted" none "${DB_MAIN}" none \
+run "all on, MariaDB restarted" none "${DB_MAIN}" none \
     "MariaDB stopped and started mid-storm and mid-sale: ticketd answers 503 with Retry-After while it is down, and the clients' retries (same key, same token) create or replay the orders." \
     "${FSTORM} @mysql-restart" "${FSALE} @mysql-restart"
 RUN_BIN=${TICKETD_FAULTS}
 RUN_ENV=("${SLOW_ENV[@]}")
-run "slow downstream" none "${DB_MAIN}" none \
+run "all on, slow downstream" none "${DB_MAIN}" none \
     "A downstream slower than the TTLs (${SLOW_ENV[*]}): copies sent after the marker and the lock expired get past Redis, and the unique index catches them." \
     "${SSTORM}"
 

@@ -39,27 +39,37 @@ static const struct {
     const char *json;
     const char *column;
     const char *words;
+    const char *unit; /* what it counts: kinds of one unit share a chart panel */
 } damage_cols[] = {
-    {"oversold_seats", "oversold", "oversold seats"},
-    {"duplicate_orders", "dup. orders", "duplicate orders for one key"},
-    {"token_reused_orders", "token reused", "orders beyond one per order token"},
-    {"double_applied_payments", "double paid", "double-applied payments"},
-    {"refunded_applied_payments", "paid+refunded", "applied payments also refunded"},
-    {"paid_cancelled_orders", "paid+cancelled", "orders both paid and cancelled"},
-    {"double_credited_points", "double points", "double-credited points"},
-    {"missing_points", "missing points", "missing points"},
-    {"lock_bypassed_orders", "past lock", "orders past a held session lock"},
-    {"failures_replayed", "refused forever", "retries refused forever (a failure replayed)"},
-    {"forbidden_answers", "forbidden answers", "answers the contract forbids"},
-    {"audit_failed_checks", "audit failed", "failed audit checks"},
+    {"oversold_seats", "oversold (seats)", "oversold seats", "seats"},
+    {"duplicate_orders", "dup. orders", "duplicate orders for one key", "orders"},
+    {"token_reused_orders", "token-reused orders", "orders beyond one per order token", "orders"},
+    {"paid_cancelled_orders", "paid+cancelled orders", "orders both paid and cancelled", "orders"},
+    {"lock_bypassed_orders", "orders past lock", "orders past a held session lock", "orders"},
+    {"double_applied_payments", "double paid (payments)", "double-applied payments", "payments"},
+    {"refunded_applied_payments", "paid+refunded (payments)", "applied payments also refunded",
+     "payments"},
+    {"double_credited_points", "double points", "double-credited points", "points"},
+    {"missing_points", "missing points", "missing points", "points"},
+    {"failures_replayed", "refused forever (answers)",
+     "answers refusing a retry forever (a failure replayed)", "answers"},
+    {"forbidden_answers", "forbidden answers", "answers the contract forbids", "answers"},
+    {"audit_failed_checks", "audit failed (checks)", "failed audit checks", "checks"},
 };
+
+/* The units of the damage chart's panels, in order; failed audit checks are
+ * a symptom of the others, not a unit of damage, and get no panel. */
+static const char *const damage_units[] = {"seats", "orders", "payments", "points", "answers"};
+
+#define DAMAGE_UNITS (sizeof(damage_units) / sizeof(damage_units[0]))
 
 #define DAMAGE_COLS (sizeof(damage_cols) / sizeof(damage_cols[0]))
 
 /* Who caught a duplicate: replays by layer, rejections by layer, replayed
  * payment callbacks. The chart's columns. */
 static const char *const layer_cols[] = {
-    "response-cache", "inflight-key", "session-lock", "token", "unique-index", "callback-dedup",
+    "response-cache",    "inflight-key",   "session-lock",  "token",          "unique-index",
+    "check-then-insert", "callback-dedup", "state-machine", "consumer-dedup",
 };
 
 #define LAYER_COLS (sizeof(layer_cols) / sizeof(layer_cols[0]))
@@ -73,7 +83,8 @@ struct scenario {
     char *name;
     char *command;
     char *json_path;
-    json_t *json; /* owned; NULL if unreadable */
+    char *json_full; /* json_path, relative to the working directory */
+    json_t *json;    /* owned; NULL if unreadable */
 };
 
 struct run {
@@ -232,6 +243,7 @@ static int runs_read(const char *path, const char *dir)
             snprintf(full, sizeof(full), "%s", fld[7]);
         else
             snprintf(full, sizeof(full), "%s/%s", dir, fld[7]);
+        sc->json_full = xstrdup(full);
         sc->json = json_load_file(full, 0, &err);
         if (sc->json == NULL)
             fprintf(stderr, "ticketd-report: run %d %s: %s: %s\n", r->number, sc->name, full,
@@ -250,10 +262,62 @@ static long long damage_total(const json_t *j)
     return jint(j, "damage.total");
 }
 
-/* What a layer caught in one scenario: order replays it answered, order
- * rejections it produced, or (callback-dedup) callbacks replayed. */
-static long long caught_by(const json_t *j, const char *layer)
+/* The copies redeliver.sh sent in this scenario ("redeliver: delivered N
+ * entries" in the scenario's printed output, the .txt beside its JSON), or
+ * 0. */
+static long long redelivered(const struct scenario *sc)
 {
+    char path[4096], line[1024];
+    size_t n = strlen(sc->json_full);
+    long long copies = 0;
+    FILE *f;
+
+    if (n < 5 || strcmp(sc->json_full + n - 5, ".json") != 0 || n >= sizeof(path))
+        return 0;
+    snprintf(path, sizeof(path), "%.*s.txt", (int)(n - 5), sc->json_full);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        long long v;
+
+        if (sscanf(line, "redeliver: delivered %lld entries", &v) == 1)
+            copies += v;
+    }
+    fclose(f);
+    return copies;
+}
+
+static bool is_off(const struct run *r, const char *defence)
+{
+    size_t n = strlen(defence);
+
+    for (const char *p = r->off; *p != '\0';) {
+        size_t k = strcspn(p, ",");
+
+        if (k == n && strncmp(p, defence, n) == 0)
+            return true;
+        p += k;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
+/* The consumer groups that read ticketd's stream (points and ticketing):
+ * each copy of an event reaches both. */
+#define CONSUMER_GROUPS 2
+
+/* What a layer caught in one scenario: order replays it answered, order
+ * rejections it produced, (callback-dedup) callbacks replayed, (state-machine)
+ * second payments of a paid order that did not pay it again but were
+ * answered DUPLICATE_PAYMENT and sent for refund, or (consumer-dedup) event
+ * copies a consumer group skipped. ticketd-load does not see the consumers:
+ * their catches are the copies redeliver.sh sent times the groups, when the
+ * dedup row by business key is on and no points were credited twice. */
+static long long caught_by(const struct run *r, const struct scenario *sc, const char *layer)
+{
+    const json_t *j = sc->json;
     json_t *answers = json_object_get(j, "answers");
     json_t *a;
     size_t i;
@@ -274,11 +338,23 @@ static long long caught_by(const json_t *j, const char *layer)
                 n += jint(a, "count");
             continue;
         }
+        if (strcmp(layer, "state-machine") == 0) {
+            if (strcmp(kind, "callbacks") == 0 && status == 200 &&
+                !json_is_true(json_object_get(a, "replayed")) &&
+                strcmp(jstr(a, "code"), "DUPLICATE_PAYMENT") == 0)
+                n += jint(a, "count");
+            continue;
+        }
+        if (strcmp(layer, "consumer-dedup") == 0)
+            continue;
         if (strcmp(kind, "orders") != 0 || strcmp(jstr(a, "layer"), layer) != 0)
             continue;
         if ((status == 201 && json_is_true(json_object_get(a, "replayed"))) || status >= 400)
             n += jint(a, "count");
     }
+    if (strcmp(layer, "consumer-dedup") == 0 && !is_off(r, "consumer-dedup") &&
+        !is_off(r, "consumer-dedup-business-key") && jint(j, "damage.double_credited_points") == 0)
+        n = redelivered(sc) * CONSUMER_GROUPS;
     return n;
 }
 
@@ -468,7 +544,7 @@ static void run_sum(const struct run *r, struct run_sum *s)
         }
         s->damage_total += damage_total(j);
         for (size_t l = 0; l < LAYER_COLS; l++)
-            s->caught[l] += caught_by(j, layer_cols[l]);
+            s->caught[l] += caught_by(r, &r->scen[i], layer_cols[l]);
         s->orders += jint(j, "orders_created");
         s->requests += jint(j, "requests.total");
         if (jint(j, "exit_code") == 1 || jint(j, "errors.count") > 0) {
@@ -512,6 +588,77 @@ static void caught_words(const struct run_sum *s, struct sbuf *out)
     }
     if (!any)
         sb_add(out, "none");
+}
+
+static bool order_layer(const char *layer)
+{
+    static const char *const order_layers[] = {"response-cache", "inflight-key", "session-lock",
+                                               "token", "unique-index"};
+
+    for (size_t i = 0; i < sizeof(order_layers) / sizeof(order_layers[0]); i++)
+        if (strcmp(layer, order_layers[i]) == 0)
+            return true;
+    return false;
+}
+
+static size_t damage_index(const char *json)
+{
+    for (size_t d = 0; d < DAMAGE_COLS; d++)
+        if (strcmp(damage_cols[d].json, json) == 0)
+            return d;
+    abort();
+}
+
+static size_t layer_index(const char *layer)
+{
+    for (size_t l = 0; l < LAYER_COLS; l++)
+        if (strcmp(layer_cols[l], layer) == 0)
+            return l;
+    abort();
+}
+
+/* Where a switched-off defence let duplicates through and a later one
+ * stopped them, said with the damage it prevented: "duplicate orders 0 —
+ * caught by token 24000". Empty when nothing was off or nothing applies. */
+static void attribution(const struct run *r, const struct run_sum *s, struct sbuf *out)
+{
+    bool orders_off = false;
+    long long dup = s->damage[damage_index("duplicate_orders")] +
+                    s->damage[damage_index("token_reused_orders")];
+    long long sm = s->caught[layer_index("state-machine")];
+    bool any = false;
+
+    for (size_t l = 0; l < LAYER_COLS; l++)
+        if (order_layer(layer_cols[l]) && is_off(r, layer_cols[l]))
+            orders_off = true;
+    if (orders_off) {
+        struct sbuf who = {0};
+        bool w = false;
+
+        for (size_t l = 0; l < LAYER_COLS; l++) {
+            if (s->caught[l] == 0 || is_off(r, layer_cols[l]) ||
+                (!order_layer(layer_cols[l]) && strcmp(layer_cols[l], "check-then-insert") != 0))
+                continue;
+            sb_add(&who, "%s%s %lld", w ? ", " : "", layer_cols[l], s->caught[l]);
+            w = true;
+        }
+        if (dup == 0 && w)
+            sb_add(out, "duplicate orders 0 — the layers left caught them: %s", sb_str(&who));
+        else if (w)
+            sb_add(out,
+                   "%lld orders beyond one per key or token got through; the layers left "
+                   "caught the rest: %s",
+                   dup, sb_str(&who));
+        any = w;
+        free(who.p);
+    }
+    if (is_off(r, "callback-dedup") && s->damage[damage_index("double_applied_payments")] == 0 &&
+        sm > 0)
+        sb_add(out,
+               "%sdouble paid 0 — the state machine stopped it: %lld second payments of a paid "
+               "order were answered DUPLICATE_PAYMENT (and sent for refund) instead of paying "
+               "it again",
+               any ? "; " : "", sm);
 }
 
 /* The verdict of a run, and its contribution to the exit status. */
@@ -565,10 +712,16 @@ static void md_cell(FILE *f, const char *s)
     }
 }
 
-static void write_run(FILE *f, const struct run *r, const char *verdict)
+static void write_run(FILE *f, const struct run *r, const struct run_sum *sum, const char *verdict)
 {
-    fprintf(f, "\n## Run %d: %s\n\n", r->number,
-            strcmp(r->off, "none") == 0 ? "all defences on" : r->off);
+    struct sbuf attr = {0}, who = {0};
+
+    if (strcmp(r->off, "none") != 0)
+        fprintf(f, "\n## Run %d: %s off\n\n", r->number, r->off);
+    else if (strcmp(r->label, "all on") == 0)
+        fprintf(f, "\n## Run %d: all defences on\n\n", r->number);
+    else
+        fprintf(f, "\n## Run %d: all defences on (%s)\n\n", r->number, r->label);
     fprintf(f, "- **switched off:** %s\n", strcmp(r->off, "none") == 0 ? "nothing" : r->off);
     fprintf(f, "- **database:** %s\n", r->database);
     fprintf(f, "- **expected:** %s\n",
@@ -620,6 +773,13 @@ static void write_run(FILE *f, const struct run *r, const char *verdict)
         free(ret.p);
     }
     fprintf(f, "\n**Verdict:** %s.\n", verdict);
+    caught_words(sum, &who);
+    fprintf(f, "\n**Caught, by layer:** %s.\n", sb_str(&who));
+    attribution(r, sum, &attr);
+    if (attr.len > 0)
+        fprintf(f, "\n**What the defences left stopped:** %s.\n", sb_str(&attr));
+    free(attr.p);
+    free(who.p);
     for (int i = 0; i < r->count; i++) {
         const json_t *j = r->scen[i].json;
         struct sbuf saw = {0};
@@ -688,23 +848,29 @@ static void write_summary(FILE *f, struct run_sum *sums)
 {
     fprintf(f, "\n## Summary\n\n");
     fprintf(f, "| run | switched off | database | scenarios | orders | duplicates caught by | "
-               "damage | verdict |\n|--:|---|---|---|--:|---|---|---|\n");
+               "damage, each in its unit | forbidden answers | what the defences left stopped | "
+               "verdict |\n|--:|---|---|---|--:|---|---|--:|---|---|\n");
     for (int i = 0; i < run_count; i++) {
         const struct run *r = &runs[i];
-        struct sbuf who = {0}, dmg = {0};
+        struct sbuf who = {0}, dmg = {0}, attr = {0};
+        long long forbidden = sums[i].damage[damage_index("forbidden_answers")];
 
         caught_words(&sums[i], &who);
         damage_words(&sums[i], &dmg);
-        fprintf(f, "| %d | %s | %s | ", r->number, strcmp(r->off, "none") == 0 ? "-" : r->off,
+        attribution(r, &sums[i], &attr);
+        fprintf(f, "| %d | %s | %s | ", r->number, strcmp(r->off, "none") == 0 ? "nothing" : r->off,
                 r->database);
         for (int k = 0; k < r->count; k++)
             fprintf(f, "%s%s", k > 0 ? ", " : "", r->scen[k].name);
         fprintf(f, " | %lld | %s | %s%s%s | ", sums[i].orders, sb_str(&who),
                 sums[i].damage_total > 0 ? "**" : "", sb_str(&dmg),
                 sums[i].damage_total > 0 ? "**" : "");
-        fprintf(f, "%s |\n", run_verdict_short(r, &sums[i]));
+        fprintf(f, forbidden > 0 ? "**%lld** | " : "%lld | ", forbidden);
+        md_cell(f, attr.len > 0 ? sb_str(&attr) : "-");
+        fprintf(f, " | %s |\n", run_verdict_short(r, &sums[i]));
         free(who.p);
         free(dmg.p);
+        free(attr.p);
     }
 }
 
@@ -759,6 +925,11 @@ static int write_bars(const char *dir, const char *name, struct run_sum *sums, b
     return fclose(f) == 0 ? 0 : -1;
 }
 
+/* Where each run begins on the timeline (seconds since the first run
+ * began; -1 when it has no figures) and the series' sampling interval. */
+static double run_start[RUNS_MAX];
+static double series_interval_s;
+
 /* timeline.dat: one block per run (two blank lines apart), one line per
  * interval: seconds since the first run began, req/s, p50, p99. A blank
  * line between the scenarios of a run breaks the line across the pause. */
@@ -772,12 +943,16 @@ static int write_timeline(const char *dir)
     for (int i = 0; i < run_count; i++)
         for (int k = 0; k < runs[i].count; k++) {
             double s = jnum(runs[i].scen[k].json, "started_unix");
+            double iv = jnum(runs[i].scen[k].json, "series.interval_s");
 
             if (s > 0 && (t0 == 0 || s < t0))
                 t0 = s;
+            if (iv > 0 && series_interval_s == 0)
+                series_interval_s = iv;
         }
     fprintf(f, "# t_s\trps\tp50_ms\tp99_ms\trun\n");
     for (int i = 0; i < run_count; i++) {
+        run_start[i] = -1;
         if (i > 0)
             fprintf(f, "\n\n");
         for (int k = 0; k < runs[i].count; k++) {
@@ -791,6 +966,8 @@ static int write_timeline(const char *dir)
                 fprintf(f, "\n");
             if (j == NULL || start < 0)
                 continue;
+            if (run_start[i] < 0)
+                run_start[i] = start;
             json_array_foreach(pts, n, p)
             {
                 if (jint(p, "requests") == 0)
@@ -803,68 +980,195 @@ static int write_timeline(const char *dir)
     return fclose(f) == 0 ? 0 : -1;
 }
 
-static int write_gnuplot(const char *dir)
+/* A colour for run i of n, all different: hues around the circle, in two
+ * lightnesses so that neighbours differ in both. */
+static void run_colour(int i, int n, char out[8])
+{
+    double h = (double)i / (n > 0 ? n : 1) * 6.0;
+    double v = i % 2 == 0 ? 0.80 : 0.55, sat = 0.85;
+    int sector = (int)h;
+    double frac = h - sector;
+    double p = v * (1 - sat), q = v * (1 - sat * frac), t = v * (1 - sat * (1 - frac));
+    double rgb[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
+    const double *c = rgb[sector % 6];
+
+    snprintf(out, 8, "#%02x%02x%02x", (unsigned)(c[0] * 255), (unsigned)(c[1] * 255),
+             (unsigned)(c[2] * 255));
+}
+
+/* The intervals of the time series, in words: "200 ms". */
+static void interval_words(char *out, size_t cap)
+{
+    if (series_interval_s <= 0)
+        snprintf(out, cap, "interval");
+    else if (series_interval_s < 1)
+        snprintf(out, cap, "%.0f ms interval", series_interval_s * 1000);
+    else
+        snprintf(out, cap, "%.3g s interval", series_interval_s);
+}
+
+/* One clustered bar panel of data file `file` with the given data columns
+ * (1-based in the file; column 1 is the run). A panel without a single bar
+ * says so instead of plotting nothing, which gnuplot refuses. */
+static void gp_bars(FILE *f, const char *file, const size_t *cols, size_t n, const char *title,
+                    const char *ylabel, bool empty)
+{
+    fprintf(f, "set title ");
+    gp_label(f, title);
+    fprintf(f, "\nset ylabel ");
+    gp_label(f, ylabel);
+    fprintf(f, "\n");
+    if (empty) {
+        fprintf(f,
+                "set label 99 \"none in any run\" at graph 0.5, graph 0.5 center\n"
+                "plot \"%s\" using (NaN):xtic(1) notitle, 1 with lines lc rgb \"white\" "
+                "notitle\nunset label 99\n",
+                file);
+        return;
+    }
+    fprintf(f, "plot ");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s\"%s\" using %zu%s lt %zu title columnheader(%zu)",
+                i > 0 ? ", \\\n     " : "", file, cols[i], i == 0 ? ":xtic(1)" : "", cols[i] - 1,
+                cols[i]);
+    fprintf(f, "\n");
+}
+
+static int write_gnuplot(const char *dir, const struct run_sum *sums)
 {
     FILE *f = open_out(dir, "charts.gp");
-    static const char *const colours[] = {
-        "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666",
-        "#1f78b4", "#33a02c", "#fb9a99", "#6a3d9a", "#ff7f00", "#b15928", "#a6cee3", "#000000"};
+    static const char *const colours[] = {"#1b9e77", "#d95f02", "#7570b3", "#e7298a",
+                                          "#66a61e", "#e6ab02", "#a6761d", "#666666",
+                                          "#1f78b4", "#33a02c", "#fb9a99", "#6a3d9a"};
     const size_t ncol = sizeof(colours) / sizeof(colours[0]);
+    char every[64];
+    size_t cols[LAYER_COLS + DAMAGE_COLS];
+    int panels = 0;
 
     if (f == NULL)
         return -1;
+    interval_words(every, sizeof(every));
     fprintf(f, "# Written by ticketd-report; run in this folder: gnuplot charts.gp\n");
-    fprintf(f, "set terminal pngcairo size 1200,640 font \",10\" noenhanced\n");
     fprintf(f, "set datafile separator \"\\t\"\nset datafile missing \"NaN\"\n");
+    /* Bars: a colour per kind (damage) or per layer. */
     for (size_t i = 0; i < ncol; i++)
         fprintf(f, "set linetype %zu lc rgb \"%s\" lw 2 pt 7 ps 0.6\n", i + 1, colours[i]);
-    fprintf(f, "set linetype cycle %zu\n", ncol);
     fprintf(f, "set grid ytics\nset key outside right top\nset border 3\nset tics nomirror\n");
 
-    /* Bars: one group per run, one bar per kind, log scale. */
+    /* Bars: one group per run, one bar per kind, log scale. Labels are
+     * right-aligned at their group's centre, so a slanted label ends under
+     * its bars. */
     fprintf(f, "\nset style data histograms\nset style histogram clustered gap 1\n"
                "set style fill solid 0.85 border -1\nset boxwidth 0.9\nset logscale y\n"
-               "set yrange [0.8:*]\nset xtics rotate by -30 left\n");
-    fprintf(f,
-            "\nset output \"damage.png\"\n"
-            "set title \"Damage per run (units; runs without damage have no bar)\"\n"
-            "set ylabel \"seats, orders, payments, points or answers (log)\"\n"
-            "plot for [c=2:%zu] \"damage.dat\" using c:xtic(1) title columnheader(c)\n",
-            DAMAGE_COLS);
-    fprintf(f,
-            "\nset output \"layers.png\"\n"
-            "set title \"Who caught the duplicates (replays and rejections by "
-            "Idempotency-Layer; replayed payment callbacks)\"\n"
-            "set ylabel \"answers (log)\"\n"
-            "plot for [c=2:%zu] \"layers.dat\" using c:xtic(1) title columnheader(c)\n",
-            LAYER_COLS + 1);
+               "set yrange [0.8:*]\nset xtics rotate by 35 right offset 0.5,0 font \",9\"\n");
+    /* Every panel shows every run, also those after the last bar. */
+    fprintf(f, "set xrange [-0.6:%.1f]\n", run_count - 0.4);
 
-    /* Time lines: one colour per run, on the demo's own clock. */
-    fprintf(f, "\nset xtics norotate\n"
-               "set xlabel \"seconds since the first run started\"\nset xrange [0:*]\n");
-    fprintf(f, "\nset output \"throughput.png\"\nunset logscale y\nset yrange [0:*]\n"
-               "set title \"Throughput of the load requests, per interval\"\n"
-               "set ylabel \"requests/s\"\nplot ");
+    /* Damage: small multiples, one panel per unit, never one axis for
+     * seats and points together. */
+    for (size_t u = 0; u < DAMAGE_UNITS; u++)
+        panels++;
+    fprintf(f,
+            "\nset terminal pngcairo size 1200,%d font \",10\" noenhanced\n"
+            "set output \"damage.png\"\n"
+            "set multiplot layout %d,1 title \"Damage per run, each kind in its own unit "
+            "(log scale; no bar: none)\"\n",
+            panels * 330, panels);
+    for (size_t u = 0; u < DAMAGE_UNITS; u++) {
+        size_t n = 0;
+        long long total = 0;
+        char title[128], ylabel[64];
+
+        for (size_t d = 0; d + 1 < DAMAGE_COLS; d++) {
+            if (strcmp(damage_cols[d].unit, damage_units[u]) != 0)
+                continue;
+            cols[n++] = d + 2;
+            for (int i = 0; i < run_count; i++)
+                total += sums[i].damage[d];
+        }
+        snprintf(title, sizeof(title), "Damage in %s", damage_units[u]);
+        snprintf(ylabel, sizeof(ylabel), "%s (log)", damage_units[u]);
+        gp_bars(f, "damage.dat", cols, n, title, ylabel, total == 0);
+    }
+    fprintf(f, "unset multiplot\n");
+
+    /* Catches: answers (orders and callbacks) in one panel, event copies
+     * (consumer-dedup) in another. */
+    fprintf(f,
+            "\nset terminal pngcairo size 1200,990 font \",10\" noenhanced\n"
+            "set output \"layers.png\"\n"
+            "set multiplot layout 2,1 title \"Who caught the duplicates, every layer (log scale; "
+            "no bar: none)\"\n");
+    {
+        size_t n = 0;
+        long long ev = 0;
+        size_t cd = layer_index("consumer-dedup");
+        long long answers = 0;
+
+        for (size_t l = 0; l < LAYER_COLS; l++) {
+            if (l == cd)
+                continue;
+            cols[n++] = l + 2;
+            for (int i = 0; i < run_count; i++)
+                answers += sums[i].caught[l];
+        }
+        for (int i = 0; i < run_count; i++)
+            ev += sums[i].caught[cd];
+        gp_bars(f, "layers.dat", cols, n,
+                "Answers: order replays and refusals by Idempotency-Layer, payment callbacks "
+                "replayed (callback-dedup) or answered DUPLICATE_PAYMENT (state-machine)",
+                "answers (log)", answers == 0);
+        cols[0] = cd + 2;
+        gp_bars(f, "layers.dat", cols, 1,
+                "Event copies skipped by the consumers' dedup row (copies redelivered x 2 "
+                "consumer groups)",
+                "event copies (log)", ev == 0);
+    }
+    fprintf(f, "unset multiplot\n");
+
+    /* Time lines: a colour of its own per run, and the run's number above
+     * where it starts, on the demo's own clock. */
+    fprintf(f, "\nset terminal pngcairo size 1200,640 font \",10\" noenhanced\n");
+    for (int i = 0; i < run_count; i++) {
+        char c[8];
+
+        run_colour(i, run_count, c);
+        fprintf(f, "set linetype %d lc rgb \"%s\" lw 2 pt 7 ps 0.6\n", 20 + i, c);
+        if (run_start[i] >= 0)
+            fprintf(f, "set label %d \"%d\" at %.3f, graph 1.02 center tc rgb \"%s\"\n", i + 1,
+                    runs[i].number, run_start[i], c);
+    }
+    fprintf(f, "\nset xtics norotate offset 0,0 font \",10\"\n"
+               "set key outside right top font \",9\"\n"
+               "set xlabel \"seconds since the first run started (the run's number above its "
+               "start)\"\nset xrange [0:*]\n");
+    fprintf(f,
+            "\nset output \"throughput.png\"\nunset logscale y\nset yrange [0:*]\n"
+            "set title \"Throughput of the load requests, per %s\\n\\n\"\n"
+            "set ylabel \"requests/s\"\nplot ",
+            every);
     for (int i = 0; i < run_count; i++) {
         char label[256];
 
         snprintf(label, sizeof(label), "%d %s", runs[i].number, runs[i].label);
         fprintf(f, "%s\"timeline.dat\" index %d using 1:2 with linespoints lt %d title ",
-                i > 0 ? ", \\\n     " : "", i, i + 1);
+                i > 0 ? ", \\\n     " : "", i, 20 + i);
         gp_label(f, label);
     }
-    fprintf(f, "\n\nset output \"latency.png\"\nset logscale y\nset yrange [*:*]\n"
-               "set title \"Latency of the load requests per interval: p99 (line), p50 "
-               "(dots)\"\nset ylabel \"ms (log)\"\nplot ");
+    fprintf(f,
+            "\n\nset output \"latency.png\"\nset logscale y\nset yrange [*:*]\n"
+            "set title \"Latency of the load requests per %s: p99 (line), p50 (dots)\\n\\n\"\n"
+            "set ylabel \"ms (log)\"\nplot ",
+            every);
     for (int i = 0; i < run_count; i++) {
         char label[256];
 
         snprintf(label, sizeof(label), "%d %s", runs[i].number, runs[i].label);
         fprintf(f, "%s\"timeline.dat\" index %d using 1:4 with linespoints lt %d title ",
-                i > 0 ? ", \\\n     " : "", i, i + 1);
+                i > 0 ? ", \\\n     " : "", i, 20 + i);
         gp_label(f, label);
         fprintf(f, ", \\\n     \"timeline.dat\" index %d using 1:3 with points lt %d notitle", i,
-                i + 1);
+                20 + i);
     }
     fprintf(f, "\n");
     return fclose(f) == 0 ? 0 : -1;
@@ -927,6 +1231,12 @@ int main(int argc, char **argv)
             worst = v;
     }
 
+    for (int i = 0; i < run_count && series_interval_s == 0; i++)
+        for (int k = 0; k < runs[i].count; k++)
+            if (jnum(runs[i].scen[k].json, "series.interval_s") > 0) {
+                series_interval_s = jnum(runs[i].scen[k].json, "series.interval_s");
+                break;
+            }
     f = open_out(dir, "report.md");
     if (f == NULL)
         goto out;
@@ -947,9 +1257,25 @@ int main(int argc, char **argv)
                "`Idempotency-Layer` that produced it. ticketd-load retries as a client does: "
                "after no answer or a 5xx it sends the same request again (after Retry-After, "
                "on the next instance after no answer); the last answer is the one judged, and "
-               "\"retried after\" lists what the earlier attempts got.\n");
+               "\"retried after\" lists what the earlier attempts got. Catches are counted for "
+               "every layer: besides the order layers, `check-then-insert` (the look-up before "
+               "the insert when the unique index is gone), `callback-dedup` (callbacks "
+               "replayed), `state-machine` (a second payment of a paid order answered "
+               "DUPLICATE_PAYMENT instead of paying it again) and `consumer-dedup` (event "
+               "copies skipped: the copies redeliver.sh sent times the 2 consumer groups, "
+               "counted when the dedup row by business key was on and no points were "
+               "credited twice; ticketd-load does not see the consumers themselves).\n");
+    {
+        char every[64];
+
+        interval_words(every, sizeof(every));
+        fprintf(f,
+                "\nThe throughput and latency charts are sampled per %s (ticketd-load "
+                "--interval).\n",
+                every);
+    }
     for (int i = 0; i < run_count; i++)
-        write_run(f, &runs[i], sb_str(&verdicts[i]));
+        write_run(f, &runs[i], &sums[i], sb_str(&verdicts[i]));
     if (fclose(f) != 0) {
         f = NULL;
         goto out;
@@ -957,7 +1283,7 @@ int main(int argc, char **argv)
     f = NULL;
     if (write_bars(dir, "damage.dat", sums, true) != 0 ||
         write_bars(dir, "layers.dat", sums, false) != 0 || write_timeline(dir) != 0 ||
-        write_gnuplot(dir) != 0)
+        write_gnuplot(dir, sums) != 0)
         goto out;
 
     for (int i = 0; i < run_count; i++)
@@ -976,6 +1302,7 @@ out:
             free(runs[i].scen[k].name);
             free(runs[i].scen[k].command);
             free(runs[i].scen[k].json_path);
+            free(runs[i].scen[k].json_full);
             json_decref(runs[i].scen[k].json);
         }
         free(runs[i].label);

@@ -19,15 +19,16 @@ struct setting {
     long long min, max; /* T_INT only */
     const char *def;
     bool secret;
-    const char *const *choices; /* T_ENUM only, NULL-terminated */
+    const char *const *choices; /* T_ENUM, or T_STR limited to these; NULL-terminated */
 };
 
 static const char *const policy_choices[] = {"degrade", "strict", NULL};
+static const char *const env_choices[] = {"dev", "test", "demo", "production", NULL};
 
 #define OFF(field) offsetof(struct config, field)
 
 static const struct setting settings[] = {
-    {"TICKETD_ENV", T_STR, OFF(env), 0, 0, "production", false, NULL},
+    {"TICKETD_ENV", T_STR, OFF(env), 0, 0, "production", false, env_choices},
     {"TICKETD_BIND", T_STR, OFF(bind), 0, 0, "127.0.0.1", false, NULL},
     {"TICKETD_PORT", T_INT, OFF(port), 1, 65535, "8080", false, NULL},
     {"TICKETD_THREADS", T_INT, OFF(threads), 1, 1024, "16", false, NULL},
@@ -90,6 +91,32 @@ static const struct setting *find_setting(const char *name)
     return NULL;
 }
 
+/* Writes "a, b or c" into out. */
+static void list_choices(const char *const *choices, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; choices[i] != NULL && len < cap; i++) {
+        const char *sep = i == 0 ? "" : choices[i + 1] == NULL ? " or " : ", ";
+        int n = snprintf(out + len, cap - len, "%s%s", sep, choices[i]);
+        if (n < 0)
+            break;
+        len += (size_t)n;
+    }
+}
+
+static int choice_index(const struct setting *s, const char *value, char *err, size_t cap)
+{
+    char names[128];
+    for (int i = 0; s->choices[i] != NULL; i++) {
+        if (strcmp(value, s->choices[i]) == 0)
+            return i;
+    }
+    list_choices(s->choices, names, sizeof names);
+    snprintf(err, cap, "%s=%s: expected %s", s->name, value, names);
+    return -1;
+}
+
 static int apply(struct config *cfg, const struct setting *s, const char *value, char *err,
                  size_t cap)
 {
@@ -118,22 +145,101 @@ static int apply(struct config *cfg, const struct setting *s, const char *value,
         }
         return TD_OK;
     case T_STR: {
+        if (s->choices != NULL && choice_index(s, value, err, cap) < 0)
+            return TD_EINVAL;
         char **slot = (char **)base;
         free(*slot);
         *slot = xstrdup(value);
         return TD_OK;
     }
-    case T_ENUM:
-        for (int i = 0; s->choices[i] != NULL; i++) {
-            if (strcmp(value, s->choices[i]) == 0) {
-                *(int *)base = i;
-                return TD_OK;
-            }
-        }
-        snprintf(err, cap, "%s=%s: expected one of the documented choices", s->name, value);
-        return TD_EINVAL;
+    case T_ENUM: {
+        int i = choice_index(s, value, err, cap);
+        if (i < 0)
+            return TD_EINVAL;
+        *(int *)base = i;
+        return TD_OK;
+    }
     }
     return TD_EINTERNAL;
+}
+
+/* TICKETD_* variables that other parts of ticketd's tooling read (the fault
+ * points of the test build, scripts/, the tests, the load tool): present in
+ * the environment for good reasons, never a misspelt setting. */
+static const char *const other_names[] = {
+    "TICKETD_CONFIG",
+    "TICKETD_FAULT",
+    "TICKETD_URL",
+    "TICKETD_BIN",
+    "TICKETD_SKIP_DEPS",
+    "TICKETD_SQL_DIR",
+    "TICKETD_REDIS_PASSWORD",
+    "TICKETD_SERVICES_WAIT_S",
+    NULL,
+};
+
+static bool other_name(const char *name)
+{
+    if (strncmp(name, "TICKETD_TEST_", 13) == 0)
+        return true;
+    for (int i = 0; other_names[i] != NULL; i++) {
+        if (strcmp(name, other_names[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Levenshtein distance, given up (returning limit + 1) for long names. */
+static size_t edit_distance(const char *a, const char *b, size_t limit)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    size_t row[128];
+    if (la >= sizeof row / sizeof row[0] || lb >= sizeof row / sizeof row[0])
+        return limit + 1;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *config_closest(const char *name)
+{
+    const char *best = NULL;
+    size_t best_d = CONFIG_SUGGEST_DISTANCE + 1;
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        size_t d = edit_distance(name, settings[i].name, CONFIG_SUGGEST_DISTANCE);
+        if (d < best_d) {
+            best_d = d;
+            best = settings[i].name;
+        }
+    }
+    return best;
+}
+
+bool config_unknown_warning(const char *name, const char *origin, char *msg, size_t cap)
+{
+    if (find_setting(name) != NULL || other_name(name))
+        return false;
+    const char *near = config_closest(name);
+    if (near != NULL)
+        snprintf(msg, cap, "%s: %s is not a setting of ticketd (ignored); did you mean %s?", origin,
+                 name, near);
+    else
+        snprintf(msg, cap, "%s: %s is not a setting of ticketd (ignored)", origin, name);
+    return true;
 }
 
 int config_set(struct config *cfg, const char *key, const char *value, char *err, size_t cap)
@@ -233,6 +339,11 @@ int config_parse_file_text(struct config *cfg, const char *text, const char *ori
         }
         *eq = '\0';
         char *key = trim(l);
+        if (*key == '\0') {
+            snprintf(err, cap, "%s:%d: expected KEY=VALUE, not an empty KEY", origin, lineno);
+            rc = TD_EINVAL;
+            goto out;
+        }
         char *value;
         char why[256];
         if (env_value(trim(eq + 1), &value, why, sizeof why) != TD_OK) {
@@ -241,7 +352,13 @@ int config_parse_file_text(struct config *cfg, const char *text, const char *ori
             goto out;
         }
         if (getenv(key) != NULL)
+            continue; /* the environment wins, and is checked on its own */
+        char where[300];
+        snprintf(where, sizeof where, "%s:%d", origin, lineno);
+        if (config_unknown_warning(key, where, why, sizeof why)) {
+            fprintf(stderr, "ticketd: warning: %s\n", why);
             continue;
+        }
         if (config_set(cfg, key, value, why, sizeof why) != TD_OK) {
             snprintf(err, cap, "%s:%d: %s", origin, lineno, why);
             rc = TD_EINVAL;
@@ -307,6 +424,26 @@ int config_validate(const struct config *cfg, char *err, size_t cap)
     return TD_OK;
 }
 
+extern char **environ;
+
+/* One line on stderr per TICKETD_* variable that is no setting: a misspelt
+ * name would otherwise leave its default in force without a word. */
+static void warn_unknown_environment(void)
+{
+    char name[128], msg[512];
+    for (char **e = environ; *e != NULL; e++) {
+        if (strncmp(*e, "TICKETD_", 8) != 0)
+            continue;
+        size_t n = strcspn(*e, "=");
+        if (n >= sizeof name)
+            n = sizeof name - 1;
+        memcpy(name, *e, n);
+        name[n] = '\0';
+        if (config_unknown_warning(name, "environment", msg, sizeof msg))
+            fprintf(stderr, "ticketd: warning: %s\n", msg);
+    }
+}
+
 int config_load(struct config *cfg, const char *path)
 {
     int rc = TD_EINVAL;
@@ -323,6 +460,7 @@ int config_load(struct config *cfg, const char *path)
             goto out;
         }
     }
+    warn_unknown_environment();
     for (size_t i = 0; i < N_SETTINGS; i++) {
         const char *v = getenv(settings[i].name);
         if (v != NULL && apply(cfg, &settings[i], v, err, sizeof err) != TD_OK) {

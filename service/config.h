@@ -13,7 +13,7 @@
 enum redis_policy { REDIS_POLICY_DEGRADE, REDIS_POLICY_STRICT };
 
 struct config {
-    char *env; /* dev, demo, test or production */
+    char *env; /* dev, test, demo or production: nothing else is accepted */
     char *bind;
     int port;
     int threads; /* workers: the blocking part of requests, one Redis and MySQL connection each */
@@ -75,9 +75,21 @@ int config_load(struct config *cfg, const char *path);
 int config_set(struct config *cfg, const char *key, const char *value, char *err, size_t cap);
 
 /* Parses the text of an env file onto cfg; keys present in the real
- * environment are skipped (the environment wins). */
+ * environment are skipped (the environment wins), unknown keys are warned
+ * about on stderr and skipped. */
 int config_parse_file_text(struct config *cfg, const char *text, const char *origin, char *err,
                            size_t cap);
+
+/* A name that is neither a setting nor a TICKETD_* variable the tooling
+ * reads (TICKETD_CONFIG, TICKETD_FAULT, TICKETD_TEST_*, ...): writes a
+ * one-line warning into msg, "ORIGIN: NAME is not a setting ... did you mean
+ * X?" when a setting is within CONFIG_SUGGEST_DISTANCE edits, and returns
+ * true. Unknown names are warned about, never fatal: config_load prints one
+ * line on stderr for each, from the environment and from the file. */
+#define CONFIG_SUGGEST_DISTANCE 2
+bool config_unknown_warning(const char *name, const char *origin, char *msg, size_t cap);
+/* The setting closest to name within CONFIG_SUGGEST_DISTANCE edits, or NULL. */
+const char *config_closest(const char *name);
 
 void config_defaults(struct config *cfg);
 /* Checks the combinations no single bound expresses. */

@@ -22,7 +22,15 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: ticketd dead-letters list [--config FILE] [--consumer NAME] [--json]\n"
                "       ticketd dead-letters replay [--config FILE] (--id N | --all) "
-               "[--consumer NAME]\n");
+               "[--consumer NAME]\n"
+               "\n"
+               "Events a consumer group gave up on. list prints the open letters;\n"
+               "replay applies one (--id N) or all of them again through the consumers'\n"
+               "own code, exactly once per business key, and exits 1 while one still fails.\n"
+               "\n"
+               "  --config FILE    KEY=VALUE settings (the environment wins over them)\n"
+               "  --consumer NAME  only that group's letters: points or ticketing\n"
+               "  --json           list: one JSON object per line\n");
 }
 
 struct opts {
@@ -291,8 +299,15 @@ int deadletters_main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
     bool list = strcmp(argv[1], "list") == 0, replay = strcmp(argv[1], "replay") == 0;
     if (!list && !replay) {
+        fprintf(stderr, "ticketd: dead-letters: unknown subcommand '%s' (choices: list, replay)\n",
+                argv[1]);
         usage(stderr);
         return 2;
     }

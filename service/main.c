@@ -1,6 +1,7 @@
-/* main.c - ticketd's commands: serve, worker, token, dead-letters. Boot order is config,
- * log, ports (store, cache), then the HTTP server; shutdown runs it
- * backwards after draining. */
+/* main.c - ticketd's commands: serve, worker, token, dead-letters, version,
+ * help. Help and unknown commands are answered before any setting is read.
+ * Boot order is config, log, ports (store, cache), then the HTTP server;
+ * shutdown runs it backwards after draining. */
 #include "app.h"
 #include "auth.h"
 #include "cache.h"
@@ -39,9 +40,98 @@ static void usage(FILE *f)
                "       ticketd dead-letters replay [--config FILE] (--id N | --all) "
                "[--consumer NAME]\n"
                "       ticketd version\n"
+               "       ticketd help [COMMAND]    (or: ticketd COMMAND --help)\n"
                "\n"
                "Settings come from TICKETD_* environment variables; FILE holds the same\n"
                "KEY=VALUE lines, and the environment wins over it.\n");
+}
+
+/* One entry per command: what `ticketd CMD --help` prints, and which of the
+ * shared options it takes. */
+enum { OPT_CONFIG = 1, OPT_USER = 2, OPT_ADMIN = 4, OPT_TTL = 8 };
+
+struct command {
+    const char *name;
+    unsigned opts;
+    const char *help;
+};
+
+static const struct command commands[] = {
+    {"serve", OPT_CONFIG,
+     "usage: ticketd serve [--config FILE]\n"
+     "\n"
+     "Serves the HTTP API on TICKETD_BIND:TICKETD_PORT. With TICKETD_WORKERS=1\n"
+     "(the default) it also runs the expiry sweep, the outbox relay and the event\n"
+     "consumers. SIGTERM or SIGINT drains the requests in flight, then exits 0.\n"
+     "\n"
+     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n"},
+    {"worker", OPT_CONFIG,
+     "usage: ticketd worker [--config FILE]\n"
+     "\n"
+     "Runs only the background work (expiry sweep, outbox relay, event consumers),\n"
+     "no HTTP. Any number of workers and servers may share one Redis and MariaDB.\n"
+     "\n"
+     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n"},
+    {"token", OPT_CONFIG | OPT_USER | OPT_ADMIN | OPT_TTL,
+     "usage: ticketd token --user ID [--admin] [--ttl SECONDS] [--config FILE]\n"
+     "\n"
+     "Prints a bearer token (HS256 JWT signed with TICKETD_JWT_SECRET) for a user.\n"
+     "\n"
+     "  --user ID      the user id, 1 to 2^53-1 (required)\n"
+     "  --admin        an admin token (sessions, audit)\n"
+     "  --ttl SECONDS  lifetime (default 3600)\n"
+     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n"},
+    {"dead-letters", 0, NULL}, /* deadletters_main answers for itself */
+    {"version", 0,
+     "usage: ticketd version\n"
+     "\n"
+     "Prints ticketd's version. Reads no settings.\n"},
+    {"help", 0,
+     "usage: ticketd help [COMMAND]\n"
+     "\n"
+     "Prints the commands, or what COMMAND does and takes.\n"},
+};
+
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static const struct command *find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    }
+    return NULL;
+}
+
+static bool is_help_flag(const char *s)
+{
+    return strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0;
+}
+
+static void unknown_command(const char *name)
+{
+    fprintf(stderr,
+            "ticketd: unknown command '%s' (choices: serve, worker, token, dead-letters, "
+            "version, help)\n",
+            name);
+    usage(stderr);
+}
+
+/* `ticketd help [CMD]` and `ticketd CMD --help`. */
+static int command_help(const char *name)
+{
+    const struct command *c = find_command(name);
+    if (c == NULL) {
+        unknown_command(name);
+        return 2;
+    }
+    if (c->help == NULL) {
+        char arg0[] = "dead-letters", arg1[] = "--help";
+        char *args[] = {arg0, arg1, NULL};
+        return deadletters_main(2, args);
+    }
+    fputs(c->help, stdout);
+    return 0;
 }
 
 /* Blocks the shutdown signals in this thread and every thread it starts
@@ -181,6 +271,34 @@ static int cmd_token(struct config *cfg, int64_t user, bool admin, int64_t ttl)
     return EXIT_SUCCESS;
 }
 
+static const char *option_name(int c)
+{
+    switch (c) {
+    case 'u':
+        return "--user";
+    case 'a':
+        return "--admin";
+    case 't':
+        return "--ttl";
+    default:
+        return "--config";
+    }
+}
+
+static unsigned option_bit(int c)
+{
+    switch (c) {
+    case 'u':
+        return OPT_USER;
+    case 'a':
+        return OPT_ADMIN;
+    case 't':
+        return OPT_TTL;
+    default:
+        return OPT_CONFIG;
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -198,20 +316,55 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    /* Everything that needs no settings is answered before any are read, so
+     * that asking for help never fails for want of a secret. */
     const char *cmd = argv[1];
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("ticketd %s\n", TICKETD_VERSION);
-        return 0;
-    }
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0) {
+    if (is_help_flag(cmd) || strcmp(cmd, "help") == 0) {
+        if (strcmp(cmd, "help") == 0 && argc == 3)
+            return command_help(argv[2]);
+        if (argc > 2) {
+            usage(stderr);
+            return 2;
+        }
         usage(stdout);
         return 0;
     }
+    if (strcmp(cmd, "--version") == 0)
+        cmd = "version";
+    const struct command *command = find_command(cmd);
+    if (command == NULL) {
+        unknown_command(cmd);
+        return 2;
+    }
     if (strcmp(cmd, "dead-letters") == 0)
         return deadletters_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "version") == 0) {
+        if (argc == 3 && is_help_flag(argv[2]))
+            return command_help(cmd);
+        if (argc > 2) {
+            fprintf(stderr, "ticketd: version takes no arguments\n");
+            return 2;
+        }
+        printf("ticketd %s\n", TICKETD_VERSION);
+        return 0;
+    }
     optind = 2;
+    opterr = 0; /* the messages below name the command */
     int c;
-    while ((c = getopt_long(argc, argv, "c:u:at:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":c:u:at:h", opts, NULL)) != -1) {
+        if (c == 'h')
+            return command_help(cmd);
+        if (c == '?' || c == ':') {
+            fprintf(stderr, "ticketd %s: %s option %s\n", cmd,
+                    c == ':' ? "missing the value of" : "unknown", argv[optind - 1]);
+            fputs(command->help, stderr);
+            return 2;
+        }
+        if ((command->opts & option_bit(c)) == 0) {
+            fprintf(stderr, "ticketd %s: takes no %s\n", cmd, option_name(c));
+            fputs(command->help, stderr);
+            return 2;
+        }
         switch (c) {
         case 'c':
             config_path = optarg;
@@ -231,37 +384,29 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
         default:
-            usage(stderr);
-            return 2;
+            break;
         }
     }
     if (optind != argc) {
-        usage(stderr);
+        fprintf(stderr, "ticketd %s: unexpected argument '%s'\n", cmd, argv[optind]);
+        fputs(command->help, stderr);
+        return 2;
+    }
+    if (strcmp(cmd, "token") == 0 && user == 0) {
+        fprintf(stderr, "ticketd: token needs --user ID\n");
         return 2;
     }
     if (config_load(&cfg, config_path) != TD_OK) {
         config_cleanup(&cfg);
         return 2;
     }
-    if (strcmp(cmd, "serve") == 0) {
+    if (strcmp(cmd, "serve") == 0)
         rc = cmd_serve(&cfg, true);
-    } else if (strcmp(cmd, "worker") == 0) {
+    else if (strcmp(cmd, "worker") == 0)
         rc = cmd_serve(&cfg, false);
-    } else if (strcmp(cmd, "token") == 0) {
-        if (user == 0) {
-            fprintf(stderr, "ticketd: token needs --user ID\n");
-            rc = 2;
-        } else {
-            rc = cmd_token(&cfg, user, admin, ttl);
-        }
-    } else {
-        usage(stderr);
-        rc = 2;
-    }
+    else
+        rc = cmd_token(&cfg, user, admin, ttl);
     config_cleanup(&cfg);
     return rc;
 }

@@ -671,7 +671,8 @@ static void test_bad_config_refused(void **state)
         {"TICKETD_MAX_PER_ORDER=", "TICKETD_MAX_PER_ORDER"},
         {"TICKETD_THREADS=0", "TICKETD_THREADS"},
         {"TICKETD_MAX_BODY=-1", "TICKETD_MAX_BODY"},
-        {"TICKETD_REDIS_POLICY=sometimes", "TICKETD_REDIS_POLICY"},
+        {"TICKETD_REDIS_POLICY=sometimes", "expected degrade or strict"},
+        {"TICKETD_ENV=staging", "TICKETD_ENV=staging: expected dev, test, demo or production"},
         {"TICKETD_ACCESS_LOG=maybe", "TICKETD_ACCESS_LOG"},
         {"TICKETD_LOG_LEVEL=loud", "TICKETD_LOG_LEVEL"},
         {"TICKETD_JWT_SECRET=short", "TICKETD_JWT_SECRET"},
@@ -686,16 +687,11 @@ static void test_bad_config_refused(void **state)
         expect_refused(&r, bad[i].env, bad[i].needle);
     }
 
-    /* In a --config file: an unknown key, a line that is no setting, a bad
-     * value; each named with its place in the file. */
+    /* In a --config file: a line that is no setting, a bad value; each
+     * named with its place in the file. (An unknown key is only warned
+     * about: test_cli_answers_before_config.) */
     char path[512];
-    write_file("unknown", "# settings\nTICKETD_PORT=8080\nTICKETD_NO_SUCH_SETTING=1\n", path,
-               sizeof path);
     const char *with_file[] = {"serve", "--config", path, NULL};
-    run_ticketd(with_file, NULL, 10000, &r);
-    expect_refused(&r, "an unknown key in the file", "TICKETD_NO_SUCH_SETTING");
-    assert_non_null(strstr(r.out, ":3"));
-
     write_file("noeq", "TICKETD_THREADS 4\n", path, sizeof path);
     run_ticketd(with_file, NULL, 10000, &r);
     expect_refused(&r, "a line without =", path);
@@ -723,6 +719,63 @@ static void test_bad_config_refused(void **state)
     for (size_t i = 0; i < sizeof usage_errors / sizeof usage_errors[0]; i++) {
         run_ticketd(usage_errors[i], NULL, 10000, &r);
         expect_refused(&r, usage_errors[i][0], "usage:");
+    }
+}
+
+/* Help and unknown commands need no settings at all, and unknown TICKETD_*
+ * names are warned about, one line each, without stopping the command. */
+static void test_cli_answers_before_config(void **state)
+{
+    static const struct {
+        const char *args[4];
+        int status;
+        const char *needle;
+    } cli[] = {
+        {{"-h", NULL}, 0, "usage: ticketd serve"},
+        {{"--help", NULL}, 0, "usage: ticketd serve"},
+        {{"help", NULL}, 0, "ticketd help [COMMAND]"},
+        {{"help", "token", NULL}, 0, "--ttl SECONDS"},
+        {{"serve", "--help", NULL}, 0, "Serves the HTTP API"},
+        {{"worker", "-h", NULL}, 0, "only the background work"},
+        {{"token", "--help", NULL}, 0, "--user ID"},
+        {{"dead-letters", "--help", NULL}, 0, "replay applies"},
+        {{"version", "--help", NULL}, 0, "usage: ticketd version"},
+        {{"frobnicate", NULL}, 2, "unknown command 'frobnicate' (choices: serve, worker"},
+        {{"serve", "--user", "3", NULL}, 2, "ticketd serve: takes no --user"},
+    };
+    /* No secret: every one of these is answered before settings are read. */
+    static const char *const no_secret[] = {"TICKETD_JWT_SECRET", NULL};
+    struct run r;
+    (void)state;
+    for (size_t i = 0; i < sizeof cli / sizeof cli[0]; i++) {
+        run_ticketd(cli[i].args, no_secret, 10000, &r);
+        if (r.status != cli[i].status || strstr(r.out, cli[i].needle) == NULL)
+            fail_msg("ticketd %s %s: exit %d (want %d), want '%s' in: %s", cli[i].args[0],
+                     cli[i].args[1] ? cli[i].args[1] : "", r.status, cli[i].status, cli[i].needle,
+                     r.out);
+        if (strstr(r.out, "is not set") != NULL)
+            fail_msg("ticketd %s asked for a secret: %s", cli[i].args[0], r.out);
+    }
+
+    /* A misspelt name in the environment and in the file: a warning each,
+     * naming the closest setting, and the command still does its work. */
+    char path[512];
+    write_file("unknown", "# settings\nTICKETD_PORT=8080\nTICKETD_REDIS_PROT=1\n", path,
+               sizeof path);
+    const char *token[] = {"token", "--user", "5", "--config", path, NULL};
+    const char *typo[] = {"TICKETD_THREAD=4", NULL};
+    run_ticketd(token, typo, 10000, &r);
+    if (r.status != 0)
+        fail_msg("an unknown name stopped the command: %d %s", r.status, r.out);
+    static const char *const warnings[] = {
+        "environment: TICKETD_THREAD is not a setting of ticketd (ignored); did you mean "
+        "TICKETD_THREADS?",
+        ":3: TICKETD_REDIS_PROT is not a setting of ticketd (ignored); did you mean "
+        "TICKETD_REDIS_PORT?",
+    };
+    for (size_t i = 0; i < sizeof warnings / sizeof warnings[0]; i++) {
+        if (strstr(r.out, warnings[i]) == NULL)
+            fail_msg("no warning '%s' in: %s", warnings[i], r.out);
     }
 }
 
@@ -841,6 +894,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mysql_down_and_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_drains_in_flight, setup_patient, teardown),
         cmocka_unit_test_setup_teardown(test_bad_config_refused, setup_none, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_answers_before_config, setup_none, teardown),
         cmocka_unit_test_setup_teardown(test_token_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_logged_masked, setup, teardown),
     };

@@ -112,7 +112,7 @@ struct set_case {
     bool ok;
     size_t off; /* where an accepted value lands */
     int want;   /* int, bool (0/1) or enum index */
-    char type;  /* 'i' int or enum, 'b' bool */
+    char type;  /* 'i' int or enum, 'b' bool, 's' TICKETD_ENV (the value is kept) */
 };
 
 #define OFF(f) offsetof(struct config, f)
@@ -166,6 +166,15 @@ static const struct set_case set_cases[] = {
     {"TICKETD_REDIS_POLICY", "STRICT", false, 0, 0, 'i'},
     {"TICKETD_REDIS_POLICY", "", false, 0, 0, 'i'},
     {"TICKETD_REDIS_POLICY", "fail", false, 0, 0, 'i'},
+    /* TICKETD_ENV: the four environments, exactly. */
+    {"TICKETD_ENV", "dev", true, 0, 0, 's'},
+    {"TICKETD_ENV", "test", true, 0, 0, 's'},
+    {"TICKETD_ENV", "demo", true, 0, 0, 's'},
+    {"TICKETD_ENV", "production", true, 0, 0, 's'},
+    {"TICKETD_ENV", "staging", false, 0, 0, 's'},
+    {"TICKETD_ENV", "prod", false, 0, 0, 's'},
+    {"TICKETD_ENV", "Demo", false, 0, 0, 's'},
+    {"TICKETD_ENV", "", false, 0, 0, 's'},
 
     /* Names are exact. */
     {"TICKETD_NOPE", "1", false, 0, 0, 'i'},
@@ -186,6 +195,11 @@ static void test_set_table(void **state)
         if (c->ok) {
             if (rc != TD_OK)
                 fail_msg("%s=%s refused: %s", c->key, c->value, err);
+            if (c->type == 's') {
+                assert_string_equal(cfg.env, c->value);
+                config_cleanup(&cfg);
+                continue;
+            }
             int got = c->type == 'b' ? (int)BOOL_AT(&cfg, c->off) : INT_AT(&cfg, c->off);
             if (got != c->want)
                 fail_msg("%s=%s gave %d, want %d", c->key, c->value, got, c->want);
@@ -277,7 +291,8 @@ static void test_file_errors_name_the_line(void **state)
         {"TICKETD_PORT=9000\n\n# c\nTICKETD_PORT 9000\n", "t.env:4: expected KEY=VALUE"},
         {"TICKETD_MYSQL_DB=\"unbalanced\n", "t.env:1: TICKETD_MYSQL_DB: unterminated quote"},
         {"just words", "t.env:1: expected KEY=VALUE"},
-        {"\r\n\r\nTICKETD_NOPE=1\r\n", "t.env:3: TICKETD_NOPE: unknown setting"},
+        {"TICKETD_ENV=staging\n",
+         "t.env:1: TICKETD_ENV=staging: expected dev, test, demo or production"},
         {"TICKETD_PORT=99999\n", "t.env:1: TICKETD_PORT=99999"},
         {"=9000\n", "t.env:1"},
     };
@@ -292,6 +307,103 @@ static void test_file_errors_name_the_line(void **state)
             fail_msg("case %zu: reason '%s', want '%s'", i, err, cases[i].want);
         config_cleanup(&cfg);
     }
+}
+
+/* A refused choice names every choice, so that the fix is in the message. */
+static void test_choices_named(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *value, *want;
+    } cases[] = {
+        {"TICKETD_REDIS_POLICY", "foo", "TICKETD_REDIS_POLICY=foo: expected degrade or strict"},
+        {"TICKETD_ENV", "staging", "TICKETD_ENV=staging: expected dev, test, demo or production"},
+        {"TICKETD_WORKERS", "2", "expected 1 or 0"},
+        {"TICKETD_PORT", "x", "expected an integer from 1 to 65535"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct config cfg;
+        char err[256] = "";
+        config_defaults(&cfg);
+        assert_int_equal(config_set(&cfg, cases[i].key, cases[i].value, err, sizeof err),
+                         TD_EINVAL);
+        if (strstr(err, cases[i].want) == NULL)
+            fail_msg("%s=%s: reason '%s', want '%s'", cases[i].key, cases[i].value, err,
+                     cases[i].want);
+        config_cleanup(&cfg);
+    }
+}
+
+/* Unknown names: a warning, with the closest setting within two edits;
+ * none for settings and for the variables ticketd's own tools read. */
+static void test_unknown_names(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        bool warned;
+        const char *closest; /* NULL: no suggestion */
+    } cases[] = {
+        {"TICKETD_PORT", false, NULL},
+        {"TICKETD_REDIS_POLICY", false, NULL},
+        {"TICKETD_CONFIG", false, NULL},
+        {"TICKETD_FAULT", false, NULL},
+        {"TICKETD_TEST_STATE", false, NULL},
+        {"TICKETD_TEST_ANYTHING", false, NULL},
+        {"TICKETD_REDIS_PASSWORD", false, NULL},
+        {"TICKETD_THREAD", true, "TICKETD_THREADS"},        /* one deletion */
+        {"TICKETD_REDIS_PROT", true, "TICKETD_REDIS_PORT"}, /* a swap: two edits */
+        {"TICKETD_REDIS_POLICYY", true, "TICKETD_REDIS_POLICY"},
+        {"TICKETD_DEFENCES", true, "TICKETD_DEFENSES"}, /* British spelling */
+        {"TICKETD_MYSQL_PASS", true, NULL},             /* four edits away */
+        {"TICKETD_NO_SUCH_SETTING", true, NULL},
+        {"TICKETD_", true, NULL},
+        {"TICKETD_ENVIRONMENT", true, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char msg[512] = "";
+        bool warned = config_unknown_warning(cases[i].name, "t.env:7", msg, sizeof msg);
+        if (warned != cases[i].warned)
+            fail_msg("%s: warned %d, want %d", cases[i].name, warned, cases[i].warned);
+        const char *closest = config_closest(cases[i].name);
+        if (!warned)
+            continue;
+        char want[256];
+        snprintf(want, sizeof want, "t.env:7: %s is not a setting of ticketd (ignored)",
+                 cases[i].name);
+        if (strncmp(msg, want, strlen(want)) != 0)
+            fail_msg("%s: message '%s', want it to start '%s'", cases[i].name, msg, want);
+        assert_null(strchr(msg, '\n')); /* one line */
+        if (cases[i].closest == NULL) {
+            if (closest != NULL || strstr(msg, "did you mean") != NULL)
+                fail_msg("%s: suggested %s: %s", cases[i].name, closest, msg);
+        } else {
+            if (closest == NULL || strcmp(closest, cases[i].closest) != 0)
+                fail_msg("%s: closest %s, want %s", cases[i].name, closest ? closest : "none",
+                         cases[i].closest);
+            snprintf(want, sizeof want, "did you mean %s?", cases[i].closest);
+            if (strstr(msg, want) == NULL)
+                fail_msg("%s: message '%s' lacks '%s'", cases[i].name, msg, want);
+        }
+    }
+}
+
+/* An unknown key in the file is skipped, not fatal; the rest still apply. */
+static void test_file_unknown_key_skipped(void **state)
+{
+    (void)state;
+    struct config cfg;
+    char err[256] = "";
+    config_defaults(&cfg);
+    int rc = config_parse_file_text(&cfg,
+                                    "\r\n\r\nTICKETD_NOPE=1\r\nTICKETD_PORT=9001\n"
+                                    "TICKETD_THREAD=3\n",
+                                    "t.env", err, sizeof err);
+    if (rc != TD_OK)
+        fail_msg("refused: %s", err);
+    assert_int_equal(cfg.port, 9001);
+    assert_int_equal(cfg.threads, 16);
+    config_cleanup(&cfg);
 }
 
 static void test_environment_wins_over_file(void **state)
@@ -428,6 +540,9 @@ int main(void)
         cmocka_unit_test(test_set_string_is_copied),
         cmocka_unit_test(test_file_format),
         cmocka_unit_test(test_file_errors_name_the_line),
+        cmocka_unit_test(test_choices_named),
+        cmocka_unit_test(test_unknown_names),
+        cmocka_unit_test(test_file_unknown_key_skipped),
         cmocka_unit_test(test_environment_wins_over_file),
         cmocka_unit_test(test_load_file_then_environment),
         cmocka_unit_test(test_load_refuses),
