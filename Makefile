@@ -73,8 +73,10 @@ build/release/obj build/asan/obj build/release/tests build/asan/tests:
 
 -include tests/unit/units.mk
 -include tests/integration/integration.mk
+-include fuzz/fuzz.mk
 
-C_FILES = $(wildcard service/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch] loadtest/*.[ch])
+C_FILES = $(wildcard service/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch] loadtest/*.[ch] \
+	fuzz/*.[ch])
 
 format:
 	clang-format -i $(C_FILES)
