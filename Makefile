@@ -84,8 +84,10 @@ build/release/obj build/asan/obj build/faults/obj build/release/tests build/asan
 
 -include tests/unit/units.mk
 -include tests/integration/integration.mk
+-include fuzz/fuzz.mk
 
-C_FILES = $(wildcard service/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch] loadtest/*.[ch])
+C_FILES = $(wildcard service/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch] loadtest/*.[ch] \
+	fuzz/*.[ch])
 
 format:
 	clang-format -i $(C_FILES)
@@ -97,7 +99,8 @@ format-check:
 # run-tests.sh also runs format-check, counted as one check, so that the
 # summary line stays the last thing `make test` prints.
 test: deps
-	@$(MAKE) --no-print-directory build/release/ticketd build/asan/ticketd unit-bins integration-bins
+	@$(MAKE) --no-print-directory build/release/ticketd build/asan/ticketd unit-bins integration-bins \
+		fuzz-bins
 	@$(MAKE) --no-print-directory -C loadtest
 	@scripts/run-tests.sh
 

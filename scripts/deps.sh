@@ -32,6 +32,8 @@ PACKAGES=(
     wrk
     gnuplot-nox
     clang-format
+    clang-14
+    libfuzzer-14-dev
     valgrind
 )
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs ticketd's tests and ends with one summary line: "N passed, N failed".
 #
-#   scripts/run-tests.sh              unit tests (release and ASan builds), then
+#   scripts/run-tests.sh              unit tests (release and ASan builds), the
+#                                     fuzz harnesses on their seeds, then
 #                                     integration tests against the ASan binary
 #                                     and private servers under .state/test
-#   scripts/run-tests.sh --unit-only  unit tests only
+#   scripts/run-tests.sh --unit-only  unit tests and fuzz harnesses only (no
+#                                     servers needed)
 #   TICKETD_TEST_ONLY=itest_orders scripts/run-tests.sh
 #                                     only the test binaries whose name
 #                                     contains that text (a quick loop)
@@ -77,6 +79,35 @@ fi
 echo "== unit tests (release, then ASan+UBSan)"
 for bin in build/release/tests/test_* build/asan/tests/test_*; do
     [[ -x "$bin" ]] && run_one "$bin"
+done
+
+# Each libFuzzer harness (make fuzz-bins) replays its seed corpus, then
+# fuzzes for a few seconds; one check each. New inputs go to a scratch
+# directory, never into fuzz/corpus; a crashing input is kept in $LOGS.
+FUZZ_TEST_SECONDS=${FUZZ_TEST_SECONDS:-3}
+echo "== fuzz harnesses (seed corpus, then ${FUZZ_TEST_SECONDS}s of fuzzing each)"
+fuzz_bins=(build/fuzz/fuzz_*)
+if [[ ! -x "${fuzz_bins[0]}" ]]; then
+    echo "skip  no harnesses built ('make fuzz-bins' builds them)"
+fi
+for bin in "${fuzz_bins[@]}"; do
+    [[ -x "$bin" ]] || continue
+    name=fuzz-${bin##*/fuzz_}
+    out="$LOGS/$name.out"
+    scratch=build/fuzz/ci/${bin##*/fuzz_}
+    rm -rf "$scratch"
+    mkdir -p "$scratch"
+    if "$bin" -max_total_time="$FUZZ_TEST_SECONDS" -timeout=10 -artifact_prefix="$LOGS/$name-" \
+        "$scratch" "fuzz/corpus/${bin##*/fuzz_}" >"$out" 2>&1 &&
+        grep -q '^Done [0-9]* runs' "$out"; then
+        passed=$((passed + 1))
+        echo "ok    $name: $(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$out") runs"
+    else
+        failed=$((failed + 1))
+        failures+=("$name (see $out)")
+        echo "FAIL  $name"
+        grep -E 'ERROR: |runtime error|invariant broken|Test unit written' "$out" | head -5 | sed 's/^/      /'
+    fi
 done
 
 if [[ $unit_only -eq 0 ]]; then
