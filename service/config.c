@@ -68,7 +68,7 @@ static const struct setting settings[] = {
     {"TICKETD_INFLIGHT_TTL_MS", T_INT, OFF(inflight_ttl_ms), 100, 600000, "10000", false, NULL},
     {"TICKETD_LOCK_TTL_MS", T_INT, OFF(lock_ttl_ms), 100, 600000, "5000", false, NULL},
     {"TICKETD_INSTANCE_TTL_MS", T_INT, OFF(instance_ttl_ms), 300, 600000, "3000", false, NULL},
-    {"TICKETD_RESPCACHE_ENTRIES", T_INT, OFF(respcache_entries), 0, 10000000, "16384", false, NULL},
+    {"TICKETD_RESPCACHE_ENTRIES", T_INT, OFF(respcache_entries), 0, 10000000, "4096", false, NULL},
 
     {"TICKETD_ORDER_TTL_S", T_INT, OFF(order_ttl_s), 1, 30 * 86400, "900", false, NULL},
     {"TICKETD_SWEEP_INTERVAL_MS", T_INT, OFF(sweep_interval_ms), 10, 3600000, "1000", false, NULL},

@@ -67,7 +67,7 @@ static void test_defaults(void **state)
         {"idem_ttl_s", offsetof(struct config, idem_ttl_s), 86400},
         {"inflight_ttl_ms", offsetof(struct config, inflight_ttl_ms), 10000},
         {"lock_ttl_ms", offsetof(struct config, lock_ttl_ms), 5000},
-        {"respcache_entries", offsetof(struct config, respcache_entries), 16384},
+        {"respcache_entries", offsetof(struct config, respcache_entries), 4096},
         {"order_ttl_s", offsetof(struct config, order_ttl_s), 900},
         {"drain_timeout_s", offsetof(struct config, drain_timeout_s), 10},
     };
