@@ -79,8 +79,13 @@ static bool claims_ok(const json_t *claims, struct identity *who)
     const json_t *exp = json_object_get(claims, "exp");
     if (!json_is_integer(exp) || json_integer_value(exp) <= NOW)
         return false;
+    /* nbf and iat: absent, or JSON integers (a string or a real is
+     * refused, not read as 0); nbf not in the future. */
     const json_t *nbf = json_object_get(claims, "nbf");
-    if (json_is_integer(nbf) && json_integer_value(nbf) > NOW)
+    if (nbf != NULL && (!json_is_integer(nbf) || json_integer_value(nbf) > NOW))
+        return false;
+    const json_t *iat = json_object_get(claims, "iat");
+    if (iat != NULL && !json_is_integer(iat))
         return false;
     const char *sub = json_string_value(json_object_get(claims, "sub"));
     if (sub == NULL || sub[0] < '1' || sub[0] > '9' || strlen(sub) > 16)

@@ -33,18 +33,33 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s);
  * else's, or spent by another key. */
 int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s);
 
-/* The first Redis defences of an order, in one round trip (one Lua script,
- * so nothing can happen between them):
+/* The token an order spends in cache_order_begin: spent on behalf of the
+ * request's Idempotency-Key, as cache_token_take does. */
+struct token_spend {
+    const char *token;
+    int ttl_s;
+};
+
+/* *token_rc when no token was looked at. */
+#define TOKEN_UNCHECKED 1
+
+/* Every Redis defence before the database, in one round trip (one Lua
+ * script, so nothing can happen between them):
  *   - the Idempotency-Key record idem:{user}:<key>: if one exists, returns
  *     TD_EDUP with it in *existing (new string, caller frees) and takes
  *     nothing; otherwise sets it to marker with a TTL (SET NX PX), or only
  *     looks when marker is NULL;
  *   - then, when owner is not NULL, the user+session lock
  *     lock:order:{user}:<session> = owner (SET NX PX): held by someone
- *     else, the marker just set is deleted again and TD_ECONFLICT returned.
+ *     else, the marker just set is deleted again and TD_ECONFLICT returned;
+ *   - then, when tok is not NULL, the token is spent for key (see
+ *     cache_token_take) and its verdict put in *token_rc (TD_OK,
+ *     TD_ECONFLICT or TD_ENOTFOUND; TOKEN_UNCHECKED when it was not
+ *     reached). Marker and lock stay taken whatever the verdict.
  * TD_OK: the marker (if any) and the lock (if asked) are ours. */
 int cache_order_begin(int64_t user_id, const char *key, const char *marker, int marker_ttl_ms,
-                      int64_t session_id, const char *owner, int lock_ttl_ms, char **existing);
+                      int64_t session_id, const char *owner, int lock_ttl_ms,
+                      const struct token_spend *tok, int *token_rc, char **existing);
 
 /* Which defences are on (defenses.h), for the two that live in this
  * adapter: with DEFENSE_TOKEN_ATOMIC off a token is checked and spent in

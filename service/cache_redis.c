@@ -19,38 +19,50 @@
  * two requests with one token can never both pass. A token is spent *by an
  * Idempotency-Key*: the value becomes "<user>|<key>", so the retries of
  * that key (the same intent, e.g. after a 503) may present it again, and
- * every other key is refused. KEYS: token. ARGV: user, "<user>|<key>",
- * ttl s. Returns 1 (spent now), 2 (spent before by this key), 3 (spent by
- * another key, or someone else's) or 0 (unknown to Redis). */
-static const char token_take_lua[] = "local v = redis.call('GET', KEYS[1])\n"
-                                     "if v == ARGV[1] then\n"
-                                     "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
-                                     "  return 1\n"
-                                     "end\n"
-                                     "if v == ARGV[2] then return 2 end\n"
-                                     "if v then return 3 end\n"
-                                     "return 0\n";
+ * every other key is refused. spend(token key, user, "<user>|<key>", ttl s)
+ * returns 1 (spent now), 2 (spent before by this key), 3 (spent by another
+ * key, or someone else's) or 0 (unknown to Redis). Shared by both scripts
+ * that spend a token. */
+#define SPEND_LUA                                                                                  \
+    "local function spend(k, user, spent, ttl)\n"                                                  \
+    "  local v = redis.call('GET', k)\n"                                                           \
+    "  if v == user then\n"                                                                        \
+    "    redis.call('SET', k, spent, 'EX', ttl)\n"                                                 \
+    "    return 1\n"                                                                               \
+    "  end\n"                                                                                      \
+    "  if v == spent then return 2 end\n"                                                          \
+    "  if v then return 3 end\n"                                                                   \
+    "  return 0\n"                                                                                 \
+    "end\n"
 
-/* The key's record, then the lock (cache_order_begin). SET ... NX GET
- * answers the old value when there was one (and sets nothing).
- * KEYS: idem, lock. ARGV: marker ('' = only look), marker ttl ms,
- * owner ('' = no lock), lock ttl ms. Returns {1, record}, {2} (locked by
- * another request) or {0}. */
+/* The token alone. KEYS: token. ARGV: user, "<user>|<key>", ttl s. */
+static const char token_take_lua[] = SPEND_LUA "return spend(KEYS[1], ARGV[1], ARGV[2], ARGV[3])\n";
+
+/* The key's record, then the lock, then the token (cache_order_begin):
+ * every Redis defence before the database in one round trip. SET ... NX
+ * GET answers the old value when there was one (and sets nothing).
+ * KEYS: idem, lock, token (the lock again when there is no token).
+ * ARGV: marker ('' = only look), marker ttl ms, owner ('' = no lock), lock
+ * ttl ms, user ('' = no token), "<user>|<key>", token ttl s.
+ * Returns {1, record}, {2} (locked by another request), {0} (no token) or
+ * {0, spend's verdict}: marker and lock are then held whatever the token
+ * said, and the caller gives them back on a refusal. */
 static const char begin_lua[] =
-    "local rec\n"
-    "if ARGV[1] ~= '' then\n"
-    "  rec = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
-    "else\n"
-    "  rec = redis.call('GET', KEYS[1])\n"
-    "end\n"
-    "if rec then return {1, rec} end\n"
-    "if ARGV[3] ~= '' then\n"
-    "  if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then\n"
-    "    if ARGV[1] ~= '' then redis.call('DEL', KEYS[1]) end\n"
-    "    return {2}\n"
-    "  end\n"
-    "end\n"
-    "return {0}\n";
+    SPEND_LUA "local rec\n"
+              "if ARGV[1] ~= '' then\n"
+              "  rec = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
+              "else\n"
+              "  rec = redis.call('GET', KEYS[1])\n"
+              "end\n"
+              "if rec then return {1, rec} end\n"
+              "if ARGV[3] ~= '' then\n"
+              "  if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then\n"
+              "    if ARGV[1] ~= '' then redis.call('DEL', KEYS[1]) end\n"
+              "    return {2}\n"
+              "  end\n"
+              "end\n"
+              "if ARGV[5] ~= '' then return {0, spend(KEYS[3], ARGV[5], ARGV[6], ARGV[7])} end\n"
+              "return {0}\n";
 
 /* Success: our marker becomes the completed record; our lock is released.
  * A marker that expired and was taken by another request is not ours to
@@ -221,6 +233,12 @@ out:
     return rc;
 }
 
+/* The port's answer for spend's verdict. */
+static int token_verdict(long long v)
+{
+    return v == 1 || v == 2 ? TD_OK : v == 3 ? TD_ECONFLICT : v == 0 ? TD_ENOTFOUND : TD_EINTERNAL;
+}
+
 int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
 {
     char key[256], uid[24], spent[24 + 1 + 128], ttl[24];
@@ -252,18 +270,28 @@ int cache_token_take(int64_t user_id, const char *token, const char *idem_key, i
 }
 
 int cache_order_begin(int64_t user_id, const char *key, const char *marker, int marker_ttl_ms,
-                      int64_t session_id, const char *owner, int lock_ttl_ms, char **existing)
+                      int64_t session_id, const char *owner, int lock_ttl_ms,
+                      const struct token_spend *tok, int *token_rc, char **existing)
 {
-    char ik[256], lk[128], mttl[24], lttl[24];
+    char ik[256], lk[128], tk[256], uid[24], spent[24 + 1 + 128], mttl[24], lttl[24], tttl[24];
     redisReply *r = NULL;
     *existing = NULL;
+    *token_rc = TOKEN_UNCHECKED;
     idem_key(ik, sizeof ik, user_id, key);
     lock_key(lk, sizeof lk, user_id, session_id);
     snprintf(mttl, sizeof mttl, "%d", marker_ttl_ms);
     snprintf(lttl, sizeof lttl, "%d", lock_ttl_ms);
-    const char *keys[] = {ik, lk};
-    const char *args[] = {marker ? marker : "", mttl, owner ? owner : "", lttl};
-    int rc = redis_eval(&begin, 2, keys, 4, args, &r);
+    uid[0] = spent[0] = tttl[0] = '\0';
+    snprintf(tk, sizeof tk, "%s", lk);
+    if (tok != NULL) {
+        token_key(tk, sizeof tk, user_id, tok->token);
+        snprintf(uid, sizeof uid, "%lld", (long long)user_id);
+        snprintf(spent, sizeof spent, "%lld|%s", (long long)user_id, key);
+        snprintf(tttl, sizeof tttl, "%d", tok->ttl_s);
+    }
+    const char *keys[] = {ik, lk, tk};
+    const char *args[] = {marker ? marker : "", mttl, owner ? owner : "", lttl, uid, spent, tttl};
+    int rc = redis_eval(&begin, 3, keys, 7, args, &r);
     if (rc != TD_OK)
         goto out;
     rc = TD_EINTERNAL;
@@ -273,6 +301,8 @@ int cache_order_begin(int64_t user_id, const char *key, const char *marker, int 
     switch (r->element[0]->integer) {
     case 0:
         rc = TD_OK;
+        if (tok != NULL && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER)
+            *token_rc = token_verdict(r->element[1]->integer);
         break;
     case 1:
         if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING) {
@@ -283,6 +313,12 @@ int cache_order_begin(int64_t user_id, const char *key, const char *marker, int 
     case 2:
         rc = TD_ECONFLICT;
         break;
+    }
+    if (rc == TD_OK && tok != NULL && FAULT_POINT("redis.token_stall")) {
+        /* Redis ran the script (the token is spent) but the reply is lost
+         * to a stall: this request must now go on as if Redis were down. */
+        redis_lose_reply("begin reply lost (fault point redis.token_stall)");
+        rc = TD_EUNAVAIL;
     }
 out:
     freeReplyObject(r);

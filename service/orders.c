@@ -25,7 +25,8 @@ struct claims {
     bool redis_ok; /* false once Redis failed: skip the rest of it */
     char *marker;  /* our in-flight marker, if we set one */
     char owner[IDEM_OWNER_LEN + 1];
-    bool locked; /* we hold the user+session lock */
+    bool locked;  /* we hold the user+session lock */
+    int token_rc; /* the token's verdict from the key's script, or TOKEN_UNCHECKED */
 };
 
 void orders_new_number(char *out)
@@ -181,9 +182,13 @@ static bool check_key(struct app *app, const struct order_request *rq, const cha
     char *existing = NULL;
     bool want_lock = (on & DEFENSE_SESSION_LOCK) != 0;
     char *marker = (on & DEFENSE_INFLIGHT_KEY) ? idem_marker(fp, cl->owner) : NULL;
-    int rc =
-        cache_order_begin(rq->user_id, rq->key, marker, app->cfg->inflight_ttl_ms, rq->session_id,
-                          want_lock ? cl->owner : NULL, app->cfg->lock_ttl_ms, &existing);
+    /* The token travels in the same script: one round trip to Redis before
+     * the database (the demo's naive token check keeps its own two). */
+    struct token_spend tok = {rq->token, app->cfg->token_ttl_s};
+    bool with_token = rq->token != NULL && (on & DEFENSE_TOKEN) && (on & DEFENSE_TOKEN_ATOMIC);
+    int rc = cache_order_begin(rq->user_id, rq->key, marker, app->cfg->inflight_ttl_ms,
+                               rq->session_id, want_lock ? cl->owner : NULL, app->cfg->lock_ttl_ms,
+                               with_token ? &tok : NULL, &cl->token_rc, &existing);
     if (rc == TD_OK) {
         cl->marker = marker;
         cl->locked = want_lock;
@@ -252,7 +257,9 @@ static bool spend_token(struct app *app, const struct order_request *rq, struct 
      * index still holds the line. */
     if (!(app->defenses & DEFENSE_TOKEN) || rq->token == NULL || !cl->redis_ok)
         return true;
-    int rc = cache_token_take(rq->user_id, rq->token, rq->key, app->cfg->token_ttl_s);
+    int rc = cl->token_rc;
+    if (rc == TOKEN_UNCHECKED) /* not in the key's script: on its own */
+        rc = cache_token_take(rq->user_id, rq->token, rq->key, app->cfg->token_ttl_s);
     if (rc == TD_OK)
         return true;
     if (rc == TD_ENOTFOUND && ordertoken_check(app->cfg->jwt_secret, rq->user_id, wall_s(),
@@ -411,7 +418,7 @@ void orders_create(struct app *app, const struct order_request *rq, order_render
                    struct order_result *res)
 {
     char fp[IDEM_FP_LEN + 1];
-    struct claims cl = {.redis_ok = true};
+    struct claims cl = {.redis_ok = true, .token_rc = TOKEN_UNCHECKED};
     bool from_db = false; /* the database gave the answer: worth remembering */
     memset(res, 0, sizeof *res);
     idem_fingerprint_order(rq->session_id, rq->quantity, fp);

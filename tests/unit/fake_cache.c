@@ -76,9 +76,11 @@ int cache_token_take(int64_t user_id, const char *token, const char *idem_key, i
  * for, the lock step answers lock_rc. Both steps are recorded as if they
  * were separate calls, under one "order_begin" in the call log. */
 int cache_order_begin(int64_t user_id, const char *key, const char *marker, int marker_ttl_ms,
-                      int64_t session_id, const char *owner, int lock_ttl_ms, char **existing)
+                      int64_t session_id, const char *owner, int lock_ttl_ms,
+                      const struct token_spend *tok, int *token_rc, char **existing)
 {
     *existing = NULL;
+    *token_rc = TOKEN_UNCHECKED;
     fake_call("order_begin");
     fake_cache.idem_begin.calls++;
     fake_cache.idem_begin.user_id = user_id;
@@ -88,14 +90,31 @@ int cache_order_begin(int64_t user_id, const char *key, const char *marker, int 
     fake_cache.idem_begin.ttl_ms = marker_ttl_ms;
     if (fake_cache.idem_begin_rc == TD_EDUP)
         *existing = xstrdup(fake_cache.existing);
-    if (fake_cache.idem_begin_rc != TD_OK || owner == NULL)
+    if (fake_cache.idem_begin_rc != TD_OK)
         return fake_cache.idem_begin_rc;
-    fake_cache.lock.calls++;
-    fake_cache.lock.user_id = user_id;
-    fake_cache.lock.session_id = session_id;
-    copy(fake_cache.lock.owner, sizeof fake_cache.lock.owner, owner);
-    fake_cache.lock.ttl_ms = lock_ttl_ms;
-    return fake_cache.lock_rc;
+    if (owner != NULL) {
+        fake_cache.lock.calls++;
+        fake_cache.lock.user_id = user_id;
+        fake_cache.lock.session_id = session_id;
+        copy(fake_cache.lock.owner, sizeof fake_cache.lock.owner, owner);
+        fake_cache.lock.ttl_ms = lock_ttl_ms;
+        if (fake_cache.lock_rc != TD_OK)
+            return fake_cache.lock_rc;
+    }
+    if (tok == NULL)
+        return TD_OK;
+    /* The token step of the script: token_rc is its verdict, or, for a
+     * Redis failure (TD_EUNAVAIL, TD_EINTERNAL), the whole script's. */
+    fake_cache.token_take.calls++;
+    fake_cache.token_take.in_begin = true;
+    fake_cache.token_take.user_id = user_id;
+    copy(fake_cache.token_take.token, sizeof fake_cache.token_take.token, tok->token);
+    copy(fake_cache.token_take.key, sizeof fake_cache.token_take.key, key);
+    int t = fake_cache.token_rc;
+    if (t != TD_OK && t != TD_ENOTFOUND && t != TD_ECONFLICT)
+        return t;
+    *token_rc = t;
+    return TD_OK;
 }
 
 int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, int ttl_ms)

@@ -106,6 +106,7 @@ struct fake_cache {
         int64_t user_id;
         char token[FAKE_STR];
         char key[FAKE_STR]; /* take: the Idempotency-Key spending it */
+        bool in_begin;      /* take: spent inside cache_order_begin's script */
     } token_take, token_put;
     struct {
         int calls;

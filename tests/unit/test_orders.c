@@ -147,7 +147,7 @@ static bool locally_cached(char *body_out, size_t cap)
     return hit;
 }
 
-#define FULL_PATH "order_begin token_take order_create order_complete"
+#define FULL_PATH "order_begin order_create order_complete"
 /* The path when the key step found a record that a switched-off layer
  * would have answered (or garbage): the lock is then taken on its own. */
 #define LOCK_APART "order_begin lock_acquire token_take order_create order_complete"
@@ -189,6 +189,9 @@ static void test_success(void **state)
     /* Layer 4: the token, spent as this user. */
     assert_int_equal(fake_cache.token_take.user_id, USER);
     assert_string_equal(fake_cache.token_take.token, TOKEN);
+    /* One round trip to Redis before the database: the token is spent in
+     * the key's own script. */
+    assert_true(fake_cache.token_take.in_begin);
 
     /* Layers 5-6: one draft, with the key as request_id and the real
      * (not the demo's) database defences. */
@@ -538,7 +541,7 @@ static void test_token_invalid(void **state)
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_TOKEN_INVALID);
     assert_string_equal(res.layer, "token");
-    assert_calls("order_begin token_take order_find_request order_release");
+    assert_calls("order_begin order_find_request order_release");
     /* The token is spent on behalf of this key: its retries may bring it. */
     assert_string_equal(fake_cache.token_take.key, KEY);
     /* Both the marker and the lock are ours and both go. */
@@ -578,7 +581,7 @@ static void test_refusal_replays_the_order_in_the_database(void **state)
         "order_begin instance_alive order_find_request",
         "order_begin order_find_request",
         /* Marker and lock are ours here: the answer is stored under them. */
-        "order_begin token_take order_find_request order_complete",
+        "order_begin order_find_request order_complete",
     };
     for (int i = 0; i < 3; i++) {
         struct order_request rq = request();
@@ -729,7 +732,7 @@ static void test_sold_out(void **state)
     assert_failed_and_released(&res, ORDER_SOLD_OUT);
     assert_null(res.layer);
     /* The token was spent before the stock ran out, as the contract says. */
-    assert_calls("order_begin token_take order_create order_release");
+    assert_calls("order_begin order_create order_release");
     assert_int_equal(fake_store.create_calls, 1);
     assert_int_equal(delta(M_STOCK_CONFLICTS), 1);
     assert_int_equal(delta(M_ORDERS_CREATED), 0);
@@ -771,7 +774,7 @@ static void test_unique_index_replays(void **state)
     /* The first order, not a new one. */
     assert_string_equal(res.body,
                         "{\"order_no\":\"26113000000000000042\",\"session_id\":7,\"quantity\":2}");
-    assert_calls("order_begin token_take order_create order_find_request "
+    assert_calls("order_begin order_create order_find_request "
                  "order_complete");
     assert_int_equal(fake_store.find.user_id, USER);
     assert_string_equal(fake_store.find.request_id, KEY);
@@ -868,7 +871,7 @@ static void test_deadlock_retried_then_created(void **state)
     assert_string_not_equal(fake_store.order_nos[0], fake_store.order_nos[1]);
     assert_non_null(strstr(res.body, fake_store.order_nos[1]));
     assert_int_equal(delta(M_TX_RETRIES), 1);
-    assert_calls("order_begin token_take order_create order_create order_complete");
+    assert_calls("order_begin order_create order_create order_complete");
     order_result_cleanup(&res);
 }
 
@@ -934,8 +937,9 @@ struct redis_case {
 static const struct redis_case redis_cases[] = {
     /* degrade: the rest of Redis (and the token) is skipped, the database
      * decides, and what was already claimed is finished normally. */
-    /* The key step and the lock run in one script: when it fails, what it
-     * may have set is treated as ours and handed back (compare-and-delete). */
+    /* The key step, the lock and the token run in one script: when it
+     * fails, what it may have set is treated as ours and handed back
+     * (compare-and-delete). */
     {AT_IDEM_BEGIN, TD_EUNAVAIL, REDIS_POLICY_DEGRADE, ORDER_CREATED,
      "order_begin order_create order_complete", true, true},
     {AT_IDEM_BEGIN, TD_EINTERNAL, REDIS_POLICY_DEGRADE, ORDER_CREATED,
@@ -943,7 +947,7 @@ static const struct redis_case redis_cases[] = {
     {AT_LOCK, TD_EUNAVAIL, REDIS_POLICY_DEGRADE, ORDER_CREATED,
      "order_begin order_create order_complete", true, true},
     {AT_TOKEN, TD_EUNAVAIL, REDIS_POLICY_DEGRADE, ORDER_CREATED,
-     "order_begin token_take order_create order_complete", true, true},
+     "order_begin order_create order_complete", true, true},
     /* strict: 503, nothing written, what was claimed given back. */
     {AT_IDEM_BEGIN, TD_EUNAVAIL, REDIS_POLICY_STRICT, ORDER_UNAVAILABLE,
      "order_begin order_release", true, true},
@@ -951,8 +955,8 @@ static const struct redis_case redis_cases[] = {
      true, true},
     {AT_LOCK, TD_EINTERNAL, REDIS_POLICY_STRICT, ORDER_UNAVAILABLE, "order_begin order_release",
      true, true},
-    {AT_TOKEN, TD_EUNAVAIL, REDIS_POLICY_STRICT, ORDER_UNAVAILABLE,
-     "order_begin token_take order_release", true, true},
+    {AT_TOKEN, TD_EUNAVAIL, REDIS_POLICY_STRICT, ORDER_UNAVAILABLE, "order_begin order_release",
+     true, true},
 };
 
 static void test_redis_failures(void **state)
@@ -1069,7 +1073,7 @@ static void test_inflight_key_off(void **state)
      * so a concurrent copy is not stopped by one. */
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_CREATED);
-    assert_calls("order_begin token_take order_create order_complete");
+    assert_calls("order_begin order_create order_complete");
     assert_string_equal(fake_cache.idem_begin.marker, "");
     assert_true(fake_cache.complete.marker.null);
     order_result_cleanup(&res);
@@ -1113,7 +1117,7 @@ static void test_session_lock_off(void **state)
     fake_cache.lock_rc = TD_ECONFLICT; /* would refuse, if asked */
     run(&rq, &res);
     assert_int_equal(res.outcome, ORDER_CREATED);
-    assert_calls("order_begin token_take order_create order_complete");
+    assert_calls("order_begin order_create order_complete");
     assert_true(fake_cache.complete.owner.null);
     order_result_cleanup(&res);
 }
