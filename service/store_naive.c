@@ -27,9 +27,12 @@ bool store_defense_on(unsigned bit)
 static const char sql_rmw[] =
     "UPDATE orders SET status = ?, version = version + 1, updated_at = ? WHERE id = ?";
 
+/* The history row takes whatever version the row has now, as code that
+ * never compares versions would: a second writer then records a version
+ * of its own instead of colliding with the first on (order_id, version). */
 static const char sql_history[] =
     "INSERT INTO order_history (order_id, from_status, to_status, version, cause, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?)";
+    "SELECT id, ?, ?, version, ?, ? FROM orders WHERE id = ?";
 
 int store_tx_move(struct db_conn *c, const struct order *o, enum order_event ev)
 {
@@ -45,10 +48,9 @@ int store_tx_move(struct db_conn *c, const struct order *o, enum order_event ev)
     int rc = db_exec(c, sql_rmw, set, 3, NULL, NULL);
     if (rc != TD_OK)
         return rc;
-    struct db_arg hist[] = {
-        DB_I(o->id),          DB_S(order_status_name(o->status)), DB_S(order_status_name(to)),
-        DB_I(o->version + 1), DB_S(order_event_name(ev)),         DB_S(db_now)};
-    return db_exec(c, sql_history, hist, 6, NULL, NULL);
+    struct db_arg hist[] = {DB_S(order_status_name(o->status)), DB_S(order_status_name(to)),
+                            DB_S(order_event_name(ev)), DB_S(db_now), DB_I(o->id)};
+    return db_exec(c, sql_history, hist, 5, NULL, NULL);
 }
 
 int store_tx_read_for_move(struct db_conn *c, const char *locking, const char *plain,

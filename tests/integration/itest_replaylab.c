@@ -531,6 +531,74 @@ static void test_consumer_dedup_business_key(void **state)
             "mq-redelivery", args);
 }
 
+/* A double click on "cancel": two cancels of one order at once. */
+struct cancel_ctx {
+    const struct th_server *s;
+    char order_no[32];
+    long status[2];
+};
+
+static void cancel_once(int i, void *p)
+{
+    struct cancel_ctx *c = p;
+    char path[96];
+    snprintf(path, sizeof path, "/api/v1/orders/%s/cancel", c->order_no);
+    const char *h[] = {th_auth_header(71, false), NULL};
+    struct th_resp r = th_call(c->s, "POST", path, h, NULL);
+    c->status[i] = r.status;
+    th_resp_free(&r);
+}
+
+static void test_state_cas(void **state)
+{
+    long long stock[2];
+    (void)state;
+    /* 300 ms between reading the order and writing it. With the right code
+     * the first cancel holds the row, the second then finds it cancelled;
+     * without the predicate (state-cas off) both write, and both give the
+     * seat back. */
+    for (int pass = 0; pass < 2; pass++) {
+        static struct cancel_ctx c;
+        char tok[96], def[64];
+        memset(&c, 0, sizeof c);
+        snprintf(def, sizeof def, "TICKETD_DEFENSES=%s", pass == 0 ? "all" : "-state-cas");
+        const char *env[] = {"TICKETD_ENV=demo", def,
+                             "TICKETD_FAULT=order.before_transition:delay:300", NULL};
+        th_reset();
+        serve_two(env);
+        c.s = &srv[0];
+        int64_t s = th_session(&srv[0], 10, 100);
+        for (int k = 0; k < 2; k++) {
+            char key[16];
+            snprintf(key, sizeof key, "cancel-%d", k);
+            th_order_token(&srv[0], 71, tok);
+            struct th_resp o = th_order(&srv[0], 71, key, tok, s, 1);
+            assert_int_equal(o.status, 201);
+            if (k == 0) {
+                json_t *j = th_json(&o);
+                snprintf(c.order_no, sizeof c.order_no, "%s",
+                         json_string_value(json_object_get(j, "order_no")));
+                json_decref(j);
+            }
+            th_resp_free(&o);
+        }
+        th_parallel(2, cancel_once, &c);
+        assert_int_equal(c.status[0], 200);
+        assert_int_equal(c.status[1], 200);
+        stock[pass] = th_db_int("SELECT stock FROM sessions WHERE id = %lld", (long long)s);
+        for (int i = 0; i < nsrv; i++)
+            assert_int_equal(th_stop(&srv[i]), 0);
+        nsrv = 0;
+    }
+    print_message("state-cas: stock after a double cancel %lld with the right code, %lld without "
+                  "(10 seats, one order still holds one)\n",
+                  stock[0], stock[1]);
+    /* 10 seats, 2 orders of 1, one cancelled: 9 left. Without the CAS the
+     * seat came back twice: 10 left while an order still holds one. */
+    assert_int_equal(stock[0], 9);
+    assert_int_equal(stock[1], 10);
+}
+
 static void test_forget_failures(void **state)
 {
     long long with, without;
@@ -607,6 +675,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_slow_downstream_copies_meet_the_unique_index, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_state_cas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forbidden_answers_fail_the_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_token_atomic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_owner_check, setup, teardown),
