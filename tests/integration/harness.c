@@ -584,6 +584,25 @@ int th_raw(int port, const char *bytes, size_t len, char *out, size_t cap, int t
     return th_raw_ex(&o, bytes, len, out, cap);
 }
 
+void th_wait_db(int64_t want, int timeout_ms, const char *what, const char *fmt, ...)
+{
+    char q[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(q, sizeof q, fmt, ap);
+    va_end(ap);
+    int64_t got = -1;
+    double deadline = now_s() + timeout_ms / 1000.0;
+    while (now_s() < deadline) {
+        got = th_db_int("%s", q);
+        if (got == want)
+            return;
+        msleep(50);
+    }
+    fail_msg("%s: waited %d ms for %lld, have %lld", what, timeout_ms, (long long)want,
+             (long long)got);
+}
+
 long long th_metric(const struct th_server *s, const char *sample)
 {
     struct th_resp r = th_call(s, "GET", "/metrics", NULL, NULL);

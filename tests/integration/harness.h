@@ -108,6 +108,11 @@ struct th_resp th_call(const struct th_server *s, const char *method, const char
  * title and status members. */
 void th_expect_problem(const struct th_resp *r, long status, const char *code);
 
+/* Polls an integer query (th_db_int) until it equals want or timeout_ms
+ * pass; fails the test, naming what, with the last value otherwise. */
+void th_wait_db(int64_t want, int timeout_ms, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* The value of one sample of s's GET /metrics ("name" or "name{labels}"),
  * or -1 when there is none. */
 long long th_metric(const struct th_server *s, const char *sample);

@@ -66,35 +66,6 @@ static int teardown(void **state)
 
 /* ---- helpers ---- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void wait_db(int64_t want, const char *what, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void wait_db(int64_t want, const char *what, const char *fmt, ...)
-{
-    char q[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(q, sizeof q, fmt, ap);
-    va_end(ap);
-    int64_t got = -1;
-    double deadline = now_s() + WAIT_MS / 1000.0;
-    while (now_s() < deadline) {
-        got = th_db_int("%s", q);
-        if (got == want)
-            return;
-        usleep(50000);
-    }
-    fail_msg("%s: waited %d ms for %lld, have %lld", what, WAIT_MS, (long long)want,
-             (long long)got);
-}
-
 static void order_no(int tag, int i, char out[21])
 {
     snprintf(out, 21, "%02d%018d", tag, i);
@@ -196,9 +167,9 @@ static void dead_letter_both(int tag, int from, int n)
     struct th_server *w = worker("failing", failing);
     for (int i = from; i < from + n; i++)
         insert_event(tag, i);
-    wait_db(2 * n, "dead letters",
-            "SELECT COUNT(*) FROM dead_letters WHERE reason = 'too many "
-            "deliveries' AND replayed_at IS NULL");
+    th_wait_db(2 * n, WAIT_MS, "dead letters",
+               "SELECT COUNT(*) FROM dead_letters WHERE reason = 'too many "
+               "deliveries' AND replayed_at IS NULL");
     assert_int_equal(th_stop(w), 0);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM consume_records"), 0);
 }
@@ -239,10 +210,11 @@ static void test_list_fix_replay_once(void **state)
     const char *env[] = {FAST_ENV, NULL};
     struct th_server *w = worker("live", env);
     insert_event(21, 0);
-    wait_db(1, "ticketing letter",
-            "SELECT COUNT(*) FROM dead_letters WHERE consumer = 'ticketing' AND reason = 'no "
-            "such order'");
-    wait_db(1, "points applied", "SELECT COUNT(*) FROM consume_records WHERE consumer = 'points'");
+    th_wait_db(1, WAIT_MS, "ticketing letter",
+               "SELECT COUNT(*) FROM dead_letters WHERE consumer = 'ticketing' AND reason = 'no "
+               "such order'");
+    th_wait_db(1, WAIT_MS, "points applied",
+               "SELECT COUNT(*) FROM consume_records WHERE consumer = 'points'");
     assert_int_equal(th_stop(w), 0);
     int64_t id = letter_of("ticketing", 21, 0);
     assert_true(id > 0);
@@ -412,9 +384,10 @@ static void test_still_failing_stays_listed(void **state)
     struct th_server *w = worker("live", env);
     insert_event(24, 0); /* an order the state machine cannot ticket */
     insert_event(24, 1); /* no such order */
-    wait_db(2, "ticketing letters",
-            "SELECT COUNT(*) FROM dead_letters WHERE consumer = 'ticketing'");
-    wait_db(2, "points applied", "SELECT COUNT(*) FROM consume_records WHERE consumer = 'points'");
+    th_wait_db(2, WAIT_MS, "ticketing letters",
+               "SELECT COUNT(*) FROM dead_letters WHERE consumer = 'ticketing'");
+    th_wait_db(2, WAIT_MS, "points applied",
+               "SELECT COUNT(*) FROM consume_records WHERE consumer = 'points'");
     assert_int_equal(th_stop(w), 0);
 
     assert_int_equal(dl(&out, "replay", "--all", NULL, NULL), 1);
@@ -447,14 +420,14 @@ static void test_key_applied_meanwhile(void **state)
     const char *env[] = {FAST_ENV, NULL};
     struct th_server *w = worker("live", env);
     insert_event(25, 0);
-    wait_db(1, "ticketing letter", "SELECT COUNT(*) FROM dead_letters");
+    th_wait_db(1, WAIT_MS, "ticketing letter", "SELECT COUNT(*) FROM dead_letters");
     int64_t id = letter_of("ticketing", 25, 0);
 
     /* The order arrives, and the relay publishes the event again. */
     insert_order(25, 0, "PAID");
     th_db_exec("UPDATE outbox SET published_at = NULL");
-    wait_db(1, "ticketed by the live consumer",
-            "SELECT COUNT(*) FROM orders WHERE status = 'TICKETED'");
+    th_wait_db(1, WAIT_MS, "ticketed by the live consumer",
+               "SELECT COUNT(*) FROM orders WHERE status = 'TICKETED'");
     assert_int_equal(th_stop(w), 0);
 
     assert_int_equal(replay_id(id, &out), 0);

@@ -78,30 +78,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Polls an integer query until it equals want or WAIT_MS pass; fails the
- * test with the last value otherwise. */
-static void wait_db(int64_t want, const char *what, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void wait_db(int64_t want, const char *what, const char *fmt, ...)
-{
-    char q[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(q, sizeof q, fmt, ap);
-    va_end(ap);
-    int64_t got = -1;
-    double deadline = now_s() + WAIT_MS / 1000.0;
-    while (now_s() < deadline) {
-        got = th_db_int("%s", q);
-        if (got == want)
-            return;
-        usleep(50000);
-    }
-    fail_msg("%s: waited %d ms for %lld, have %lld", what, WAIT_MS, (long long)want,
-             (long long)got);
-}
-
 /* A Redis command whose reply is an array, on the test's own connection;
  * reconnects once when Redis was restarted under it. */
 static redisReply *redis_cmd(const char *fmt, ...)
@@ -235,11 +211,11 @@ static int64_t settled_orders(int tag)
 
 static void expect_exactly_once(int tag, int n)
 {
-    wait_db(n, "orders credited and ticketed",
-            "SELECT COUNT(*) FROM orders o JOIN user_points p "
-            "ON p.user_id = o.user_id WHERE o.order_no LIKE '%02d%%' AND o.status = 'TICKETED' "
-            "AND p.points > 0",
-            tag);
+    th_wait_db(n, WAIT_MS, "orders credited and ticketed",
+               "SELECT COUNT(*) FROM orders o JOIN user_points p "
+               "ON p.user_id = o.user_id WHERE o.order_no LIKE '%02d%%' AND o.status = 'TICKETED' "
+               "AND p.points > 0",
+               tag);
     wait_drained();
     assert_int_equal(settled_orders(tag), n);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM consume_records WHERE biz_key LIKE "
@@ -412,7 +388,8 @@ static void test_relay_crash_after_xadd(void **state)
 
     b = worker("relay-b", env);
     expect_exactly_once(14, 5);
-    wait_db(0, "unpublished rows", "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL");
+    th_wait_db(0, WAIT_MS, "unpublished rows",
+               "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL");
     assert_int_equal(th_redis_int("XLEN %s", STREAM), 10); /* each event twice, applied once */
     assert_int_equal(th_stop(b), 0);
 }
@@ -431,7 +408,8 @@ static void test_two_workers_many_orders(void **state)
     double t0 = now_s();
     for (int i = 0; i < n; i += 100)
         insert_paid(15, i, 100);
-    wait_db(0, "unpublished rows", "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL");
+    th_wait_db(0, WAIT_MS, "unpublished rows",
+               "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL");
     double t1 = now_s();
     expect_exactly_once(15, n);
     double t2 = now_s();
@@ -455,7 +433,7 @@ static void test_redis_restart_mid_stream(void **state)
     /* Redis goes while the first orders are being consumed: some entries
      * are pending, some not yet read, some rows not yet published. */
     insert_paid(16, 0, 300);
-    wait_db(1, "first credits", "SELECT COUNT(*) > 0 FROM consume_records");
+    th_wait_db(1, WAIT_MS, "first credits", "SELECT COUNT(*) > 0 FROM consume_records");
     th_services("stop-redis");
     int64_t done = th_db_int("SELECT COUNT(*) FROM consume_records");
     insert_paid(16, 300, 100); /* these wait in the outbox */
@@ -480,7 +458,8 @@ static void test_lost_entries_are_published_again(void **state)
     const char *env[] = {FAST_ENV, NULL};
     a = worker("lost-a", failing);
     insert_paid(17, 0, 50);
-    wait_db(0, "unpublished rows", "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL");
+    th_wait_db(0, WAIT_MS, "unpublished rows",
+               "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL");
     assert_int_equal(th_stop(a), 0);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM consume_records"), 0);
     th_services("stop-redis");
@@ -508,7 +487,7 @@ static void test_dead_letters(void **state)
     /* A payload no delivery can fix is given up on at once. */
     th_db_exec("INSERT INTO outbox (event_type, biz_key, payload) "
                "VALUES ('order.paid', '18999999999999999999', 'not json')");
-    wait_db(4, "dead letters", "SELECT COUNT(*) FROM dead_letters");
+    th_wait_db(4, WAIT_MS, "dead letters", "SELECT COUNT(*) FROM dead_letters");
     wait_drained();
     assert_int_equal(th_redis_int("XLEN %s", DEAD_STREAM), 4);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM dead_letters WHERE deliveries = 3"), 2);
@@ -542,13 +521,14 @@ static void test_demo_without_consumer_dedup(void **state)
     srv = serve(1, env);
     insert_paid(19, 0, 1);
     int64_t user = user_of(19, 0);
-    wait_db(1, "points", "SELECT COALESCE(SUM(points), 0) FROM user_points WHERE user_id = %lld",
-            (long long)user);
+    th_wait_db(1, WAIT_MS, "points",
+               "SELECT COALESCE(SUM(points), 0) FROM user_points WHERE user_id = %lld",
+               (long long)user);
     xadd_copy(19, 0);
     /* The damage the dedup row prevents: the redelivery pays out again. */
-    wait_db(2, "doubled points",
-            "SELECT COALESCE(SUM(points), 0) FROM user_points WHERE user_id = %lld",
-            (long long)user);
+    th_wait_db(2, WAIT_MS, "doubled points",
+               "SELECT COALESCE(SUM(points), 0) FROM user_points WHERE user_id = %lld",
+               (long long)user);
     wait_drained();
     /* Ticketing is still once: its compare-and-set refuses a second move. */
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_history WHERE cause = 'ticket'"), 1);
@@ -629,10 +609,10 @@ static void test_me_after_payment(void **state)
         assert_int_equal(p.status, 200);
         th_resp_free(&p);
     }
-    wait_db(1, "ticketed",
-            "SELECT COUNT(*) FROM orders WHERE order_no = '%s' AND status = "
-            "'TICKETED'",
-            no);
+    th_wait_db(1, WAIT_MS, "ticketed",
+               "SELECT COUNT(*) FROM orders WHERE order_no = '%s' AND status = "
+               "'TICKETED'",
+               no);
     wait_drained();
     assert_int_equal(me_points(srv, 77), 25);
     assert_int_equal(me_points(srv, 78), 0);
