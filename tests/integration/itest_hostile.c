@@ -337,6 +337,23 @@ static void test_paths(void **state)
     free(line);
     if (st != 414 && st != 0)
         fail_msg("1 MiB request line: %.200s", text);
+    /* A head of 8 KiB (what docs/nginx.conf lets through) is served; one
+     * far beyond the connection's buffer is refused by libmicrohttpd. */
+    char *head = malloc(40000);
+    assert_non_null(head);
+    int n8 = snprintf(head, 40000,
+                      "GET /livez HTTP/1.1\r\nHost: x\r\nX-Big: %0*d\r\n"
+                      "Connection: close\r\n\r\n",
+                      8000, 7);
+    st = th_raw_ex(&o, head, (size_t)n8, text, sizeof text);
+    if (st != 200)
+        fail_msg("an 8 KiB head: %.200s", text);
+    int n40 =
+        snprintf(head, 40000, "GET /livez HTTP/1.1\r\nHost: x\r\nX-Big: %0*d\r\n\r\n", 39000, 7);
+    st = th_raw_ex(&o, head, (size_t)n40, text, sizeof text);
+    free(head);
+    if (st != 431 && st != 400 && st != 0)
+        fail_msg("a 39 KiB head: %.200s", text);
     st = th_raw_ex(&o, LINE("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), text, sizeof text);
     if (st != 505 && st != 400 && st != 0)
         fail_msg("HTTP/2 preface: %.200s", text);
