@@ -345,9 +345,8 @@ static void *uri_logger(void *cls, const char *uri, struct MHD_Connection *c)
 /* "GET /livez\0/x HTTP/1.1" would route as /livez: on the request line the
  * version follows the target and one space, so a target that ends sooner
  * was cut by a NUL. */
-static bool target_whole(struct MHD_Connection *c, const char *version)
+static bool target_whole(const struct conn_slot *slot, const char *version)
 {
-    struct conn_slot *slot = slot_of(c);
     if (slot == NULL || slot->uri == NULL || version == NULL)
         return true;
     return slot->uri + slot->uri_len + 1 == version;
@@ -364,7 +363,7 @@ static bool precheck(struct MHD_Connection *c, struct exchange *x)
     /* After the last value come its line break and the empty line: NULs. */
     if (h.bad == NULL && h.prev_end != NULL && h.prev_end[1] != '\0')
         h.bad = "a header value holds a NUL, CR, LF or another control character";
-    if (h.bad == NULL && !target_whole(c, x->req.version))
+    if (h.bad == NULL && !target_whole(x->slot, x->req.version))
         h.bad = "the request target holds a NUL";
     if (h.bad != NULL) {
         resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL, "%s", h.bad);

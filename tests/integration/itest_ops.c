@@ -195,22 +195,6 @@ static long post_token(int64_t user, char *token_out)
     return st;
 }
 
-/* The value of one exact series in the server's /metrics, or -1. */
-static long long metric(const char *name)
-{
-    struct th_resp r = th_call(&srv, "GET", "/metrics", NULL, NULL);
-    long long v = -1;
-    size_t n = strlen(name);
-    for (const char *p = r.body; r.status == 200 && (p = strstr(p, name)) != NULL; p += n) {
-        if ((p == r.body || p[-1] == '\n') && p[n] == ' ') {
-            v = atoll(p + n + 1);
-            break;
-        }
-    }
-    th_resp_free(&r);
-    return v;
-}
-
 /* ---- Redis goes away ---- */
 
 static void test_redis_down_and_back(void **state)
@@ -221,7 +205,8 @@ static void test_redis_down_and_back(void **state)
     char path[64];
     snprintf(path, sizeof path, "/api/v1/sessions/%lld", (long long)s);
     assert_int_equal(post_token(50, NULL), 201);
-    long long errors_before = metric("ticketd_dependency_errors_total{dependency=\"redis\"}");
+    long long errors_before =
+        th_metric(&srv, "ticketd_dependency_errors_total{dependency=\"redis\"}");
     assert_true(errors_before >= 0);
 
     th_services("stop-redis");
@@ -247,7 +232,8 @@ static void test_redis_down_and_back(void **state)
     struct th_resp g = th_call(&srv, "GET", path, NULL, NULL);
     assert_int_equal(g.status, 200);
     th_resp_free(&g);
-    assert_true(metric("ticketd_dependency_errors_total{dependency=\"redis\"}") > errors_before);
+    assert_true(th_metric(&srv, "ticketd_dependency_errors_total{dependency=\"redis\"}") >
+                errors_before);
 
     th_services("start-redis");
     redis_stopped = false;
@@ -282,7 +268,8 @@ static void test_mysql_down_and_back(void **state)
     int64_t s = th_session(&srv, 5, 100);
     char path[64];
     snprintf(path, sizeof path, "/api/v1/sessions/%lld", (long long)s);
-    long long errors_before = metric("ticketd_dependency_errors_total{dependency=\"mysql\"}");
+    long long errors_before =
+        th_metric(&srv, "ticketd_dependency_errors_total{dependency=\"mysql\"}");
     assert_true(errors_before >= 0);
 
     th_services("stop-mysql");
@@ -318,7 +305,8 @@ static void test_mysql_down_and_back(void **state)
     assert_int_equal(r.status, 200);
     th_resp_free(&r);
     assert_int_equal(post_token(60, NULL), 201);
-    assert_true(metric("ticketd_dependency_errors_total{dependency=\"mysql\"}") > errors_before);
+    assert_true(th_metric(&srv, "ticketd_dependency_errors_total{dependency=\"mysql\"}") >
+                errors_before);
 
     th_services("start-mysql");
     mysql_stopped = false;
@@ -456,7 +444,7 @@ static void test_sigterm_drains_in_flight(void **state)
     double t0 = now_s();
     long long inflight = 0;
     while (now_s() - t0 < 5.0) {
-        inflight = metric("ticketd_inflight_requests");
+        inflight = th_metric(&srv, "ticketd_inflight_requests");
         if (inflight >= 2)
             break;
         msleep(20);
