@@ -1,11 +1,11 @@
 /*
  * sqlbase - the raw SQL baseline of ticketd's order transaction.
  *
- * Runs, per new order, the same transaction ticketd runs (begin, the order
- * priced from its session with its history row written by the database's
- * trigger, stock compare-and-set, commit) with no HTTP and
- * no Redis in front of it, from N threads that each own one connection and
- * its prepared statements. What ticketd reaches over HTTP divided by what
+ * Runs, per new order, the same transaction ticketd runs, in the same one
+ * round trip (begin, the order priced from its session with its history
+ * row written by the database's trigger, the stock compare-and-set, commit:
+ * ORDER_PLACE below) with no HTTP and no Redis in front of it, from N
+ * threads that each own one connection. What ticketd reaches over HTTP divided by what
  * this reaches is the cost of everything ticketd adds around the database.
  *
  * The run creates its own sessions (many, or one hot session) so that it
@@ -133,7 +133,8 @@ static void usage(FILE *out)
             "  --stock N           stock per session (enough for the whole run)\n"
             "  --quantity Q        seats per order (1)\n"
             "  --price CENTS       price of the sessions created (1000)\n"
-            "  --stock-first       run the stock UPDATE before the order INSERT (for comparison)\n"
+            "  --stock-first       run the transaction step by step, the stock UPDATE before\n"
+            "                      the order INSERT (for comparison)\n"
             "  --json FILE         also write the figures as JSON\n"
             "  --quiet             print only the result line\n");
 }
@@ -328,7 +329,8 @@ static MYSQL *db_connect(const struct sqlbase_opts *o, char *err, size_t errlen)
     mysql_options(conn, MYSQL_INIT_COMMAND,
                   "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
     if (mysql_real_connect(conn, o->socket != NULL ? NULL : o->host, o->user, o->password, o->db,
-                           o->port, o->socket, 0) == NULL) {
+                           o->port, o->socket,
+                           CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS) == NULL) {
         snprintf(err, errlen, "%s", mysql_error(conn));
         mysql_close(conn);
         return NULL;
@@ -448,10 +450,9 @@ static int order_insert(struct sqlbase_worker *w, unsigned *err)
     return 0;
 }
 
-/* One attempt of the order transaction. Returns SQLBASE_COMMITTED,
- * SQLBASE_SOLD_OUT, or SQLBASE_FAILED with the server's error number in
- * *err (0 for a client-side failure). */
-static int order_tx_once(struct sqlbase_worker *w, unsigned *err)
+/* --stock-first: the transaction step by step, the stock compare-and-set
+ * before the order (for comparison with ticketd's order of statements). */
+static int order_tx_steps(struct sqlbase_worker *w, unsigned *err)
 {
     int rc = SQLBASE_FAILED;
 
@@ -489,6 +490,80 @@ rollback:
     /* Always explicit: a lock wait timeout rolls back only the statement. */
     mysql_rollback(w->conn);
 out:
+    return rc;
+}
+
+/* ticketd's order transaction (service/store_mysql.c, S_ORDER_PLACE): one
+ * multi-statement round trip. The server stops at the first failing
+ * statement: a duplicate at the INSERT, or the stock's CHECK constraint
+ * (sold out) at the UPDATE; the open transaction is then rolled back. */
+static const char ORDER_PLACE[] =
+    "START TRANSACTION; "
+    "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, "
+    "amount_cents, status, version, created_at, updated_at) "
+    "SELECT '%s', %llu, id, '%s', %lld, price_cents * %lld, 'PENDING_PAYMENT', 1, '%s', '%s' "
+    "FROM sessions WHERE id = %llu RETURNING id, amount_cents; "
+    "UPDATE sessions SET stock = stock - %lld, version = version + 1 WHERE id = %llu; "
+    "COMMIT";
+
+/* Reads every result of the batch; the INSERT's row gives the order id. */
+static int order_batch_results(struct sqlbase_worker *w, unsigned *err)
+{
+    int more;
+    bool got_row = false;
+    do {
+        MYSQL_RES *res = mysql_store_result(w->conn);
+        if (res != NULL) {
+            MYSQL_ROW row = mysql_fetch_row(res);
+            if (row != NULL && row[0] != NULL) {
+                w->order_id = strtoull(row[0], NULL, 10);
+                got_row = true;
+            }
+            mysql_free_result(res);
+        }
+        more = mysql_next_result(w->conn);
+    } while (more == 0);
+    if (more > 0) {
+        *err = mysql_errno(w->conn);
+        worker_note_error(w, *err, mysql_error(w->conn));
+        return *err == ER_CONSTRAINT_FAILED ? SQLBASE_SOLD_OUT : SQLBASE_FAILED;
+    }
+    if (!got_row) {
+        worker_note_error(w, 0, "session row not found");
+        return SQLBASE_FAILED;
+    }
+    return SQLBASE_COMMITTED;
+}
+
+/* One attempt of the order transaction. Returns SQLBASE_COMMITTED,
+ * SQLBASE_SOLD_OUT, or SQLBASE_FAILED with the server's error number in
+ * *err (0 for a client-side failure). */
+static int order_tx_once(struct sqlbase_worker *w, unsigned *err)
+{
+    char q[1024];
+    char now[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    int rc;
+
+    *err = 0;
+    if (w->run->opts->stock_first)
+        return order_tx_steps(w, err);
+    gmtime_r(&t, &tm);
+    strftime(now, sizeof now, "%Y-%m-%d %H:%M:%S.000", &tm);
+    int n = snprintf(q, sizeof q, ORDER_PLACE, w->order_no, (unsigned long long)w->user_id,
+                     w->request_id, (long long)w->quantity, (long long)w->quantity, now, now,
+                     (unsigned long long)w->session_id, (long long)w->quantity,
+                     (unsigned long long)w->session_id);
+    if (mysql_real_query(w->conn, q, (unsigned long)n) != 0) {
+        *err = mysql_errno(w->conn);
+        worker_note_error(w, *err, mysql_error(w->conn));
+        rc = SQLBASE_FAILED;
+    } else {
+        rc = order_batch_results(w, err);
+    }
+    if (rc != SQLBASE_COMMITTED)
+        mysql_rollback(w->conn); /* the failed statement left it open */
     return rc;
 }
 
@@ -726,7 +801,8 @@ int main(int argc, char **argv)
     if (!opts.quiet) {
         printf("sqlbase: %d connections, %d session%s, %s first, %.1f s\n", opts.connections,
                run.session_count, run.session_count == 1 ? " (hot)" : "s",
-               opts.stock_first ? "stock update" : "order insert", elapsed);
+               opts.stock_first ? "stock update, step by step" : "order insert, one round trip",
+               elapsed);
         printf("  transactions  %lld committed, %lld sold out, %lld retried, %lld failed\n",
                committed, sold_out, retried, failed);
         printf("  stock check   %s (seats taken %lld, held by orders %lld)\n",

@@ -10,6 +10,7 @@
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +34,7 @@ struct db_conn {
     bool in_tx; /* between db_begin and db_commit/db_rollback */
     struct db_stmt stmts[DB_MAX_STMTS];
     int nstmts;
-    char dup_key[64];
+    char dup_key[64]; /* the unique key or CHECK constraint of the last refusal */
 };
 
 /* After the link to the server failed, every thread answers "unavailable"
@@ -128,6 +129,16 @@ static int fail(struct db_conn *c, unsigned int e, const char *msg, const char *
         }
         return TD_EDUP;
     }
+    if (e == ER_CONSTRAINT_FAILED) {
+        /* "CONSTRAINT `name` failed for ...": a CHECK refused the row. */
+        const char *k = strchr(msg, '`');
+        size_t n = k != NULL ? strcspn(k + 1, "`") : 0;
+        if (n >= sizeof c->dup_key)
+            n = sizeof c->dup_key - 1;
+        memcpy(c->dup_key, k != NULL ? k + 1 : "", n);
+        c->dup_key[n] = '\0';
+        return TD_ECONFLICT;
+    }
     if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT)
         return TD_ERETRY;
     metrics_inc(M_DEP_ERRORS_MYSQL);
@@ -165,7 +176,8 @@ static int connect_thread(struct db_conn *c)
     mysql_options(m, MYSQL_INIT_COMMAND, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
     const char *sock = cfg->mysql_socket[0] ? cfg->mysql_socket : NULL;
     if (mysql_real_connect(m, sock ? NULL : cfg->mysql_host, cfg->mysql_user, cfg->mysql_password,
-                           cfg->mysql_db, (unsigned int)cfg->mysql_port, sock, 0) == NULL) {
+                           cfg->mysql_db, (unsigned int)cfg->mysql_port, sock,
+                           CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS) == NULL) {
         metrics_inc(M_DEP_ERRORS_MYSQL);
         log_warn("mysql: connect to %s:%d failed: %s", sock ? sock : cfg->mysql_host,
                  cfg->mysql_port, mysql_error(m));
@@ -483,4 +495,131 @@ int db_row(struct db_conn *c, const char *sql, const struct db_arg *args, int na
            const struct db_col *cols, int ncols)
 {
     return db_rows(c, sql, args, nargs, cols, ncols, NULL, NULL);
+}
+
+/* The text of a batch with every '?' replaced by its argument as a literal:
+ * integers in decimal, strings quoted and escaped by the server's rules for
+ * this connection's character set. Returns the length, or 0 when the text
+ * does not fit or the arguments do not match the placeholders. */
+static size_t inline_args(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+                          char *out, size_t cap)
+{
+    size_t n = 0;
+    int used = 0;
+    for (const char *p = sql; *p != '\0'; p++) {
+        if (*p != '?') {
+            if (n + 1 >= cap)
+                return 0;
+            out[n++] = *p;
+            continue;
+        }
+        if (used == nargs)
+            return 0;
+        const struct db_arg *a = &args[used++];
+        if (a->type == DB_INT) {
+            int w = snprintf(out + n, cap - n, "%lld", a->i);
+            if (w < 0 || (size_t)w >= cap - n)
+                return 0;
+            n += (size_t)w;
+        } else if (a->type == DB_NULL) {
+            if (n + 5 >= cap)
+                return 0;
+            memcpy(out + n, "NULL", 4);
+            n += 4;
+        } else {
+            if (n + 2 * a->len + 3 >= cap) /* the escaped worst case and quotes */
+                return 0;
+            out[n++] = '\'';
+            n += mysql_real_escape_string(c->m, out + n, a->s, a->len);
+            out[n++] = '\'';
+        }
+    }
+    out[n] = '\0';
+    return used == nargs ? n : 0;
+}
+
+/* Reads the results of a batch in order. *at is the statement being read. */
+static int batch_results(struct db_conn *c, int row_at, const struct db_col *cols, int ncols,
+                         bool *got_row, int *at)
+{
+    int more;
+    *at = 0;
+    do {
+        MYSQL_RES *res = mysql_store_result(c->m);
+        if (res != NULL) {
+            MYSQL_ROW row = mysql_fetch_row(res);
+            unsigned long *len = mysql_fetch_lengths(res);
+            if (*at == row_at && row != NULL && (int)mysql_num_fields(res) == ncols) {
+                for (int i = 0; i < ncols; i++) {
+                    if (cols[i].type == DB_INT) {
+                        *(int64_t *)cols[i].dst = row[i] ? strtoll(row[i], NULL, 10) : 0;
+                    } else if (len[i] < cols[i].cap) {
+                        memcpy(cols[i].dst, row[i] ? row[i] : "", row[i] ? len[i] : 0);
+                        ((char *)cols[i].dst)[row[i] ? len[i] : 0] = '\0';
+                    }
+                }
+                *got_row = true;
+            }
+            mysql_free_result(res);
+        } else if (mysql_field_count(c->m) != 0) {
+            return fail(c, mysql_errno(c->m), mysql_error(c->m), "batch result");
+        }
+        more = mysql_next_result(c->m);
+        if (more > 0) {
+            ++*at;
+            return fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
+        }
+        if (more == 0)
+            ++*at;
+    } while (more == 0);
+    return TD_OK;
+}
+
+static int batch_once(struct db_conn *c, const char *text, size_t len, int row_at,
+                      const struct db_col *cols, int ncols, bool *got_row, int *failed_at)
+{
+    *got_row = false;
+    *failed_at = 0;
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    /* The batch opens a transaction: a link lost from here on is the
+     * server's trouble, and an error leaves it to be rolled back. */
+    c->in_tx = true;
+    if (mysql_real_query(c->m, text, len) != 0)
+        return fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
+    return batch_results(c, row_at, cols, ncols, got_row, failed_at);
+}
+
+int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs, int row_at,
+             const struct db_col *cols, int ncols, int *failed_at)
+{
+    char text[DB_BATCH_MAX];
+    bool got_row;
+    int at;
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    size_t len = inline_args(c, sql, args, nargs, text, sizeof text);
+    if (len == 0) {
+        log_error("mysql: a batch does not fit %d bytes or its arguments", DB_BATCH_MAX);
+        return TD_EINTERNAL;
+    }
+    bool was_fresh = c->fresh;
+    int rc = batch_once(c, text, len, row_at, cols, ncols, &got_row, &at);
+    /* A stale link fails at the first statement, before anything ran. If
+     * the batch did commit and only its answer was lost, running it again
+     * meets the unique index, which the caller reads as "already done". */
+    if (rc == TD_EUNAVAIL && at == 0 && !was_fresh) {
+        c->in_tx = false;
+        if (redial_stale(c, rc, was_fresh))
+            rc = batch_once(c, text, len, row_at, cols, ncols, &got_row, &at);
+    }
+    c->fresh = false;
+    if (failed_at != NULL)
+        *failed_at = at;
+    if (rc != TD_OK) {
+        db_rollback(c); /* the statement that failed left the transaction open */
+        return rc;
+    }
+    c->in_tx = false; /* the batch ended with its COMMIT */
+    return got_row ? TD_OK : TD_ENOTFOUND;
 }

@@ -4,8 +4,8 @@
  * Only store_*.c include this; only db.c includes <mysql.h>.
  *
  * Every call maps MySQL's error numbers onto td_err: 1062 is TD_EDUP,
- * 1213 and 1205 TD_ERETRY, lost or refused connections TD_EUNAVAIL (and the
- * connection is dropped so the next call reconnects). */
+ * a failed CHECK constraint (4025) TD_ECONFLICT, 1213 and 1205 TD_ERETRY, lost or refused
+ * connections TD_EUNAVAIL (and the connection is dropped so the next call reconnects). */
 #ifndef TICKETD_DB_H
 #define TICKETD_DB_H
 
@@ -70,7 +70,8 @@ int db_ping(struct db_conn *c);
 int db_exec(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
             uint64_t *affected, uint64_t *insert_id);
 
-/* The name of the unique key behind the last TD_EDUP on c ("" if none). */
+/* The name of the unique key behind the last TD_EDUP on c, or of the CHECK
+ * constraint behind the last TD_ECONFLICT ("" if none). */
 const char *db_dup_key(const struct db_conn *c);
 
 /* Runs a query and reads its first row into cols. TD_ENOTFOUND when there
@@ -82,5 +83,19 @@ int db_row(struct db_conn *c, const char *sql, const struct db_arg *args, int na
  * non-zero return from each stops and is returned. */
 int db_rows(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
             const struct db_col *cols, int ncols, int (*each)(void *ctx), void *ctx);
+
+/* The largest batch text db_batch builds, arguments inlined. */
+#define DB_BATCH_MAX 4096
+
+/* Runs a whole transaction in one round trip: sql is several statements,
+ * from START TRANSACTION to COMMIT, separated by ';', with '?' for
+ * arguments (no literal '?' in the text). A multi-statement text cannot be
+ * prepared, so the arguments are inlined as escaped literals. The server
+ * stops at the first statement that fails: its error is returned, the
+ * transaction is rolled back, and *failed_at (may be NULL) is its index
+ * (0 = the first). The first row of statement row_at is read into cols;
+ * TD_ENOTFOUND when it returned none (the batch still committed). */
+int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs, int row_at,
+             const struct db_col *cols, int ncols, int *failed_at);
 
 #endif

@@ -48,13 +48,15 @@ struct order_draft {
     bool check_then_insert;
 };
 
-/* One transaction: read the session's price, insert the order (unique
- * index first: a duplicate takes no stock row lock), take the stock by
- * compare-and-set, write the history row, commit. Returns TD_OK with the
- * new order in *out; TD_ENOTFOUND for an unknown session; TD_EDUP when the
- * user already has an order under this request id (look it up with
- * store_order_find_request); TD_ECONFLICT when the stock is too low; or
- * TD_ERETRY / TD_EUNAVAIL / TD_EINTERNAL. Nothing is written on error. */
+/* One transaction, in one database round trip: insert the order priced
+ * from its session (unique index first: a duplicate takes no stock row
+ * lock), its history row, the stock compare-and-set, commit. Returns TD_OK
+ * with the new order in *out; TD_ENOTFOUND for an unknown session; TD_EDUP
+ * when the user already has an order under this request id (look it up
+ * with store_order_find_request); TD_ECONFLICT when the stock is too low;
+ * or TD_ERETRY / TD_EUNAVAIL / TD_EINTERNAL. Nothing is written on error.
+ * The demo's switched-off defences (read_then_write, check_then_insert)
+ * take several round trips, as their races need. */
 int store_order_create(const struct order_draft *d, struct order *out);
 
 /* The order a user placed under an Idempotency-Key (whatever its

@@ -19,6 +19,7 @@
 enum stmt {
     S_SESSION_INSERT,
     S_SESSION_GET,
+    S_ORDER_PLACE,
     S_ORDER_INSERT,
     S_STOCK_TAKE,
     S_HISTORY_INSERT,
@@ -39,10 +40,31 @@ static const char *const sql[S_COUNT] = {
                          "VALUES (?, ?, ?, ?, 0)",
     [S_SESSION_GET] = "SELECT id, title, price_cents, capacity, stock, version FROM sessions "
                       "WHERE id = ?",
-    /* The order, priced from its session, in one statement: no row means
-     * no such session. In READ COMMITTED the session is read without a
-     * lock, and the history row comes from a trigger
-     * (sql/005_order_history_trigger.sql). */
+    /* A new order, the whole transaction in one round trip (db_batch).
+     * The unique indexes (user_id, session_id, request_id) and (user_id,
+     * request_id) decide at the INSERT, which prices the order from its
+     * session (no row returned: no such session) and, through a trigger,
+     * writes its history row (sql/005_order_history_trigger.sql). A
+     * duplicate is refused there, before any stock row lock is taken.
+     * Then the stock compare-and-set, done by the database: the decrement
+     * and the compare (CHECK stock >= 0, ck_sessions_stock) happen together
+     * under the session row's lock, so two buyers of the last seat cannot
+     * both pass, and nothing is read and written back. A refused CHECK
+     * stops the batch before COMMIT and the order is rolled back; there is
+     * deliberately no "AND stock >= ?" here, which would turn a sold-out
+     * session into zero rows updated and a committed order without seats.
+     * The hot session's row is locked by the last statement before COMMIT,
+     * inside the server, for no client round trip at all. */
+    [S_ORDER_PLACE] = "START TRANSACTION; "
+                      "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, "
+                      "amount_cents, status, version, created_at, updated_at) "
+                      "SELECT ?, ?, id, ?, ?, price_cents * ?, 'PENDING_PAYMENT', 1, ?, ? "
+                      "FROM sessions WHERE id = ? RETURNING id, amount_cents; "
+                      "UPDATE sessions SET stock = stock - ?, version = version + 1 WHERE id = ?; "
+                      "COMMIT",
+    /* The demo's step-by-step transaction, for the switched-off defences
+     * (check-then-insert, read-then-write): the same order statement on
+     * its own. In READ COMMITTED the session is read without a lock. */
     [S_ORDER_INSERT] = "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, "
                        "amount_cents, status, version, created_at, updated_at) "
                        "SELECT ?, ?, id, ?, ?, price_cents * ?, 'PENDING_PAYMENT', 1, ?, ? "
@@ -243,28 +265,20 @@ static int stock_read_then_write(struct db_conn *c, const struct order_draft *d)
     return db_exec(c, sql[S_STOCK_WRITE], put, 2, NULL, NULL);
 }
 
-int store_order_create(const struct order_draft *d, struct order *out)
+/* The demo's switched-off defences need statements between the insert and
+ * the commit, so their transaction goes step by step: BEGIN, (a look for
+ * the key), the order, (a stock read and write back, or the stock
+ * compare-and-set), COMMIT. */
+static int place_step_by_step(struct db_conn *c, const struct order_draft *d, const char *db_now,
+                              int64_t *id, int64_t *amount)
 {
-    struct db_conn *c;
-    char db_now[32], api_now[TIME_LEN + 1];
-    int64_t id = 0, amount = 0;
     uint64_t affected = 0;
-    memset(out, 0, sizeof *out);
-    int rc = db_conn(&c);
+    int rc = db_begin(c);
     if (rc != TD_OK)
         return rc;
-    store_now(db_now, api_now);
-
-    /* Four round trips: BEGIN, the order (priced, with its history row),
-     * the stock compare-and-set, COMMIT. The hot session's row is locked
-     * by the third and released by the fourth. */
-    rc = db_begin(c);
-    if (rc != TD_OK)
-        goto out;
-
     if (d->check_then_insert) {
-        /* Demo only: the race the unique index closes. Between this look
-         * and the insert below, a concurrent copy can look too. */
+        /* The race the unique index closes: between this look and the
+         * insert below, a concurrent copy can look too. */
         struct order_row prior;
         order_row_bind(&prior);
         struct db_arg key[] = {DB_I(d->user_id), DB_S(d->request_id)};
@@ -276,39 +290,64 @@ int store_order_create(const struct order_draft *d, struct order *out)
         if (rc != TD_OK)
             goto out;
     }
-
-    /* The unique indexes (user_id, session_id, request_id) and (user_id,
-     * request_id) decide here. The insert goes first: a duplicate is
-     * refused before any stock row lock is taken, which keeps the hot
-     * session's row free for real orders. */
     struct db_arg ins[] = {DB_S(d->order_no), DB_I(d->user_id),   DB_S(d->request_id),
                            DB_I(d->quantity), DB_I(d->quantity),  DB_S(db_now),
                            DB_S(db_now),      DB_I(d->session_id)};
-    struct db_col made[] = {DB_COL_I(&id), DB_COL_I(&amount)};
+    struct db_col made[] = {DB_COL_I(id), DB_COL_I(amount)};
     rc = db_row(c, sql[S_ORDER_INSERT], ins, 8, made, 2);
-    if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_orders_order_no") == 0)
-        rc = TD_ERETRY; /* a random order number collided: run again with a new one */
     if (rc != TD_OK)
         goto out; /* TD_ENOTFOUND: no such session */
-
     if (d->read_then_write) {
         rc = stock_read_then_write(c, d);
-        if (rc != TD_OK)
-            goto out;
     } else {
         struct db_arg take[] = {DB_I(d->quantity), DB_I(d->session_id), DB_I(d->quantity)};
         rc = db_exec(c, sql[S_STOCK_TAKE], take, 3, &affected, NULL);
-        if (rc != TD_OK)
-            goto out;
-        if (affected != 1) {
+        if (rc == TD_OK && affected != 1)
             rc = TD_ECONFLICT;
-            goto out;
-        }
     }
-
-    rc = db_commit(c);
+    if (rc == TD_OK)
+        rc = db_commit(c);
+out:
     if (rc != TD_OK)
-        goto out;
+        db_rollback(c);
+    return rc;
+}
+
+/* The order transaction in one round trip (S_ORDER_PLACE). */
+static int place_in_one_trip(struct db_conn *c, const struct order_draft *d, const char *db_now,
+                             int64_t *id, int64_t *amount)
+{
+    struct db_arg args[] = {DB_S(d->order_no),  DB_I(d->user_id),    DB_S(d->request_id),
+                            DB_I(d->quantity),  DB_I(d->quantity),   DB_S(db_now),
+                            DB_S(db_now),       DB_I(d->session_id), DB_I(d->quantity),
+                            DB_I(d->session_id)};
+    struct db_col made[] = {DB_COL_I(id), DB_COL_I(amount)};
+    int rc = db_batch(c, sql[S_ORDER_PLACE], args, 10, 1, made, 2, NULL);
+    if (rc == TD_ECONFLICT && strcmp(db_dup_key(c), "ck_sessions_stock") != 0) {
+        log_error("order %s: unexpected CHECK %s", d->order_no, db_dup_key(c));
+        rc = TD_EINTERNAL;
+    }
+    return rc; /* TD_ENOTFOUND: no such session (nothing was written) */
+}
+
+int store_order_create(const struct order_draft *d, struct order *out)
+{
+    struct db_conn *c;
+    char db_now[32], api_now[TIME_LEN + 1];
+    int64_t id = 0, amount = 0;
+    memset(out, 0, sizeof *out);
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    store_now(db_now, api_now);
+    if (d->check_then_insert || d->read_then_write)
+        rc = place_step_by_step(c, d, db_now, &id, &amount);
+    else
+        rc = place_in_one_trip(c, d, db_now, &id, &amount);
+    if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_orders_order_no") == 0)
+        rc = TD_ERETRY; /* a random order number collided: run again with a new one */
+    if (rc != TD_OK)
+        return rc;
     if (FAULT_POINT("order.commit_lost")) {
         /* Committed, but the client of this call is told the link failed,
          * as when the server's OK never arrives. */
@@ -327,10 +366,7 @@ int store_order_create(const struct order_draft *d, struct order *out)
     out->version = 1;
     memcpy(out->created_at, api_now, sizeof out->created_at);
     memcpy(out->updated_at, api_now, sizeof out->updated_at);
-out:
-    if (rc != TD_OK)
-        db_rollback(c);
-    return rc;
+    return TD_OK;
 }
 
 int store_order_find_request(int64_t user_id, const char *request_id, struct order *out)
