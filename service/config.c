@@ -32,6 +32,7 @@ static const struct setting settings[] = {
     {"TICKETD_BIND", T_STR, OFF(bind), 0, 0, "127.0.0.1", false, NULL},
     {"TICKETD_PORT", T_INT, OFF(port), 1, 65535, "8080", false, NULL},
     {"TICKETD_THREADS", T_INT, OFF(threads), 1, 1024, "16", false, NULL},
+    {"TICKETD_DB_CONNS", T_INT, OFF(db_conns), 1, 1024, "16", false, NULL},
     {"TICKETD_IO_THREADS", T_INT, OFF(io_threads), 1, 64, "2", false, NULL},
     {"TICKETD_QUEUE_MAX", T_INT, OFF(queue_max), 1, 1000000, "4096", false, NULL},
     {"TICKETD_MAX_BODY", T_INT, OFF(max_body), 256, 1048576, "16384", false, NULL},

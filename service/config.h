@@ -16,7 +16,8 @@ struct config {
     char *env; /* dev, test, demo or production: nothing else is accepted */
     char *bind;
     int port;
-    int threads; /* workers: the blocking part of requests, one Redis and MySQL connection each */
+    int threads;    /* workers: the blocking part of requests, one Redis connection each */
+    int db_conns;   /* MySQL connections the workers share (borrowed per request) */
     int io_threads; /* HTTP threads: read, parse, answer what needs no I/O */
     int queue_max;  /* requests waiting for a worker before 503 */
     int max_body;

@@ -43,7 +43,24 @@ struct db_conn {
 #define DB_COOLDOWN_MS 500
 
 static const struct config *cfg;
-static pthread_key_t conn_key;
+static pthread_key_t conn_key; /* a thread's own connection (background threads) */
+
+/* The request workers' connections: TICKETD_DB_CONNS of them, shared by
+ * TICKETD_THREADS workers, each borrowing one for the length of a request.
+ * So the database sees as many sessions as it serves well, however many
+ * workers wait on Redis. The idle ones are a stack: the connection used
+ * last (warm, its statements prepared) is the next one lent. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t freed;
+    struct db_conn **idle;
+    int nidle;
+    int lent;
+    int size;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0};
+
+static __thread bool pooled;              /* this thread borrows (db_thread_pooled) */
+static __thread struct db_conn *borrowed; /* what it holds until db_thread_idle */
 static struct breaker health = BREAKER_INIT("mysql", DB_COOLDOWN_MS);
 
 /* The link failed: open the breaker (counted when this opened it). */
@@ -76,6 +93,8 @@ static void conn_destroy(void *p)
 int db_init(const struct config *config)
 {
     cfg = config;
+    pool.size = config->db_conns;
+    pool.idle = xcalloc((size_t)pool.size, sizeof *pool.idle);
     if (mysql_library_init(0, NULL, NULL) != 0)
         return TD_EINTERNAL;
     if (pthread_key_create(&conn_key, conn_destroy) != 0)
@@ -83,8 +102,61 @@ int db_init(const struct config *config)
     return TD_OK;
 }
 
+/* Lends a connection of the pool, waiting at most the MySQL timeout for
+ * one to be given back. NULL when none came: the caller answers
+ * "unavailable", as for a server that does not answer in time. */
+static struct db_conn *pool_borrow(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += cfg->mysql_timeout_s;
+    pthread_mutex_lock(&pool.mu);
+    int rc = 0;
+    while (pool.lent == pool.size && rc == 0)
+        rc = pthread_cond_timedwait(&pool.freed, &pool.mu, &until);
+    struct db_conn *c = NULL;
+    if (pool.lent < pool.size) {
+        pool.lent++;
+        c = pool.nidle > 0 ? pool.idle[--pool.nidle] : xcalloc(1, sizeof *c);
+    }
+    pthread_mutex_unlock(&pool.mu);
+    if (c == NULL)
+        log_warn("mysql: no connection of %d came free in %d s", pool.size, cfg->mysql_timeout_s);
+    return c;
+}
+
+static void pool_give_back(struct db_conn *c)
+{
+    if (c->in_tx) {
+        log_error("mysql: a connection came back inside a transaction; rolling back");
+        db_rollback(c);
+    }
+    pthread_mutex_lock(&pool.mu);
+    pool.idle[pool.nidle++] = c;
+    pool.lent--;
+    pthread_cond_signal(&pool.freed);
+    pthread_mutex_unlock(&pool.mu);
+}
+
+void db_thread_pooled(void)
+{
+    pooled = true;
+}
+
+void db_thread_idle(void)
+{
+    if (borrowed != NULL) {
+        pool_give_back(borrowed);
+        borrowed = NULL;
+    }
+}
+
 void db_thread_release(void)
 {
+    if (pooled) {
+        db_thread_idle();
+        return;
+    }
     struct db_conn *c = pthread_getspecific(conn_key);
     conn_destroy(c);
     pthread_setspecific(conn_key, NULL);
@@ -93,6 +165,13 @@ void db_thread_release(void)
 void db_cleanup(void)
 {
     db_thread_release();
+    pthread_mutex_lock(&pool.mu);
+    for (int i = 0; i < pool.nidle; i++)
+        conn_destroy(pool.idle[i]);
+    free(pool.idle);
+    pool.idle = NULL;
+    pool.nidle = 0;
+    pthread_mutex_unlock(&pool.mu);
     pthread_key_delete(conn_key);
     mysql_library_end();
 }
@@ -206,14 +285,31 @@ static bool redial_stale(struct db_conn *c, int rc, bool was_fresh)
     return false;
 }
 
-int db_conn(struct db_conn **out)
+/* The calling thread's connection: borrowed from the pool by a worker,
+ * its own for any other thread. NULL when the pool lent none in time. */
+static struct db_conn *thread_conn(void)
 {
+    if (pooled) {
+        if (borrowed == NULL)
+            borrowed = pool_borrow();
+        return borrowed;
+    }
     struct db_conn *c = pthread_getspecific(conn_key);
-    *out = NULL;
     if (c == NULL) {
         c = xcalloc(1, sizeof *c);
         pthread_setspecific(conn_key, c);
     }
+    return c;
+}
+
+int db_conn(struct db_conn **out)
+{
+    *out = NULL;
+    /* Borrowed before the breaker is asked, so that a probe, once let
+     * through, always goes out. */
+    struct db_conn *c = thread_conn();
+    if (c == NULL)
+        return TD_EUNAVAIL;
     int64_t now = mono_ms();
     enum breaker_pass pass = breaker_ask(&health, now);
     if (pass == BREAKER_REFUSED)

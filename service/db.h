@@ -43,12 +43,19 @@ struct db_col {
 /* Statements are named by their SQL text, which must have static storage:
  * each connection prepares a text once and finds it again by its address. */
 int db_init(const struct config *cfg);
+/* The calling thread (a request worker) borrows its connection from the
+ * pool of TICKETD_DB_CONNS for each unit of work, and gives it back with
+ * db_thread_idle; other threads keep a connection of their own. */
+void db_thread_pooled(void);
+void db_thread_idle(void);
+/* Closes the calling thread's own connection, or gives back a borrowed one. */
 void db_thread_release(void);
 void db_cleanup(void);
 
 struct db_conn;
 
-/* The calling thread's connection, connecting if needed. TD_EUNAVAIL at
+/* The calling thread's connection (borrowed, for a pooled thread: it waits
+ * at most the MySQL timeout for one), connecting if needed. TD_EUNAVAIL at
  * once, without any I/O, while the shared breaker knows the server is down
  * (see breaker.h); the first call after its cooldown probes with a ping. */
 int db_conn(struct db_conn **out);

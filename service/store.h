@@ -21,8 +21,14 @@
  * and initialises the client library. Connects nothing. Call once, before
  * any thread uses the store. */
 int store_init(const struct config *cfg);
-/* Closes the calling thread's connection. Threads that end through
- * pthread_exit or returning get this automatically. */
+/* Request workers share TICKETD_DB_CONNS connections: a worker calls
+ * store_thread_pooled once, and store_thread_idle after each request, which
+ * gives its connection back. */
+void store_thread_pooled(void);
+void store_thread_idle(void);
+/* Closes the calling thread's connection (gives back a borrowed one).
+ * Threads that end through pthread_exit or returning get this
+ * automatically, except a worker's borrowed connection. */
 void store_thread_release(void);
 void store_cleanup(void);
 

@@ -45,8 +45,11 @@ static void *worker_main(void *p)
     struct workers *w = p;
     struct job j;
     bool cancelled;
-    while (next_job(w, &j, &cancelled))
+    store_thread_pooled();
+    while (next_job(w, &j, &cancelled)) {
         j.fn(j.arg, cancelled);
+        store_thread_idle(); /* the MySQL connection back to the pool */
+    }
     /* The connections this worker owned. */
     store_thread_release();
     cache_thread_release();

@@ -4,8 +4,11 @@
  * connections of the thread that read it. So the few HTTP threads only
  * parse, check and answer what needs no I/O; everything else is handed to
  * this pool: a bounded queue and a fixed set of threads, each with its own
- * Redis and MySQL connections (thread-local, never shared). Any free
- * worker takes the next job, whichever connection it came from.
+ * Redis connection (thread-local, never shared) and a MySQL connection
+ * borrowed from the database pool for each job (store_thread_idle gives it
+ * back), so the worker count and the database connection count are
+ * separate settings. Any free worker takes the next job, whichever
+ * connection it came from.
  *
  * Thread-safe. */
 #ifndef TICKETD_WORKERS_H

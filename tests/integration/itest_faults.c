@@ -538,6 +538,84 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     assert_int_equal(orders_of(c.session), OTHER_CLIENTS + 1);
 }
 
+/* ---- workers share the database connections ------------------------------ */
+
+#define POOL_THREADS 8
+#define POOL_CONNS   2
+#define POOL_CLIENTS 24
+#define POOL_ORDERS  3
+
+struct pool_ctx {
+    const struct th_server *s;
+    int64_t session;
+    atomic_int created;
+    atomic_bool done;
+    int64_t most; /* the most connections of ticketd's user seen at once */
+};
+
+static void pool_client(int i, void *p)
+{
+    struct pool_ctx *c = p;
+    struct th_client *cl = th_client_new();
+    for (int n = 0; n < POOL_ORDERS; n++) {
+        char key[48];
+        snprintf(key, sizeof key, "pool-%d-%d", i, n);
+        struct th_resp r = th_client_order(cl, c->s, 1200 + i, key, NULL, c->session, 1);
+        if (r.status == 201)
+            atomic_fetch_add(&c->created, 1);
+        else
+            fail_msg("client %d order %d: %ld %s", i, n, r.status, r.body);
+        th_resp_free(&r);
+    }
+    th_client_free(cl);
+}
+
+static int64_t ticketd_connections(void)
+{
+    return th_db_int("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'ticketd'");
+}
+
+static void *count_connections(void *p)
+{
+    struct pool_ctx *c = p;
+    while (!atomic_load(&c->done)) {
+        int64_t n = ticketd_connections();
+        if (n > c->most)
+            c->most = n;
+        usleep(5 * 1000);
+    }
+    return NULL;
+}
+
+static void test_workers_share_the_database_connections(void **state)
+{
+    (void)state;
+    static struct pool_ctx c;
+    memset(&c, 0, sizeof c);
+    /* Eight workers, two database connections, no background threads (they
+     * keep connections of their own): more concurrent orders than workers
+     * keep every worker busy, and the database still sees two sessions. */
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_WORKERS=0", "TICKETD_THREADS=8",
+                         "TICKETD_DB_CONNS=2", NULL};
+    int64_t before = ticketd_connections(); /* this test's own, and any others */
+    struct th_server *a = start(0, env);
+    c.s = a;
+    c.session = th_session(a, 1000, 100);
+    pthread_t t;
+    pthread_create(&t, NULL, count_connections, &c);
+    th_parallel(POOL_CLIENTS, pool_client, &c);
+    atomic_store(&c.done, true);
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&c.created), POOL_CLIENTS * POOL_ORDERS);
+    assert_int_equal(orders_of(c.session), POOL_CLIENTS * POOL_ORDERS);
+    /* The pool, plus the connection the main thread checked the schema
+     * with at start-up. One per worker would be POOL_THREADS or more. */
+    if (c.most - before > POOL_CONNS + 1)
+        fail_msg("ticketd held %lld database connections at once; at most %d expected",
+                 (long long)(c.most - before), POOL_CONNS + 1);
+    assert_true(c.most - before >= 1);
+}
+
 /* ---- SIGTERM under keep-alive load -------------------------------------- */
 
 #define TERM_CLIENTS 8
@@ -641,6 +719,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redis_paused_then_back_for_every_thread, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_slower_than_the_ttls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_workers_share_the_database_connections, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_a_held_request_holds_up_no_other_connection, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_under_keepalive_load, setup, teardown),
