@@ -12,11 +12,11 @@
 #include "load_scenario.h"
 #include "load_sign.h"
 #include "load_verdict.h"
+#include "optable.h"
 
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -111,29 +111,6 @@ static void usage(FILE *out)
         scenario_names());
 }
 
-static int parse_ll(const char *s, long long min, long long max, long long *out)
-{
-    char *end = NULL;
-    long long v;
-
-    errno = 0;
-    v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_int(const char *s, int min, int max, int *out)
-{
-    long long v = 0;
-
-    if (parse_ll(s, min, max, &v) != 0)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 /* Reads the two secrets from a KEY=VALUE file (Compose env_file format:
  * comments, blank lines, optional quotes). */
 static int config_read(const char *path)
@@ -183,99 +160,134 @@ static const char *first_set(const char *flag, const char *env_name, const char 
     return NULL;
 }
 
+/* The options that collect or compute their value. Each returns an
+ * OPTABLE_* answer (optable.h). */
+
+/* Appends arg to a repeatable option's list of at most max; what names
+ * the list in the refusal. */
+static int append(const char **list, int *count, int max, const char *arg, const char *what)
+{
+    if (*count == max) {
+        fprintf(stderr, "ticketd-load: at most %d %s\n", max, what);
+        return OPTABLE_FAILED;
+    }
+    list[(*count)++] = arg;
+    return OPTABLE_OK;
+}
+
+static int opt_target(const char *arg, void *dst)
+{
+    struct load_opts *o = dst;
+
+    return append(o->targets, &o->target_count, LOAD_TARGETS_MAX, arg, "targets");
+}
+
+static int opt_allow(const char *arg, void *dst)
+{
+    struct load_opts *o = dst;
+
+    return append(o->allow, &o->allow_count, LOAD_ALLOW_MAX, arg, "--allow");
+}
+
+/* --gaps MS,MS...: at most 8, each 0..60000. */
+static int opt_gaps(const char *arg, void *dst)
+{
+    struct load_opts *o = dst;
+    char *save = NULL, *copy = load_xstrdup(arg);
+    long long v = 0;
+    int rc = OPTABLE_OK;
+
+    o->gap_count = 0;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL && rc == OPTABLE_OK;
+         t = strtok_r(NULL, ",", &save)) {
+        if (o->gap_count == 8 || optable_ll(t, 0, 60000, &v) != 0)
+            rc = OPTABLE_BAD_VALUE;
+        else
+            o->gaps_ms[o->gap_count++] = (int)v;
+    }
+    free(copy);
+    return rc;
+}
+
+static int opt_config(const char *arg, void *dst)
+{
+    (void)dst;
+    return config_read(arg) == 0 ? OPTABLE_OK : OPTABLE_FAILED;
+}
+
+/* The secrets given as flags, before the environment and --config. */
+struct secret_flags {
+    const char *jwt, *pay;
+};
+
+/* Every option, its value's range and where it goes. */
+static int opts_parse_table(int argc, char **argv, struct load_opts *o, struct secret_flags *sf)
+{
+#define N(name, kind, field, min, max)                                                             \
+    {                                                                                              \
+        name, 0, kind, &o->field, min, max, NULL, NULL                                             \
+    }
+#define CALL(name, fn)                                                                             \
+    {                                                                                              \
+        name, 0, OPTABLE_CALL, o, 0, 0, fn, NULL                                                   \
+    }
+    const long long id_max = (1LL << 53) - 1;
+    const struct optable_opt opts[] = {
+        /* getopt_long lists the matches of an ambiguous abbreviation
+         * in table order: new options go last. */
+        CALL("target", opt_target),
+        N("requests", OPTABLE_LL, requests, 1, 1000000000LL),
+        N("duration", OPTABLE_SECONDS, duration_s, 1, 86400),
+        {"concurrency", 0, OPTABLE_INT, &o->concurrency, 1, 4096, NULL, &o->concurrency_set},
+        N("timeout", OPTABLE_LONG, timeout_ms, 10, 600000),
+        N("rounds", OPTABLE_INT, rounds, 1, 1000000),
+        N("copies", OPTABLE_INT, copies, 1, 1024),
+        N("burst", OPTABLE_INT, burst, 1, 1024),
+        N("users", OPTABLE_INT, users, 1, 1000000),
+        N("seats", OPTABLE_INT, seats, 1, 1000000),
+        N("orders", OPTABLE_INT, orders, 1, 1000000),
+        N("retries", OPTABLE_INT, retries, 1, 1024),
+        N("sessions", OPTABLE_INT, sessions, 1, 100000),
+        N("stock", OPTABLE_LL, stock, 1, 2000000000LL),
+        N("quantity", OPTABLE_INT, quantity, 1, 1000),
+        N("price", OPTABLE_LL, price, 0, 100000000LL),
+        N("session", OPTABLE_U64, session_id, 1, id_max),
+        N("no-token", OPTABLE_FLAG, no_token, 0, 0),
+        N("shared-token", OPTABLE_FLAG, shared_token, 0, 0),
+        {"jwt-secret", 0, OPTABLE_STR, &sf->jwt, 0, 0, NULL, NULL},
+        {"pay-secret", 0, OPTABLE_STR, &sf->pay, 0, 0, NULL, NULL},
+        CALL("config", opt_config),
+        N("admin-user", OPTABLE_U64, admin_user, 1, id_max),
+        N("user-base", OPTABLE_U64, user_base, 1, 1LL << 52),
+        N("token-ttl", OPTABLE_LONG, token_ttl_s, 1, 86400 * 365),
+        N("settle", OPTABLE_SECONDS, settle_s, 0, 3600),
+        N("no-audit", OPTABLE_FLAG, no_audit, 0, 0),
+        N("after-load", OPTABLE_STR, after_load, 0, 0),
+        N("json", OPTABLE_STR, json_path, 0, 0),
+        N("interval", OPTABLE_MS, series_interval_s, 50, 60000),
+        N("scenario", OPTABLE_STR, scenario, 0, 0),
+        N("client-retries", OPTABLE_INT, client_retries, 0, 1000),
+        N("retry-for", OPTABLE_SECONDS, retry_window_s, 0, 3600),
+        N("spread", OPTABLE_MS, spread_s, 0, 600000),
+        N("late", OPTABLE_MS, late_s, 0, 600000),
+        CALL("gaps", opt_gaps),
+        N("lock-ttl", OPTABLE_MS, lock_ttl_s, 1, 600000),
+        CALL("allow", opt_allow),
+        N("fault", OPTABLE_STR, fault, 0, 0),
+        N("fault-at", OPTABLE_MS, fault_at_s, 0, 86400000LL),
+        {"verbose", 'v', OPTABLE_COUNT, &o->verbose, 0, 0, NULL, NULL},
+        {"help", 'h', OPTABLE_HELP, NULL, 0, 0, NULL, NULL},
+    };
+#undef N
+#undef CALL
+    const struct optable t = {"ticketd-load", usage, opts, (int)(sizeof(opts) / sizeof(opts[0]))};
+
+    return optable_parse(&t, argc, argv);
+}
+
 static int opts_parse(int argc, char **argv, struct load_opts *o)
 {
-    enum {
-        OPT_TARGET = 256,
-        OPT_REQUESTS,
-        OPT_DURATION,
-        OPT_CONCURRENCY,
-        OPT_TIMEOUT,
-        OPT_ROUNDS,
-        OPT_COPIES,
-        OPT_BURST,
-        OPT_USERS,
-        OPT_SEATS,
-        OPT_ORDERS,
-        OPT_RETRIES,
-        OPT_SESSIONS,
-        OPT_STOCK,
-        OPT_QUANTITY,
-        OPT_PRICE,
-        OPT_SESSION,
-        OPT_NO_TOKEN,
-        OPT_SHARED_TOKEN,
-        OPT_JWT_SECRET,
-        OPT_PAY_SECRET,
-        OPT_CONFIG,
-        OPT_ADMIN_USER,
-        OPT_USER_BASE,
-        OPT_TOKEN_TTL,
-        OPT_SETTLE,
-        OPT_NO_AUDIT,
-        OPT_AFTER_LOAD,
-        OPT_JSON,
-        OPT_INTERVAL,
-        OPT_SCENARIO,
-        OPT_CLIENT_RETRIES,
-        OPT_RETRY_FOR,
-        OPT_SPREAD,
-        OPT_LATE,
-        OPT_GAPS,
-        OPT_LOCK_TTL,
-        OPT_ALLOW,
-        OPT_FAULT,
-        OPT_FAULT_AT,
-        OPT_HELP,
-    };
-    static const struct option longopts[] = {
-        {"target", required_argument, NULL, OPT_TARGET},
-        {"requests", required_argument, NULL, OPT_REQUESTS},
-        {"duration", required_argument, NULL, OPT_DURATION},
-        {"concurrency", required_argument, NULL, OPT_CONCURRENCY},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"rounds", required_argument, NULL, OPT_ROUNDS},
-        {"copies", required_argument, NULL, OPT_COPIES},
-        {"burst", required_argument, NULL, OPT_BURST},
-        {"users", required_argument, NULL, OPT_USERS},
-        {"seats", required_argument, NULL, OPT_SEATS},
-        {"orders", required_argument, NULL, OPT_ORDERS},
-        {"retries", required_argument, NULL, OPT_RETRIES},
-        {"sessions", required_argument, NULL, OPT_SESSIONS},
-        {"stock", required_argument, NULL, OPT_STOCK},
-        {"quantity", required_argument, NULL, OPT_QUANTITY},
-        {"price", required_argument, NULL, OPT_PRICE},
-        {"session", required_argument, NULL, OPT_SESSION},
-        {"no-token", no_argument, NULL, OPT_NO_TOKEN},
-        {"shared-token", no_argument, NULL, OPT_SHARED_TOKEN},
-        {"jwt-secret", required_argument, NULL, OPT_JWT_SECRET},
-        {"pay-secret", required_argument, NULL, OPT_PAY_SECRET},
-        {"config", required_argument, NULL, OPT_CONFIG},
-        {"admin-user", required_argument, NULL, OPT_ADMIN_USER},
-        {"user-base", required_argument, NULL, OPT_USER_BASE},
-        {"token-ttl", required_argument, NULL, OPT_TOKEN_TTL},
-        {"settle", required_argument, NULL, OPT_SETTLE},
-        {"no-audit", no_argument, NULL, OPT_NO_AUDIT},
-        {"after-load", required_argument, NULL, OPT_AFTER_LOAD},
-        {"json", required_argument, NULL, OPT_JSON},
-        {"interval", required_argument, NULL, OPT_INTERVAL},
-        {"scenario", required_argument, NULL, OPT_SCENARIO},
-        {"client-retries", required_argument, NULL, OPT_CLIENT_RETRIES},
-        {"retry-for", required_argument, NULL, OPT_RETRY_FOR},
-        {"spread", required_argument, NULL, OPT_SPREAD},
-        {"late", required_argument, NULL, OPT_LATE},
-        {"gaps", required_argument, NULL, OPT_GAPS},
-        {"lock-ttl", required_argument, NULL, OPT_LOCK_TTL},
-        {"allow", required_argument, NULL, OPT_ALLOW},
-        {"fault", required_argument, NULL, OPT_FAULT},
-        {"fault-at", required_argument, NULL, OPT_FAULT_AT},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    const char *jwt = NULL, *pay = NULL;
-    long long v = 0;
-    int c;
+    struct secret_flags sf = {NULL, NULL};
 
     o->requests = 200000;
     o->duration_s = 30;
@@ -291,181 +303,8 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
     o->retry_window_s = 20;
     o->fault_at_s = 0.5;
 
-    while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
-        int rc = 0;
-
-        switch (c) {
-        case OPT_TARGET:
-            if (o->target_count == LOAD_TARGETS_MAX) {
-                fprintf(stderr, "ticketd-load: at most %d targets\n", LOAD_TARGETS_MAX);
-                return -1;
-            }
-            o->targets[o->target_count++] = optarg;
-            break;
-        case OPT_REQUESTS:
-            rc = parse_ll(optarg, 1, 1000000000LL, &o->requests);
-            break;
-        case OPT_DURATION:
-            rc = parse_ll(optarg, 1, 86400, &v);
-            o->duration_s = (double)v;
-            break;
-        case OPT_CONCURRENCY:
-            rc = parse_int(optarg, 1, 4096, &o->concurrency);
-            o->concurrency_set = true;
-            break;
-        case OPT_TIMEOUT:
-            rc = parse_ll(optarg, 10, 600000, &v);
-            o->timeout_ms = (long)v;
-            break;
-        case OPT_ROUNDS:
-            rc = parse_int(optarg, 1, 1000000, &o->rounds);
-            break;
-        case OPT_COPIES:
-            rc = parse_int(optarg, 1, 1024, &o->copies);
-            break;
-        case OPT_BURST:
-            rc = parse_int(optarg, 1, 1024, &o->burst);
-            break;
-        case OPT_USERS:
-            rc = parse_int(optarg, 1, 1000000, &o->users);
-            break;
-        case OPT_SEATS:
-            rc = parse_int(optarg, 1, 1000000, &o->seats);
-            break;
-        case OPT_ORDERS:
-            rc = parse_int(optarg, 1, 1000000, &o->orders);
-            break;
-        case OPT_RETRIES:
-            rc = parse_int(optarg, 1, 1024, &o->retries);
-            break;
-        case OPT_SESSIONS:
-            rc = parse_int(optarg, 1, 100000, &o->sessions);
-            break;
-        case OPT_STOCK:
-            rc = parse_ll(optarg, 1, 2000000000LL, &o->stock);
-            break;
-        case OPT_QUANTITY:
-            rc = parse_int(optarg, 1, 1000, &o->quantity);
-            break;
-        case OPT_PRICE:
-            rc = parse_ll(optarg, 0, 100000000LL, &o->price);
-            break;
-        case OPT_SESSION:
-            rc = parse_ll(optarg, 1, (1LL << 53) - 1, &v);
-            o->session_id = (uint64_t)v;
-            break;
-        case OPT_NO_TOKEN:
-            o->no_token = true;
-            break;
-        case OPT_SHARED_TOKEN:
-            o->shared_token = true;
-            break;
-        case OPT_JWT_SECRET:
-            jwt = optarg;
-            break;
-        case OPT_PAY_SECRET:
-            pay = optarg;
-            break;
-        case OPT_CONFIG:
-            if (config_read(optarg) != 0)
-                return -1;
-            break;
-        case OPT_ADMIN_USER:
-            rc = parse_ll(optarg, 1, (1LL << 53) - 1, &v);
-            o->admin_user = (uint64_t)v;
-            break;
-        case OPT_USER_BASE:
-            rc = parse_ll(optarg, 1, (1LL << 52), &v);
-            o->user_base = (uint64_t)v;
-            break;
-        case OPT_TOKEN_TTL:
-            rc = parse_ll(optarg, 1, 86400 * 365, &v);
-            o->token_ttl_s = (long)v;
-            break;
-        case OPT_SETTLE:
-            rc = parse_ll(optarg, 0, 3600, &v);
-            o->settle_s = (double)v;
-            break;
-        case OPT_NO_AUDIT:
-            o->no_audit = true;
-            break;
-        case OPT_AFTER_LOAD:
-            o->after_load = optarg;
-            break;
-        case OPT_JSON:
-            o->json_path = optarg;
-            break;
-        case OPT_INTERVAL:
-            rc = parse_ll(optarg, 50, 60000, &v);
-            o->series_interval_s = (double)v / 1000.0;
-            break;
-        case OPT_SCENARIO:
-            o->scenario = optarg;
-            break;
-        case OPT_CLIENT_RETRIES:
-            rc = parse_int(optarg, 0, 1000, &o->client_retries);
-            break;
-        case OPT_RETRY_FOR:
-            rc = parse_ll(optarg, 0, 3600, &v);
-            o->retry_window_s = (double)v;
-            break;
-        case OPT_SPREAD:
-            rc = parse_ll(optarg, 0, 600000, &v);
-            o->spread_s = (double)v / 1000.0;
-            break;
-        case OPT_LATE:
-            rc = parse_ll(optarg, 0, 600000, &v);
-            o->late_s = (double)v / 1000.0;
-            break;
-        case OPT_LOCK_TTL:
-            rc = parse_ll(optarg, 1, 600000, &v);
-            o->lock_ttl_s = (double)v / 1000.0;
-            break;
-        case OPT_GAPS: {
-            char *save = NULL, *copy = strdup(optarg);
-
-            o->gap_count = 0;
-            for (char *t = strtok_r(copy, ",", &save); t != NULL && rc == 0;
-                 t = strtok_r(NULL, ",", &save)) {
-                if (o->gap_count == 8) {
-                    rc = -1;
-                    break;
-                }
-                rc = parse_int(t, 0, 60000, &o->gaps_ms[o->gap_count++]);
-            }
-            free(copy);
-            break;
-        }
-        case OPT_ALLOW:
-            if (o->allow_count == LOAD_ALLOW_MAX) {
-                fprintf(stderr, "ticketd-load: at most %d --allow\n", LOAD_ALLOW_MAX);
-                return -1;
-            }
-            o->allow[o->allow_count++] = optarg;
-            break;
-        case OPT_FAULT:
-            o->fault = optarg;
-            break;
-        case OPT_FAULT_AT:
-            rc = parse_ll(optarg, 0, 86400000LL, &v);
-            o->fault_at_s = (double)v / 1000.0;
-            break;
-        case 'v':
-            o->verbose++;
-            break;
-        case OPT_HELP:
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
-            return -1;
-        }
-        if (rc != 0) {
-            fprintf(stderr, "ticketd-load: bad value '%s'\n", optarg);
-            return -1;
-        }
-    }
+    if (opts_parse_table(argc, argv, o, &sf) != 0)
+        return -1;
     if (o->scenario == NULL && optind < argc)
         o->scenario = argv[optind++];
     if (optind != argc) {
@@ -489,8 +328,8 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
             o->targets[i] = t;
         }
     }
-    o->jwt_secret = first_set(jwt, "TICKETD_JWT_SECRET", config_jwt);
-    o->pay_secret = first_set(pay, "TICKETD_PAY_SECRET", config_pay);
+    o->jwt_secret = first_set(sf.jwt, "TICKETD_JWT_SECRET", config_jwt);
+    o->pay_secret = first_set(sf.pay, "TICKETD_PAY_SECRET", config_pay);
     if (o->jwt_secret == NULL) {
         fprintf(stderr, "ticketd-load: no JWT secret: use --jwt-secret, TICKETD_JWT_SECRET or "
                         "--config FILE\n");

@@ -1,8 +1,8 @@
 /*
  * selftest - checks of ticketd-load's pure parts: the histograms'
- * percentiles, the credentials it mints, and the verdict's exit code (a
+ * percentiles, the credentials it mints, the verdict's exit code (a
  * forbidden answer alone is damage; a transport error a retry recovered
- * from is no error). The expected JWTs and callback
+ * from is no error), and the option table's parser. The expected JWTs and callback
  * signature were computed independently (HMAC-SHA256 and base64url of the
  * same inputs), so a mistake here cannot hide behind the code it tests.
  */
@@ -10,8 +10,11 @@
 #include "load_engine.h"
 #include "load_sign.h"
 #include "load_verdict.h"
+#include "optable.h"
 
+#include <getopt.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,12 +148,82 @@ static void test_exit_code(void)
     verdict_free(v);
 }
 
+static void no_usage(FILE *out)
+{
+    (void)out;
+}
+
+/* Parses a NULL-terminated argument list by t; returns optable_parse's
+ * answer. */
+static int parse_args(const struct optable *t, const char *const *args)
+{
+    char *argv[24];
+    int argc = 0;
+
+    argv[argc++] = "selftest";
+    for (; *args != NULL && argc < 23; args++)
+        argv[argc++] = (char *)*args;
+    argv[argc] = NULL;
+    optind = 0; /* a fresh getopt for each list */
+    return optable_parse(t, argc, argv);
+}
+
+static void test_optable(void)
+{
+    struct {
+        int n, count, sessions;
+        long long ll;
+        uint64_t id;
+        double secs, ms;
+        bool flag;
+        const char *str;
+    } v = {0};
+    const struct optable_opt opts[] = {
+        {"n", 0, OPTABLE_INT, &v.n, 1, 10, NULL, NULL},
+        {"ll", 0, OPTABLE_LL, &v.ll, -5, 5, NULL, NULL},
+        {"id", 0, OPTABLE_U64, &v.id, 1, (1LL << 53) - 1, NULL, NULL},
+        {"secs", 0, OPTABLE_SECONDS, &v.secs, 0, 60, NULL, NULL},
+        {"ms", 0, OPTABLE_MS, &v.ms, 0, 60000, NULL, NULL},
+        {"flag", 0, OPTABLE_FLAG, &v.flag, 0, 0, NULL, NULL},
+        {"hot", 0, OPTABLE_SET, &v.sessions, 1, 1, NULL, NULL},
+        {"str", 0, OPTABLE_STR, &v.str, 0, 0, NULL, NULL},
+        {"verbose", 'v', OPTABLE_COUNT, &v.count, 0, 0, NULL, NULL},
+    };
+    const struct optable t = {"selftest", no_usage, opts, (int)(sizeof(opts) / sizeof(opts[0]))};
+    const char *good[] = {"--n",    "10", "--ll", "-5",  "--id",   "9007199254740991",
+                          "--secs", "7",  "--ms", "250", "--flag", "--hot",
+                          "--str",  "x",  "-vv",  NULL};
+    const char *const bad[][3] = {
+        {"--n", "0", NULL},     {"--n", "11", NULL},      {"--n", "3x", NULL},
+        {"--ll", "", NULL},     {"--id", "0", NULL},      {"--ms", "60001", NULL},
+        {"--nope", NULL, NULL}, {"--flag=1", NULL, NULL},
+    };
+
+    v.sessions = 100;
+    check(parse_args(&t, good) == 0, "optable: every kind parses");
+    check(v.n == 10 && v.ll == -5 && v.id == 9007199254740991ULL, "optable: numbers at the edges");
+    check(v.secs == 7.0 && v.ms == 0.25, "optable: seconds, and milliseconds as seconds");
+    check(v.flag && v.sessions == 1 && v.count == 2, "optable: flag, set and count");
+    check(v.str != NULL && strcmp(v.str, "x") == 0, "optable: a string is the argument");
+    fprintf(stderr, "(the next lines are the refusals the option parser is expected to print)\n");
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char what[96];
+
+        v.n = 5;
+        snprintf(what, sizeof(what), "optable: %s %s is refused", bad[i][0],
+                 bad[i][1] != NULL ? bad[i][1] : "");
+        check(parse_args(&t, bad[i]) == -1, what);
+        check(v.n == 5, "optable: a refused value is not stored");
+    }
+}
+
 int main(void)
 {
     test_hist();
     test_hist_small();
     test_sign();
     test_exit_code();
+    test_optable();
     if (failures > 0) {
         fprintf(stderr, "selftest: %d failed\n", failures);
         return 1;

@@ -30,17 +30,24 @@ static const char *env_or(const char *name, const char *def)
     return v != NULL && v[0] != '\0' ? v : def;
 }
 
-static void msleep(int ms)
+void th_msleep(int ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
-static double now_s(void)
+double th_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int64_t th_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- processes ---- */
@@ -161,7 +168,7 @@ void th_start(struct th_server *s, int port, const char *const *extra_env)
             s->pid = 0;
             fail_msg("ticketd on port %d exited at start; see %s", port, s->log_path);
         }
-        msleep(50);
+        th_msleep(50);
     }
     fail_msg("ticketd on port %d did not answer /livez; see %s", port, s->log_path);
 }
@@ -212,7 +219,7 @@ int th_stop(struct th_server *s)
             }
             return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         }
-        msleep(50);
+        th_msleep(50);
     }
     kill(s->pid, SIGKILL);
     waitpid(s->pid, &status, 0);
@@ -230,6 +237,77 @@ void th_kill(struct th_server *s)
     waitpid(s->pid, &status, 0);
     forget_child(s->pid);
     s->pid = 0;
+}
+
+/* ---- a test's processes and fixtures ---- */
+
+static struct th_server procs[TH_PROCS_MAX];
+static int nprocs;
+
+static struct th_server *proc_slot(void)
+{
+    if (nprocs == TH_PROCS_MAX)
+        fail_msg("a test may start at most %d processes", TH_PROCS_MAX);
+    return &procs[nprocs++];
+}
+
+struct th_server *th_serve(int port_offset, const char *const *env)
+{
+    struct th_server *s = proc_slot();
+    th_start(s, th_port(port_offset), env);
+    return s;
+}
+
+struct th_server *th_worker(const char *name, const char *const *env)
+{
+    struct th_server *s = proc_slot();
+    th_start_worker(s, name, env);
+    return s;
+}
+
+void th_stop_clean(struct th_server *s)
+{
+    if (s->pid > 0)
+        assert_int_equal(th_stop(s), 0);
+}
+
+void th_fresh_start(struct th_server *s, int port, const char *const *env)
+{
+    th_reset();
+    th_start(s, port, env);
+}
+
+int th_setup_fresh(void **state)
+{
+    (void)state;
+    th_reset();
+    nprocs = 0;
+    return 0;
+}
+
+int th_teardown_stop(void **state)
+{
+    (void)state;
+    int n = nprocs;
+    nprocs = 0; /* forgotten first: a failing stop ends this function */
+    for (int i = 0; i < n; i++)
+        th_stop_clean(&procs[i]);
+    return 0;
+}
+
+int th_teardown_kill(void **state)
+{
+    (void)state;
+    for (int i = 0; i < nprocs; i++)
+        th_kill(&procs[i]);
+    nprocs = 0;
+    return 0;
+}
+
+int th_next_port(int first, int count)
+{
+    static int n;
+    return th_port(first + n++ % count);
 }
 
 /* ---- ticketd commands ---- */
@@ -279,7 +357,7 @@ int th_cli_wait(struct th_cli *c)
     for (int i = 0; i < 3000 && !done; i++) {
         done = waitpid(c->pid, &status, WNOHANG) == c->pid;
         if (!done)
-            msleep(20);
+            th_msleep(20);
     }
     forget_child(c->pid);
     if (!done) {
@@ -394,10 +472,10 @@ static struct th_resp request_on(CURL *c, const char *method, const char *url,
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    double t0 = now_s();
+    double t0 = th_now_s();
     if (curl_easy_perform(c) == CURLE_OK)
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-    r.seconds = now_s() - t0;
+    r.seconds = th_now_s() - t0;
     r.body = b.p != NULL ? b.p : calloc(1, 1);
     r.body_len = b.len;
     r.headers = h.p != NULL ? h.p : calloc(1, 1);
@@ -550,9 +628,9 @@ int th_raw_ex(const struct th_raw_opts *o, const char *bytes, size_t len, char *
     char *dst = out != NULL ? out : local;
     size_t dcap = out != NULL ? cap : sizeof local;
     size_t got = 0;
-    double deadline = now_s() + o->timeout_ms / 1000.0;
+    double deadline = th_now_s() + o->timeout_ms / 1000.0;
     dst[0] = '\0';
-    while (got + 1 < dcap && now_s() < deadline) {
+    while (got + 1 < dcap && th_now_s() < deadline) {
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, 50) <= 0)
             continue;
@@ -592,12 +670,12 @@ void th_wait_db(int64_t want, int timeout_ms, const char *what, const char *fmt,
     vsnprintf(q, sizeof q, fmt, ap);
     va_end(ap);
     int64_t got = -1;
-    double deadline = now_s() + timeout_ms / 1000.0;
-    while (now_s() < deadline) {
+    double deadline = th_now_s() + timeout_ms / 1000.0;
+    while (th_now_s() < deadline) {
         got = th_db_int("%s", q);
         if (got == want)
             return;
-        msleep(50);
+        th_msleep(50);
     }
     fail_msg("%s: waited %d ms for %lld, have %lld", what, timeout_ms, (long long)want,
              (long long)got);
@@ -621,13 +699,13 @@ long long th_metric(const struct th_server *s, const char *sample)
 
 void th_wait_metric(const struct th_server *s, const char *sample, long long want, int timeout_ms)
 {
-    double deadline = now_s() + timeout_ms / 1000.0;
+    double deadline = th_now_s() + timeout_ms / 1000.0;
     long long got = -1;
-    while (now_s() < deadline) {
+    while (th_now_s() < deadline) {
         got = th_metric(s, sample);
         if (got >= want)
             return;
-        msleep(50);
+        th_msleep(50);
     }
     fail_msg("%s: waited for %lld, have %lld", sample, want, got);
 }
@@ -843,6 +921,34 @@ struct th_resp th_order(const struct th_server *s, int64_t user_id, const char *
                         const char *token, int64_t session_id, int64_t quantity)
 {
     return th_client_order(NULL, s, user_id, key, token, session_id, quantity);
+}
+
+int64_t th_stock_of(int64_t session)
+{
+    return th_db_int("SELECT stock FROM sessions WHERE id = %lld", (long long)session);
+}
+
+int64_t th_orders_of(int64_t session)
+{
+    return th_db_int("SELECT COUNT(*) FROM orders WHERE session_id = %lld", (long long)session);
+}
+
+void th_expect_layer(const struct th_resp *r, const char *layer)
+{
+    char v[64];
+    if (th_header(r, "Idempotency-Layer", v, sizeof v) == NULL)
+        fail_msg("no Idempotency-Layer on %ld %s", r->status, r->body);
+    assert_string_equal(v, layer);
+}
+
+void th_order_no(int tag, int i, char out[21])
+{
+    snprintf(out, 21, "%02d%018d", tag, i);
+}
+
+int64_t th_user_of(int tag, int i)
+{
+    return (int64_t)tag * 100000 + i + 1;
 }
 
 /* ---- concurrency ---- */

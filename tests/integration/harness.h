@@ -40,6 +40,35 @@ int th_stop(struct th_server *s);
 void th_kill(struct th_server *s);
 /* True when the log of s contains needle. */
 bool th_log_contains(const struct th_server *s, const char *needle);
+/* Stops s when it runs, failing the test unless it exits 0 (th_stop). */
+void th_stop_clean(struct th_server *s);
+
+/* ---- a test's processes, and the fixtures around them ---- */
+
+/* A test that starts several processes starts them through th_serve and
+ * th_worker: the harness keeps them (at most TH_PROCS_MAX, the test fails
+ * beyond), so that its teardown stops every one whatever failed. */
+#define TH_PROCS_MAX 8
+/* th_start on th_port(port_offset), kept until the teardown. */
+struct th_server *th_serve(int port_offset, const char *const *env);
+/* th_start_worker, kept until the teardown. */
+struct th_server *th_worker(const char *name, const char *const *env);
+
+/* cmocka fixtures for those tests. th_setup_fresh: th_reset, and no
+ * process kept. th_teardown_stop: th_stop_clean on each process kept (a
+ * test's own th_kill or th_stop leaves nothing to stop). th_teardown_kill:
+ * th_kill on each, for tests that judge exits themselves. */
+int th_setup_fresh(void **state);
+int th_teardown_stop(void **state);
+int th_teardown_kill(void **state);
+
+/* A test's one server, in its own setup: th_reset, then th_start. */
+void th_fresh_start(struct th_server *s, int port, const char *const *env);
+
+/* The next of count ports from th_port(first), round robin: each test
+ * gets a port, and so a log file, of its own, so that a sanitizer report
+ * in one test's log cannot fail the next. */
+int th_next_port(int first, int count);
 
 /* ---- ticketd commands ---- */
 
@@ -135,6 +164,16 @@ struct th_raw_opts {
 /* th_raw with options. */
 int th_raw_ex(const struct th_raw_opts *o, const char *bytes, size_t len, char *out, size_t cap);
 
+/* Fails the test unless r carries Idempotency-Layer: layer. */
+void th_expect_layer(const struct th_resp *r, const char *layer);
+
+/* ---- time ---- */
+
+void th_msleep(int ms);
+/* The monotonic clock, in seconds and in milliseconds. */
+double th_now_s(void);
+int64_t th_now_ms(void);
+
 /* ---- identity ---- */
 
 /* A new JWT for user (caller frees). */
@@ -169,6 +208,16 @@ struct th_resp th_order(const struct th_server *s, int64_t user_id, const char *
 struct th_resp th_client_order(struct th_client *cl, const struct th_server *s, int64_t user_id,
                                const char *key, const char *token, int64_t session_id,
                                int64_t quantity);
+
+/* The stock of a session, and the orders placed on it, as MariaDB has them. */
+int64_t th_stock_of(int64_t session);
+int64_t th_orders_of(int64_t session);
+
+/* Orders a test writes by SQL, as the payment transaction would (the event
+ * tests): order i of a test's tag has number th_order_no (20 digits, the
+ * tag first) and belongs to user th_user_of, a user of that order alone. */
+void th_order_no(int tag, int i, char out[21]);
+int64_t th_user_of(int tag, int i);
 
 /* ---- concurrency ---- */
 

@@ -28,53 +28,7 @@
     "TICKETD_FAULT=consumer.before_effect:fail", "TICKETD_CLAIM_IDLE_MS=100",                      \
         "TICKETD_CONSUMER_BLOCK_MS=50", "TICKETD_MAX_DELIVERIES=2"
 
-static struct th_server procs[4];
-static int nprocs;
-
-static struct th_server *worker(const char *name, const char *const *env)
-{
-    assert_true(nprocs < 4);
-    struct th_server *s = &procs[nprocs++];
-    th_start_worker(s, name, env);
-    return s;
-}
-
-static struct th_server *serve(int port_offset, const char *const *env)
-{
-    assert_true(nprocs < 4);
-    struct th_server *s = &procs[nprocs++];
-    th_start(s, th_port(port_offset), env);
-    return s;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    th_reset();
-    nprocs = 0;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    for (int i = 0; i < nprocs; i++)
-        th_kill(&procs[i]);
-    nprocs = 0;
-    return 0;
-}
-
 /* ---- helpers ---- */
-
-static void order_no(int tag, int i, char out[21])
-{
-    snprintf(out, 21, "%02d%018d", tag, i);
-}
-
-static int64_t user_of(int tag, int i)
-{
-    return (int64_t)tag * 100000 + i + 1;
-}
 
 static int64_t amount_of(int i)
 {
@@ -85,33 +39,33 @@ static int64_t amount_of(int i)
 static void insert_order(int tag, int i, const char *status)
 {
     char no[21];
-    order_no(tag, i, no);
+    th_order_no(tag, i, no);
     th_db_exec("INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, "
                "amount_cents, status, version) VALUES ('%s', %lld, 1, 'req-%s', 1, %lld, '%s', 2)",
-               no, (long long)user_of(tag, i), no, (long long)amount_of(i), status);
+               no, (long long)th_user_of(tag, i), no, (long long)amount_of(i), status);
 }
 
 /* The order.paid outbox row of order i, as the payment transaction writes it. */
 static void insert_event(int tag, int i)
 {
     char no[21];
-    order_no(tag, i, no);
+    th_order_no(tag, i, no);
     th_db_exec("INSERT INTO outbox (event_type, biz_key, payload) VALUES ('order.paid', '%s', "
                "'{\"event_type\":\"order.paid\",\"order_no\":\"%s\",\"user_id\":%lld,"
                "\"amount_cents\":%lld}')",
-               no, no, (long long)user_of(tag, i), (long long)amount_of(i));
+               no, no, (long long)th_user_of(tag, i), (long long)amount_of(i));
 }
 
 static int64_t points_of(int tag, int i)
 {
     return th_db_int("SELECT COALESCE((SELECT points FROM user_points WHERE user_id = %lld), 0)",
-                     (long long)user_of(tag, i));
+                     (long long)th_user_of(tag, i));
 }
 
 static int64_t tickets_of(int tag, int i)
 {
     char no[21];
-    order_no(tag, i, no);
+    th_order_no(tag, i, no);
     return th_db_int("SELECT COUNT(*) FROM order_history h JOIN orders o ON o.id = h.order_id "
                      "WHERE o.order_no = '%s' AND h.cause = 'ticket'",
                      no);
@@ -120,7 +74,7 @@ static int64_t tickets_of(int tag, int i)
 static int64_t letter_of(const char *consumer, int tag, int i)
 {
     char no[21];
-    order_no(tag, i, no);
+    th_order_no(tag, i, no);
     return th_db_int("SELECT id FROM dead_letters WHERE biz_key = '%s:%s'", consumer, no);
 }
 
@@ -164,7 +118,7 @@ static int replay_id(int64_t id, char **out)
 static void dead_letter_both(int tag, int from, int n)
 {
     const char *failing[] = {FAILING_ENV, NULL};
-    struct th_server *w = worker("failing", failing);
+    struct th_server *w = th_worker("failing", failing);
     for (int i = from; i < from + n; i++)
         insert_event(tag, i);
     th_wait_db(2 * n, WAIT_MS, "dead letters",
@@ -208,7 +162,7 @@ static void test_list_fix_replay_once(void **state)
     char *out = NULL;
     (void)state;
     const char *env[] = {FAST_ENV, NULL};
-    struct th_server *w = worker("live", env);
+    struct th_server *w = th_worker("live", env);
     insert_event(21, 0);
     th_wait_db(1, WAIT_MS, "ticketing letter",
                "SELECT COUNT(*) FROM dead_letters WHERE consumer = 'ticketing' AND reason = 'no "
@@ -284,7 +238,7 @@ static void test_replay_all_audit_and_live_duplicates(void **state)
         insert_order(22, i, "PAID");
     dead_letter_both(22, 0, 3);
     const char *env[] = {FAST_ENV, NULL};
-    struct th_server *s = serve(0, env);
+    struct th_server *s = th_serve(0, env);
 
     assert_false(audit_points(s, detail, sizeof detail));
     assert_non_null(strstr(detail, "3 open points dead letters"));
@@ -381,7 +335,7 @@ static void test_still_failing_stays_listed(void **state)
     (void)state;
     const char *env[] = {FAST_ENV, NULL};
     insert_order(24, 0, "CANCELLED");
-    struct th_server *w = worker("live", env);
+    struct th_server *w = th_worker("live", env);
     insert_event(24, 0); /* an order the state machine cannot ticket */
     insert_event(24, 1); /* no such order */
     th_wait_db(2, WAIT_MS, "ticketing letters",
@@ -418,7 +372,7 @@ static void test_key_applied_meanwhile(void **state)
     char *out = NULL;
     (void)state;
     const char *env[] = {FAST_ENV, NULL};
-    struct th_server *w = worker("live", env);
+    struct th_server *w = th_worker("live", env);
     insert_event(25, 0);
     th_wait_db(1, WAIT_MS, "ticketing letter", "SELECT COUNT(*) FROM dead_letters");
     int64_t id = letter_of("ticketing", 25, 0);
@@ -461,15 +415,15 @@ static void test_usage(void **state)
     free(out);
 }
 
+/* Each test runs between these fixtures. */
+#define T(f) cmocka_unit_test_setup_teardown(f, th_setup_fresh, th_teardown_kill)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_list_fix_replay_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_replay_all_audit_and_live_duplicates, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_replays, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_still_failing_stays_listed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_key_applied_meanwhile, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_usage, setup, teardown),
+        T(test_list_fix_replay_once),  T(test_replay_all_audit_and_live_duplicates),
+        T(test_concurrent_replays),    T(test_still_failing_stays_listed),
+        T(test_key_applied_meanwhile), T(test_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,52 +31,14 @@
  * minutes; the behaviour is the same at the defaults. */
 #define FAST_ENV "TICKETD_CLAIM_IDLE_MS=500", "TICKETD_CONSUMER_BLOCK_MS=100"
 
-/* Every process a test starts, so that a failed test leaves none behind. */
-static struct th_server procs[8];
-static int nprocs;
-
-static struct th_server *serve(int port_offset, const char *const *env)
-{
-    assert_true(nprocs < 8);
-    struct th_server *s = &procs[nprocs++];
-    th_start(s, th_port(port_offset), env);
-    return s;
-}
-
-static struct th_server *worker(const char *name, const char *const *env)
-{
-    assert_true(nprocs < 8);
-    struct th_server *s = &procs[nprocs++];
-    th_start_worker(s, name, env);
-    return s;
-}
-
 static int setup(void **state)
 {
-    (void)state;
-    th_reset();
+    th_setup_fresh(state);
     th_db_exec("TRUNCATE TABLE dead_letters");
-    nprocs = 0;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    for (int i = 0; i < nprocs; i++)
-        th_kill(&procs[i]);
-    nprocs = 0;
     return 0;
 }
 
 /* ---- helpers ---- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* A Redis command whose reply is an array, on the test's own connection;
  * reconnects once when Redis was restarted under it. */
@@ -129,24 +91,14 @@ static long long pending_total(void)
 
 static void wait_drained(void)
 {
-    double deadline = now_s() + WAIT_MS / 1000.0;
-    while (now_s() < deadline) {
+    double deadline = th_now_s() + WAIT_MS / 1000.0;
+    while (th_now_s() < deadline) {
         if (pending("points") == 0 && pending("ticketing") == 0)
             return;
         usleep(50000);
     }
     fail_msg("entries still pending: points %lld, ticketing %lld", pending("points"),
              pending("ticketing"));
-}
-
-static void order_no(int tag, int i, char out[21])
-{
-    snprintf(out, 21, "%02d%018d", tag, i);
-}
-
-static int64_t user_of(int tag, int i)
-{
-    return (int64_t)tag * 100000 + i + 1;
 }
 
 static int64_t amount_of(int i)
@@ -157,11 +109,11 @@ static int64_t amount_of(int i)
 static char *payload_of(int tag, int i)
 {
     char no[21];
-    order_no(tag, i, no);
+    th_order_no(tag, i, no);
     return xasprintf("{\"event_type\":\"order.paid\",\"order_no\":\"%s\",\"order_id\":%d,"
                      "\"user_id\":%lld,\"session_id\":1,\"quantity\":1,\"amount_cents\":%lld,"
                      "\"txn_id\":\"txn-%s\",\"occurred_at\":\"2026-12-01T08:00:00Z\"}",
-                     no, i + 1, (long long)user_of(tag, i), (long long)amount_of(i), no);
+                     no, i + 1, (long long)th_user_of(tag, i), (long long)amount_of(i), no);
 }
 
 static void query(const char *q)
@@ -184,11 +136,11 @@ static void insert_paid(int tag, int from, int n)
                                  "INSERT INTO outbox (event_type, biz_key, payload) VALUES ");
     for (int i = from; i < from + n; i++) {
         char no[21];
-        order_no(tag, i, no);
+        th_order_no(tag, i, no);
         char *p = payload_of(tag, i);
         lo += (size_t)snprintf(
             orders + lo, cap - lo, "%s('%s', %lld, 1, 'req-%s', 1, %lld, 'PAID', 2)",
-            i > from ? "," : "", no, (long long)user_of(tag, i), no, (long long)amount_of(i));
+            i > from ? "," : "", no, (long long)th_user_of(tag, i), no, (long long)amount_of(i));
         lb += (size_t)snprintf(outbox + lb, cap * 2 - lb, "%s('order.paid', '%s', '%s')",
                                i > from ? "," : "", no, p);
         free(p);
@@ -233,7 +185,7 @@ static void expect_exactly_once(int tag, int n)
                      n);
     assert_int_equal(th_db_int("SELECT COALESCE(SUM(points), 0) FROM user_points WHERE user_id "
                                "BETWEEN %lld AND %lld",
-                               (long long)user_of(tag, 0), (long long)user_of(tag, 99999)),
+                               (long long)th_user_of(tag, 0), (long long)th_user_of(tag, 99999)),
                      th_db_int("SELECT COALESCE(SUM(FLOOR(amount_cents / 100)), 0) FROM orders "
                                "WHERE order_no LIKE '%02d%%'",
                                tag));
@@ -263,7 +215,7 @@ static int64_t points_of(int64_t user)
 static void xadd_copy(int tag, int i)
 {
     char no[21];
-    order_no(tag, i, no);
+    th_order_no(tag, i, no);
     char *p = payload_of(tag, i);
     int64_t id = th_db_int("SELECT id FROM outbox WHERE biz_key = '%s'", no);
     char ids[24];
@@ -279,8 +231,8 @@ static void xadd_copy(int tag, int i)
  * point); returns its exit status. */
 static int wait_exit(struct th_server *s)
 {
-    double deadline = now_s() + WAIT_MS / 1000.0;
-    while (now_s() < deadline) {
+    double deadline = th_now_s() + WAIT_MS / 1000.0;
+    while (th_now_s() < deadline) {
         int st;
         if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
             s->pid = 0;
@@ -300,9 +252,9 @@ static void test_duplicates_have_no_effect(void **state)
     struct th_server *srv;
     (void)state;
     const char *env[] = {FAST_ENV, NULL};
-    srv = serve(0, env);
+    srv = th_serve(0, env);
     insert_paid(11, 0, 1);
-    int64_t user = user_of(11, 0);
+    int64_t user = th_user_of(11, 0);
     expect_exactly_once(11, 1);
     int64_t points = points_of(user);
     assert_int_equal(points, 1);
@@ -340,7 +292,7 @@ static void test_crash_after_effect_before_ack(void **state)
     (void)state;
     const char *crash[] = {FAST_ENV, "TICKETD_FAULT=consumer.after_effect:crash", NULL};
     const char *env[] = {FAST_ENV, NULL};
-    a = worker("after-effect-a", crash);
+    a = th_worker("after-effect-a", crash);
     insert_paid(12, 0, 1);
     assert_int_equal(wait_exit(a), 137);
     assert_true(th_log_contains(a, "fault point consumer.after_effect: crashing"));
@@ -348,9 +300,9 @@ static void test_crash_after_effect_before_ack(void **state)
     assert_true(th_db_int("SELECT COUNT(*) FROM consume_records") >= 1);
     assert_true(pending_total() >= 1);
 
-    b = worker("after-effect-b", env);
+    b = th_worker("after-effect-b", env);
     expect_exactly_once(12, 1);
-    assert_int_equal(points_of(user_of(12, 0)), 1);
+    assert_int_equal(points_of(th_user_of(12, 0)), 1);
     assert_int_equal(th_stop(b), 0);
 }
 
@@ -360,7 +312,7 @@ static void test_crash_before_effect(void **state)
     (void)state;
     const char *crash[] = {FAST_ENV, "TICKETD_FAULT=consumer.before_effect:crash", NULL};
     const char *env[] = {FAST_ENV, NULL};
-    a = worker("before-effect-a", crash);
+    a = th_worker("before-effect-a", crash);
     insert_paid(13, 0, 3);
     assert_int_equal(wait_exit(a), 137);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM consume_records"), 0);
@@ -368,7 +320,7 @@ static void test_crash_before_effect(void **state)
     assert_true(pending_total() >= 1);
 
     /* The takeover: another worker claims what the dead one held. */
-    b = worker("before-effect-b", env);
+    b = th_worker("before-effect-b", env);
     expect_exactly_once(13, 3);
     assert_int_equal(th_stop(b), 0);
 }
@@ -379,14 +331,14 @@ static void test_relay_crash_after_xadd(void **state)
     (void)state;
     const char *crash[] = {FAST_ENV, "TICKETD_FAULT=relay.after_xadd:crash", NULL};
     const char *env[] = {FAST_ENV, NULL};
-    a = worker("relay-a", crash);
+    a = th_worker("relay-a", crash);
     insert_paid(14, 0, 5);
     assert_int_equal(wait_exit(a), 137);
     /* In the stream, but the rows were never marked. */
     assert_int_equal(th_redis_int("XLEN %s", STREAM), 5);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM outbox WHERE published_at IS NULL"), 5);
 
-    b = worker("relay-b", env);
+    b = th_worker("relay-b", env);
     expect_exactly_once(14, 5);
     th_wait_db(0, WAIT_MS, "unpublished rows",
                "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL");
@@ -402,17 +354,17 @@ static void test_two_workers_many_orders(void **state)
     (void)state;
     const int n = 400;
     const char *env[] = {FAST_ENV, NULL};
-    w1 = worker("many-1", env);
-    w2 = worker("many-2", env);
+    w1 = th_worker("many-1", env);
+    w2 = th_worker("many-2", env);
     usleep(300000); /* both up, their groups created */
-    double t0 = now_s();
+    double t0 = th_now_s();
     for (int i = 0; i < n; i += 100)
         insert_paid(15, i, 100);
     th_wait_db(0, WAIT_MS, "unpublished rows",
                "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL");
-    double t1 = now_s();
+    double t1 = th_now_s();
     expect_exactly_once(15, n);
-    double t2 = now_s();
+    double t2 = th_now_s();
     print_message("      %d events: relayed in %.2f s (%.0f/s), applied by both groups in "
                   "%.2f s (%.0f/s)\n",
                   n, t1 - t0, n / (t1 - t0), t2 - t0, n / (t2 - t0));
@@ -429,7 +381,7 @@ static void test_redis_restart_mid_stream(void **state)
     struct th_server *w;
     (void)state;
     const char *env[] = {FAST_ENV, NULL};
-    w = worker("redis-restart", env);
+    w = th_worker("redis-restart", env);
     /* Redis goes while the first orders are being consumed: some entries
      * are pending, some not yet read, some rows not yet published. */
     insert_paid(16, 0, 300);
@@ -456,7 +408,7 @@ static void test_lost_entries_are_published_again(void **state)
     const char *failing[] = {"TICKETD_FAULT=consumer.before_effect:fail",
                              "TICKETD_CLAIM_IDLE_MS=60000", "TICKETD_MAX_DELIVERIES=1000", NULL};
     const char *env[] = {FAST_ENV, NULL};
-    a = worker("lost-a", failing);
+    a = th_worker("lost-a", failing);
     insert_paid(17, 0, 50);
     th_wait_db(0, WAIT_MS, "unpublished rows",
                "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL");
@@ -466,7 +418,7 @@ static void test_lost_entries_are_published_again(void **state)
     th_services("start-redis");
     assert_int_equal(th_redis_int("EXISTS %s", STREAM), 0);
 
-    b = worker("lost-b", env);
+    b = th_worker("lost-b", env);
     expect_exactly_once(17, 50);
     assert_int_equal(th_stop(b), 0);
     assert_true(th_log_contains(b, "missing from ticketd:events and are queued again"));
@@ -482,7 +434,7 @@ static void test_dead_letters(void **state)
                              "TICKETD_CLAIM_IDLE_MS=100", "TICKETD_CONSUMER_BLOCK_MS=50",
                              "TICKETD_MAX_DELIVERIES=2", NULL};
     const char *env[] = {FAST_ENV, NULL};
-    a = worker("dead-a", failing);
+    a = th_worker("dead-a", failing);
     insert_paid(18, 0, 1);
     /* A payload no delivery can fix is given up on at once. */
     th_db_exec("INSERT INTO outbox (event_type, biz_key, payload) "
@@ -503,7 +455,7 @@ static void test_dead_letters(void **state)
     char before[256], after[256];
     db_text("SELECT GROUP_CONCAT(stream_id ORDER BY id) FROM outbox", before, sizeof before);
     assert_true(before[0] != '\0');
-    b = worker("dead-b", env);
+    b = th_worker("dead-b", env);
     sleep(3); /* a few redrive checks */
     db_text("SELECT GROUP_CONCAT(stream_id ORDER BY id) FROM outbox", after, sizeof after);
     assert_string_equal(after, before);
@@ -518,9 +470,9 @@ static void test_demo_without_consumer_dedup(void **state)
     struct th_server *srv;
     (void)state;
     const char *env[] = {FAST_ENV, "TICKETD_ENV=demo", "TICKETD_DEFENSES=-consumer-dedup", NULL};
-    srv = serve(1, env);
+    srv = th_serve(1, env);
     insert_paid(19, 0, 1);
-    int64_t user = user_of(19, 0);
+    int64_t user = th_user_of(19, 0);
     th_wait_db(1, WAIT_MS, "points",
                "SELECT COALESCE(SUM(points), 0) FROM user_points WHERE user_id = %lld",
                (long long)user);
@@ -585,7 +537,7 @@ static void test_me_after_payment(void **state)
     char tok[96], url[160];
     (void)state;
     const char *env[] = {FAST_ENV, NULL};
-    srv = serve(2, env);
+    srv = th_serve(2, env);
 
     snprintf(url, sizeof url, "%s/api/v1/me", srv->url);
     struct th_resp unauth = th_request("GET", url, NULL, NULL);
@@ -627,19 +579,22 @@ static void test_me_after_payment(void **state)
     assert_int_equal(th_stop(srv), 0);
 }
 
+/* Each test runs between these fixtures. */
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, th_teardown_kill)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_duplicates_have_no_effect, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_crash_after_effect_before_ack, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_crash_before_effect, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_relay_crash_after_xadd, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_two_workers_many_orders, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_redis_restart_mid_stream, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lost_entries_are_published_again, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dead_letters, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_demo_without_consumer_dedup, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_me_after_payment, setup, teardown),
+        T(test_duplicates_have_no_effect),
+        T(test_crash_after_effect_before_ack),
+        T(test_crash_before_effect),
+        T(test_relay_crash_after_xadd),
+        T(test_two_workers_many_orders),
+        T(test_redis_restart_mid_stream),
+        T(test_lost_entries_are_published_again),
+        T(test_dead_letters),
+        T(test_demo_without_consumer_dedup),
+        T(test_me_after_payment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,56 +22,6 @@
 
 #include <cmocka.h>
 
-#define MAX_SERVERS 3
-
-static struct th_server srv[MAX_SERVERS];
-static int nsrv;
-
-static int setup(void **state)
-{
-    (void)state;
-    th_reset();
-    nsrv = 0;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    for (int i = 0; i < nsrv; i++) {
-        if (srv[i].pid > 0)
-            assert_int_equal(th_stop(&srv[i]), 0);
-    }
-    return 0;
-}
-
-/* Starts instance i (ports 0, 1, 2 of this test) with extra settings. */
-static struct th_server *start(int i, const char *const *env)
-{
-    th_start(&srv[i], th_port(i), env);
-    if (i >= nsrv)
-        nsrv = i + 1;
-    return &srv[i];
-}
-
-static int64_t stock_of(int64_t session)
-{
-    return th_db_int("SELECT stock FROM sessions WHERE id = %lld", (long long)session);
-}
-
-static int64_t orders_of(int64_t session)
-{
-    return th_db_int("SELECT COUNT(*) FROM orders WHERE session_id = %lld", (long long)session);
-}
-
-static void expect_layer(const struct th_resp *r, const char *layer)
-{
-    char v[64];
-    if (th_header(r, "Idempotency-Layer", v, sizeof v) == NULL)
-        fail_msg("no Idempotency-Layer on %ld %s", r->status, r->body);
-    assert_string_equal(v, layer);
-}
-
 /* The order number in a 201's body, copied into out (32 bytes). */
 static void order_no_of(const struct th_resp *r, char *out)
 {
@@ -96,8 +46,8 @@ static void expect_replay_of(const struct th_resp *r, const char *order_no)
 /* One order for session s, and its stock taken once (quantity 1). */
 static void expect_one_order(int64_t s, int64_t stock)
 {
-    assert_int_equal(orders_of(s), 1);
-    assert_int_equal(stock_of(s), stock - 1);
+    assert_int_equal(th_orders_of(s), 1);
+    assert_int_equal(th_stock_of(s), stock - 1);
 }
 
 /* ---- Redis loses its records ------------------------------------------ */
@@ -106,7 +56,7 @@ static void test_redis_flushed_after_201(void **state)
 {
     char tok[96], no[32];
     (void)state;
-    struct th_server *a = start(0, NULL), *b = start(1, NULL);
+    struct th_server *a = th_serve(0, NULL), *b = th_serve(1, NULL);
     int64_t s = th_session(a, 10, 1000);
     th_order_token(a, 61, tok);
     struct th_resp first = th_order(a, 61, "flush-1", tok, s, 1);
@@ -117,11 +67,11 @@ static void test_redis_flushed_after_201(void **state)
     assert_int_equal(th_redis_int("FLUSHALL"), 0);
     struct th_resp again = th_order(b, 61, "flush-1", tok, s, 1);
     expect_replay_of(&again, no);
-    expect_layer(&again, "unique-index");
+    th_expect_layer(&again, "unique-index");
     /* The answer is remembered again: the next retry stops at the cache. */
     struct th_resp third = th_order(b, 61, "flush-1", tok, s, 1);
     expect_replay_of(&third, no);
-    expect_layer(&third, "response-cache");
+    th_expect_layer(&third, "response-cache");
     expect_one_order(s, 10);
     th_resp_free(&first);
     th_resp_free(&again);
@@ -132,7 +82,7 @@ static void test_redis_restarted_after_201(void **state)
 {
     char tok[96], no[32];
     (void)state;
-    struct th_server *a = start(0, NULL), *b = start(1, NULL);
+    struct th_server *a = th_serve(0, NULL), *b = th_serve(1, NULL);
     int64_t s = th_session(a, 10, 1000);
     th_order_token(a, 62, tok);
     struct th_resp first = th_order(a, 62, "restart-1", tok, s, 1);
@@ -141,7 +91,7 @@ static void test_redis_restarted_after_201(void **state)
     th_services("start-redis");
     struct th_resp again = th_order(b, 62, "restart-1", tok, s, 1);
     expect_replay_of(&again, no);
-    expect_layer(&again, "unique-index");
+    th_expect_layer(&again, "unique-index");
     expect_one_order(s, 10);
     th_resp_free(&first);
     th_resp_free(&again);
@@ -153,7 +103,7 @@ static void test_record_expired(void **state)
     (void)state;
     /* The key's record, in Redis and in process, lives one second. */
     const char *env[] = {"TICKETD_IDEM_TTL_S=1", NULL};
-    struct th_server *a = start(0, env);
+    struct th_server *a = th_serve(0, env);
     int64_t s = th_session(a, 10, 1000);
     th_order_token(a, 63, tok);
     struct th_resp first = th_order(a, 63, "late-1", tok, s, 1);
@@ -162,7 +112,7 @@ static void test_record_expired(void **state)
     assert_int_equal(th_redis_int("EXISTS idem:{63}:late-1"), 0);
     struct th_resp late = th_order(a, 63, "late-1", tok, s, 1);
     expect_replay_of(&late, no);
-    expect_layer(&late, "unique-index");
+    th_expect_layer(&late, "unique-index");
     expect_one_order(s, 10);
     th_resp_free(&first);
     th_resp_free(&late);
@@ -175,7 +125,7 @@ static void test_killed_after_commit(void **state)
     char tok[96], no[32];
     (void)state;
     const char *crash[] = {"TICKETD_FAULT=order.after_commit:crash", NULL};
-    struct th_server *a = start(0, crash), *b = start(1, NULL);
+    struct th_server *a = th_serve(0, crash), *b = th_serve(1, NULL);
     int64_t s = th_session(b, 10, 1000);
     th_order_token(b, 64, tok);
     /* The order commits, then the instance dies: no answer, and its marker
@@ -183,14 +133,14 @@ static void test_killed_after_commit(void **state)
     struct th_resp cut = th_order(a, 64, "killed-1", tok, s, 1);
     assert_int_equal(cut.status, 0);
     th_kill(a);
-    assert_int_equal(orders_of(s), 1);
+    assert_int_equal(th_orders_of(s), 1);
     assert_int_equal(th_redis_int("EXISTS idem:{64}:killed-1"), 1);
     /* The retry on another instance gets the order at once, not 409
      * REQUEST_IN_PROGRESS for the marker's 10 s, nor ORDER_TOKEN_INVALID. */
     struct th_resp again = th_order(b, 64, "killed-1", tok, s, 1);
     assert_int_equal(again.status, 201);
     order_no_of(&again, no);
-    expect_layer(&again, "unique-index");
+    th_expect_layer(&again, "unique-index");
     struct th_resp third = th_order(b, 64, "killed-1", tok, s, 1);
     expect_replay_of(&third, no);
     expect_one_order(s, 10);
@@ -212,14 +162,14 @@ static void test_dead_process_marker_taken_over(void **state)
      * lock stay for 10 s, but its liveness key lapses within 600 ms. */
     const char *crash[] = {"TICKETD_FAULT=order.after_redis:crash", "TICKETD_INSTANCE_TTL_MS=600",
                            NULL};
-    struct th_server *a = start(0, crash), *b = start(1, NULL);
+    struct th_server *a = th_serve(0, crash), *b = th_serve(1, NULL);
     assert_int_equal(instances_beating(), 2);
     int64_t s = th_session(b, 10, 1000);
     th_order_token(b, 68, tok);
     struct th_resp cut = th_order(a, 68, "dead-1", tok, s, 1);
     assert_int_equal(cut.status, 0);
     th_kill(a);
-    assert_int_equal(orders_of(s), 0);
+    assert_int_equal(th_orders_of(s), 0);
     /* Right away the marker may still look alive: then the answer is
      * "in progress", with Retry-After. */
     struct th_resp early = th_order(b, 68, "dead-1", tok, s, 1);
@@ -247,19 +197,19 @@ static void test_commit_lost(void **state)
     char tok[96], no[32], v[16];
     (void)state;
     const char *lost[] = {"TICKETD_FAULT=order.commit_lost:fail:1", NULL};
-    struct th_server *a = start(0, lost);
+    struct th_server *a = th_serve(0, lost);
     int64_t s = th_session(a, 10, 1000);
     th_order_token(a, 65, tok);
     /* COMMIT succeeded, its answer never came: the client is told to retry. */
     struct th_resp r = th_order(a, 65, "lost-1", tok, s, 1);
     th_expect_problem(&r, 503, "DEPENDENCY_UNAVAILABLE");
     assert_non_null(th_header(&r, "Retry-After", v, sizeof v));
-    assert_int_equal(orders_of(s), 1);
+    assert_int_equal(th_orders_of(s), 1);
     /* The retry gets the order that exists. */
     struct th_resp again = th_order(a, 65, "lost-1", tok, s, 1);
     assert_int_equal(again.status, 201);
     order_no_of(&again, no);
-    expect_layer(&again, "unique-index");
+    th_expect_layer(&again, "unique-index");
     expect_one_order(s, 10);
     th_resp_free(&r);
     th_resp_free(&again);
@@ -273,7 +223,7 @@ static void test_redis_stalls_at_the_token(void **state)
      * the request goes on without Redis (degrade) and creates the order,
      * but cannot store its answer; its marker stays behind. */
     const char *stall[] = {"TICKETD_FAULT=redis.token_stall:fail:1", NULL};
-    struct th_server *a = start(0, stall), *b = start(1, NULL);
+    struct th_server *a = th_serve(0, stall), *b = th_serve(1, NULL);
     int64_t s = th_session(b, 10, 1000);
     th_order_token(b, 66, tok);
     struct th_resp first = th_order(a, 66, "stall-1", tok, s, 1);
@@ -319,7 +269,7 @@ static void test_mysql_down_then_retries_succeed(void **state)
     (void)state;
     static struct down_ctx c;
     memset(&c, 0, sizeof c);
-    struct th_server *a = start(0, NULL);
+    struct th_server *a = th_serve(0, NULL);
     c.s = a;
     c.session = th_session(a, 100, 500);
     for (int i = 0; i < DOWN_CLIENTS; i++)
@@ -337,8 +287,8 @@ static void test_mysql_down_then_retries_succeed(void **state)
         if (c.status[i] != 201)
             fail_msg("client %d: the retry after MariaDB came back got %ld", i, c.status[i]);
     }
-    assert_int_equal(orders_of(c.session), DOWN_CLIENTS);
-    assert_int_equal(stock_of(c.session), 100 - DOWN_CLIENTS);
+    assert_int_equal(th_orders_of(c.session), DOWN_CLIENTS);
+    assert_int_equal(th_stock_of(c.session), 100 - DOWN_CLIENTS);
 }
 
 /* ---- one view of Redis's health for every thread ------------------------ */
@@ -366,7 +316,7 @@ static void test_redis_paused_then_back_for_every_thread(void **state)
     (void)state;
     static struct paused_ctx c;
     const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_REDIS_TIMEOUT_MS=300", NULL};
-    struct th_server *a = start(0, env);
+    struct th_server *a = th_serve(0, env);
     c.s = a;
     c.session = th_session(a, 1000, 100);
     const char *errors = "ticketd_dependency_errors_total{dependency=\"redis\"}";
@@ -405,7 +355,7 @@ static void test_redis_paused_then_back_for_every_thread(void **state)
         assert_int_equal(c.status[i], 201);
         assert_int_equal(th_redis_int("EXISTS idem:{%d}:resumed-%d", 900 + i, i), 1);
     }
-    assert_int_equal(orders_of(c.session), PAUSED_ORDERS + 16);
+    assert_int_equal(th_orders_of(c.session), PAUSED_ORDERS + 16);
 }
 
 /* ---- slower than the TTLs ---------------------------------------------- */
@@ -433,7 +383,7 @@ static void test_slower_than_the_ttls(void **state)
     const char *slow[] = {"TICKETD_FAULT=order.after_redis:delay:2000:1",
                           "TICKETD_INFLIGHT_TTL_MS=500", "TICKETD_LOCK_TTL_MS=500", NULL};
     const char *fast[] = {"TICKETD_INFLIGHT_TTL_MS=500", "TICKETD_LOCK_TTL_MS=500", NULL};
-    struct th_server *a = start(0, slow), *b = start(1, fast);
+    struct th_server *a = th_serve(0, slow), *b = th_serve(1, fast);
     int64_t s = th_session(b, 10, 1000);
     th_order_token(b, 67, tok);
     struct slow_ctx c = {a, s, tok, {0}};
@@ -518,7 +468,7 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
      * point for 6 s, far longer than the other clients need. */
     const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_IO_THREADS=1",
                          "TICKETD_THREADS=2", "TICKETD_FAULT=order.after_redis:delay:6000:1", NULL};
-    struct th_server *a = start(0, env);
+    struct th_server *a = th_serve(0, env);
     c.s = a;
     c.session = th_session(a, 100, 100);
     pthread_t t;
@@ -535,7 +485,7 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     assert_int_equal(atomic_load(&c.answered_while_held), OTHER_CLIENTS * 4);
     assert_false(atomic_load(&c.held_done));
     pthread_join(t, NULL);
-    assert_int_equal(orders_of(c.session), OTHER_CLIENTS + 1);
+    assert_int_equal(th_orders_of(c.session), OTHER_CLIENTS + 1);
 }
 
 /* ---- workers share the database connections ------------------------------ */
@@ -598,7 +548,7 @@ static void test_workers_share_the_database_connections(void **state)
     const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_WORKERS=0", "TICKETD_THREADS=8",
                          "TICKETD_DB_CONNS=2", NULL};
     int64_t before = ticketd_connections(); /* this test's own, and any others */
-    struct th_server *a = start(0, env);
+    struct th_server *a = th_serve(0, env);
     c.s = a;
     c.session = th_session(a, 1000, 100);
     pthread_t t;
@@ -607,7 +557,7 @@ static void test_workers_share_the_database_connections(void **state)
     atomic_store(&c.done, true);
     pthread_join(t, NULL);
     assert_int_equal(atomic_load(&c.created), POOL_CLIENTS * POOL_ORDERS);
-    assert_int_equal(orders_of(c.session), POOL_CLIENTS * POOL_ORDERS);
+    assert_int_equal(th_orders_of(c.session), POOL_CLIENTS * POOL_ORDERS);
     /* The pool, plus the connection the main thread checked the schema
      * with at start-up. One per worker would be POOL_THREADS or more. */
     if (c.most - before > POOL_CONNS + 1)
@@ -672,7 +622,7 @@ static void test_sigterm_under_keepalive_load(void **state)
     static struct term_ctx c;
     memset(&c, 0, sizeof c);
     const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_ACCESS_LOG=1", NULL};
-    struct th_server *a = start(0, env);
+    struct th_server *a = th_serve(0, env);
     c.s = a;
     c.session = th_session(a, 100000, 100);
     pthread_t t;
@@ -681,7 +631,7 @@ static void test_sigterm_under_keepalive_load(void **state)
     pthread_join(t, NULL);
     /* It drained and exited by itself, cleanly. */
     assert_int_equal(th_stop(a), 0);
-    int committed = (int)orders_of(c.session);
+    int committed = (int)th_orders_of(c.session);
     print_message("sigterm: %d orders committed, %d 201s received, %d answers said close, "
                   "%d of %d connections ended by one\n",
                   committed, atomic_load(&c.created), atomic_load(&c.closes),
@@ -705,25 +655,25 @@ static void test_sigterm_under_keepalive_load(void **state)
     assert_int_equal(logged, committed + 1); /* + the session's 201 */
 }
 
+/* Each test runs between these fixtures. */
+#define T(f) cmocka_unit_test_setup_teardown(f, th_setup_fresh, th_teardown_stop)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_redis_flushed_after_201, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_redis_restarted_after_201, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_record_expired, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_killed_after_commit, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dead_process_marker_taken_over, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_commit_lost, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_redis_stalls_at_the_token, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_mysql_down_then_retries_succeed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_redis_paused_then_back_for_every_thread, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_slower_than_the_ttls, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_workers_share_the_database_connections, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_a_held_request_holds_up_no_other_connection, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_sigterm_under_keepalive_load, setup, teardown),
+        T(test_redis_flushed_after_201),
+        T(test_redis_restarted_after_201),
+        T(test_record_expired),
+        T(test_killed_after_commit),
+        T(test_dead_process_marker_taken_over),
+        T(test_commit_lost),
+        T(test_redis_stalls_at_the_token),
+        T(test_mysql_down_then_retries_succeed),
+        T(test_redis_paused_then_back_for_every_thread),
+        T(test_slower_than_the_ttls),
+        T(test_workers_share_the_database_connections),
+        T(test_a_held_request_holds_up_no_other_connection),
+        T(test_sigterm_under_keepalive_load),
     };
     return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
 }

@@ -30,16 +30,14 @@ static struct th_server srv;
 static int setup(void **state)
 {
     (void)state;
-    th_reset();
-    th_start(&srv, th_port(30), NULL);
+    th_fresh_start(&srv, th_port(30), NULL);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    if (srv.pid > 0)
-        assert_int_equal(th_stop(&srv), 0);
+    th_stop_clean(&srv);
     return 0;
 }
 

@@ -31,27 +31,18 @@
 
 static struct th_server srv;
 
-/* Each test's server gets a port (and so a log file) of its own: a
- * sanitizer report in one test's log must not fail the next test. */
-static int next_port(void)
-{
-    static int n;
-    return th_port(10 + n++ % 10);
-}
-
 static int setup(void **state)
 {
     (void)state;
     const char *env[] = {"TICKETD_MAX_BODY=16384", NULL};
-    th_reset();
-    th_start(&srv, next_port(), env);
+    th_fresh_start(&srv, th_next_port(10, 10), env);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    assert_int_equal(th_stop(&srv), 0);
+    th_stop_clean(&srv);
     return 0;
 }
 
@@ -161,13 +152,6 @@ static int raw_connect(int port)
     return fd;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* True once buf holds one whole response (headers and Content-Length
  * bytes of body); *end is where it ends. */
 static bool response_complete(const char *buf, size_t len, size_t *end)
@@ -203,8 +187,8 @@ static void raw_exchange(const char *bytes, size_t len, bool wait_close, int tim
     int fd = raw_connect(srv.port);
     size_t got = 0, end = 0;
     bool complete = false;
-    double t0 = now_s(), deadline = t0 + timeout_ms / 1000.0;
-    while (now_s() < deadline) {
+    double t0 = th_now_s(), deadline = t0 + timeout_ms / 1000.0;
+    while (th_now_s() < deadline) {
         struct pollfd p = {fd, POLLIN | (out->sent < len ? POLLOUT : 0), 0};
         if (poll(&p, 1, 50) <= 0)
             continue;
@@ -233,14 +217,14 @@ static void raw_exchange(const char *bytes, size_t len, bool wait_close, int tim
         }
         if (!complete && response_complete(out->text, got, &end)) {
             complete = true;
-            out->seconds = now_s() - t0;
+            out->seconds = th_now_s() - t0;
             if (!wait_close)
                 break;
         }
     }
     close(fd);
     if (!complete)
-        out->seconds = now_s() - t0;
+        out->seconds = th_now_s() - t0;
     if (sscanf(out->text, "HTTP/1.%*d %d", &out->status) != 1)
         out->status = 0;
 }
@@ -251,9 +235,9 @@ static int read_response(int fd, char *buf, size_t cap, int timeout_ms)
 {
     size_t got = 0, end = 0;
     int status = 0;
-    double deadline = now_s() + timeout_ms / 1000.0;
+    double deadline = th_now_s() + timeout_ms / 1000.0;
     buf[0] = '\0';
-    while (now_s() < deadline && got + 1 < cap) {
+    while (th_now_s() < deadline && got + 1 < cap) {
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, 50) <= 0)
             continue;
@@ -1043,8 +1027,8 @@ static void test_keep_alive(void **state)
     snprintf(two, sizeof two, "%sGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", get);
     assert_int_equal(send(fd, two, strlen(two), MSG_NOSIGNAL), (ssize_t)strlen(two));
     size_t got = 0;
-    double deadline = now_s() + 3;
-    while (now_s() < deadline && got + 1 < sizeof buf) {
+    double deadline = th_now_s() + 3;
+    while (th_now_s() < deadline && got + 1 < sizeof buf) {
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, 50) <= 0)
             continue;

@@ -36,32 +36,10 @@ static void thaw_mysql(void)
     frozen_mysql = 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void msleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Each test's server gets a port (and so a log file) of its own: a
- * sanitizer report in one test's log must not fail the next test. */
-static int next_port(void)
-{
-    static int n;
-    return th_port(20 + n++ % 8);
-}
-
 static int setup(void **state)
 {
     (void)state;
-    th_reset();
-    th_start(&srv, next_port(), NULL);
+    th_fresh_start(&srv, th_next_port(20, 8), NULL);
     return 0;
 }
 
@@ -70,8 +48,7 @@ static int setup_patient(void **state)
 {
     (void)state;
     const char *env[] = {"TICKETD_MYSQL_TIMEOUT_S=30", "TICKETD_DRAIN_TIMEOUT_S=20", NULL};
-    th_reset();
-    th_start(&srv, next_port(), env);
+    th_fresh_start(&srv, th_next_port(20, 8), env);
     return 0;
 }
 
@@ -106,8 +83,7 @@ static int teardown(void **state)
         mysql_stopped = false;
         th_services("start-mysql");
     }
-    if (srv.pid > 0)
-        assert_int_equal(th_stop(&srv), 0);
+    th_stop_clean(&srv);
     return 0;
 }
 
@@ -131,10 +107,10 @@ static void expect_unavailable(const struct th_resp *r, const char *what)
  * its own next call, after its back-off. Returns the last JSON. */
 static json_t *wait_readyz(long want_status, const char *key, const char *want)
 {
-    double t0 = now_s();
+    double t0 = th_now_s();
     json_t *j = NULL;
     long st = 0;
-    while (now_s() - t0 < 5.0) {
+    while (th_now_s() - t0 < 5.0) {
         struct th_resp r = th_call(&srv, "GET", "/readyz", NULL, NULL);
         st = r.status;
         json_decref(j);
@@ -143,7 +119,7 @@ static json_t *wait_readyz(long want_status, const char *key, const char *want)
         const char *v = json_string_value(json_object_get(j, key));
         if (st == want_status && v != NULL && strcmp(v, want) == 0)
             return j;
-        msleep(100);
+        th_msleep(100);
     }
     fail_msg("/readyz still %ld without %s=%s after 5 s", st, key, want);
     return j;
@@ -211,7 +187,7 @@ static void test_redis_down_and_back(void **state)
 
     th_services("stop-redis");
     redis_stopped = true;
-    msleep(OUTAGE_SETTLE_MS);
+    th_msleep(OUTAGE_SETTLE_MS);
     expect_running("once Redis stopped");
 
     /* Still ready: Redis only accelerates, MySQL decides. */
@@ -242,17 +218,18 @@ static void test_redis_down_and_back(void **state)
     th_redis_int("PING");
 
     /* Back without a restart of ticketd, within a few seconds. */
-    double t0 = now_s();
+    double t0 = th_now_s();
     long st = 0;
-    while (now_s() - t0 < 5.0) {
+    while (th_now_s() - t0 < 5.0) {
         st = post_token(51, tok);
         if (st == 201)
             break;
-        msleep(100);
+        th_msleep(100);
     }
     if (st != 201)
-        fail_msg("tokens still refused %.1f s after Redis came back (last %ld)", now_s() - t0, st);
-    print_message("tokens issued again %.2f s after Redis came back\n", now_s() - t0);
+        fail_msg("tokens still refused %.1f s after Redis came back (last %ld)", th_now_s() - t0,
+                 st);
+    print_message("tokens issued again %.2f s after Redis came back\n", th_now_s() - t0);
     expect_running("after Redis came back");
     assert_int_equal(th_redis_int("GET token:{51}:%s", tok), 51);
     j = wait_readyz(200, "redis", "up");
@@ -274,7 +251,7 @@ static void test_mysql_down_and_back(void **state)
 
     th_services("stop-mysql");
     mysql_stopped = true;
-    msleep(OUTAGE_SETTLE_MS);
+    th_msleep(OUTAGE_SETTLE_MS);
     expect_running("once MariaDB stopped");
 
     json_t *j = readyz(503);
@@ -311,20 +288,20 @@ static void test_mysql_down_and_back(void **state)
     th_services("start-mysql");
     mysql_stopped = false;
 
-    double t0 = now_s();
+    double t0 = th_now_s();
     long st = 0;
-    while (now_s() - t0 < 5.0) {
+    while (th_now_s() - t0 < 5.0) {
         r = th_call(&srv, "GET", path, NULL, NULL);
         st = r.status;
         th_resp_free(&r);
         if (st == 200)
             break;
-        msleep(100);
+        th_msleep(100);
     }
     if (st != 200)
         fail_msg("sessions still unavailable %.1f s after MariaDB came back (last %ld)",
-                 now_s() - t0, st);
-    print_message("sessions served again %.2f s after MariaDB came back\n", now_s() - t0);
+                 th_now_s() - t0, st);
+    print_message("sessions served again %.2f s after MariaDB came back\n", th_now_s() - t0);
     expect_running("after MariaDB came back");
     j = wait_readyz(200, "mysql", "up");
     assert_string_equal(jstr(j, "status"), "ready");
@@ -393,8 +370,8 @@ static int keepalive_get(int fd, const char *path, char *buf, size_t cap, int ti
     buf[0] = '\0';
     if (path != NULL && send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req))
         return 0;
-    double deadline = now_s() + timeout_ms / 1000.0;
-    while (now_s() < deadline && got + 1 < cap) {
+    double deadline = th_now_s() + timeout_ms / 1000.0;
+    while (th_now_s() < deadline && got + 1 < cap) {
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, 50) <= 0)
             continue;
@@ -438,16 +415,16 @@ static void test_sigterm_drains_in_flight(void **state)
     /* A server thread takes every connection waiting when it wakes, and a
      * thread blocked in a handler serves none of them: let the slow request
      * be taken alone, so the connections below go to other threads. */
-    msleep(300);
+    th_msleep(300);
 
     /* In flight: the /metrics request that asks is the other one. */
-    double t0 = now_s();
+    double t0 = th_now_s();
     long long inflight = 0;
-    while (now_s() - t0 < 5.0) {
+    while (th_now_s() - t0 < 5.0) {
         inflight = th_metric(&srv, "ticketd_inflight_requests");
         if (inflight >= 2)
             break;
-        msleep(20);
+        th_msleep(20);
     }
     if (inflight < 2)
         fail_msg("the request never got in flight (%lld)", inflight);
@@ -462,21 +439,21 @@ static void test_sigterm_drains_in_flight(void **state)
     assert_int_equal(kill(srv.pid, SIGTERM), 0);
 
     /* The listener closes at once: a new connection is refused. */
-    t0 = now_s();
+    t0 = th_now_s();
     bool refused = false;
-    while (!refused && now_s() - t0 < 3.0) {
+    while (!refused && th_now_s() - t0 < 3.0) {
         refused = connection_refused(srv.port);
         if (!refused)
-            msleep(20);
+            th_msleep(20);
     }
     if (!refused)
-        fail_msg("new connections still accepted %.1f s after SIGTERM", now_s() - t0);
+        fail_msg("new connections still accepted %.1f s after SIGTERM", th_now_s() - t0);
     /* The client that was already connected asks for readiness; its
      * answer waits on the frozen database like the other request. */
     char req[] = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     assert_int_equal(send(keepalive_fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
     /* ... while the request in flight is held, not cut, and ticketd waits. */
-    msleep(200);
+    th_msleep(200);
     assert_false(slow.done);
     int status;
     assert_int_equal(waitpid(srv.pid, &status, WNOHANG), 0);
@@ -498,17 +475,17 @@ static void test_sigterm_drains_in_flight(void **state)
     th_resp_free(&slow.resp);
 
     /* It exits by itself, cleanly. */
-    t0 = now_s();
+    t0 = th_now_s();
     pid_t w = 0;
-    while (w == 0 && now_s() - t0 < 15.0) {
+    while (w == 0 && th_now_s() - t0 < 15.0) {
         w = waitpid(srv.pid, &status, WNOHANG);
         if (w == 0)
-            msleep(20);
+            th_msleep(20);
     }
     if (w != srv.pid)
-        fail_msg("ticketd still running %.1f s after the drain", now_s() - t0);
+        fail_msg("ticketd still running %.1f s after the drain", th_now_s() - t0);
     srv.pid = 0;
-    print_message("ticketd exited %.2f s after the last request finished\n", now_s() - t0);
+    print_message("ticketd exited %.2f s after the last request finished\n", th_now_s() - t0);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     assert_true(th_log_contains(&srv, "draining"));
@@ -586,9 +563,9 @@ static void run_ticketd(const char *const *args, const char *const *extra_env, i
     }
     close(fds[1]);
     size_t got = 0;
-    double deadline = now_s() + timeout_ms / 1000.0;
+    double deadline = th_now_s() + timeout_ms / 1000.0;
     bool eof = false;
-    while (!eof && now_s() < deadline) {
+    while (!eof && th_now_s() < deadline) {
         struct pollfd p = {fds[0], POLLIN, 0};
         if (poll(&p, 1, 50) <= 0)
             continue;
@@ -608,10 +585,10 @@ static void run_ticketd(const char *const *args, const char *const *extra_env, i
     close(fds[0]);
     int status = 0;
     pid_t w = 0;
-    while (w == 0 && now_s() < deadline) {
+    while (w == 0 && th_now_s() < deadline) {
         w = waitpid(pid, &status, WNOHANG);
         if (w == 0)
-            msleep(10);
+            th_msleep(10);
     }
     if (w != pid) {
         kill(pid, SIGKILL);
@@ -840,7 +817,7 @@ static void test_token_command(void **state)
     assert_int_equal(r.status, 0);
     first_line(r.out, jwt, sizeof jwt);
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", jwt);
-    msleep(2100);
+    th_msleep(2100);
     t = th_call(&srv, "POST", "/api/v1/tokens", h, NULL);
     assert_int_equal(t.status, 401);
     th_resp_free(&t);

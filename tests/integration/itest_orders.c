@@ -18,34 +18,15 @@ static struct th_server srv;
 static int setup(void **state)
 {
     (void)state;
-    th_reset();
-    th_start(&srv, th_port(0), NULL);
+    th_fresh_start(&srv, th_port(0), NULL);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    assert_int_equal(th_stop(&srv), 0);
+    th_stop_clean(&srv);
     return 0;
-}
-
-static int64_t stock_of(int64_t session)
-{
-    return th_db_int("SELECT stock FROM sessions WHERE id = %lld", (long long)session);
-}
-
-static int64_t orders_of(int64_t session)
-{
-    return th_db_int("SELECT COUNT(*) FROM orders WHERE session_id = %lld", (long long)session);
-}
-
-static void expect_layer(struct th_resp *r, const char *layer)
-{
-    char v[64];
-    if (th_header(r, "Idempotency-Layer", v, sizeof v) == NULL)
-        fail_msg("no Idempotency-Layer on %ld %s", r->status, r->body);
-    assert_string_equal(v, layer);
 }
 
 static void test_create_replay_get_list(void **state)
@@ -69,7 +50,7 @@ static void test_create_replay_get_list(void **state)
     assert_non_null(th_header(&r, "Location", v, sizeof v));
     assert_string_equal(v, url);
     assert_null(th_header(&r, "Idempotent-Replayed", v, sizeof v));
-    assert_int_equal(stock_of(s), 8);
+    assert_int_equal(th_stock_of(s), 8);
 
     /* The retry, with the token already spent, gets the same answer. */
     struct th_resp again = th_order(&srv, 42, "key-1", tok, s, 2);
@@ -77,9 +58,9 @@ static void test_create_replay_get_list(void **state)
     assert_string_equal(again.body, r.body);
     assert_non_null(th_header(&again, "Idempotent-Replayed", v, sizeof v));
     assert_string_equal(v, "true");
-    expect_layer(&again, "response-cache");
-    assert_int_equal(orders_of(s), 1);
-    assert_int_equal(stock_of(s), 8);
+    th_expect_layer(&again, "response-cache");
+    assert_int_equal(th_orders_of(s), 1);
+    assert_int_equal(th_stock_of(s), 8);
 
     /* Read it back as its owner; another user learns nothing. */
     snprintf(url, sizeof url, "%s/api/v1/orders/%s", srv.url, no);
@@ -218,8 +199,8 @@ static void test_storm_one_instance(void **state)
     storm_report(&st);
     assert_int_equal(st.created, 1);
     assert_false(st.bodies_differ);
-    assert_int_equal(orders_of(s), 1);
-    assert_int_equal(stock_of(s), 98);
+    assert_int_equal(th_orders_of(s), 1);
+    assert_int_equal(th_stock_of(s), 98);
     /* Every answer was the order or a 409 of the contract. */
     assert_int_equal(
         st.created + st.replayed + st.in_progress + st.dup_submission + st.token_invalid, 200);
@@ -244,8 +225,8 @@ static void test_storm_three_instances(void **state)
         assert_int_equal(st.created, 1);
         assert_false(st.bodies_differ);
     }
-    assert_int_equal(orders_of(s), 3);
-    assert_int_equal(stock_of(s), 94);
+    assert_int_equal(th_orders_of(s), 3);
+    assert_int_equal(th_stock_of(s), 94);
     assert_int_equal(th_stop(&more[1]), 0);
     assert_int_equal(th_stop(&more[2]), 0);
 }
@@ -294,8 +275,8 @@ static void test_stock_rush(void **state)
     assert_int_equal(ru.created, 50);
     assert_int_equal(ru.sold_out, 250);
     assert_int_equal(ru.other, 0);
-    assert_int_equal(orders_of(ru.session), 50);
-    assert_int_equal(stock_of(ru.session), 0);
+    assert_int_equal(th_orders_of(ru.session), 50);
+    assert_int_equal(th_stock_of(ru.session), 0);
     free(ru.tokens);
 }
 
@@ -353,8 +334,8 @@ static void test_double_click(void **state)
     print_message("double click: %d orders from 100 clicks, %d stopped by the session lock\n",
                   total_created, total_locked);
     /* The books agree with the answers: every 201 is one order and its seat. */
-    assert_int_equal(orders_of(c.session), total_created);
-    assert_int_equal(stock_of(c.session), 1000 - total_created);
+    assert_int_equal(th_orders_of(c.session), total_created);
+    assert_int_equal(th_stock_of(c.session), 1000 - total_created);
     assert_int_equal(total_created + total_locked, 100);
 }
 
@@ -379,7 +360,7 @@ static void test_key_reuse_and_tokens(void **state)
     /* A spent token with a new key. */
     struct th_resp t = th_order(&srv, 5, "reuse-2", tok, s, 1);
     th_expect_problem(&t, 409, "ORDER_TOKEN_INVALID");
-    expect_layer(&t, "token");
+    th_expect_layer(&t, "token");
     /* Someone else's token. */
     th_order_token(&srv, 6, other);
     struct th_resp t2 = th_order(&srv, 5, "reuse-3", other, s, 1);
@@ -390,8 +371,8 @@ static void test_key_reuse_and_tokens(void **state)
     /* An unknown token. */
     struct th_resp t4 = th_order(&srv, 5, "reuse-4", "not-a-token", s, 1);
     th_expect_problem(&t4, 409, "ORDER_TOKEN_INVALID");
-    assert_int_equal(orders_of(s), 2);
-    assert_int_equal(stock_of(s), 8);
+    assert_int_equal(th_orders_of(s), 2);
+    assert_int_equal(th_stock_of(s), 8);
 
     /* The key scope is the user: another user may use the same key. */
     th_order_token(&srv, 9, tok2);
@@ -511,13 +492,13 @@ static void test_hostile_bodies(void **state)
 
     /* Nothing changed: no order, no session, the stock, the token and the
      * key are all still unspent. */
-    assert_int_equal(orders_of(s), 0);
-    assert_int_equal(stock_of(s), 10);
+    assert_int_equal(th_orders_of(s), 0);
+    assert_int_equal(th_stock_of(s), 10);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM sessions"), sessions);
     struct th_resp ok = th_order(&srv, 31, "hostile-1", tok, s, 1);
     assert_int_equal(ok.status, 201);
     th_resp_free(&ok);
-    assert_int_equal(orders_of(s), 1);
+    assert_int_equal(th_orders_of(s), 1);
 }
 
 /* Redis forgot the key (flushed) and the request reaches another instance
@@ -540,19 +521,19 @@ static void test_key_known_to_the_database_only(void **state)
     th_order_token(&other, 12, tok);
     struct th_resp moved = th_order(&other, 12, "db-only", tok, s2, 2);
     th_expect_problem(&moved, 422, "IDEMPOTENCY_KEY_REUSED");
-    expect_layer(&moved, "unique-index");
+    th_expect_layer(&moved, "unique-index");
 
     /* The same payload: the first order, replayed from the database. */
     th_order_token(&other, 12, tok);
     struct th_resp same = th_order(&other, 12, "db-only", tok, s, 2);
     assert_int_equal(same.status, 201);
-    expect_layer(&same, "unique-index");
+    th_expect_layer(&same, "unique-index");
     json_t *a = th_json(&first), *b = th_json(&same);
     assert_string_equal(json_string_value(json_object_get(a, "order_no")),
                         json_string_value(json_object_get(b, "order_no")));
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE user_id = 12"), 1);
-    assert_int_equal(stock_of(s), 8);
-    assert_int_equal(stock_of(s2), 10);
+    assert_int_equal(th_stock_of(s), 8);
+    assert_int_equal(th_stock_of(s2), 10);
 
     json_decref(a);
     json_decref(b);
@@ -598,10 +579,10 @@ static void test_failures_leave_key_free(void **state)
      * again. Sold out likewise leaves the key free. */
     so = th_order(&srv, 8, "free-1", tok, s, 5);
     th_expect_problem(&so, 409, "SOLD_OUT");
-    assert_int_equal(stock_of(s), 3);
+    assert_int_equal(th_stock_of(s), 3);
     struct th_resp ok = th_order(&srv, 8, "free-1", tok, s, 3);
     assert_int_equal(ok.status, 201);
-    assert_int_equal(stock_of(s), 0);
+    assert_int_equal(th_stock_of(s), 0);
 
     th_resp_free(&v);
     th_resp_free(&v2);
@@ -652,7 +633,7 @@ static void test_header_rules(void **state)
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE request_id = 'q-1'"), 1);
     struct th_resp g2 = th_order(&srv, 11, "q-1", tok, s, 1);
     assert_int_equal(g2.status, 201);
-    expect_layer(&g2, "response-cache");
+    th_expect_layer(&g2, "response-cache");
 
     th_resp_free(&a);
     th_resp_free(&b);
@@ -678,8 +659,8 @@ static void test_redis_down_before_storm(void **state)
     storm_report(&st);
     assert_int_equal(st.created, 1);
     assert_int_equal(st.in_progress + st.dup_submission + st.token_invalid, 0);
-    assert_int_equal(orders_of(s), 1);
-    assert_int_equal(stock_of(s), 98);
+    assert_int_equal(th_orders_of(s), 1);
+    assert_int_equal(th_stock_of(s), 98);
     /* Once Redis is back the service uses it again, without a restart. */
     sleep(1);
     char tok[96];
@@ -735,7 +716,7 @@ static void test_redis_dies_mid_storm(void **state)
         th_resp_free(&r);
         assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE user_id = %d", 300 + k), 1);
     }
-    assert_int_equal(stock_of(s), 1000 - 2 * orders_of(s));
+    assert_int_equal(th_stock_of(s), 1000 - 2 * th_orders_of(s));
     free(m);
 }
 
@@ -754,7 +735,7 @@ static void test_redis_strict_policy(void **state)
     th_expect_problem(&r, 503, "DEPENDENCY_UNAVAILABLE");
     char v[16];
     assert_non_null(th_header(&r, "Retry-After", v, sizeof v));
-    assert_int_equal(orders_of(s), 0);
+    assert_int_equal(th_orders_of(s), 0);
     th_resp_free(&r);
     assert_int_equal(th_stop(&strict), 0);
 }
@@ -773,12 +754,12 @@ static void test_mysql_down_leaves_nothing(void **state)
     /* Nothing half-written, and the key is free for the retry, which
      * brings the same token (it was spent on behalf of this key) and, as a
      * client does, waits as long as Retry-After says. */
-    assert_int_equal(orders_of(s), 0);
-    assert_int_equal(stock_of(s), 10);
+    assert_int_equal(th_orders_of(s), 0);
+    assert_int_equal(th_stock_of(s), 10);
     sleep((unsigned)atoi(v));
     struct th_resp ok = th_order(&srv, 41, "db-down", tok, s, 1);
     assert_int_equal(ok.status, 201);
-    assert_int_equal(stock_of(s), 9);
+    assert_int_equal(th_stock_of(s), 9);
     th_resp_free(&r);
     th_resp_free(&ok);
 }

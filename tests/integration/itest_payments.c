@@ -22,29 +22,15 @@ static struct th_server srv;
 static int setup(void **state)
 {
     (void)state;
-    th_reset();
-    th_start(&srv, th_port(0), NULL);
+    th_fresh_start(&srv, th_port(0), NULL);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    assert_int_equal(th_stop(&srv), 0);
+    th_stop_clean(&srv);
     return 0;
-}
-
-static void msleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- helpers ---- */
@@ -209,11 +195,6 @@ static struct th_resp order_action(const struct th_server *s, const char *no, co
     return th_request("POST", url, h, NULL);
 }
 
-static int64_t stock_of(int64_t session)
-{
-    return th_db_int("SELECT stock FROM sessions WHERE id = %lld", (long long)session);
-}
-
 static int64_t version_of(const char *no)
 {
     return th_db_int("SELECT version FROM orders WHERE order_no = '%s'", no);
@@ -286,7 +267,7 @@ static void expect_audit_ok(const struct th_server *s)
         th_resp_free(&r);
         if (ok)
             return;
-        msleep(100);
+        th_msleep(100);
     }
     fail_msg("the audit did not pass: %s", last);
 }
@@ -367,11 +348,11 @@ static void test_callback_storm(void **state)
     st.order_no = no;
     st.txn = "gw-storm-1";
     st.amount = 2000;
-    int64_t t0 = now_ms();
+    int64_t t0 = th_now_ms();
     th_parallel(20, storm_one, &st);
     print_message("storm: 20 callbacks of one txn_id over 2 instances in %lld ms: %d applied, "
                   "%d replayed, %d other\n",
-                  (long long)(now_ms() - t0), st.fresh, st.replayed, st.other);
+                  (long long)(th_now_ms() - t0), st.fresh, st.replayed, st.other);
     if (st.other != 0)
         fail_msg("unexpected answer: %s", st.unexpected);
     assert_int_equal(st.fresh, 1);
@@ -422,7 +403,7 @@ static void test_callback_storm(void **state)
     assert_string_equal(v, "true");
     th_resp_free(&r);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), 1);
-    assert_int_equal(stock_of(s), 8);
+    assert_int_equal(th_stock_of(s), 8);
     expect_audit_ok(&srv);
     assert_int_equal(th_stop(&two[1]), 0);
 }
@@ -477,17 +458,17 @@ static void test_late_payment(void **state)
     (void)state;
     int64_t s = th_session(&srv, 5, 1000);
     place(&srv, 8, s, 3, no);
-    assert_int_equal(stock_of(s), 2);
+    assert_int_equal(th_stock_of(s), 2);
     struct th_resp c = order_action(&srv, no, "cancel", 8, false);
     assert_int_equal(c.status, 200);
     th_resp_free(&c);
-    assert_int_equal(stock_of(s), 5);
+    assert_int_equal(th_stock_of(s), 5);
 
     struct outcome l = pay_outcome(&srv, "gw-late", no, 3000, "SUCCESS");
     expect_outcome(&l, "LATE_PAYMENT", "CANCELLED", false);
     assert_string_equal(status_of(no, st), "CANCELLED");
     assert_int_equal(version_of(no), 2);
-    assert_int_equal(stock_of(s), 5);
+    assert_int_equal(th_stock_of(s), 5);
     assert_int_equal(outbox_rows("payment.refund_required", "gw-late"), 1);
     assert_int_equal(outbox_rows("order.paid", no), 0);
     json_t *e = outbox_payload("payment.refund_required", "gw-late");
@@ -785,7 +766,7 @@ static void test_cancel_rules(void **state)
     th_start(&two[1], th_port(1), NULL);
     int64_t s = th_session(&srv, 10, 1000);
     place(&srv, 12, s, 4, no);
-    assert_int_equal(stock_of(s), 6);
+    assert_int_equal(th_stock_of(s), 6);
 
     /* Someone else's order does not exist for them. */
     struct th_resp r = order_action(&srv, no, "cancel", 13, false);
@@ -807,7 +788,7 @@ static void test_cancel_rules(void **state)
     assert_false(c.differ);
     assert_non_null(strstr(c.first, "\"status\":\"CANCELLED\""));
     assert_non_null(strstr(c.first, "\"version\":2"));
-    assert_int_equal(stock_of(s), 10);
+    assert_int_equal(th_stock_of(s), 10);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_history h JOIN orders o ON "
                                "o.id = h.order_id WHERE o.order_no = '%s' AND h.cause = 'cancel'",
                                no),
@@ -821,7 +802,7 @@ static void test_cancel_rules(void **state)
     assert_int_equal(json_integer_value(json_object_get(j, "version")), 2);
     json_decref(j);
     th_resp_free(&r);
-    assert_int_equal(stock_of(s), 10);
+    assert_int_equal(th_stock_of(s), 10);
     assert_int_equal(version_of(no), 2);
 
     /* A body is optional; if sent it must be empty JSON. */
@@ -845,7 +826,7 @@ static void test_cancel_rules(void **state)
     r = order_action(&srv, paid, "cancel", 12, false);
     th_expect_problem(&r, 409, "INVALID_TRANSITION");
     th_resp_free(&r);
-    assert_int_equal(stock_of(s), 9);
+    assert_int_equal(th_stock_of(s), 9);
     expect_audit_ok(&srv);
     assert_int_equal(th_stop(&two[1]), 0);
 }
@@ -888,9 +869,9 @@ static void race_one(int i, void *ctx)
         /* Aim around the moment the order turns 1 s old, when the sweep
          * (every 50 ms) takes it: some payments come first, some after. */
         int64_t at = ra->placed_ms[k] + 850 + (int64_t)(k % 10) * 45;
-        int64_t wait = at - now_ms();
+        int64_t wait = at - th_now_ms();
         if (wait > 0)
-            msleep((int)wait);
+            th_msleep((int)wait);
     }
     ra->paid[k] = pay_outcome(ra->pay_srv, txn, ra->no[k], ra->price, "SUCCESS");
 }
@@ -936,7 +917,7 @@ static void race_judge(struct race *ra, int64_t session, int64_t capacity, const
     print_message("%s: %d orders, payment won %d, %s won %d\n", what, RACE_ORDERS, paid,
                   ra->with_cancel ? "cancel" : "sweep", lost);
     assert_int_equal(paid + lost, RACE_ORDERS);
-    assert_int_equal(stock_of(session), capacity - paid);
+    assert_int_equal(th_stock_of(session), capacity - paid);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), RACE_ORDERS);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments WHERE applied_order_id IS NOT NULL"),
                      paid);
@@ -976,7 +957,7 @@ static void test_sweep_races_payment(void **state)
     for (int k = 0; k < RACE_ORDERS; k++) {
         ra->user[k] = 600 + k;
         place(&srv, ra->user[k], s, 1, ra->no[k]);
-        ra->placed_ms[k] = now_ms();
+        ra->placed_ms[k] = th_now_ms();
     }
     th_parallel(RACE_ORDERS, race_one, ra);
     race_judge(ra, s, 100, "sweep vs payment");
@@ -984,11 +965,11 @@ static void test_sweep_races_payment(void **state)
     /* Left alone, an unpaid order is expired by the sweep, seats back once. */
     char no[32], st[24];
     place(&srv, 700, s, 3, no);
-    int64_t before = stock_of(s);
+    int64_t before = th_stock_of(s);
     for (int i = 0; i < 60 && strcmp(status_of(no, st), "CANCELLED") != 0; i++)
-        msleep(50);
+        th_msleep(50);
     assert_string_equal(st, "CANCELLED");
-    assert_int_equal(stock_of(s), before + 3);
+    assert_int_equal(th_stock_of(s), before + 3);
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_history h JOIN orders o ON "
                                "o.id = h.order_id WHERE o.order_no = '%s' AND h.cause = 'expire'",
                                no),
@@ -997,7 +978,7 @@ static void test_sweep_races_payment(void **state)
     struct th_resp r = order_action(&srv, no, "cancel", 700, false);
     assert_int_equal(r.status, 200);
     th_resp_free(&r);
-    assert_int_equal(stock_of(s), before + 3);
+    assert_int_equal(th_stock_of(s), before + 3);
     assert_int_equal(th_stop(&sweeper), 0);
     expect_audit_ok(&srv);
     free(ra);
@@ -1036,7 +1017,7 @@ static void test_complete_rules(void **state)
     struct outcome o = pay_outcome(&srv, "gw-door", no, 1000, "SUCCESS");
     expect_outcome(&o, "APPLIED", "PAID", false);
     for (int i = 0; i < 200 && strcmp(status_of(no, st), "TICKETED") != 0; i++)
-        msleep(50);
+        th_msleep(50);
     if (strcmp(st, "TICKETED") != 0)
         fail_msg("the ticketing consumer did not ticket order %s in 10 s (it is %s)", no, st);
     r = order_action(&srv, no, "complete", 1, true);
@@ -1213,7 +1194,7 @@ static void test_ids_match_exactly(void **state)
     }
     assert_string_equal(status_of(no, st), "PENDING_PAYMENT");
     assert_int_equal(version_of(no), 1);
-    assert_int_equal(stock_of(s), 8);
+    assert_int_equal(th_stock_of(s), 8);
 
     /* The callback's order_no likewise: 404, nothing recorded. */
     char padded[40];

@@ -24,12 +24,6 @@
 
 #define DOC_CONF "docs/nginx.conf"
 
-static void msleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static char *read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -167,7 +161,7 @@ static void nginx_start(struct nginx *ng, int port, int up_a, int up_b)
         th_resp_free(&r);
         if (st == 200)
             return;
-        msleep(100);
+        th_msleep(100);
     }
     fail_msg("nginx did not answer on %s within 10 s", ng->url);
 }
@@ -183,7 +177,7 @@ static void nginx_stop(struct nginx *ng)
             ng->pid = 0;
             return;
         }
-        msleep(100);
+        th_msleep(100);
     }
     kill(ng->pid, SIGKILL);
     waitpid(ng->pid, NULL, 0);
@@ -326,7 +320,7 @@ static void test_basic_flow_through_nginx(void **state)
             fail_msg("X-Request-Id %s is not nginx's $request_id", made[i]);
     }
     assert_string_not_equal(made[0], made[1]);
-    msleep(300); /* access logs are written after the answer */
+    th_msleep(300); /* access logs are written after the answer */
     snprintf(path, sizeof path, "%s/access.log", ng.dir);
     char *nlog = read_file(path);
     assert_non_null(nlog);

@@ -64,12 +64,6 @@ static void serve_two(const char *const *env)
     }
 }
 
-static void msleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Runs ticketd-load NAME ARGS... (NULL-terminated) against both instances
  * and returns its exit status; its figures are loaded from --json into
  * *out (new reference). Its output goes to a file in TICKETD_TEST_LOGS. */
@@ -147,7 +141,7 @@ static int lab_run(json_t **out, const char *name, ...)
             waitpid(pid, &status, 0);
             fail_msg("ticketd-load %s did not finish in %d s; see %s", name, LOAD_WAIT_S, log_path);
         }
-        msleep(50);
+        th_msleep(50);
     }
     if (!WIFEXITED(status))
         fail_msg("ticketd-load %s was killed by signal %d; see %s", name, WTERMSIG(status),
