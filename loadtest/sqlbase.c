@@ -13,6 +13,7 @@
  * consistent orders, so ticketd's audit still holds afterwards.
  */
 #include "hist.h"
+#include "optable.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -139,75 +140,54 @@ static void usage(FILE *out)
             "  --quiet             print only the result line\n");
 }
 
-static int parse_ll(const char *s, long long min, long long max, long long *out)
+static int opt_port(const char *arg, void *dst)
 {
-    char *end = NULL;
     long long v;
 
-    errno = 0;
-    v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
+    if (optable_ll(arg, 1, 65535, &v) != 0)
+        return OPTABLE_BAD_VALUE;
+    *(unsigned *)dst = (unsigned)v;
+    return OPTABLE_OK;
 }
 
 static int opts_parse(int argc, char **argv, struct sqlbase_opts *o)
 {
-    enum {
-        OPT_HOST = 256,
-        OPT_PORT,
-        OPT_SOCKET,
-        OPT_USER,
-        OPT_PASSWORD,
-        OPT_DB,
-        OPT_CONNECTIONS,
-        OPT_TRANSACTIONS,
-        OPT_DURATION,
-        OPT_SESSIONS,
-        OPT_HOT,
-        OPT_STOCK,
-        OPT_QUANTITY,
-        OPT_PRICE,
-        OPT_STOCK_FIRST,
-        OPT_JSON,
-        OPT_QUIET,
-        OPT_HELP,
+#define N(name, kind, field, min, max)                                                             \
+    {                                                                                              \
+        name, 0, kind, &o->field, min, max, NULL, NULL                                             \
+    }
+    const struct optable_opt opts[] = {
+        N("host", OPTABLE_STR, host, 0, 0),
+        {"port", 0, OPTABLE_CALL, &o->port, 0, 0, opt_port, NULL},
+        N("socket", OPTABLE_STR, socket, 0, 0),
+        N("user", OPTABLE_STR, user, 0, 0),
+        N("password", OPTABLE_STR, password, 0, 0),
+        N("db", OPTABLE_STR, db, 0, 0),
+        N("connections", OPTABLE_INT, connections, 1, SQLBASE_MAX_THREADS),
+        N("transactions", OPTABLE_LL, transactions, 1, 1000000000LL),
+        N("duration", OPTABLE_SECONDS, duration_s, 1, 3600),
+        N("sessions", OPTABLE_INT, sessions, 1, 100000),
+        N("hot", OPTABLE_SET, sessions, 1, 1),
+        N("stock", OPTABLE_LL, stock, 1, SQLBASE_STOCK_MAX),
+        N("quantity", OPTABLE_INT, quantity, 1, 1000),
+        N("price", OPTABLE_LL, price_cents, 0, 100000000LL),
+        N("stock-first", OPTABLE_FLAG, stock_first, 0, 0),
+        N("json", OPTABLE_STR, json_path, 0, 0),
+        N("quiet", OPTABLE_FLAG, quiet, 0, 0),
+        {"help", 'h', OPTABLE_HELP, NULL, 0, 0, NULL, NULL},
     };
-    static const struct option longopts[] = {
-        {"host", required_argument, NULL, OPT_HOST},
-        {"port", required_argument, NULL, OPT_PORT},
-        {"socket", required_argument, NULL, OPT_SOCKET},
-        {"user", required_argument, NULL, OPT_USER},
-        {"password", required_argument, NULL, OPT_PASSWORD},
-        {"db", required_argument, NULL, OPT_DB},
-        {"connections", required_argument, NULL, OPT_CONNECTIONS},
-        {"transactions", required_argument, NULL, OPT_TRANSACTIONS},
-        {"duration", required_argument, NULL, OPT_DURATION},
-        {"sessions", required_argument, NULL, OPT_SESSIONS},
-        {"hot", no_argument, NULL, OPT_HOT},
-        {"stock", required_argument, NULL, OPT_STOCK},
-        {"quantity", required_argument, NULL, OPT_QUANTITY},
-        {"price", required_argument, NULL, OPT_PRICE},
-        {"stock-first", no_argument, NULL, OPT_STOCK_FIRST},
-        {"json", required_argument, NULL, OPT_JSON},
-        {"quiet", no_argument, NULL, OPT_QUIET},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    long long v = 0;
-    int c;
+#undef N
+    const struct optable t = {"sqlbase", usage, opts, (int)(sizeof(opts) / sizeof(opts[0]))};
 
     o->host = env_or("TICKETD_MYSQL_HOST", "127.0.0.1");
     o->user = env_or("TICKETD_MYSQL_USER", "ticketd");
     o->password = env_or("TICKETD_MYSQL_PASSWORD", "ticketd");
     o->db = env_or("TICKETD_MYSQL_DB", "ticketd");
     o->socket = env_or("TICKETD_MYSQL_SOCKET", NULL);
-    if (parse_ll(env_or("TICKETD_MYSQL_PORT", "3306"), 1, 65535, &v) != 0) {
+    if (opt_port(env_or("TICKETD_MYSQL_PORT", "3306"), &o->port) != OPTABLE_OK) {
         fprintf(stderr, "sqlbase: TICKETD_MYSQL_PORT is not a port\n");
         return -1;
     }
-    o->port = (unsigned)v;
     o->connections = 16;
     o->transactions = 1000000;
     o->duration_s = 10.0;
@@ -215,82 +195,8 @@ static int opts_parse(int argc, char **argv, struct sqlbase_opts *o)
     o->stock = 0;
     o->quantity = 1;
     o->price_cents = 1000;
-
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case OPT_HOST:
-            o->host = optarg;
-            break;
-        case OPT_PORT:
-            if (parse_ll(optarg, 1, 65535, &v) != 0)
-                goto bad;
-            o->port = (unsigned)v;
-            break;
-        case OPT_SOCKET:
-            o->socket = optarg;
-            break;
-        case OPT_USER:
-            o->user = optarg;
-            break;
-        case OPT_PASSWORD:
-            o->password = optarg;
-            break;
-        case OPT_DB:
-            o->db = optarg;
-            break;
-        case OPT_CONNECTIONS:
-            if (parse_ll(optarg, 1, SQLBASE_MAX_THREADS, &v) != 0)
-                goto bad;
-            o->connections = (int)v;
-            break;
-        case OPT_TRANSACTIONS:
-            if (parse_ll(optarg, 1, 1000000000LL, &o->transactions) != 0)
-                goto bad;
-            break;
-        case OPT_DURATION:
-            if (parse_ll(optarg, 1, 3600, &v) != 0)
-                goto bad;
-            o->duration_s = (double)v;
-            break;
-        case OPT_SESSIONS:
-            if (parse_ll(optarg, 1, 100000, &v) != 0)
-                goto bad;
-            o->sessions = (int)v;
-            break;
-        case OPT_HOT:
-            o->sessions = 1;
-            break;
-        case OPT_STOCK:
-            if (parse_ll(optarg, 1, SQLBASE_STOCK_MAX, &o->stock) != 0)
-                goto bad;
-            break;
-        case OPT_QUANTITY:
-            if (parse_ll(optarg, 1, 1000, &v) != 0)
-                goto bad;
-            o->quantity = (int)v;
-            break;
-        case OPT_PRICE:
-            if (parse_ll(optarg, 0, 100000000LL, &o->price_cents) != 0)
-                goto bad;
-            break;
-        case OPT_STOCK_FIRST:
-            o->stock_first = true;
-            break;
-        case OPT_JSON:
-            o->json_path = optarg;
-            break;
-        case OPT_QUIET:
-            o->quiet = true;
-            break;
-        case OPT_HELP:
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
-            return -1;
-        }
-    }
+    if (optable_parse(&t, argc, argv) != 0)
+        return -1;
     if (optind != argc) {
         fprintf(stderr, "sqlbase: unexpected argument '%s'\n", argv[optind]);
         return -1;
@@ -303,9 +209,6 @@ static int opts_parse(int argc, char **argv, struct sqlbase_opts *o)
         o->stock = need > SQLBASE_STOCK_MAX ? SQLBASE_STOCK_MAX : need;
     }
     return 0;
-bad:
-    fprintf(stderr, "sqlbase: bad value '%s'\n", optarg);
-    return -1;
 }
 
 static MYSQL *db_connect(const struct sqlbase_opts *o, char *err, size_t errlen)
@@ -799,9 +702,10 @@ int main(int argc, char **argv)
     tps = elapsed > 0 ? (double)committed / elapsed : 0.0;
 
     if (!opts.quiet) {
-        printf("sqlbase: %d connections, %d session%s, %s first, %.1f s\n", opts.connections,
+        printf("sqlbase: %d connections, %d session%s, %s, %.1f s\n", opts.connections,
                run.session_count, run.session_count == 1 ? " (hot)" : "s",
-               opts.stock_first ? "stock update, step by step" : "order insert, one round trip",
+               opts.stock_first ? "stock update first, step by step"
+                                : "order insert first, one round trip",
                elapsed);
         printf("  transactions  %lld committed, %lld sold out, %lld retried, %lld failed\n",
                committed, sold_out, retried, failed);
