@@ -17,8 +17,11 @@
 #define LIST_MAX     100
 #define TOKEN_MAX    128
 
-static char *render_order(const struct order *o, size_t *len)
+/* The answer to an order placed (or found under its key): 201 and the
+ * order. */
+static char *render_order(const struct order *o, int *status, size_t *len)
 {
+    *status = 201;
     json_t *j = api_order_json(o);
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
@@ -28,14 +31,20 @@ static char *render_order(const struct order *o, size_t *len)
     return s;
 }
 
-/* The order number of a rendered order, for Location. api_order_json
- * writes order_no first, so a body of ours starts with it; anything else
- * (a record from another version) is parsed. */
-static void location_of(const char *body, size_t len, char *out, size_t cap)
+/* Location of an answer. A replay of a record's bytes has only its body:
+ * api_order_json writes order_no first, so a body of ours starts with it;
+ * anything else (a record from another version) is parsed. */
+static void location_of(const struct order_result *res, char *out, size_t cap)
 {
     static const char prefix[] = "{\"order_no\":\"";
     size_t p = sizeof prefix - 1;
+    const char *body = res->body;
+    size_t len = res->body_len;
     out[0] = '\0';
+    if (res->order_no[0] != '\0') {
+        snprintf(out, cap, "/api/v1/orders/%s", res->order_no);
+        return;
+    }
     if (len > p + ORDER_NO_LEN && memcmp(body, prefix, p) == 0 && body[p + ORDER_NO_LEN] == '"') {
         snprintf(out, cap, "/api/v1/orders/%.*s", ORDER_NO_LEN, body + p);
         return;
@@ -137,12 +146,13 @@ void api_orders_create(struct req *r, struct resp *w)
 
 static void answer_order(struct resp *w, const struct order_request *rq, struct order_result *res)
 {
-    w->layer = res->layer;
+    const char *layer = order_layer_name(res->layer);
+    w->layer = layer;
     switch (res->outcome) {
     case ORDER_CREATED:
     case ORDER_REPLAYED: {
         char location[64];
-        location_of(res->body, res->body_len, location, sizeof location);
+        location_of(res, location, sizeof location);
         if (location[0] != '\0')
             resp_header(w, "Location", location);
         /* The body moves into the response: no copy. */
@@ -188,8 +198,8 @@ static void answer_order(struct resp *w, const struct order_request *rq, struct 
         api_fail(w, TD_EINTERNAL, "placing the order");
         break;
     }
-    if (res->layer != NULL)
-        resp_header(w, "Idempotency-Layer", res->layer);
+    if (layer != NULL)
+        resp_header(w, "Idempotency-Layer", layer);
     order_result_cleanup(res);
 }
 

@@ -43,23 +43,31 @@ struct token_spend {
 /* *token_rc when no token was looked at. */
 #define TOKEN_UNCHECKED 1
 
+/* What the key's script found (cache_order_begin). */
+enum key_begin {
+    KEY_BEGUN,          /* our marker (if any) and the lock (if asked) are ours */
+    KEY_HAS_RECORD,     /* the key has a record already: *existing; nothing taken */
+    KEY_SESSION_LOCKED, /* another key of this user holds the session; nothing kept */
+    KEY_FAILED,         /* Redis failed: the script may or may not have run */
+};
+
 /* Every Redis defence before the database, in one round trip (one Lua
  * script, so nothing can happen between them):
- *   - the Idempotency-Key record idem:{user}:<key>: if one exists, returns
- *     TD_EDUP with it in *existing (new string, caller frees) and takes
- *     nothing; otherwise sets it to marker with a TTL (SET NX PX), or only
- *     looks when marker is NULL;
+ *   - the Idempotency-Key record idem:{user}:<key>: if one exists, answers
+ *     KEY_HAS_RECORD with it in *existing (new string, caller frees) and
+ *     takes nothing; otherwise sets it to marker with a TTL (SET NX PX), or
+ *     only looks when marker is NULL;
  *   - then, when owner is not NULL, the user+session lock
  *     lock:order:{user}:<session> = owner (SET NX PX): held by someone
- *     else, the marker just set is deleted again and TD_ECONFLICT returned;
+ *     else, the marker just set is deleted again (KEY_SESSION_LOCKED);
  *   - then, when tok is not NULL, the token is spent for key (see
  *     cache_token_take) and its verdict put in *token_rc (TD_OK,
  *     TD_ECONFLICT or TD_ENOTFOUND; TOKEN_UNCHECKED when it was not
- *     reached). Marker and lock stay taken whatever the verdict.
- * TD_OK: the marker (if any) and the lock (if asked) are ours. */
-int cache_order_begin(int64_t user_id, const char *key, const char *marker, int marker_ttl_ms,
-                      int64_t session_id, const char *owner, int lock_ttl_ms,
-                      const struct token_spend *tok, int *token_rc, char **existing);
+ *     reached). Marker and lock stay taken whatever the verdict. */
+enum key_begin cache_order_begin(int64_t user_id, const char *key, const char *marker,
+                                 int marker_ttl_ms, int64_t session_id, const char *owner,
+                                 int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                                 char **existing);
 
 /* Which defences are on (defenses.h), for the two that live in this
  * adapter: with DEFENSE_TOKEN_ATOMIC off a token is checked and spent in
@@ -73,8 +81,10 @@ void cache_set_defenses(unsigned on);
 int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, int ttl_ms);
 
 /* Success: replaces our marker with the completed record (TTL ttl_s) and
- * releases our lock, both only if still ours (one Lua script). session_id
- * 0 or owner NULL: no lock to release. */
+ * releases our lock, both only if still ours (one Lua script). marker NULL
+ * (no marker was set: the in-flight key is switched off): the record is
+ * stored if the key has none. session_id 0 or owner NULL: no lock to
+ * release. */
 int cache_order_complete(int64_t user_id, const char *key, const char *marker, const char *record,
                          int ttl_s, int64_t session_id, const char *owner);
 

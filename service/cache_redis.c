@@ -68,7 +68,8 @@ static const char begin_lua[] =
  * A marker that expired and was taken by another request is not ours to
  * overwrite. KEYS: idem, lock. ARGV: marker, record, ttl_s, owner. */
 static const char complete_lua[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "local cur = redis.call('GET', KEYS[1])\n"
+    "if (ARGV[1] ~= '' and cur == ARGV[1]) or (ARGV[1] == '' and not cur) then\n"
     "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
     "end\n"
     "if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) == ARGV[4] then\n"
@@ -104,11 +105,13 @@ static const char take_over_lua[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] th
  * with the lock released the way the articles warn against, `finally {
  * delete(lockKey) }`: a plain DEL, whoever holds the lock now. A request
  * slower than the lock's TTL frees the lock another request took since. */
-static const char complete_naive_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-                                         "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
-                                         "end\n"
-                                         "if ARGV[4] ~= '' then redis.call('DEL', KEYS[2]) end\n"
-                                         "return 1\n";
+static const char complete_naive_lua[] =
+    "local cur = redis.call('GET', KEYS[1])\n"
+    "if (ARGV[1] ~= '' and cur == ARGV[1]) or (ARGV[1] == '' and not cur) then\n"
+    "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
+    "end\n"
+    "if ARGV[4] ~= '' then redis.call('DEL', KEYS[2]) end\n"
+    "return 1\n";
 
 static const char release_naive_lua[] =
     "if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then\n"
@@ -269,9 +272,10 @@ int cache_token_take(int64_t user_id, const char *token, const char *idem_key, i
     return rc;
 }
 
-int cache_order_begin(int64_t user_id, const char *key, const char *marker, int marker_ttl_ms,
-                      int64_t session_id, const char *owner, int lock_ttl_ms,
-                      const struct token_spend *tok, int *token_rc, char **existing)
+enum key_begin cache_order_begin(int64_t user_id, const char *key, const char *marker,
+                                 int marker_ttl_ms, int64_t session_id, const char *owner,
+                                 int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                                 char **existing)
 {
     char ik[256], lk[128], tk[256], uid[24], spent[24 + 1 + 128], mttl[24], lttl[24], tttl[24];
     redisReply *r = NULL;
@@ -291,38 +295,39 @@ int cache_order_begin(int64_t user_id, const char *key, const char *marker, int 
     }
     const char *keys[] = {ik, lk, tk};
     const char *args[] = {marker ? marker : "", mttl, owner ? owner : "", lttl, uid, spent, tttl};
-    int rc = redis_eval(&begin, 3, keys, 7, args, &r);
-    if (rc != TD_OK)
+    enum key_begin kb = KEY_FAILED;
+    if (redis_eval(&begin, 3, keys, 7, args, &r) != TD_OK)
         goto out;
-    rc = TD_EINTERNAL;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER)
+        r->element[0]->type != REDIS_REPLY_INTEGER) {
+        log_error("redis: the key's script gave an answer of unknown shape");
         goto out;
+    }
     switch (r->element[0]->integer) {
     case 0:
-        rc = TD_OK;
+        kb = KEY_BEGUN;
         if (tok != NULL && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER)
             *token_rc = token_verdict(r->element[1]->integer);
         break;
     case 1:
         if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING) {
             *existing = xstrndup(r->element[1]->str, r->element[1]->len);
-            rc = TD_EDUP;
+            kb = KEY_HAS_RECORD;
         }
         break;
     case 2:
-        rc = TD_ECONFLICT;
+        kb = KEY_SESSION_LOCKED;
         break;
     }
-    if (rc == TD_OK && tok != NULL && FAULT_POINT("redis.token_stall")) {
+    if (kb == KEY_BEGUN && tok != NULL && FAULT_POINT("redis.token_stall")) {
         /* Redis ran the script (the token is spent) but the reply is lost
          * to a stall: this request must now go on as if Redis were down. */
         redis_lose_reply("begin reply lost (fault point redis.token_stall)");
-        rc = TD_EUNAVAIL;
+        kb = KEY_FAILED;
     }
 out:
     freeReplyObject(r);
-    return rc;
+    return kb;
 }
 
 int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, int ttl_ms)

@@ -54,18 +54,50 @@ void order_result_cleanup(struct order_result *res)
     memset(res, 0, sizeof *res);
 }
 
-static void answer(struct order_result *res, enum order_outcome oc, const char *layer)
+const char *order_layer_name(enum order_layer layer)
+{
+    switch (layer) {
+    case LAYER_NONE:
+        return NULL;
+    case LAYER_RESPONSE_CACHE:
+        return defense_name(DEFENSE_RESPONSE_CACHE);
+    case LAYER_INFLIGHT_KEY:
+        return defense_name(DEFENSE_INFLIGHT_KEY);
+    case LAYER_SESSION_LOCK:
+        return defense_name(DEFENSE_SESSION_LOCK);
+    case LAYER_TOKEN:
+        return defense_name(DEFENSE_TOKEN);
+    case LAYER_UNIQUE_INDEX:
+        return defense_name(DEFENSE_UNIQUE_INDEX);
+    case LAYER_CHECK_THEN_INSERT:
+        return "check-then-insert";
+    }
+    return NULL;
+}
+
+static void answer(struct order_result *res, enum order_outcome oc, enum order_layer layer)
 {
     res->outcome = oc;
     res->layer = layer;
 }
 
-static void replay(struct order_result *res, const char *layer, int status, char *body, size_t len)
+/* A replay of the bytes a record kept (the in-process cache, Redis). */
+static void replay_bytes(struct order_result *res, int status, char *body, size_t len)
 {
-    answer(res, ORDER_REPLAYED, layer);
+    answer(res, ORDER_REPLAYED, LAYER_RESPONSE_CACHE);
     res->status = status;
     res->body = body;
     res->body_len = len;
+}
+
+/* The answer made from the order itself: a new one, or one the database
+ * found under the key. */
+static void answer_with_order(struct order_result *res, enum order_outcome oc,
+                              enum order_layer layer, const struct order *o, order_render_fn render)
+{
+    answer(res, oc, layer);
+    res->body = render(o, &res->status, &res->body_len);
+    snprintf(res->order_no, sizeof res->order_no, "%s", o->order_no);
 }
 
 /* Redis failed at some step. Under policy strict that ends the request;
@@ -75,7 +107,7 @@ static bool redis_failed(struct app *app, struct claims *cl, struct order_result
 {
     cl->redis_ok = false;
     if (app->cfg->redis_policy == REDIS_POLICY_STRICT) {
-        answer(res, ORDER_UNAVAILABLE, NULL);
+        answer(res, ORDER_UNAVAILABLE, LAYER_NONE);
         return false;
     }
     return true;
@@ -95,7 +127,7 @@ static bool take_lock(struct app *app, const struct order_request *rq, struct cl
     }
     if (rc == TD_ECONFLICT) {
         metrics_inc(M_DUP_SESSION_LOCK);
-        answer(res, ORDER_DUPLICATE_SUBMISSION, "session-lock");
+        answer(res, ORDER_DUPLICATE_SUBMISSION, LAYER_SESSION_LOCK);
         return false;
     }
     return redis_failed(app, cl, res);
@@ -134,7 +166,7 @@ static bool take_over_dead(struct app *app, const struct order_request *rq, cons
     free(marker);
     if (rc == TD_ECONFLICT) {
         metrics_inc(M_DUP_SESSION_LOCK);
-        answer(res, ORDER_DUPLICATE_SUBMISSION, "session-lock");
+        answer(res, ORDER_DUPLICATE_SUBMISSION, LAYER_SESSION_LOCK);
     }
     return false;
 }
@@ -150,11 +182,11 @@ static bool replay_local(struct app *app, const struct order_request *rq, const 
     if (strcmp(hit.fingerprint, fp) != 0) {
         free(hit.body);
         metrics_inc(M_DUP_KEY_REUSED);
-        answer(res, ORDER_KEY_REUSED, "response-cache");
+        answer(res, ORDER_KEY_REUSED, LAYER_RESPONSE_CACHE);
         return true;
     }
     metrics_inc(M_DUP_RESPONSE_CACHE);
-    replay(res, "response-cache", hit.status, hit.body, hit.body_len);
+    replay_bytes(res, hit.status, hit.body, hit.body_len);
     return true;
 }
 
@@ -166,85 +198,112 @@ bool orders_replay_local(struct app *app, const struct order_request *rq, struct
     return replay_local(app, rq, fp, res);
 }
 
+/* Layers 1-3 (and the token, layer 4) in Redis, one round trip: the key's
+ * record (a completed response, or the marker of a copy in flight), else
+ * our marker, then the session lock, then the token. The claims this
+ * takes are noted in cl; a record found is handed back in *existing. */
+static enum key_begin begin_in_redis(struct app *app, const struct order_request *rq,
+                                     const char *fp, struct claims *cl, char **existing)
+{
+    unsigned on = app->defenses;
+    bool want_lock = (on & DEFENSE_SESSION_LOCK) != 0;
+    char *marker = (on & DEFENSE_INFLIGHT_KEY) ? idem_marker(fp, cl->owner) : NULL;
+    /* The demo's naive token check keeps its own two round trips. */
+    struct token_spend tok = {rq->token, app->cfg->token_ttl_s};
+    bool with_token = rq->token != NULL && (on & DEFENSE_TOKEN) && (on & DEFENSE_TOKEN_ATOMIC);
+    enum key_begin kb =
+        cache_order_begin(rq->user_id, rq->key, marker, app->cfg->inflight_ttl_ms, rq->session_id,
+                          want_lock ? cl->owner : NULL, app->cfg->lock_ttl_ms,
+                          with_token ? &tok : NULL, &cl->token_rc, existing);
+    if (kb == KEY_BEGUN || kb == KEY_FAILED) {
+        /* After a failure the script may have run: what might be ours is
+         * handed back at the end (compare-and-delete: never another's). */
+        cl->marker = marker;
+        cl->locked = want_lock;
+        return kb;
+    }
+    free(marker); /* a record stood, or the script took our marker back */
+    return kb;
+}
+
+/* What a record found under the key decided. */
+enum record_verdict {
+    RECORD_ANSWERED,   /* res holds the answer: a replay or a refusal */
+    RECORD_TAKEN_OVER, /* a dead process's marker (and lock) are ours now */
+    RECORD_IGNORED,    /* a layer that would answer is switched off (the demo) */
+};
+
+/* A completed record is replayed (layer 1) unless its payload differs; a
+ * marker means a copy is in flight (layer 2), unless its process is dead. */
+static enum record_verdict answer_from_record(struct app *app, const struct order_request *rq,
+                                              const char *fp, const char *existing,
+                                              struct claims *cl, struct order_result *res)
+{
+    unsigned on = app->defenses;
+    struct idem_record rec;
+    if (!idem_parse(existing, strlen(existing), &rec)) {
+        log_warn("malformed idempotency record for user %lld; ignoring it", (long long)rq->user_id);
+        return RECORD_IGNORED;
+    }
+    if (rec.done && (on & DEFENSE_RESPONSE_CACHE)) {
+        if (strcmp(rec.fingerprint, fp) != 0) {
+            metrics_inc(M_DUP_KEY_REUSED);
+            answer(res, ORDER_KEY_REUSED, LAYER_RESPONSE_CACHE);
+            return RECORD_ANSWERED;
+        }
+        metrics_inc(M_DUP_RESPONSE_CACHE);
+        int64_t now = mono_ms();
+        respcache_put(app->respcache, rq->user_id, rq->key, fp, rec.status, rec.body, rec.body_len,
+                      now, now + (int64_t)app->cfg->idem_ttl_s * 1000);
+        replay_bytes(res, rec.status, xstrndup(rec.body, rec.body_len), rec.body_len);
+        return RECORD_ANSWERED;
+    }
+    if (rec.done || !(on & DEFENSE_INFLIGHT_KEY))
+        return RECORD_IGNORED;
+    if (strcmp(rec.fingerprint, fp) != 0) {
+        metrics_inc(M_DUP_KEY_REUSED);
+        answer(res, ORDER_KEY_REUSED, LAYER_INFLIGHT_KEY);
+        return RECORD_ANSWERED;
+    }
+    if (take_over_dead(app, rq, fp, existing, rec.owner, cl, res))
+        return RECORD_TAKEN_OVER;
+    if (res->outcome != ORDER_DUPLICATE_SUBMISSION) {
+        metrics_inc(M_DUP_INFLIGHT_KEY);
+        answer(res, ORDER_IN_PROGRESS, LAYER_INFLIGHT_KEY);
+    }
+    return RECORD_ANSWERED;
+}
+
 /* Layers 1 to 3. Returns true when the request should go on. */
 static bool check_key(struct app *app, const struct order_request *rq, const char *fp,
                       struct claims *cl, struct order_result *res)
 {
-    unsigned on = app->defenses;
     if (replay_local(app, rq, fp, res))
         return false;
-    if (!(on & (DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)))
+    if (!(app->defenses & (DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)))
         return take_lock(app, rq, cl, res);
 
-    /* Layers 1-3 in Redis, one round trip: the key's record (a completed
-     * response, or the marker of a copy in flight), else our marker, then
-     * the session lock. */
     char *existing = NULL;
-    bool want_lock = (on & DEFENSE_SESSION_LOCK) != 0;
-    char *marker = (on & DEFENSE_INFLIGHT_KEY) ? idem_marker(fp, cl->owner) : NULL;
-    /* The token travels in the same script: one round trip to Redis before
-     * the database (the demo's naive token check keeps its own two). */
-    struct token_spend tok = {rq->token, app->cfg->token_ttl_s};
-    bool with_token = rq->token != NULL && (on & DEFENSE_TOKEN) && (on & DEFENSE_TOKEN_ATOMIC);
-    int rc = cache_order_begin(rq->user_id, rq->key, marker, app->cfg->inflight_ttl_ms,
-                               rq->session_id, want_lock ? cl->owner : NULL, app->cfg->lock_ttl_ms,
-                               with_token ? &tok : NULL, &cl->token_rc, &existing);
-    if (rc == TD_OK) {
-        cl->marker = marker;
-        cl->locked = want_lock;
+    enum record_verdict verdict;
+    switch (begin_in_redis(app, rq, fp, cl, &existing)) {
+    case KEY_BEGUN:
         return true;
-    }
-    if (rc == TD_ECONFLICT) {
-        /* Another key of this user holds the session: the script has
-         * already taken our marker back. */
-        free(marker);
+    case KEY_SESSION_LOCKED:
         metrics_inc(M_DUP_SESSION_LOCK);
-        answer(res, ORDER_DUPLICATE_SUBMISSION, "session-lock");
+        answer(res, ORDER_DUPLICATE_SUBMISSION, LAYER_SESSION_LOCK);
         return false;
-    }
-    if (rc != TD_EDUP) {
-        /* The script may have run before the failure: what might be ours is
-         * handed back at the end (compare-and-delete: never another's). */
-        cl->marker = marker;
-        cl->locked = want_lock;
+    case KEY_FAILED:
         return redis_failed(app, cl, res);
+    case KEY_HAS_RECORD:
+        break;
     }
-    free(marker);
-
-    struct idem_record rec;
-    bool go_on = true;
-    if (!idem_parse(existing, strlen(existing), &rec)) {
-        log_warn("malformed idempotency record for user %lld; ignoring it", (long long)rq->user_id);
-    } else if (rec.done && (on & DEFENSE_RESPONSE_CACHE)) {
-        if (strcmp(rec.fingerprint, fp) != 0) {
-            metrics_inc(M_DUP_KEY_REUSED);
-            answer(res, ORDER_KEY_REUSED, "response-cache");
-        } else {
-            metrics_inc(M_DUP_RESPONSE_CACHE);
-            int64_t now = mono_ms();
-            respcache_put(app->respcache, rq->user_id, rq->key, fp, rec.status, rec.body,
-                          rec.body_len, now, now + (int64_t)app->cfg->idem_ttl_s * 1000);
-            replay(res, "response-cache", rec.status, xstrndup(rec.body, rec.body_len),
-                   rec.body_len);
-        }
-        go_on = false;
-    } else if (!rec.done && (on & DEFENSE_INFLIGHT_KEY)) {
-        go_on = false;
-        if (strcmp(rec.fingerprint, fp) != 0) {
-            metrics_inc(M_DUP_KEY_REUSED);
-            answer(res, ORDER_KEY_REUSED, "inflight-key");
-        } else if (take_over_dead(app, rq, fp, existing, rec.owner, cl, res)) {
-            free(existing);
-            return true; /* marker and lock are ours now */
-        } else if (res->outcome != ORDER_DUPLICATE_SUBMISSION) {
-            metrics_inc(M_DUP_INFLIGHT_KEY);
-            answer(res, ORDER_IN_PROGRESS, "inflight-key");
-        }
-    }
+    verdict = answer_from_record(app, rq, fp, existing, cl, res);
     free(existing);
+    if (verdict == RECORD_TAKEN_OVER)
+        return true;
     /* A record that a switched-off layer would have answered (the demo):
      * the request goes on, and takes the lock on its own. */
-    return go_on && take_lock(app, rq, cl, res);
+    return verdict == RECORD_IGNORED && take_lock(app, rq, cl, res);
 }
 
 /* Layer 4. A token is spent by the first key that passes here; that key's
@@ -274,7 +333,7 @@ static bool spend_token(struct app *app, const struct order_request *rq, struct 
     }
     if (rc == TD_ENOTFOUND || rc == TD_ECONFLICT) {
         metrics_inc(M_DUP_TOKEN);
-        answer(res, ORDER_TOKEN_INVALID, "token");
+        answer(res, ORDER_TOKEN_INVALID, LAYER_TOKEN);
         return false;
     }
     return redis_failed(app, cl, res);
@@ -291,13 +350,13 @@ static bool replay_from_database(struct app *app, const struct order_request *rq
                                  order_render_fn render, struct order_result *res)
 {
     struct order o;
-    const char *layer =
-        (app->defenses & DEFENSE_UNIQUE_INDEX) ? "unique-index" : "check-then-insert";
+    enum order_layer layer =
+        (app->defenses & DEFENSE_UNIQUE_INDEX) ? LAYER_UNIQUE_INDEX : LAYER_CHECK_THEN_INSERT;
     int rc = store_order_find_request(rq->user_id, rq->key, &o);
     if (rc == TD_ENOTFOUND)
         return false;
     if (rc != TD_OK) {
-        answer(res, rc == TD_EUNAVAIL ? ORDER_UNAVAILABLE : ORDER_FAILED, NULL);
+        answer(res, rc == TD_EUNAVAIL ? ORDER_UNAVAILABLE : ORDER_FAILED, LAYER_NONE);
         return false;
     }
     if (o.session_id != rq->session_id || o.quantity != rq->quantity) {
@@ -306,9 +365,7 @@ static bool replay_from_database(struct app *app, const struct order_request *rq
         return false;
     }
     metrics_inc(M_DUP_UNIQUE_INDEX);
-    size_t len;
-    char *body = render(&o, &len);
-    replay(res, layer, 201, body, len);
+    answer_with_order(res, ORDER_REPLAYED, layer, &o, render);
     return true;
 }
 
@@ -347,32 +404,30 @@ static void write_order(struct app *app, const struct order_request *rq, order_r
     switch (rc) {
     case TD_OK:
         metrics_inc(M_ORDERS_CREATED);
-        answer(res, ORDER_CREATED, NULL);
-        res->status = 201;
-        res->body = render(&o, &res->body_len);
+        answer_with_order(res, ORDER_CREATED, LAYER_NONE, &o, render);
         return;
     case TD_EDUP:
         break;
     case TD_ECONFLICT:
         metrics_inc(M_STOCK_CONFLICTS);
-        answer(res, ORDER_SOLD_OUT, NULL);
+        answer(res, ORDER_SOLD_OUT, LAYER_NONE);
         return;
     case TD_ENOTFOUND:
-        answer(res, ORDER_SESSION_NOT_FOUND, NULL);
+        answer(res, ORDER_SESSION_NOT_FOUND, LAYER_NONE);
         return;
     case TD_EUNAVAIL:
     case TD_ERETRY:
-        answer(res, ORDER_UNAVAILABLE, NULL);
+        answer(res, ORDER_UNAVAILABLE, LAYER_NONE);
         return;
     default:
-        answer(res, ORDER_FAILED, NULL);
+        answer(res, ORDER_FAILED, LAYER_NONE);
         return;
     }
 
     /* The unique index refused a second order for this key: the first one
      * exists, committed. Answer with it, as the original request did (a
      * row the index saw and the look-up cannot stays a failure). */
-    answer(res, ORDER_FAILED, NULL);
+    answer(res, ORDER_FAILED, LAYER_NONE);
     replay_from_database(app, rq, render, res);
 }
 
@@ -448,8 +503,12 @@ out:
         /* Remember the completed response for the key's retries (a replay
          * from a cache layer is remembered already). Tried even after a
          * Redis failure: the breaker refuses it at no cost while Redis is
-         * down, and it helps as soon as Redis is back. */
-        if (cl.marker != NULL || cl.locked) {
+         * down, and it helps as soon as Redis is back. With the in-flight
+         * key switched off there is no marker to replace: the record is
+         * stored if the key has none. */
+        unsigned on = app->defenses;
+        bool no_marker = (on & DEFENSE_RESPONSE_CACHE) && !(on & DEFENSE_INFLIGHT_KEY);
+        if (cl.marker != NULL || cl.locked || no_marker) {
             char *done = idem_done(fp, res->status, res->body, res->body_len);
             cache_order_complete(rq->user_id, rq->key, cl.marker, done, app->cfg->idem_ttl_s,
                                  rq->session_id, cl.locked ? cl.owner : NULL);

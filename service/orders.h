@@ -50,16 +50,37 @@ enum order_outcome {
     ORDER_FAILED,
 };
 
-/* Renders the response body of a new order (a new string, caller frees).
- * Given by the API layer so the domain stays free of JSON. */
-typedef char *(*order_render_fn)(const struct order *o, size_t *len);
+/* The defence that gave the answer, named in the Idempotency-Layer header
+ * by order_layer_name. */
+enum order_layer {
+    LAYER_NONE,
+    LAYER_RESPONSE_CACHE,
+    LAYER_INFLIGHT_KEY,
+    LAYER_SESSION_LOCK,
+    LAYER_TOKEN,
+    LAYER_UNIQUE_INDEX,
+    LAYER_CHECK_THEN_INSERT, /* the demo's look-up, with the unique index off */
+};
+
+/* The layer's name (defense_name's for a defence); NULL for LAYER_NONE. */
+const char *order_layer_name(enum order_layer layer);
+
+/* Renders the answer to an order: its HTTP status and body (a new string,
+ * caller frees). Given by the API layer, which chooses both, so the domain
+ * stays free of HTTP and JSON; the domain keeps the bytes for replays. */
+typedef char *(*order_render_fn)(const struct order *o, int *status, size_t *len);
 
 struct order_result {
     enum order_outcome outcome;
-    const char *layer; /* the defence that answered, or NULL */
-    int status;        /* for CREATED and REPLAYED: the status to answer */
-    char *body;        /* for CREATED and REPLAYED: new, caller frees */
+    enum order_layer layer;
+    /* For CREATED and REPLAYED: the answer, exactly as first given (the
+     * renderer's, or the bytes a record kept); body is new, caller frees. */
+    int status;
+    char *body;
     size_t body_len;
+    /* The order's number when the answer came from the order itself ("" for
+     * a replay of a record's bytes). */
+    char order_no[ORDER_NO_LEN + 1];
 };
 
 /* Layer 1 alone, in process: true, with *res filled (a replay, or 422 for

@@ -71,13 +71,31 @@ int cache_token_take(int64_t user_id, const char *token, const char *idem_key, i
     return fake_cache.token_rc;
 }
 
+/* The script's outcome for what one of its steps answered, given in the
+ * codes the rows use for every port: TD_EDUP a record, TD_ECONFLICT a
+ * lock held by another, anything else but TD_OK a Redis failure. */
+static enum key_begin key_begin_of(int rc)
+{
+    switch (rc) {
+    case TD_OK:
+        return KEY_BEGUN;
+    case TD_EDUP:
+        return KEY_HAS_RECORD;
+    case TD_ECONFLICT:
+        return KEY_SESSION_LOCKED;
+    default:
+        return KEY_FAILED;
+    }
+}
+
 /* One call does what the script does: the key step answers idem_begin_rc
  * (TD_EDUP hands back `existing`); only when it passes and a lock is asked
  * for, the lock step answers lock_rc. Both steps are recorded as if they
  * were separate calls, under one "order_begin" in the call log. */
-int cache_order_begin(int64_t user_id, const char *key, const char *marker, int marker_ttl_ms,
-                      int64_t session_id, const char *owner, int lock_ttl_ms,
-                      const struct token_spend *tok, int *token_rc, char **existing)
+enum key_begin cache_order_begin(int64_t user_id, const char *key, const char *marker,
+                                 int marker_ttl_ms, int64_t session_id, const char *owner,
+                                 int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                                 char **existing)
 {
     *existing = NULL;
     *token_rc = TOKEN_UNCHECKED;
@@ -91,7 +109,7 @@ int cache_order_begin(int64_t user_id, const char *key, const char *marker, int 
     if (fake_cache.idem_begin_rc == TD_EDUP)
         *existing = xstrdup(fake_cache.existing);
     if (fake_cache.idem_begin_rc != TD_OK)
-        return fake_cache.idem_begin_rc;
+        return key_begin_of(fake_cache.idem_begin_rc);
     if (owner != NULL) {
         fake_cache.lock.calls++;
         fake_cache.lock.user_id = user_id;
@@ -99,10 +117,10 @@ int cache_order_begin(int64_t user_id, const char *key, const char *marker, int 
         copy(fake_cache.lock.owner, sizeof fake_cache.lock.owner, owner);
         fake_cache.lock.ttl_ms = lock_ttl_ms;
         if (fake_cache.lock_rc != TD_OK)
-            return fake_cache.lock_rc;
+            return key_begin_of(fake_cache.lock_rc);
     }
     if (tok == NULL)
-        return TD_OK;
+        return KEY_BEGUN;
     /* The token step of the script: token_rc is its verdict, or, for a
      * Redis failure (TD_EUNAVAIL, TD_EINTERNAL), the whole script's. */
     fake_cache.token_take.calls++;
@@ -112,9 +130,9 @@ int cache_order_begin(int64_t user_id, const char *key, const char *marker, int 
     copy(fake_cache.token_take.key, sizeof fake_cache.token_take.key, key);
     int t = fake_cache.token_rc;
     if (t != TD_OK && t != TD_ENOTFOUND && t != TD_ECONFLICT)
-        return t;
+        return KEY_FAILED;
     *token_rc = t;
-    return TD_OK;
+    return KEY_BEGUN;
 }
 
 int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, int ttl_ms)
