@@ -1,6 +1,7 @@
 /* consume.h - what one order.paid event does for each consumer group, in
  * one place. The live stream consumers (events.c) and the dead-letter
- * re-drive (deadletters.c) both parse and apply events through this, so
+ * re-drive (deadletters.c) both apply events through this (and read them
+ * with event_paid_parse), so
  * a re-driven letter goes through exactly the code a delivery does: the
  * effect and its dedup row consume_records (group, "<group>:<biz_key>") in
  * one transaction, run again on deadlock by txretry.
@@ -10,19 +11,13 @@
 #ifndef TICKETD_CONSUME_H
 #define TICKETD_CONSUME_H
 
+#include "event_payload.h"
 #include "metrics.h"
 #include "model.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* What the consumers read from an order.paid payload. */
-struct paid_event {
-    char order_no[ORDER_NO_LEN + 1];
-    int64_t user_id;
-    int64_t amount_cents;
-};
 
 struct consume_group {
     const char *name; /* EVENTS_GROUP_*: the stream group and the consumer column */
@@ -40,12 +35,6 @@ extern const struct consume_group consume_groups[CONSUME_GROUPS];
 
 /* The group called name, or NULL. */
 const struct consume_group *consume_group_find(const char *name);
-
-/* Reads an order.paid payload of len bytes whose biz_key is the order
- * number. Returns false with *why (static text, the dead letter's reason)
- * when no delivery could ever apply it. */
-bool consume_parse(const char *biz_key, const char *payload, size_t len, struct paid_event *pe,
-                   const char **why);
 
 /* The group's dedup key of a business key, "<group>:<biz_key>" (caller
  * frees); NULL biz_key is taken as "". */

@@ -4,6 +4,7 @@
 #include "config.h"
 #include "consume.h"
 #include "err.h"
+#include "event_payload.h"
 #include "log.h"
 #include "store.h"
 #include "store_events.h"
@@ -126,7 +127,7 @@ static enum result redrive(const struct config *cfg, const struct dead_letter *d
         why = "its outbox event is not one the consumer acts on";
         goto out;
     }
-    if (!consume_parse(ev->biz_key, ev->payload, strlen(ev->payload), &pe, &why))
+    if (!event_paid_parse(ev->biz_key, ev->payload, strlen(ev->payload), &pe, &why))
         goto out;
     key = consume_dedup_key(g, ev->biz_key);
     if (strcmp(key, dl->biz_key) != 0) {

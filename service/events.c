@@ -30,6 +30,7 @@
 #include "consume.h"
 #include "defenses.h"
 #include "err.h"
+#include "event_payload.h"
 #include "faults.h"
 #include "log.h"
 #include "metrics.h"
@@ -499,7 +500,7 @@ static enum outcome consume(struct consumer *cs, const struct entry *en, int64_t
         oc = ack(cs, en->id); /* not an event this group acts on */
         goto out;
     }
-    if (!consume_parse(en->biz_key, en->payload, en->payload_len, &pe, &why)) {
+    if (!event_paid_parse(en->biz_key, en->payload, en->payload_len, &pe, &why)) {
         oc = dead_letter(cs, en, deliveries, why); /* no redelivery can fix it */
         goto out;
     }

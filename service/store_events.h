@@ -14,10 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The one event type with consumers, and its consumer groups. The names
- * are also the `consumer` column of consume_records and dead_letters and
- * the prefix of their business keys ("points:<order_no>"). */
-#define EVENT_ORDER_PAID       "order.paid"
+/* The consumer groups of order.paid (event_payload.h). The names are
+ * also the `consumer` column of consume_records and dead_letters and the
+ * prefix of their business keys ("points:<order_no>"). */
 #define EVENTS_GROUP_POINTS    "points"
 #define EVENTS_GROUP_TICKETING "ticketing"
 

@@ -33,7 +33,7 @@ unit_model_SRCS := service/model.c service/err.c
 unit_statemachine_SRCS := service/statemachine.c service/model.c
 unit_paysig_SRCS := service/paysig.c service/util.c
 unit_txretry_SRCS := service/txretry.c service/metrics.c service/router.c service/util.c
-unit_payments_SRCS := service/payments.c service/txretry.c service/metrics.c service/router.c \
+unit_payments_SRCS := service/payments.c service/event_payload.c service/paysig.c service/statemachine.c service/txretry.c service/metrics.c service/router.c \
 	service/config.c service/model.c service/log.c service/util.c \
 	tests/unit/fake_store_payments.c tests/unit/fake_store.c tests/unit/fake_cache.c \
 	tests/unit/fake_calls.c
