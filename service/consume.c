@@ -9,10 +9,15 @@
 #include <stdio.h>
 #include <string.h>
 
+int64_t consume_points_for(int64_t amount_cents)
+{
+    return amount_cents / 100;
+}
+
 static int apply_points(const struct paid_event *pe, const char *dedup_key, int64_t redrive_id)
 {
-    /* One point per whole 100 cents of the order. */
-    return store_points_credit(dedup_key, pe->user_id, pe->amount_cents / 100, redrive_id);
+    return store_points_credit(dedup_key, pe->user_id, consume_points_for(pe->amount_cents),
+                               redrive_id);
 }
 
 static int apply_ticketing(const struct paid_event *pe, const char *dedup_key, int64_t redrive_id)

@@ -1,10 +1,10 @@
 /* consume.h - what one order.paid event does for each consumer group, in
- * one place. The live stream consumers (events.c) and the dead-letter
- * re-drive (deadletters.c) both apply events through this (and read them
- * with event_paid_parse), so
- * a re-driven letter goes through exactly the code a delivery does: the
- * effect and its dedup row consume_records (group, "<group>:<biz_key>") in
- * one transaction, run again on deadlock by txretry.
+ * one place. The live stream consumers (consumers.c) and the dead-letter
+ * re-drive (deadletters.c) both read events with event_paid_parse and
+ * apply them through this, so a re-driven letter goes through exactly the
+ * code a delivery does: the effect and its dedup row consume_records
+ * (group, "<group>:<biz_key>") in one transaction, run again on deadlock
+ * by txretry.
  *
  * Owns the table of groups; the stream, acks and dead-lettering stay with
  * the callers. Thread-safe: no state of its own. */
@@ -32,6 +32,9 @@ struct consume_group {
  * check names the same. */
 #define CONSUME_GROUPS 2
 extern const struct consume_group consume_groups[CONSUME_GROUPS];
+
+/* The points rule: one point per whole 100 cents an order cost. */
+int64_t consume_points_for(int64_t amount_cents);
 
 /* The group called name, or NULL. */
 const struct consume_group *consume_group_find(const char *name);

@@ -19,6 +19,13 @@
 #define EVENT_ORDER_PAID      "order.paid"
 #define EVENT_REFUND_REQUIRED "payment.refund_required"
 
+/* The consumer groups of order.paid (consume.h has what each does). The
+ * names are also the `consumer` column of consume_records and
+ * dead_letters and the prefix of their business keys
+ * ("points:<order_no>"). */
+#define EVENTS_GROUP_POINTS    "points"
+#define EVENTS_GROUP_TICKETING "ticketing"
+
 /* What the consumers read from an order.paid payload. */
 struct paid_event {
     char order_no[ORDER_NO_LEN + 1];

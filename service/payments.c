@@ -194,7 +194,8 @@ static int record(struct pay_tx *tx, struct attempt *a, bool recorded)
     return rc == TD_OK ? write_event(tx, a) : rc;
 }
 
-static int in_tx(struct pay_tx *tx, struct attempt *a)
+/* Steps 2 to 4, in order, on the locked order. */
+static int callback_in_tx(struct pay_tx *tx, struct attempt *a)
 {
     bool recorded = false;
     int rc = store_payment_lock_order(tx, a->cb->order_no, &a->order);
@@ -214,7 +215,7 @@ static int attempt_once(void *p)
     int rc = store_payment_begin(&tx);
     if (rc != TD_OK)
         return rc;
-    rc = store_payment_end(&tx, in_tx(&tx, a));
+    rc = store_payment_end(&tx, callback_in_tx(&tx, a));
     if (a->raced) {
         /* The same txn_id, sent for another order at the same time,
          * committed first: the unique key decided. Its row, read outside
