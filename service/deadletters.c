@@ -104,7 +104,7 @@ static const char *letter_event(const struct dead_letter *dl, const struct consu
                                 struct outbox_event *ev, struct paid_event *pe, char *err,
                                 size_t errlen)
 {
-    const char *why = NULL;
+    const char *why;
     if (g == NULL)
         return "no consumer of that name";
     int rc = store_outbox_get(dl->outbox_id, ev);
@@ -119,10 +119,9 @@ static const char *letter_event(const struct dead_letter *dl, const struct consu
     if (!event_paid_parse(ev->biz_key, ev->payload, strlen(ev->payload), pe, &why))
         return why;
     char *key = consume_dedup_key(g, ev->biz_key);
-    if (strcmp(key, dl->biz_key) != 0)
-        why = "its business key is not its outbox event's";
+    bool same = strcmp(key, dl->biz_key) == 0;
     free(key);
-    return why;
+    return same ? NULL : "its business key is not its outbox event's";
 }
 
 /* Re-drives one open letter and prints its line. */

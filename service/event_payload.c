@@ -61,6 +61,7 @@ bool event_paid_parse(const char *biz_key, const char *payload, size_t len, stru
     snprintf(pe->order_no, sizeof pe->order_no, "%s", no);
     pe->user_id = json_integer_value(user);
     pe->amount_cents = json_integer_value(amount);
+    *why = NULL;
     ok = true;
 out:
     json_decref(j);

@@ -44,8 +44,8 @@ char *event_refund_write(const struct order *o, const char *txn_id, int64_t amou
                          const char *reason, const char *occurred_at);
 
 /* Reads an order.paid payload of len bytes whose biz_key is the order
- * number. Returns false with *why (static text, the dead letter's reason)
- * when no delivery could ever apply it. */
+ * number. Returns true (*why NULL), or false with *why (static text, the
+ * dead letter's reason) when no delivery could ever apply it. */
 bool event_paid_parse(const char *biz_key, const char *payload, size_t len, struct paid_event *pe,
                       const char **why);
 

@@ -47,6 +47,7 @@ unit_relay_SRCS := service/relay.c service/bgthread.c service/stopper.c service/
 unit_consumers_SRCS := service/consumers.c service/consume.c service/event_payload.c \
 	service/bgthread.c service/stopper.c service/txretry.c service/faults.c service/metrics.c service/router.c \
 	service/config.c service/log.c service/util.c $(UNIT_EVENTS_FAKES)
+unit_event_payload_SRCS := service/event_payload.c
 unit_lifecycle_SRCS := service/lifecycle.c service/statemachine.c service/txretry.c \
 	service/metrics.c service/router.c service/config.c service/model.c service/log.c \
 	service/util.c tests/unit/fake_store_lifecycle.c
