@@ -11,7 +11,7 @@
 
 int64_t consume_points_for(int64_t amount_cents)
 {
-    return amount_cents / 100;
+    return amount_cents / CENTS_PER_POINT;
 }
 
 static int apply_points(const struct paid_event *pe, const char *dedup_key, int64_t redrive_id)
