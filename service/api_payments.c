@@ -6,13 +6,9 @@
 #include "err.h"
 #include "jsonv.h"
 #include "lifecycle.h"
-#include "log.h"
 #include "payments.h"
-#include "paysig.h"
 #include "store_audit.h"
-#include "util.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 #define CENTS_MAX    9007199254740991LL /* 2^53 - 1: exact in every JSON reader */
@@ -24,16 +20,12 @@ static void signature_problem(struct resp *w, enum problem p, const char *detail
     resp_header(w, "WWW-Authenticate", "HMAC-SHA256 realm=\"ticketd-payments\"");
 }
 
-/* Checks the HMAC over the raw body before anything reads it. */
+/* Step 1 of the defence (payments.h), before anything reads the body. */
 static bool verify(struct req *r, struct resp *w)
 {
-    static atomic_bool warned;
-    const struct config *cfg = r->app->cfg;
-    if (cfg->pay_secret[0] == '\0' && !atomic_exchange(&warned, true))
-        log_warn("TICKETD_PAY_SECRET is not set: every payment callback is refused");
-    enum paysig_result sig = paysig_verify(cfg->pay_secret, req_header(r, "X-Pay-Timestamp"),
-                                           req_header(r, "X-Pay-Signature"), r->body, r->body_len,
-                                           wall_s(), cfg->pay_tolerance_s);
+    enum paysig_result sig =
+        payments_verify(r->app, req_header(r, "X-Pay-Timestamp"), req_header(r, "X-Pay-Signature"),
+                        r->body, r->body_len);
     switch (sig) {
     case PAYSIG_OK:
         return true;

@@ -112,7 +112,4 @@ int cache_instance_alive(const char *instance);
 /* A process that stops cleanly says so at once. */
 int cache_instance_gone(const char *instance);
 
-/* Deletes every key of the current database (tests and the demo only). */
-int cache_flush(void);
-
 #endif

@@ -445,12 +445,3 @@ int cache_instance_gone(const char *instance)
     freeReplyObject(r);
     return rc;
 }
-
-int cache_flush(void)
-{
-    redisReply *r = NULL;
-    const char *argv[] = {"FLUSHDB"};
-    int rc = redis_command(1, argv, NULL, &r);
-    freeReplyObject(r);
-    return rc;
-}

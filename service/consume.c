@@ -6,14 +6,18 @@
 #include "txretry.h"
 #include "util.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
+int64_t consume_points_for(int64_t amount_cents)
+{
+    return amount_cents / CENTS_PER_POINT;
+}
+
 static int apply_points(const struct paid_event *pe, const char *dedup_key, int64_t redrive_id)
 {
-    /* One point per whole 100 cents of the order. */
-    return store_points_credit(dedup_key, pe->user_id, pe->amount_cents / 100, redrive_id);
+    return store_points_credit(dedup_key, pe->user_id, consume_points_for(pe->amount_cents),
+                               redrive_id);
 }
 
 static int apply_ticketing(const struct paid_event *pe, const char *dedup_key, int64_t redrive_id)
@@ -34,40 +38,6 @@ const struct consume_group *consume_group_find(const char *name)
             return &consume_groups[i];
     }
     return NULL;
-}
-
-bool consume_parse(const char *biz_key, const char *payload, size_t len, struct paid_event *pe,
-                   const char **why)
-{
-    json_error_t err;
-    bool ok = false;
-    memset(pe, 0, sizeof *pe);
-    *why = "payload is not a JSON object";
-    if (payload == NULL || biz_key == NULL) {
-        *why = "entry without payload or biz_key";
-        return false;
-    }
-    json_t *j = json_loadb(payload, len, JSON_REJECT_DUPLICATES, &err);
-    if (!json_is_object(j))
-        goto out;
-    const char *no = json_string_value(json_object_get(j, "order_no"));
-    json_t *user = json_object_get(j, "user_id"), *amount = json_object_get(j, "amount_cents");
-    if (no == NULL || strlen(no) > ORDER_NO_LEN || strcmp(no, biz_key) != 0) {
-        *why = "order_no missing or not the biz_key";
-        goto out;
-    }
-    if (!json_is_integer(user) || json_integer_value(user) < 1 || !json_is_integer(amount) ||
-        json_integer_value(amount) < 0) {
-        *why = "user_id or amount_cents missing or out of range";
-        goto out;
-    }
-    snprintf(pe->order_no, sizeof pe->order_no, "%s", no);
-    pe->user_id = json_integer_value(user);
-    pe->amount_cents = json_integer_value(amount);
-    ok = true;
-out:
-    json_decref(j);
-    return ok;
 }
 
 char *consume_dedup_key(const struct consume_group *g, const char *biz_key)

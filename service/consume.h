@@ -1,28 +1,23 @@
 /* consume.h - what one order.paid event does for each consumer group, in
- * one place. The live stream consumers (events.c) and the dead-letter
- * re-drive (deadletters.c) both parse and apply events through this, so
- * a re-driven letter goes through exactly the code a delivery does: the
- * effect and its dedup row consume_records (group, "<group>:<biz_key>") in
- * one transaction, run again on deadlock by txretry.
+ * one place. The live stream consumers (consumers.c) and the dead-letter
+ * re-drive (deadletters.c) both read events with event_paid_parse and
+ * apply them through this, so a re-driven letter goes through exactly the
+ * code a delivery does: the effect and its dedup row consume_records
+ * (group, "<group>:<biz_key>") in one transaction, run again on deadlock
+ * by txretry.
  *
  * Owns the table of groups; the stream, acks and dead-lettering stay with
  * the callers. Thread-safe: no state of its own. */
 #ifndef TICKETD_CONSUME_H
 #define TICKETD_CONSUME_H
 
+#include "event_payload.h"
 #include "metrics.h"
 #include "model.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* What the consumers read from an order.paid payload. */
-struct paid_event {
-    char order_no[ORDER_NO_LEN + 1];
-    int64_t user_id;
-    int64_t amount_cents;
-};
 
 struct consume_group {
     const char *name; /* EVENTS_GROUP_*: the stream group and the consumer column */
@@ -38,14 +33,13 @@ struct consume_group {
 #define CONSUME_GROUPS 2
 extern const struct consume_group consume_groups[CONSUME_GROUPS];
 
+/* The points rule: one point per whole CENTS_PER_POINT cents an order
+ * cost (the audit's points check counts by the same constant). */
+#define CENTS_PER_POINT 100
+int64_t consume_points_for(int64_t amount_cents);
+
 /* The group called name, or NULL. */
 const struct consume_group *consume_group_find(const char *name);
-
-/* Reads an order.paid payload of len bytes whose biz_key is the order
- * number. Returns false with *why (static text, the dead letter's reason)
- * when no delivery could ever apply it. */
-bool consume_parse(const char *biz_key, const char *payload, size_t len, struct paid_event *pe,
-                   const char **why);
 
 /* The group's dedup key of a business key, "<group>:<biz_key>" (caller
  * frees); NULL biz_key is taken as "". */

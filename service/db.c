@@ -373,6 +373,29 @@ void db_rollback(struct db_conn *c)
         fail(c, mysql_errno(c->m), mysql_error(c->m), "ROLLBACK");
 }
 
+int db_tx_begin(struct db_conn **out)
+{
+    struct db_conn *c;
+    *out = NULL;
+    int rc = db_conn(&c);
+    if (rc == TD_OK)
+        rc = db_begin(c);
+    if (rc == TD_OK)
+        *out = c;
+    return rc;
+}
+
+int db_tx_end(struct db_conn *c, int rc)
+{
+    if (rc == TD_OK)
+        rc = db_commit(c);
+    /* After a failed COMMIT too: the server may still hold the
+     * transaction open when only the answer was lost. */
+    if (rc != TD_OK)
+        db_rollback(c);
+    return rc;
+}
+
 static int ping_once(struct db_conn *c)
 {
     if (c->m == NULL)

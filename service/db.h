@@ -71,6 +71,22 @@ int db_commit(struct db_conn *c);
 void db_rollback(struct db_conn *c);
 int db_ping(struct db_conn *c);
 
+/* Every adapter transaction has this shape:
+ *
+ *     int rc = db_tx_begin(&c);
+ *     if (rc != TD_OK)
+ *         return rc;
+ *     rc = ...statements on c...;
+ *     return db_tx_end(c, rc);
+ *
+ * db_tx_begin gets the calling thread's connection (db_conn) and starts a
+ * transaction on it; *out is NULL unless it returns TD_OK. db_tx_end
+ * commits when rc is TD_OK and rolls back otherwise (a failed COMMIT
+ * included), and returns rc, or the COMMIT's error: whether a transaction
+ * is kept is decided here only. */
+int db_tx_begin(struct db_conn **out);
+int db_tx_end(struct db_conn *c, int rc);
+
 /* Runs a statement that returns no rows. *affected and *insert_id may be
  * NULL. Duplicate-key errors also copy the key name into dup_key (if not
  * NULL, 64 bytes). */

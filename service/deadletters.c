@@ -4,6 +4,7 @@
 #include "config.h"
 #include "consume.h"
 #include "err.h"
+#include "event_payload.h"
 #include "log.h"
 #include "store.h"
 #include "store_events.h"
@@ -96,53 +97,56 @@ static int cmd_list(const struct opts *o)
 
 enum result { APPLIED, ALREADY, FAILING };
 
+/* The event a letter was about, read again from the outbox (the database
+ * has the last word; the dead-letter stream is only a copy). NULL when it
+ * can be re-driven, else why not (static text, or err). */
+static const char *letter_event(const struct dead_letter *dl, const struct consume_group *g,
+                                struct outbox_event *ev, struct paid_event *pe, char *err,
+                                size_t errlen)
+{
+    const char *why;
+    if (g == NULL)
+        return "no consumer of that name";
+    int rc = store_outbox_get(dl->outbox_id, ev);
+    if (rc == TD_ENOTFOUND)
+        return "its outbox event is gone";
+    if (rc != TD_OK) {
+        snprintf(err, errlen, "cannot read its outbox event: %s", td_strerror(rc));
+        return err;
+    }
+    if (strcmp(ev->event_type, EVENT_ORDER_PAID) != 0)
+        return "its outbox event is not one the consumer acts on";
+    if (!event_paid_parse(ev->biz_key, ev->payload, strlen(ev->payload), pe, &why))
+        return why;
+    char *key = consume_dedup_key(g, ev->biz_key);
+    bool same = strcmp(key, dl->biz_key) == 0;
+    free(key);
+    return same ? NULL : "its business key is not its outbox event's";
+}
+
 /* Re-drives one open letter and prints its line. */
 static enum result redrive(const struct config *cfg, const struct dead_letter *dl,
                            struct outbox_event *ev)
 {
     const struct consume_group *g = consume_group_find(dl->consumer);
     struct paid_event pe;
-    const char *why = NULL;
-    char *key = NULL;
     char err[96];
     enum result res = FAILING;
 
     printf("dead letter %lld (%s): ", (long long)dl->id, dl->biz_key);
-    if (g == NULL) {
-        why = "no consumer of that name";
-        goto out;
+    const char *why = letter_event(dl, g, ev, &pe, err, sizeof err);
+    if (why == NULL) {
+        /* The letter's own business key: its exactly-once rests on it. */
+        int rc = consume_apply(g, &pe, dl->biz_key, dl->id, cfg->tx_retries);
+        if (rc == TD_OK) {
+            res = APPLIED;
+        } else if (rc == TD_EDUP) {
+            res = ALREADY;
+        } else if ((why = consume_unfit_reason(rc)) == NULL) {
+            snprintf(err, sizeof err, "%s", td_strerror(rc));
+            why = err;
+        }
     }
-    int rc = store_outbox_get(dl->outbox_id, ev);
-    if (rc == TD_ENOTFOUND) {
-        why = "its outbox event is gone";
-        goto out;
-    }
-    if (rc != TD_OK) {
-        snprintf(err, sizeof err, "cannot read its outbox event: %s", td_strerror(rc));
-        why = err;
-        goto out;
-    }
-    if (strcmp(ev->event_type, EVENT_ORDER_PAID) != 0) {
-        why = "its outbox event is not one the consumer acts on";
-        goto out;
-    }
-    if (!consume_parse(ev->biz_key, ev->payload, strlen(ev->payload), &pe, &why))
-        goto out;
-    key = consume_dedup_key(g, ev->biz_key);
-    if (strcmp(key, dl->biz_key) != 0) {
-        why = "its business key is not its outbox event's";
-        goto out;
-    }
-    rc = consume_apply(g, &pe, key, dl->id, cfg->tx_retries);
-    if (rc == TD_OK) {
-        res = APPLIED;
-    } else if (rc == TD_EDUP) {
-        res = ALREADY;
-    } else if ((why = consume_unfit_reason(rc)) == NULL) {
-        snprintf(err, sizeof err, "%s", td_strerror(rc));
-        why = err;
-    }
-out:
     if (res == APPLIED)
         printf("applied\n");
     else if (res == ALREADY)
@@ -150,7 +154,6 @@ out:
     else
         printf("still failing: %s\n", why);
     fflush(stdout);
-    free(key);
     return res;
 }
 
@@ -166,50 +169,67 @@ static int collect(const struct dead_letter *dl, void *ctx)
     return 0;
 }
 
+struct tally {
+    int applied, already, failing;
+};
+
+/* --id N: the letter as the first page (none when it was re-driven
+ * before, which counts as already applied). Returns the exit status on
+ * an error, else 0. */
+static int page_of_id(const struct opts *o, struct page *p, struct tally *t)
+{
+    struct dead_letter *dl = &p->dl[0];
+    int rc = store_dead_letter_get(o->id, dl);
+    if (rc != TD_OK) {
+        fprintf(stderr, "ticketd: dead letter %lld: %s\n", (long long)o->id,
+                rc == TD_ENOTFOUND ? "no such dead letter" : td_strerror(rc));
+        return 1;
+    }
+    if (o->consumer != NULL && strcmp(o->consumer, dl->consumer) != 0) {
+        fprintf(stderr, "ticketd: dead letter %lld belongs to %s, not %s\n", (long long)o->id,
+                dl->consumer, o->consumer);
+        return 2;
+    }
+    if (dl->replayed_at[0] != '\0') {
+        printf("dead letter %lld (%s): already applied (re-driven %s: %s)\n", (long long)o->id,
+               dl->biz_key, dl->replayed_at, dl->replay_result);
+        t->already++;
+    } else {
+        p->n = 1;
+    }
+    return 0;
+}
+
+/* Re-drives a page of letters; returns the last id. */
+static int64_t redrive_page(const struct config *cfg, const struct page *p, struct outbox_event *ev,
+                            struct tally *t, int64_t after)
+{
+    for (int i = 0; i < p->n; i++) {
+        switch (redrive(cfg, &p->dl[i], ev)) {
+        case APPLIED:
+            t->applied++;
+            break;
+        case ALREADY:
+            t->already++;
+            break;
+        case FAILING:
+            t->failing++;
+            break;
+        }
+        after = p->dl[i].id;
+    }
+    return after;
+}
+
 static int cmd_replay(const struct config *cfg, const struct opts *o)
 {
     struct outbox_event *ev = xmalloc(sizeof *ev);
     struct page p = {xcalloc(PAGE, sizeof *p.dl), 0};
-    int applied = 0, already = 0, failing = 0, status = 0;
-
-    if (o->id != 0) {
-        int rc = store_dead_letter_get(o->id, &p.dl[0]);
-        if (rc != TD_OK) {
-            fprintf(stderr, "ticketd: dead letter %lld: %s\n", (long long)o->id,
-                    rc == TD_ENOTFOUND ? "no such dead letter" : td_strerror(rc));
-            status = 1;
-            goto out;
-        }
-        if (o->consumer != NULL && strcmp(o->consumer, p.dl[0].consumer) != 0) {
-            fprintf(stderr, "ticketd: dead letter %lld belongs to %s, not %s\n", (long long)o->id,
-                    p.dl[0].consumer, o->consumer);
-            status = 2;
-            goto out;
-        }
-        if (p.dl[0].replayed_at[0] != '\0') {
-            printf("dead letter %lld (%s): already applied (re-driven %s: %s)\n", (long long)o->id,
-                   p.dl[0].biz_key, p.dl[0].replayed_at, p.dl[0].replay_result);
-            already++;
-        } else {
-            p.n = 1;
-        }
-    }
+    struct tally t = {0};
     int64_t after = 0;
-    for (;;) {
-        for (int i = 0; i < p.n; i++) {
-            switch (redrive(cfg, &p.dl[i], ev)) {
-            case APPLIED:
-                applied++;
-                break;
-            case ALREADY:
-                already++;
-                break;
-            case FAILING:
-                failing++;
-                break;
-            }
-            after = p.dl[i].id;
-        }
+    int status = o->id != 0 ? page_of_id(o, &p, &t) : 0;
+    while (status == 0) {
+        after = redrive_page(cfg, &p, ev, &t, after);
         if (!o->all || (p.n < PAGE && after != 0))
             break;
         /* The next page: still-failing letters stay open, so read on
@@ -219,14 +239,15 @@ static int cmd_replay(const struct config *cfg, const struct opts *o)
         if (rc != TD_OK) {
             fprintf(stderr, "ticketd: cannot read the dead letters: %s\n", td_strerror(rc));
             status = 1;
-            goto out;
-        }
-        if (p.n == 0)
+        } else if (p.n == 0) {
             break;
+        }
     }
-    printf("%d applied, %d already applied, %d still failing\n", applied, already, failing);
-    status = failing > 0 ? 1 : 0;
-out:
+    if (status == 0) {
+        printf("%d applied, %d already applied, %d still failing\n", t.applied, t.already,
+               t.failing);
+        status = t.failing > 0 ? 1 : 0;
+    }
     free(p.dl);
     free(ev);
     return status;

@@ -1,6 +1,7 @@
-/* events.h - the asynchronous half of ticketd: the outbox relay and the
- * stream consumers (points, ticketing), each on its own thread. The expiry
- * sweep, the other background job, lives in sweep.h.
+/* events.h - the asynchronous half of ticketd: the outbox relay
+ * (relay.h) and the stream consumers (consumers.h, one per group of
+ * consume.h), each on its own thread. The expiry sweep, the other
+ * background job, lives in sweep.h.
  *
  * `ticketd serve` runs them beside the HTTP server unless
  * TICKETD_WORKERS=0; `ticketd worker` runs only them. Any number of

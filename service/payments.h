@@ -1,8 +1,25 @@
 /* payments.h - the payment gateway's callback: what a verified callback
  * does to its order, recorded once per gateway transaction id.
  *
- * The rules (payments_decide) on an order the callback's transaction has
- * locked:
+ * The defence (callback-dedup), step by step in payments.c:
+ *
+ *   1. verify    the HMAC over the raw body and its timestamp
+ *                (payments_verify), before anything reads the body;
+ *   2. dedup     under the order's row lock, look for the txn_id: one seen
+ *                before changes nothing. The same callback again (same
+ *                order, amount and status) is answered with its first
+ *                outcome, marked replayed; the same txn_id with another
+ *                order, amount or status is refused (TD_EDUP, 422
+ *                IDEMPOTENCY_KEY_REUSED), as an Idempotency-Key reused
+ *                with another payload is. payments.txn_id is unique, so a
+ *                copy racing in another transaction is caught at the insert;
+ *   3. decide    the outcome (payments_decide) and, for APPLIED, the state
+ *                machine's pay, applied by compare-and-set on the order's
+ *                status and version;
+ *   4. record    the payment row with its outcome, the transition and the
+ *                outbox event, in one transaction.
+ *
+ * The rules (payments_decide) on the locked order:
  *
  *   status FAILED                          -> PAYMENT_FAILED     order unchanged
  *   order PENDING_PAYMENT, amount differs  -> AMOUNT_MISMATCH    order unchanged
@@ -10,21 +27,14 @@
  *   order PAID, TICKETED or COMPLETED      -> DUPLICATE_PAYMENT  refund event
  *   order CANCELLED                        -> LATE_PAYMENT       refund event
  *
- * The defence (callback-dedup): payments.txn_id is unique and the payment
- * row is written in the same transaction as the order's transition and
- * its outbox event, with the outcome. A txn_id seen before changes
- * nothing: the same callback again (same order, amount and status) is
- * answered with its first outcome, marked replayed; the same txn_id with
- * another order, amount or status is refused (TD_EDUP, 422
- * IDEMPOTENCY_KEY_REUSED), as an Idempotency-Key reused with another
- * payload is.
- *
  * Domain logic only: it calls the store_payments port and never sees HTTP
- * or JSON. The signature is checked before (paysig.h). Thread-safe. */
+ * or JSON bodies; api_payments.c turns its answers into statuses.
+ * Thread-safe. */
 #ifndef TICKETD_PAYMENTS_H
 #define TICKETD_PAYMENTS_H
 
 #include "model.h"
+#include "paysig.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -92,7 +102,14 @@ struct payment_seen {
  * same txn_id, order number, amount and status. */
 bool payments_same_callback(const struct payment_seen *seen, const struct payment_callback *cb);
 
-/* Applies one verified callback: one transaction, run again after
+/* Step 1: checks a callback's X-Pay-Timestamp and X-Pay-Signature (raw
+ * values, NULL when absent) over its raw body with TICKETD_PAY_SECRET and
+ * TICKETD_PAY_TOLERANCE_S against the wall clock (paysig.h). Without a
+ * secret every callback is PAYSIG_BAD (and a warning is logged once). */
+enum paysig_result payments_verify(const struct app *app, const char *timestamp,
+                                   const char *signature, const char *body, size_t len);
+
+/* Steps 2 to 4: applies one verified callback: one transaction, run again after
  * deadlocks. Returns TD_OK with *res filled (cleared on entry);
  * TD_ENOTFOUND when there is no such order (nothing recorded);
  * TD_EDUP when the txn_id was recorded for another order, amount or

@@ -1,8 +1,7 @@
 #include "problem.h"
 
-#include "err.h"
-
-/* The only place where ticketd decides which status an error gets. */
+/* A problem's status, code, type and title: handlers pick the problem,
+ * this table says what it is on the wire (docs/openapi.yaml). */
 static const struct problem_info table[PROBLEM_COUNT] = {
     [PROBLEM_NOT_FOUND] = {404, "NOT_FOUND", "/problems/not-found", "Not found"},
     [PROBLEM_METHOD_NOT_ALLOWED] = {405, "METHOD_NOT_ALLOWED", "/problems/method-not-allowed",
@@ -62,12 +61,4 @@ const struct problem_info *problem_info(enum problem p)
     if ((int)p < 0 || p >= PROBLEM_COUNT)
         p = PROBLEM_INTERNAL;
     return &table[p];
-}
-
-enum problem problem_from_err(int err)
-{
-    /* A transaction that kept deadlocking is as retriable as a dependency
-     * that is down: both are 503 with Retry-After (api_fail). */
-    return err == TD_EUNAVAIL || err == TD_ERETRY ? PROBLEM_DEPENDENCY_UNAVAILABLE
-                                                  : PROBLEM_INTERNAL;
 }

@@ -42,9 +42,4 @@ struct problem_info {
 /* Returns the borrowed, static row of p. */
 const struct problem_info *problem_info(enum problem p);
 
-/* The problem a domain error becomes when the handler has no more specific
- * one: TD_EUNAVAIL and TD_ERETRY are DEPENDENCY_UNAVAILABLE, anything else
- * INTERNAL. */
-enum problem problem_from_err(int err);
-
 #endif

@@ -3,8 +3,10 @@
  * check says where to look. */
 #include "store_audit.h"
 
+#include "consume.h"
 #include "db.h"
 #include "err.h"
+#include "event_payload.h"
 #include "payments.h"
 
 #include <stdarg.h>
@@ -13,6 +15,10 @@
 #include <string.h>
 
 #define PAID_STATES "('PAID', 'TICKETED', 'COMPLETED')"
+
+#define STRINGIFY_(x)       #x
+#define STRINGIFY(x)        STRINGIFY_(x)
+#define CENTS_PER_POINT_SQL STRINGIFY(CENTS_PER_POINT)
 
 enum stmt {
     A_STOCK,
@@ -33,12 +39,14 @@ enum stmt {
     "FROM sessions s LEFT JOIN (SELECT session_id, SUM(quantity) AS held FROM orders "             \
     "WHERE status <> 'CANCELLED' GROUP BY session_id) h ON h.session_id = s.id "
 
-/* What each user's points must be: 1 per 100 cents of each paid order. */
+/* What each user's points must be: consume_points_for (consume.h), one
+ * per whole CENTS_PER_POINT cents, of each paid order. */
 #define EXPECTED_POINTS                                                                            \
     "SELECT u.user_id, COALESCE(e.points, 0) AS want, COALESCE(p.points, 0) AS have "              \
     "FROM (SELECT user_id FROM orders WHERE status IN " PAID_STATES                                \
     " UNION SELECT user_id FROM user_points) u "                                                   \
-    "LEFT JOIN (SELECT user_id, SUM(amount_cents DIV 100) AS points FROM orders "                  \
+    "LEFT JOIN (SELECT user_id, SUM(amount_cents DIV " CENTS_PER_POINT_SQL                         \
+    ") AS points FROM orders "                                                                     \
     "WHERE status IN " PAID_STATES " GROUP BY user_id) e ON e.user_id = u.user_id "                \
     "LEFT JOIN user_points p ON p.user_id = u.user_id"
 
@@ -65,9 +73,9 @@ static const char *const sql[A_COUNT] = {
         "WHERE (o.status IN " PAID_STATES ") <> (p.order_id IS NOT NULL)",
     [A_POINTS] = "SELECT COUNT(*), COALESCE(SUM(want <> have), 0), "
                  "COALESCE(MIN(CASE WHEN want <> have THEN user_id END), 0), "
-                 "(SELECT COUNT(*) FROM outbox WHERE event_type = 'order.paid' "
+                 "(SELECT COUNT(*) FROM outbox WHERE event_type = '" EVENT_ORDER_PAID "' "
                  "AND published_at IS NULL), "
-                 "(SELECT COUNT(*) FROM dead_letters WHERE consumer = 'points' "
+                 "(SELECT COUNT(*) FROM dead_letters WHERE consumer = '" EVENTS_GROUP_POINTS "' "
                  "AND replayed_at IS NULL) FROM (" EXPECTED_POINTS ") x",
     [A_NEGATIVE] = "SELECT COUNT(*), COALESCE(MIN(id), 0) FROM sessions WHERE stock < 0",
     /* Every transition adds one to version and writes one history row. */
@@ -78,7 +86,7 @@ static const char *const sql[A_COUNT] = {
      * own txn_id is the applied one must never be refunded. */
     [A_REFUNDS] = "SELECT COUNT(*), COALESCE(MIN(e.biz_key), '') FROM outbox e "
                   "JOIN payments p ON p.txn_id = e.biz_key "
-                  "WHERE e.event_type = 'payment.refund_required' AND p.outcome = 'APPLIED'",
+                  "WHERE e.event_type = '" EVENT_REFUND_REQUIRED "' AND p.outcome = 'APPLIED'",
 };
 
 static void set(struct audit_check *a, const char *name, bool ok, const char *fmt, ...)

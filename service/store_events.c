@@ -6,6 +6,7 @@
 
 #include "db.h"
 #include "err.h"
+#include "event_payload.h"
 #include "faults.h"
 #include "defenses.h"
 #include "log.h"
@@ -125,56 +126,50 @@ static int relay_each(void *p)
     return 0;
 }
 
+/* The entries are in the stream, the rows not yet marked: a crash here
+ * must cost a duplicate entry, never a lost event. */
+static int mark_published(struct db_conn *c, const struct relay_ctx *r)
+{
+    char db_now[32], api_now[TIME_LEN + 1];
+    if (r->n > 0 && FAULT_POINT("relay.after_xadd"))
+        return TD_EINTERNAL;
+    store_now(db_now, api_now);
+    for (int i = 0; i < r->n; i++) {
+        struct db_arg mark[] = {DB_S(db_now), DB_S(r->marks[i].stream_id), DB_I(r->marks[i].id)};
+        int rc = db_exec(c, sql_outbox_mark, mark, 3, NULL, NULL);
+        if (rc != TD_OK)
+            return rc;
+    }
+    return TD_OK;
+}
+
+static int relay_in_tx(struct db_conn *c, struct relay_ctx *r, int limit)
+{
+    struct outbox_event *ev = r->ev;
+    struct db_arg args[] = {DB_I(limit)};
+    struct db_col cols[] = {DB_COL_I(&ev->id), DB_COL_S(ev->event_type), DB_COL_S(ev->biz_key),
+                            DB_COL_S(ev->payload)};
+    int rc = db_rows(c, sql_outbox_claim, args, 1, cols, 4, relay_each, r);
+    if (rc == 1 || rc == TD_ENOTFOUND)
+        rc = TD_OK; /* publish stopped the batch, or there was nothing to do */
+    return rc == TD_OK ? mark_published(c, r) : rc;
+}
+
 int store_outbox_relay(struct outbox_event *ev, int limit, outbox_publish_fn publish, void *ctx,
                        int *published)
 {
     struct db_conn *c;
-    char db_now[32], api_now[TIME_LEN + 1];
     struct relay_ctx r = {.ev = ev, .publish = publish, .ctx = ctx, .publish_rc = TD_OK};
-    bool open = false;
     *published = 0;
-    int rc = db_conn(&c);
+    int rc = db_tx_begin(&c);
     if (rc != TD_OK)
         return rc;
     r.marks = xcalloc((size_t)limit, sizeof *r.marks);
-
-    rc = db_begin(c);
-    if (rc != TD_OK)
-        goto out;
-    open = true;
-    struct db_arg args[] = {DB_I(limit)};
-    struct db_col cols[] = {DB_COL_I(&ev->id), DB_COL_S(ev->event_type), DB_COL_S(ev->biz_key),
-                            DB_COL_S(ev->payload)};
-    rc = db_rows(c, sql_outbox_claim, args, 1, cols, 4, relay_each, &r);
-    if (rc == 1 || rc == TD_ENOTFOUND)
-        rc = TD_OK; /* publish stopped the batch, or there was nothing to do */
-    if (rc != TD_OK)
-        goto out;
-
-    if (r.n > 0) {
-        /* The entries are in the stream, the rows not yet marked: a crash
-         * here must cost a duplicate entry, never a lost event. */
-        if (FAULT_POINT("relay.after_xadd")) {
-            rc = TD_EINTERNAL;
-            goto out;
-        }
-        store_now(db_now, api_now);
-        for (int i = 0; i < r.n; i++) {
-            struct db_arg mark[] = {DB_S(db_now), DB_S(r.marks[i].stream_id), DB_I(r.marks[i].id)};
-            rc = db_exec(c, sql_outbox_mark, mark, 3, NULL, NULL);
-            if (rc != TD_OK)
-                goto out;
-        }
+    rc = db_tx_end(c, relay_in_tx(c, &r, limit));
+    if (rc == TD_OK) {
+        *published = r.n;
+        rc = r.publish_rc;
     }
-    rc = db_commit(c);
-    if (rc != TD_OK)
-        goto out;
-    open = false;
-    *published = r.n;
-    rc = r.publish_rc;
-out:
-    if (open)
-        db_rollback(c);
     free(r.marks);
     return rc;
 }
@@ -282,44 +277,25 @@ static int letter_mark(struct db_conn *c, int64_t id, const char *result)
  * articles warn against. An effect that fails after it leaves the row
  * behind, and the redelivery that should apply the effect finds it and
  * skips: the effect is lost. TD_OK (row written) or as record_consumed. */
-static int record_consumed_alone(struct db_conn *c, const char *consumer, const char *dedup_key)
-{
-    int rc = db_begin(c);
-    if (rc != TD_OK)
-        return rc;
-    rc = record_consumed(c, consumer, dedup_key);
-    if (rc == TD_OK)
-        return db_commit(c);
-    db_rollback(c);
-    return rc;
-}
-
-/* One consumer transaction (store_events.h): [lock the dead letter,] the
- * dedup row, the effect, [stamp the letter,] commit. */
-static int consume_tx(const char *consumer, const char *dedup_key, int64_t redrive_id,
-                      effect_fn effect, const void *ctx)
+static int record_consumed_alone(const char *consumer, const char *dedup_key)
 {
     struct db_conn *c;
-    bool dup = false;
-    bool same_tx = redrive_id != 0 || store_defense_on(DEFENSE_CONSUMER_DEDUP_SAME_TX);
-    if (redrive_id != 0 && dedup_key == NULL)
-        return TD_EINVAL;
-    int rc = db_conn(&c);
+    int rc = db_tx_begin(&c);
     if (rc != TD_OK)
         return rc;
-    if (!same_tx) {
-        rc = record_consumed_alone(c, consumer, dedup_key);
-        if (rc != TD_OK)
-            return rc; /* TD_EDUP: applied before, as far as the row says */
-    }
-    rc = db_begin(c);
+    return db_tx_end(c, record_consumed(c, consumer, dedup_key));
+}
+
+/* The consumer transaction's statements: [lock the dead letter,] the
+ * dedup row, the effect, [stamp the letter]. *dup: the effect found
+ * nothing to change, and what was written is to be committed. */
+static int consume_in_tx(struct db_conn *c, const char *consumer, const char *dedup_key,
+                         int64_t redrive_id, bool same_tx, effect_fn effect, const void *ctx,
+                         bool *dup)
+{
+    int rc = redrive_id != 0 ? letter_lock(c, consumer, redrive_id) : TD_OK;
     if (rc != TD_OK)
-        goto out;
-    if (redrive_id != 0) {
-        rc = letter_lock(c, consumer, redrive_id);
-        if (rc != TD_OK)
-            goto out;
-    }
+        return rc;
     rc = same_tx ? record_consumed(c, consumer, dedup_key) : TD_OK;
     /* The test build can fail the effect after the dedup row, as a crash,
      * a timeout or a constraint would (TICKETD_FAULT=consumer.effect:fail). */
@@ -328,22 +304,33 @@ static int consume_tx(const char *consumer, const char *dedup_key, int64_t redri
     if (rc == TD_OK)
         rc = effect(c, ctx);
     else if (rc == TD_EDUP && redrive_id == 0)
-        goto out; /* applied before: nothing to write */
+        return rc; /* applied before: nothing to write */
     if (rc == TD_EDUP) {
-        dup = true;
+        *dup = true;
         rc = TD_OK;
     }
+    if (rc == TD_OK && redrive_id != 0)
+        rc = letter_mark(c, redrive_id, *dup ? "already applied" : "applied");
+    return rc;
+}
+
+/* One consumer transaction (store_events.h). */
+static int consume_tx(const char *consumer, const char *dedup_key, int64_t redrive_id,
+                      effect_fn effect, const void *ctx)
+{
+    struct db_conn *c;
+    bool dup = false;
+    bool same_tx = redrive_id != 0 || store_defense_on(DEFENSE_CONSUMER_DEDUP_SAME_TX);
+    if (redrive_id != 0 && dedup_key == NULL)
+        return TD_EINVAL;
+    int rc = same_tx ? TD_OK : record_consumed_alone(consumer, dedup_key);
     if (rc != TD_OK)
-        goto out;
-    if (redrive_id != 0) {
-        rc = letter_mark(c, redrive_id, dup ? "already applied" : "applied");
-        if (rc != TD_OK)
-            goto out;
-    }
-    rc = db_commit(c);
-out:
+        return rc; /* TD_EDUP: applied before, as far as the row says */
+    rc = db_tx_begin(&c);
     if (rc != TD_OK)
-        db_rollback(c);
+        return rc;
+    rc =
+        db_tx_end(c, consume_in_tx(c, consumer, dedup_key, redrive_id, same_tx, effect, ctx, &dup));
     return rc == TD_OK && dup ? TD_EDUP : rc;
 }
 

@@ -10,16 +10,11 @@
 #ifndef TICKETD_STORE_EVENTS_H
 #define TICKETD_STORE_EVENTS_H
 
+#include "event_payload.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* The one event type with consumers, and its consumer groups. The names
- * are also the `consumer` column of consume_records and dead_letters and
- * the prefix of their business keys ("points:<order_no>"). */
-#define EVENT_ORDER_PAID       "order.paid"
-#define EVENTS_GROUP_POINTS    "points"
-#define EVENTS_GROUP_TICKETING "ticketing"
 
 #define STREAM_ID_MAX  41 /* "<ms>-<seq>", two 64-bit decimals */
 #define EVENT_TYPE_MAX 64

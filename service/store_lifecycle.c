@@ -64,58 +64,56 @@ static int lock_order(struct db_conn *c, const struct order_change *ch, struct o
     return store_tx_read_for_move(c, sql[L_LOCK_BY_NO], sql[L_READ_BY_NO], no, 1, o);
 }
 
-int store_order_change(const struct order_change *ch, struct order *out, bool *changed)
+/* The seats back to the order's session, by the inverse of the stock CAS. */
+static int give_back_stock(struct db_conn *c, const struct order *o)
 {
-    struct db_conn *c;
-    struct order o;
     uint64_t affected = 0;
-    bool tx = false;
-    memset(out, 0, sizeof *out);
-    *changed = false;
-    int rc = db_conn(&c);
+    struct db_arg back[] = {DB_I(o->quantity), DB_I(o->session_id), DB_I(o->quantity)};
+    int rc = db_exec(c, sql[L_STOCK_BACK], back, 3, &affected, NULL);
+    if (rc == TD_OK && affected != 1) {
+        log_error("order %s: giving %lld seats back to session %lld would exceed its "
+                  "capacity; the books do not balance",
+                  o->order_no, (long long)o->quantity, (long long)o->session_id);
+        rc = TD_EINTERNAL;
+    }
+    return rc;
+}
+
+static int change_in_tx(struct db_conn *c, const struct order_change *ch, struct order *out,
+                        bool *changed)
+{
+    struct order o;
+    int rc = lock_order(c, ch, &o);
     if (rc != TD_OK)
         return rc;
-    rc = db_begin(c);
-    if (rc != TD_OK)
-        goto out;
-    tx = true;
-    rc = lock_order(c, ch, &o);
-    if (rc != TD_OK)
-        goto out;
     if (o.status == ch->done) {
         *out = o;
-        goto out; /* TD_OK: nothing to write; the rollback only lets go */
+        return TD_OK; /* nothing to write */
     }
     rc = store_tx_move(c, &o, ch->event);
     if (rc == TD_ECONFLICT)
         *out = o;
+    if (rc == TD_OK && ch->give_back_stock)
+        rc = give_back_stock(c, &o);
     if (rc != TD_OK)
-        goto out;
-    if (ch->give_back_stock) {
-        struct db_arg back[] = {DB_I(o.quantity), DB_I(o.session_id), DB_I(o.quantity)};
-        rc = db_exec(c, sql[L_STOCK_BACK], back, 3, &affected, NULL);
-        if (rc != TD_OK)
-            goto out;
-        if (affected != 1) {
-            log_error("order %s: giving %lld seats back to session %lld would exceed its "
-                      "capacity; the books do not balance",
-                      o.order_no, (long long)o.quantity, (long long)o.session_id);
-            rc = TD_EINTERNAL;
-            goto out;
-        }
-    }
+        return rc;
     struct db_arg id[] = {DB_I(o.id)};
     rc = store_tx_order(c, sql[L_READ_BY_ID], id, 1, out);
+    *changed = rc == TD_OK;
+    return rc;
+}
+
+int store_order_change(const struct order_change *ch, struct order *out, bool *changed)
+{
+    struct db_conn *c;
+    memset(out, 0, sizeof *out);
+    *changed = false;
+    int rc = db_tx_begin(&c);
     if (rc != TD_OK)
-        goto out;
-    rc = db_commit(c);
+        return rc;
+    rc = db_tx_end(c, change_in_tx(c, ch, out, changed));
     if (rc != TD_OK)
-        goto out;
-    tx = false;
-    *changed = true;
-out:
-    if (tx)
-        db_rollback(c);
+        *changed = false;
     if (rc != TD_OK && rc != TD_ECONFLICT)
         memset(out, 0, sizeof *out);
     return rc;

@@ -1,20 +1,18 @@
 #include "sweep.h"
 
 #include "app.h"
+#include "bgthread.h"
 #include "err.h"
 #include "lifecycle.h"
 #include "log.h"
-#include "stopper.h"
 #include "store.h"
 #include "util.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 
 struct sweep {
     struct app *app;
-    pthread_t thread;
-    struct stopper stopper;
+    struct bgthread bg;
 };
 
 static void *sweep_main(void *p)
@@ -23,7 +21,7 @@ static void *sweep_main(void *p)
     bool failing = false;
     do {
         int expired = 0;
-        int rc = lifecycle_sweep(s->app, &s->stopper.stop, &expired);
+        int rc = lifecycle_sweep(s->app, &s->bg.stopper.stop, &expired);
         /* One line when the sweep starts failing and one when it is back,
          * not one per interval while the database is away. */
         if (rc != TD_OK && !failing)
@@ -34,7 +32,7 @@ static void *sweep_main(void *p)
         failing = rc != TD_OK;
         if (expired > 0)
             log_info("expiry sweep cancelled %d unpaid orders", expired);
-    } while (!stopper_sleep(&s->stopper, s->app->cfg->sweep_interval_ms));
+    } while (!stopper_sleep(&s->bg.stopper, s->app->cfg->sweep_interval_ms));
     store_thread_release();
     return NULL;
 }
@@ -43,10 +41,7 @@ struct sweep *sweep_start(struct app *app)
 {
     struct sweep *s = xcalloc(1, sizeof *s);
     s->app = app;
-    stopper_init(&s->stopper);
-    if (pthread_create(&s->thread, NULL, sweep_main, s) != 0) {
-        log_error("cannot start the expiry sweep thread");
-        stopper_cleanup(&s->stopper);
+    if (!bgthread_start(&s->bg, sweep_main, s, "expiry sweep")) {
         free(s);
         return NULL;
     }
@@ -59,8 +54,7 @@ void sweep_stop(struct sweep *s)
 {
     if (s == NULL)
         return;
-    stopper_stop(&s->stopper);
-    pthread_join(s->thread, NULL);
-    stopper_cleanup(&s->stopper);
+    bgthread_request_stop(&s->bg);
+    bgthread_join(&s->bg);
     free(s);
 }

@@ -213,9 +213,3 @@ int cache_instance_gone(const char *instance)
     fake_call("instance_gone");
     return TD_OK;
 }
-
-int cache_flush(void)
-{
-    fake_call("cache_flush");
-    return TD_OK;
-}

@@ -130,14 +130,24 @@ struct fake_cache {
     } take_over;
 };
 
-/* The payment callback's port (store_payments.h), in fake_store_payments.c:
- * store_payment_record answers rc[i] on its i-th call (the last one
- * repeating; nrc 0: always TD_OK). On TD_OK it applies the decide function
- * it was given to an order in `status` costing `amount_cents`, as the real
- * transaction does to the locked row, unless `replayed` says the txn_id
- * was recorded before: then it answers TD_EDUP with the recorded row
- * (`outcome` is the first one, seen_* the callback it recorded). Reset by
- * fake_payments_reset(), not by fakes_reset(). */
+/* The payment callback's port (store_payments.h), in fake_store_payments.c.
+ * Each step logs itself in fake_calls ("payment_begin payment_lock ...";
+ * the end logs payment_commit or payment_rollback). Reset by
+ * fake_payments_reset(), not by fakes_reset(). The knobs:
+ *
+ *   - store_payment_lock_order answers rc[i] in the i-th transaction (the
+ *     last one repeating; nrc 0: always TD_OK), with an order in `status`
+ *     costing `amount_cents`, as the real one locks the row;
+ *   - store_payment_find finds the txn_id's row when `replayed` says it was
+ *     recorded: the first outcome `outcome`, for a SUCCESS callback of the
+ *     order locked and its amount_cents, unless seen_* say otherwise
+ *     (another order number when non-empty, another amount when >= 0,
+ *     FAILED);
+ *   - store_payment_insert answers insert_rc; TD_EDUP (another transaction
+ *     committed the txn_id first) also makes `replayed` true when
+ *     race_recorded is set, as the winner's row then exists;
+ *   - store_payment_move, store_payment_event and the COMMIT answer move_rc,
+ *     event_rc and commit_rc. */
 struct fake_payments {
     int rc[FAKE_TRIES];
     int nrc;
@@ -145,20 +155,33 @@ struct fake_payments {
     int64_t amount_cents;
     bool replayed;
     int outcome; /* enum pay_outcome, for a replay */
-    /* With replayed, the recorded row answered TD_EDUP is the callback's
-     * own unless these differ: another order number (non-empty), another
-     * amount (>= 0), or FAILED instead of SUCCESS. */
     char seen_order_no[ORDER_NO_LEN + 1];
     int64_t seen_amount_cents;
     bool seen_failed;
+    int insert_rc;
+    bool race_recorded;
+    int move_rc;
+    int event_rc;
+    int commit_rc;
 
+    /* Recorded: transactions begun, commits; the order number locked;
+     * the last insert's callback, outcome and status after it; the last
+     * move's event; the last outbox row. */
     int calls;
-    bool dedup;
-    bool decide_given;
+    int commits;
     char txn_id[FAKE_STR];
     char order_no[FAKE_STR];
     int64_t cb_amount_cents;
     bool cb_success;
+    int inserts;
+    int inserted_outcome; /* enum pay_outcome */
+    enum order_status inserted_after;
+    int moves;
+    int move_event; /* enum order_event */
+    int events;
+    char event_type[FAKE_STR];
+    char event_biz_key[FAKE_STR];
+    char event_payload[FAKE_RECORD];
 };
 
 void fake_payments_reset(void);

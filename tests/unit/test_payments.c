@@ -15,9 +15,12 @@
 #include "err.h"
 #include "metrics.h"
 #include "payments.h"
+#include "statemachine.h"
+#include "util.h"
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ORDER_NO "26120100000000000001"
@@ -155,29 +158,40 @@ static void test_callback_applies(void **state)
     assert_int_equal(res.order_status, ORDER_PAID);
     assert_false(res.replayed);
     assert_string_equal(res.txn_id, "txn-1");
-    /* One transaction, with the defence on and the domain's own rules. */
-    assert_string_equal(fake_calls, "payment_record");
-    assert_true(fake_payments.dedup);
-    assert_true(fake_payments.decide_given);
+    assert_string_equal(res.order_no, ORDER_NO);
+    /* One transaction: the order locked, the txn_id looked for, the row,
+     * the pay transition and its order.paid event, committed together. */
+    assert_string_equal(fake_calls, "payment_begin payment_lock payment_find payment_insert "
+                                    "payment_move payment_event payment_commit");
     assert_string_equal(fake_payments.order_no, ORDER_NO);
     assert_int_equal(fake_payments.cb_amount_cents, 2000);
+    assert_int_equal(fake_payments.inserted_outcome, PAY_APPLIED);
+    assert_int_equal(fake_payments.inserted_after, ORDER_PAID);
+    assert_int_equal(fake_payments.move_event, EVENT_PAY);
+    assert_string_equal(fake_payments.event_type, "order.paid");
+    assert_string_equal(fake_payments.event_biz_key, ORDER_NO);
+    assert_non_null(strstr(fake_payments.event_payload, "\"txn_id\":\"txn-1\""));
+    assert_non_null(strstr(fake_payments.event_payload, "\"amount_cents\":2000"));
     assert_int_equal(metrics_get(M_PAYMENTS_APPLIED) - applied, 1);
 }
 
 static void test_callback_outcome_metrics(void **state)
 {
     (void)state;
+    /* Outcomes that do not apply: the order stays, a refund is owed when
+     * money came that must go back (its key is the txn_id). */
     static const struct {
         enum order_status status;
         int64_t paid;
         bool success;
         enum pay_outcome want;
         enum metric m;
+        const char *event; /* "": none */
     } cases[] = {
-        {ORDER_PENDING_PAYMENT, 2000, false, PAY_FAILED, M_PAYMENTS_FAILED},
-        {ORDER_PENDING_PAYMENT, 1, true, PAY_MISMATCH, M_PAYMENTS_MISMATCH},
-        {ORDER_PAID, 2000, true, PAY_DUPLICATE, M_PAYMENTS_DUPLICATE},
-        {ORDER_CANCELLED, 2000, true, PAY_LATE, M_PAYMENTS_LATE},
+        {ORDER_PENDING_PAYMENT, 2000, false, PAY_FAILED, M_PAYMENTS_FAILED, ""},
+        {ORDER_PENDING_PAYMENT, 1, true, PAY_MISMATCH, M_PAYMENTS_MISMATCH, ""},
+        {ORDER_PAID, 2000, true, PAY_DUPLICATE, M_PAYMENTS_DUPLICATE, "payment.refund_required"},
+        {ORDER_CANCELLED, 2000, true, PAY_LATE, M_PAYMENTS_LATE, "payment.refund_required"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fakes_reset();
@@ -190,7 +204,16 @@ static void test_callback_outcome_metrics(void **state)
         int64_t before = metrics_get(cases[i].m);
         assert_int_equal(payments_callback(&app, &cb, &res), TD_OK);
         assert_int_equal(res.outcome, cases[i].want);
+        assert_int_equal(res.order_status, cases[i].status);
         assert_int_equal(metrics_get(cases[i].m) - before, 1);
+        assert_int_equal(fake_payments.inserted_outcome, cases[i].want);
+        assert_int_equal(fake_payments.moves, 0);
+        assert_string_equal(fake_payments.event_type, cases[i].event);
+        if (cases[i].event[0] != '\0') {
+            assert_string_equal(fake_payments.event_biz_key, "txn-1");
+            assert_non_null(strstr(fake_payments.event_payload, pay_outcome_name(cases[i].want)));
+        }
+        assert_int_equal(fake_payments.commits, 1);
     }
 }
 
@@ -212,6 +235,8 @@ static void test_callback_replayed(void **state)
     assert_int_equal(metrics_get(M_PAYMENTS_REPLAYED) - replayed, 1);
     assert_int_equal(metrics_get(M_PAYMENTS_APPLIED) - applied, 0);
     assert_int_equal(metrics_get(M_PAYMENTS_DUPLICATE) - duplicate, 0);
+    /* Found under the order's lock: nothing written, the lock let go. */
+    assert_string_equal(fake_calls, "payment_begin payment_lock payment_find payment_rollback");
 }
 
 static void test_callback_txn_reused(void **state)
@@ -274,11 +299,83 @@ static void test_same_callback(void **state)
 static void test_callback_dedup_off(void **state)
 {
     (void)state;
+    /* DEMO: the defence off, the gateway's retry of the payment that paid
+     * the order is decided again from the order alone: a second payment,
+     * refunded, its row (which exists) not written again. */
     app.defenses = DEFENSES_ALL & ~DEFENSE_CALLBACK_DEDUP;
+    fake_payments.replayed = true;
+    fake_payments.outcome = PAY_APPLIED;
+    fake_payments.status = ORDER_PAID;
     struct payment_callback cb = callback();
     struct payment_result res;
     assert_int_equal(payments_callback(&app, &cb, &res), TD_OK);
-    assert_false(fake_payments.dedup);
+    assert_false(res.replayed);
+    assert_int_equal(res.outcome, PAY_DUPLICATE);
+    assert_int_equal(fake_payments.inserts, 0);
+    assert_string_equal(fake_payments.event_type, "payment.refund_required");
+    assert_int_equal(fake_payments.commits, 1);
+
+    /* The refund it owes is queued already: the outbox's key is not an
+     * error then, only with the defence on (the rows would disagree). */
+    fakes_reset();
+    fake_payments.event_rc = TD_EDUP;
+    assert_int_equal(payments_callback(&app, &cb, &res), TD_OK);
+    app.defenses = DEFENSES_ALL;
+    fake_payments_reset();
+    fake_payments.status = ORDER_PAID;
+    fake_payments.event_rc = TD_EDUP;
+    assert_int_equal(payments_callback(&app, &cb, &res), TD_EINTERNAL);
+    assert_int_equal(fake_payments.commits, 0);
+}
+
+static void test_callback_race_lost(void **state)
+{
+    (void)state;
+    /* The same txn_id committed by another transaction between our look
+     * and our insert: the unique key decides, the winner's row is read
+     * after the rollback, and this same callback is its replay. */
+    fake_payments.insert_rc = TD_EDUP;
+    fake_payments.race_recorded = true;
+    fake_payments.outcome = PAY_APPLIED;
+    struct payment_callback cb = callback();
+    struct payment_result res;
+    int64_t applied = metrics_get(M_PAYMENTS_APPLIED);
+    assert_int_equal(payments_callback(&app, &cb, &res), TD_OK);
+    assert_true(res.replayed);
+    assert_int_equal(res.outcome, PAY_APPLIED);
+    assert_string_equal(fake_calls, "payment_begin payment_lock payment_find payment_insert "
+                                    "payment_rollback payment_find");
+    assert_int_equal(metrics_get(M_PAYMENTS_APPLIED) - applied, 0);
+
+    /* The winner's row not to be found (yet): look again from the start. */
+    fakes_reset();
+    fake_payments_reset();
+    fake_payments.insert_rc = TD_EDUP;
+    assert_int_equal(payments_callback(&app, &cb, &res), TD_ERETRY);
+    assert_int_equal(fake_payments.calls, 3);
+    assert_int_equal(fake_payments.commits, 0);
+}
+
+static void test_verify(void **state)
+{
+    (void)state;
+    char ts[24], sig[PAYSIG_HEX_LEN + 1];
+    const char body[] = "{\"txn_id\":\"t\"}";
+    /* No secret: nothing is accepted, however it is signed. */
+    snprintf(ts, sizeof ts, "%lld", (long long)wall_s());
+    paysig_sign("", ts, body, strlen(body), sig);
+    assert_int_equal(payments_verify(&app, ts, sig, body, strlen(body)), PAYSIG_BAD);
+
+    free(cfg.pay_secret);
+    cfg.pay_secret = strdup("s3cret");
+    cfg.pay_tolerance_s = 300;
+    paysig_sign("s3cret", ts, body, strlen(body), sig);
+    assert_int_equal(payments_verify(&app, ts, sig, body, strlen(body)), PAYSIG_OK);
+    assert_int_equal(payments_verify(&app, ts, sig, body, strlen(body) - 1), PAYSIG_BAD);
+    assert_int_equal(payments_verify(&app, NULL, sig, body, strlen(body)), PAYSIG_BAD);
+    snprintf(ts, sizeof ts, "%lld", (long long)wall_s() - 301);
+    paysig_sign("s3cret", ts, body, strlen(body), sig);
+    assert_int_equal(payments_verify(&app, ts, sig, body, strlen(body)), PAYSIG_STALE);
 }
 
 static void test_callback_implausible_order(void **state)
@@ -304,27 +401,41 @@ static void test_callback_implausible_order(void **state)
 static void test_callback_store_errors(void **state)
 {
     (void)state;
+    /* A step failing: the whole transaction is rolled back and nothing is
+     * counted. rcs: what locking the order answers, transaction by
+     * transaction; then the later steps' answers. */
     static const struct {
         int rcs[4];
         int nrc;
+        int insert_rc, move_rc, event_rc, commit_rc;
         int want;
         int calls;
     } cases[] = {
         /* Deadlocks are retried, up to tx_retries (2) more times. */
-        {{TD_ERETRY, TD_OK}, 2, TD_OK, 2},
-        {{TD_ERETRY, TD_ERETRY, TD_OK}, 3, TD_OK, 3},
-        {{TD_ERETRY}, 1, TD_ERETRY, 3},
+        {{TD_ERETRY, TD_OK}, 2, TD_OK, TD_OK, TD_OK, TD_OK, TD_OK, 2},
+        {{TD_ERETRY, TD_ERETRY, TD_OK}, 3, TD_OK, TD_OK, TD_OK, TD_OK, TD_OK, 3},
+        {{TD_ERETRY}, 1, TD_OK, TD_OK, TD_OK, TD_OK, TD_ERETRY, 3},
         /* Anything else is answered at once: nothing was recorded. */
-        {{TD_EUNAVAIL}, 1, TD_EUNAVAIL, 1},
-        {{TD_ENOTFOUND}, 1, TD_ENOTFOUND, 1},
-        {{TD_EINTERNAL}, 1, TD_EINTERNAL, 1},
-        {{TD_ERETRY, TD_EUNAVAIL}, 2, TD_EUNAVAIL, 2},
+        {{TD_EUNAVAIL}, 1, TD_OK, TD_OK, TD_OK, TD_OK, TD_EUNAVAIL, 1},
+        {{TD_ENOTFOUND}, 1, TD_OK, TD_OK, TD_OK, TD_OK, TD_ENOTFOUND, 1},
+        {{TD_EINTERNAL}, 1, TD_OK, TD_OK, TD_OK, TD_OK, TD_EINTERNAL, 1},
+        {{TD_ERETRY, TD_EUNAVAIL}, 2, TD_OK, TD_OK, TD_OK, TD_OK, TD_EUNAVAIL, 2},
+        /* After the lock. A lost compare-and-set is looked at again. */
+        {{TD_OK}, 1, TD_EINTERNAL, TD_OK, TD_OK, TD_OK, TD_EINTERNAL, 1},
+        {{TD_OK}, 1, TD_OK, TD_ECONFLICT, TD_OK, TD_OK, TD_ERETRY, 3},
+        {{TD_OK}, 1, TD_OK, TD_EUNAVAIL, TD_OK, TD_OK, TD_EUNAVAIL, 1},
+        {{TD_OK}, 1, TD_OK, TD_OK, TD_EUNAVAIL, TD_OK, TD_EUNAVAIL, 1},
+        {{TD_OK}, 1, TD_OK, TD_OK, TD_OK, TD_EUNAVAIL, TD_EUNAVAIL, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fakes_reset();
         fake_payments_reset();
         memcpy(fake_payments.rc, cases[i].rcs, sizeof cases[i].rcs);
         fake_payments.nrc = cases[i].nrc;
+        fake_payments.insert_rc = cases[i].insert_rc;
+        fake_payments.move_rc = cases[i].move_rc;
+        fake_payments.event_rc = cases[i].event_rc;
+        fake_payments.commit_rc = cases[i].commit_rc;
         struct payment_callback cb = callback();
         struct payment_result res;
         int64_t applied = metrics_get(M_PAYMENTS_APPLIED);
@@ -332,7 +443,8 @@ static void test_callback_store_errors(void **state)
         if (rc != cases[i].want || fake_payments.calls != cases[i].calls)
             fail_msg("case %zu: rc %d after %d calls, want %d after %d", i, rc, fake_payments.calls,
                      cases[i].want, cases[i].calls);
-        /* Only a recorded outcome is counted. */
+        /* Only a committed outcome is counted. */
+        assert_int_equal(fake_payments.commits, rc == TD_OK ? 1 : 0);
         assert_int_equal(metrics_get(M_PAYMENTS_APPLIED) - applied, rc == TD_OK ? 1 : 0);
     }
 }
@@ -351,6 +463,8 @@ int main(void)
         T(test_callback_txn_reused),
         T(test_same_callback),
         T(test_callback_dedup_off),
+        T(test_callback_race_lost),
+        T(test_verify),
         T(test_callback_implausible_order),
         T(test_callback_store_errors),
     };

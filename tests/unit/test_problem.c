@@ -6,7 +6,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "err.h"
 #include "problem.h"
 
 #include <ctype.h>
@@ -109,36 +108,13 @@ static void test_out_of_range_is_internal(void **state)
     assert_ptr_equal(problem_info((enum problem)1000), problem_info(PROBLEM_INTERNAL));
 }
 
-static void test_from_err(void **state)
-{
-    (void)state;
-    static const struct {
-        int err;
-        enum problem want;
-    } cases[] = {
-        {TD_EUNAVAIL, PROBLEM_DEPENDENCY_UNAVAILABLE},
-        {TD_ERETRY, PROBLEM_DEPENDENCY_UNAVAILABLE},
-        {TD_EINTERNAL, PROBLEM_INTERNAL},
-        {TD_EINVAL, PROBLEM_INTERNAL},
-        {TD_ENOTFOUND, PROBLEM_INTERNAL},
-        {TD_ECONFLICT, PROBLEM_INTERNAL},
-        {TD_EDUP, PROBLEM_INTERNAL},
-        {TD_OK, PROBLEM_INTERNAL},
-        {-1000, PROBLEM_INTERNAL},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (problem_from_err(cases[i].err) != cases[i].want)
-            fail_msg("err %d: problem %d, want %d", cases[i].err, problem_from_err(cases[i].err),
-                     cases[i].want);
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_contract_table), cmocka_unit_test(test_every_problem_is_listed_once),
-        cmocka_unit_test(test_type_and_title), cmocka_unit_test(test_out_of_range_is_internal),
-        cmocka_unit_test(test_from_err),
+        cmocka_unit_test(test_contract_table),
+        cmocka_unit_test(test_every_problem_is_listed_once),
+        cmocka_unit_test(test_type_and_title),
+        cmocka_unit_test(test_out_of_range_is_internal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,10 +33,24 @@ unit_model_SRCS := service/model.c service/err.c
 unit_statemachine_SRCS := service/statemachine.c service/model.c
 unit_paysig_SRCS := service/paysig.c service/util.c
 unit_txretry_SRCS := service/txretry.c service/metrics.c service/router.c service/util.c
-unit_payments_SRCS := service/payments.c service/txretry.c service/metrics.c service/router.c \
+unit_payments_SRCS := service/payments.c service/event_payload.c service/paysig.c service/statemachine.c service/txretry.c service/metrics.c service/router.c \
 	service/config.c service/model.c service/log.c service/util.c \
 	tests/unit/fake_store_payments.c tests/unit/fake_store.c tests/unit/fake_cache.c \
 	tests/unit/fake_calls.c
+# The relay and the consumers link fakes of the stream (fake_stream.c) and
+# of the events' store (fake_store_events.c); the thread code in them needs
+# the store's and the cache's thread release (fake_store.c, fake_cache.c).
+UNIT_EVENTS_FAKES := tests/unit/fake_stream.c tests/unit/fake_store_events.c \
+	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
+unit_relay_SRCS := service/relay.c service/bgthread.c service/stopper.c service/metrics.c service/router.c \
+	service/log.c service/util.c $(UNIT_EVENTS_FAKES)
+unit_consumers_SRCS := service/consumers.c service/consume.c service/event_payload.c \
+	service/bgthread.c service/stopper.c service/txretry.c service/faults.c service/metrics.c service/router.c \
+	service/config.c service/log.c service/util.c $(UNIT_EVENTS_FAKES)
+unit_event_payload_SRCS := service/event_payload.c
+unit_lifecycle_SRCS := service/lifecycle.c service/statemachine.c service/txretry.c \
+	service/metrics.c service/router.c service/config.c service/model.c service/log.c \
+	service/util.c tests/unit/fake_store_lifecycle.c
 
 UNIT_HDRS := $(wildcard tests/unit/*.h)
 UNIT_LIBS = $(PKG_LIBS) -lcmocka

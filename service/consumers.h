@@ -1,0 +1,48 @@
+/* consumers.h - the stream consumers: one thread per consumer group
+ * (consume.h) reads the event stream (stream.h), applies each entry's
+ * effect with its dedup row in one transaction, then acknowledges it.
+ *
+ * Delivery is at least once; the dedup row, keyed by the business key
+ * ("points:<order_no>"), makes the effect happen once. Entries another
+ * consumer left pending too long are taken over; entries delivered more
+ * than TICKETD_MAX_DELIVERIES times, or that can never apply, are
+ * dead-lettered (the dead_letters row, a copy on the dead-letter stream),
+ * from where `ticketd dead-letters replay` re-drives them (deadletters.h).
+ *
+ * A crash anywhere costs a redelivery, never a lost or doubled effect:
+ *   before the effect's commit      the entry stays pending and is reclaimed
+ *   after the commit, before the ack the redelivery finds the dedup row
+ * Thread-safe. */
+#ifndef TICKETD_CONSUMERS_H
+#define TICKETD_CONSUMERS_H
+
+#include <stdint.h>
+
+struct app;
+struct consume_group;
+struct consumer;
+struct stream_entry;
+
+/* Starts g's consumer thread under name (unique per process and thread);
+ * app is borrowed and must outlive it. Returns a new handle, or NULL
+ * (logged). */
+struct consumer *consumer_start(struct app *app, const struct consume_group *g, const char *name);
+/* Asks the thread to stop; consumer_join then waits for it (a blocking
+ * read returns within TICKETD_CONSUMER_BLOCK_MS), leaves the group when
+ * nothing is pending, and frees cs. Both accept NULL. */
+void consumer_request_stop(struct consumer *cs);
+void consumer_join(struct consumer *cs);
+
+enum entry_outcome {
+    ENTRY_DONE,   /* acknowledged */
+    ENTRY_KEPT,   /* left pending: it will be claimed again later */
+    ENTRY_UNAVAIL /* the stream or the database is away: stop and back off */
+};
+
+/* Applies one entry for group g and acknowledges it, or dead-letters it,
+ * or leaves it pending when its effect failed. deliveries: how often the
+ * stream has handed it out (for a dead letter; 0 when not known). */
+enum entry_outcome consumer_handle(const struct app *app, const struct consume_group *g,
+                                   const struct stream_entry *en, int64_t deliveries);
+
+#endif
