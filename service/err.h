@@ -1,20 +1,22 @@
 /* err.h - the error vocabulary shared by every ticketd module.
  *
  * Fallible functions return int: TD_OK (0) or one of the negative values
- * below. Only the HTTP layer turns them into status codes (problem.c). */
+ * below. Only the HTTP layer turns them into status codes (api_fail in
+ * api.c). */
 #ifndef TICKETD_ERR_H
 #define TICKETD_ERR_H
 
 enum td_err {
     TD_OK = 0,
     TD_EINVAL = -1,    /* the caller's input is wrong */
-    TD_ENOTFOUND = -2, /* no such thing (or not the caller's) */
+TD_ENOTFOUND = -2,     /* no such thing (or not the caller's) */
     TD_ECONFLICT = -3, /* a compare-and-set lost, a state forbids it */
     TD_EDUP = -4,      /* a unique key already holds this value */
     TD_ERETRY = -5,    /* deadlock or lock wait: the transaction may be retried */
     TD_EUNAVAIL = -6,  /* a dependency is down or timed out */
     TD_EINTERNAL = -7, /* a bug or an unexpected answer */
-};
+}
+;
 
 /* Returns a static, human-readable name for an error value. */
 const char *td_strerror(int err);

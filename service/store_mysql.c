@@ -14,8 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-#define ORDER_COLS STORE_ORDER_COLS
-
 enum stmt {
     S_SESSION_INSERT,
     S_SESSION_GET,
@@ -74,18 +72,19 @@ static const char *const sql[S_COUNT] = {
                      "WHERE id = ? AND stock >= ?",
     [S_HISTORY_INSERT] = "INSERT INTO order_history (order_id, from_status, to_status, version, "
                          "cause, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-    [S_ORDER_BY_REQUEST] = "SELECT " ORDER_COLS " FROM orders "
+    [S_ORDER_BY_REQUEST] = "SELECT " STORE_ORDER_COLS " FROM orders "
                            "WHERE user_id = ? AND request_id = ?",
     /* A locking read waits for a copy of the request that has inserted its
      * order but not yet committed, and then sees it: the answer "no order
      * under this key" is never given while one is about to appear. */
-    [S_ORDER_BY_REQUEST_WAIT] = "SELECT " ORDER_COLS " FROM orders "
+    [S_ORDER_BY_REQUEST_WAIT] = "SELECT " STORE_ORDER_COLS " FROM orders "
                                 "WHERE user_id = ? AND request_id = ? LOCK IN SHARE MODE",
-    [S_ORDER_BY_NO] = "SELECT " ORDER_COLS " FROM orders WHERE order_no = ?",
-    [S_ORDER_BY_NO_USER] = "SELECT " ORDER_COLS " FROM orders WHERE order_no = ? AND user_id = ?",
-    [S_ORDER_LIST] = "SELECT " ORDER_COLS " FROM orders WHERE user_id = ? "
+    [S_ORDER_BY_NO] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ?",
+    [S_ORDER_BY_NO_USER] =
+        "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ? AND user_id = ?",
+    [S_ORDER_LIST] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE user_id = ? "
                      "ORDER BY id DESC LIMIT ?",
-    [S_ORDER_LIST_BEFORE] = "SELECT " ORDER_COLS " FROM orders WHERE user_id = ? AND id < ? "
+    [S_ORDER_LIST_BEFORE] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE user_id = ? AND id < ? "
                             "ORDER BY id DESC LIMIT ?",
     /* Only for the demo with the stock CAS switched off: read, then write
      * back what was read minus the quantity. Two requests that read the
@@ -179,7 +178,7 @@ int store_session_get(int64_t id, struct session *out)
     return db_row(c, sql[S_SESSION_GET], args, 1, cols, 6);
 }
 
-/* Reading an order: the columns of ORDER_COLS into o (status as text). */
+/* Reading an order: the columns of STORE_ORDER_COLS into o (status as text). */
 struct order_row {
     struct order o;
     char status[24];
