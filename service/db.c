@@ -742,3 +742,19 @@ int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int 
     c->in_tx = false; /* the batch ended with its COMMIT */
     return got_row ? TD_OK : TD_ENOTFOUND;
 }
+
+int db_read(const char *sql, const struct db_arg *args, int nargs, const struct db_col *cols,
+            int ncols, int (*each)(void *ctx), void *ctx)
+{
+    struct db_conn *c;
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    return db_rows(c, sql, args, nargs, cols, ncols, each, ctx);
+}
+
+int db_read_row(const char *sql, const struct db_arg *args, int nargs, const struct db_col *cols,
+                int ncols)
+{
+    return db_read(sql, args, nargs, cols, ncols, NULL, NULL);
+}

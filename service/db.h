@@ -107,6 +107,13 @@ int db_row(struct db_conn *c, const char *sql, const struct db_arg *args, int na
 int db_rows(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
             const struct db_col *cols, int ncols, int (*each)(void *ctx), void *ctx);
 
+/* A read outside any transaction, on the calling thread's connection:
+ * db_conn, then db_rows (db_read) or db_row (db_read_row). */
+int db_read(const char *sql, const struct db_arg *args, int nargs, const struct db_col *cols,
+            int ncols, int (*each)(void *ctx), void *ctx);
+int db_read_row(const char *sql, const struct db_arg *args, int nargs, const struct db_col *cols,
+                int ncols);
+
 /* The largest batch text db_batch builds, arguments inlined. */
 #define DB_BATCH_MAX 4096
 

@@ -9,14 +9,13 @@
 enum td_err {
     TD_OK = 0,
     TD_EINVAL = -1,    /* the caller's input is wrong */
-TD_ENOTFOUND = -2,     /* no such thing (or not the caller's) */
+    TD_ENOTFOUND = -2, /* no such thing (or not the caller's) */
     TD_ECONFLICT = -3, /* a compare-and-set lost, a state forbids it */
     TD_EDUP = -4,      /* a unique key already holds this value */
     TD_ERETRY = -5,    /* deadlock or lock wait: the transaction may be retried */
     TD_EUNAVAIL = -6,  /* a dependency is down or timed out */
     TD_EINTERNAL = -7, /* a bug or an unexpected answer */
-}
-;
+};
 
 /* Returns a static, human-readable name for an error value. */
 const char *td_strerror(int err);

@@ -223,14 +223,10 @@ int store_outbox_requeue(int64_t id, const char *stream_id, bool *requeued)
 
 int store_outbox_stats(int64_t *unpublished, int64_t *max_id)
 {
-    struct db_conn *c;
     *unpublished = 0;
     *max_id = 0;
-    int rc = db_conn(&c);
-    if (rc != TD_OK)
-        return rc;
     struct db_col cols[] = {DB_COL_I(unpublished), DB_COL_I(max_id)};
-    return db_row(c, sql_outbox_stats, NULL, 0, cols, 2);
+    return db_read_row(sql_outbox_stats, NULL, 0, cols, 2);
 }
 
 /* Inserts the dedup row first: a duplicate stops at the primary key before
@@ -387,14 +383,10 @@ int store_dead_letter(const char *consumer, const char *dedup_key, int64_t outbo
 
 int store_user_points(int64_t user_id, int64_t *points)
 {
-    struct db_conn *c;
     *points = 0;
-    int rc = db_conn(&c);
-    if (rc != TD_OK)
-        return rc;
     struct db_arg args[] = {DB_I(user_id)};
     struct db_col cols[] = {DB_COL_I(points)};
-    rc = db_row(c, sql_points_get, args, 1, cols, 1);
+    int rc = db_read_row(sql_points_get, args, 1, cols, 1);
     return rc == TD_ENOTFOUND ? TD_OK : rc;
 }
 
@@ -434,25 +426,17 @@ int store_dead_letters_open(const char *consumer, int64_t after_id, int limit,
 
 int store_dead_letter_get(int64_t id, struct dead_letter *out)
 {
-    struct db_conn *c;
     memset(out, 0, sizeof *out);
-    int rc = db_conn(&c);
-    if (rc != TD_OK)
-        return rc;
     struct db_arg args[] = {DB_I(id)};
     struct db_col cols[] = LETTER_DB_COLS(out);
-    return db_row(c, sql_letter_get, args, 1, cols, 9);
+    return db_read_row(sql_letter_get, args, 1, cols, 9);
 }
 
 int store_outbox_get(int64_t id, struct outbox_event *out)
 {
-    struct db_conn *c;
     memset(out, 0, sizeof *out);
-    int rc = db_conn(&c);
-    if (rc != TD_OK)
-        return rc;
     struct db_arg args[] = {DB_I(id)};
     struct db_col cols[] = {DB_COL_I(&out->id), DB_COL_S(out->event_type), DB_COL_S(out->biz_key),
                             DB_COL_S(out->payload)};
-    return db_row(c, sql_outbox_get, args, 1, cols, 4);
+    return db_read_row(sql_outbox_get, args, 1, cols, 4);
 }

@@ -166,16 +166,12 @@ int store_session_create(const char *title, int64_t price_cents, int64_t stock, 
 
 int store_session_get(int64_t id, struct session *out)
 {
-    struct db_conn *c;
     memset(out, 0, sizeof *out);
-    int rc = db_conn(&c);
-    if (rc != TD_OK)
-        return rc;
     struct db_arg args[] = {DB_I(id)};
     struct db_col cols[] = {DB_COL_I(&out->id),          DB_COL_S(out->title),
                             DB_COL_I(&out->price_cents), DB_COL_I(&out->capacity),
                             DB_COL_I(&out->stock),       DB_COL_I(&out->version)};
-    return db_row(c, sql[S_SESSION_GET], args, 1, cols, 6);
+    return db_read_row(sql[S_SESSION_GET], args, 1, cols, 6);
 }
 
 /* Reading an order: the columns of STORE_ORDER_COLS into o (status as text). */
@@ -243,14 +239,10 @@ int store_tx_transition(struct db_conn *c, const struct order *o, enum order_eve
 
 static int order_query(const char *stmt, const struct db_arg *args, int nargs, struct order *out)
 {
-    struct db_conn *c;
     struct order_row r;
     memset(out, 0, sizeof *out);
-    int rc = db_conn(&c);
-    if (rc != TD_OK)
-        return rc;
     order_row_bind(&r);
-    rc = db_row(c, stmt, args, nargs, r.cols, 11);
+    int rc = db_read_row(stmt, args, nargs, r.cols, 11);
     if (rc == TD_OK)
         rc = order_row_finish(&r);
     if (rc == TD_OK)
