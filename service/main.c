@@ -181,77 +181,85 @@ static int boot(struct app *app, struct config *cfg)
     return ports_init(cfg);
 }
 
+/* What `serve` (or `worker`) runs besides the main thread. */
+struct running {
+    struct http_server *srv;
+    struct events *ev;
+    struct sweep *sw;
+    struct liveness *live;
+};
+
+/* Starts the background work (relay, consumers, sweep) unless this is a
+ * server with TICKETD_WORKERS=0, and for a server the liveness beat and
+ * the listener. false when one could not start (logged). */
+static bool start_parts(struct app *app, const struct config *cfg, bool http, struct running *r)
+{
+    if (!http || cfg->workers) {
+        if ((r->ev = events_start(app)) == NULL || (r->sw = sweep_start(app)) == NULL)
+            return false;
+    }
+    if (http) {
+        if ((r->live = liveness_start(app)) == NULL || (r->srv = http_start(app)) == NULL)
+            return false;
+    }
+    return true;
+}
+
+/* Stops what start_parts started, in the order that lets every request in
+ * flight finish first; NULL parts are skipped. */
+static void stop_parts(struct running *r)
+{
+    sweep_stop(r->sw);
+    events_stop(r->ev);
+    http_stop(r->srv);
+    /* Every request has been answered and has released what it held: the
+     * process can say it is gone. */
+    liveness_stop(r->live);
+    *r = (struct running){0};
+}
+
+/* Readiness turns 503 first so a load balancer stops sending, then the
+ * listener closes, then requests in flight finish (each releasing its own
+ * locks and markers) before anything is torn down. Returns false when
+ * some did not finish within the drain timeout. */
+static bool drain(struct app *app, const struct config *cfg, struct running *r)
+{
+    atomic_store(&app->draining, true);
+    if (r->srv == NULL)
+        return true;
+    http_quiesce(r->srv);
+    int left = http_drain(r->srv, cfg->drain_timeout_s * 1000);
+    if (left == 0)
+        return true;
+    /* Their clients get no answer: say so in the exit status. */
+    log_error("%d requests still in flight after %d s; closing them", left, cfg->drain_timeout_s);
+    return false;
+}
+
 static int cmd_serve(struct config *cfg, bool http)
 {
     int rc = EXIT_FAILURE;
     struct app app = {0};
-    struct http_server *srv = NULL;
-    struct events *ev = NULL;
-    struct sweep *sw = NULL;
-    struct liveness *live = NULL;
+    struct running r = {0};
     sigset_t set;
     int sig;
-    bool unclean = false;
 
     /* glibc gives every busy thread a malloc arena of its own (up to eight
      * per core); with two dozen threads that is most of the resident memory,
      * mostly empty. Two arenas serve this many threads on a few cores. */
     mallopt(M_ARENA_MAX, 2);
     block_signals(&set);
-    if (boot(&app, cfg) != TD_OK)
-        goto out;
-    if (!http || cfg->workers) {
-        ev = events_start(&app);
-        if (ev == NULL)
-            goto out;
-        sw = sweep_start(&app);
-        if (sw == NULL)
-            goto out;
+    if (boot(&app, cfg) == TD_OK && start_parts(&app, cfg, http, &r)) {
+        log_info("ticketd %s %s (pid %d)", TICKETD_VERSION, http ? "serving" : "working",
+                 (int)getpid());
+        sigwait(&set, &sig);
+        log_info("signal %d: draining", sig);
+        bool clean = drain(&app, cfg, &r);
+        stop_parts(&r);
+        rc = clean ? EXIT_SUCCESS : EXIT_FAILURE;
+        log_info("stopped");
     }
-    if (http) {
-        live = liveness_start(&app);
-        if (live == NULL)
-            goto out;
-        srv = http_start(&app);
-        if (srv == NULL)
-            goto out;
-    }
-    log_info("ticketd %s %s (pid %d)", TICKETD_VERSION, http ? "serving" : "working",
-             (int)getpid());
-
-    sigwait(&set, &sig);
-    log_info("signal %d: draining", sig);
-    /* Readiness turns 503 first so a load balancer stops sending, then the
-     * listener closes, then requests in flight finish (each releasing its
-     * own locks and markers) before anything is torn down. */
-    atomic_store(&app.draining, true);
-    if (srv != NULL) {
-        http_quiesce(srv);
-        int left = http_drain(srv, cfg->drain_timeout_s * 1000);
-        if (left > 0) {
-            /* Their clients get no answer: say so in the exit status. */
-            log_error("%d requests still in flight after %d s; closing them", left,
-                      cfg->drain_timeout_s);
-            unclean = true;
-        }
-    }
-    sweep_stop(sw);
-    sw = NULL;
-    events_stop(ev);
-    ev = NULL;
-    http_stop(srv);
-    srv = NULL;
-    /* Every request has been answered and has released what it held: the
-     * process can say it is gone. */
-    liveness_stop(live);
-    live = NULL;
-    rc = unclean ? EXIT_FAILURE : EXIT_SUCCESS;
-    log_info("stopped");
-out:
-    sweep_stop(sw);
-    events_stop(ev);
-    http_stop(srv);
-    liveness_stop(live);
+    stop_parts(&r);
     store_thread_release();
     cache_thread_release();
     ports_cleanup();
@@ -299,25 +307,15 @@ static unsigned option_bit(int c)
     }
 }
 
-int main(int argc, char **argv)
+/* The commands that need no settings: help, version, dead-letters (which
+ * reads its own), and unknown names. Returns the exit status, or -1 when
+ * argv[1] is a command that goes on; *command is then set. */
+static int answer_early(int argc, char **argv, const struct command **command)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'}, {"user", required_argument, NULL, 'u'},
-        {"admin", no_argument, NULL, 'a'},        {"ttl", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
-    };
-    const char *config_path = NULL;
-    int64_t user = 0, ttl = 3600;
-    bool admin = false;
-    int rc = EXIT_FAILURE;
-    struct config cfg;
-
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
-    /* Everything that needs no settings is answered before any are read, so
-     * that asking for help never fails for want of a secret. */
     const char *cmd = argv[1];
     if (is_help_flag(cmd) || strcmp(cmd, "help") == 0) {
         if (strcmp(cmd, "help") == 0 && argc == 3)
@@ -331,8 +329,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "--version") == 0)
         cmd = "version";
-    const struct command *command = find_command(cmd);
-    if (command == NULL) {
+    *command = find_command(cmd);
+    if (*command == NULL) {
         unknown_command(cmd);
         return 2;
     }
@@ -348,65 +346,108 @@ int main(int argc, char **argv)
         printf("ticketd %s\n", TICKETD_VERSION);
         return 0;
     }
+    return -1;
+}
+
+/* The options of serve, worker and token. */
+struct cli {
+    const char *config_path;
+    int64_t user, ttl;
+    bool admin;
+};
+
+/* Reads one option c (its value in optarg) into cli. Returns -1, or the
+ * exit status after saying what is wrong. */
+static int take_option(const struct command *command, int c, struct cli *cli)
+{
+    if ((command->opts & option_bit(c)) == 0) {
+        fprintf(stderr, "ticketd %s: takes no %s\n", command->name, option_name(c));
+        fputs(command->help, stderr);
+        return 2;
+    }
+    switch (c) {
+    case 'c':
+        cli->config_path = optarg;
+        break;
+    case 'u':
+        if (!parse_i64(optarg, 1, AUTH_MAX_USER_ID, &cli->user)) {
+            fprintf(stderr, "ticketd: --user must be an id from 1 to 2^53-1\n");
+            return 2;
+        }
+        break;
+    case 'a':
+        cli->admin = true;
+        break;
+    case 't':
+        if (!parse_i64(optarg, 1, 10L * 365 * 86400, &cli->ttl)) {
+            fprintf(stderr, "ticketd: --ttl must be a number of seconds\n");
+            return 2;
+        }
+        break;
+    }
+    return -1;
+}
+
+/* Parses the options after the command. Returns -1, or the exit status
+ * (help given, or an error said). */
+static int parse_options(const struct command *command, int argc, char **argv, struct cli *cli)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'}, {"user", required_argument, NULL, 'u'},
+        {"admin", no_argument, NULL, 'a'},        {"ttl", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+    };
+    int c;
     optind = 2;
     opterr = 0; /* the messages below name the command */
-    int c;
     while ((c = getopt_long(argc, argv, ":c:u:at:h", opts, NULL)) != -1) {
         if (c == 'h')
-            return command_help(cmd);
+            return command_help(command->name);
         if (c == '?' || c == ':') {
-            fprintf(stderr, "ticketd %s: %s option %s\n", cmd,
+            fprintf(stderr, "ticketd %s: %s option %s\n", command->name,
                     c == ':' ? "missing the value of" : "unknown", argv[optind - 1]);
             fputs(command->help, stderr);
             return 2;
         }
-        if ((command->opts & option_bit(c)) == 0) {
-            fprintf(stderr, "ticketd %s: takes no %s\n", cmd, option_name(c));
-            fputs(command->help, stderr);
-            return 2;
-        }
-        switch (c) {
-        case 'c':
-            config_path = optarg;
-            break;
-        case 'u':
-            if (!parse_i64(optarg, 1, AUTH_MAX_USER_ID, &user)) {
-                fprintf(stderr, "ticketd: --user must be an id from 1 to 2^53-1\n");
-                return 2;
-            }
-            break;
-        case 'a':
-            admin = true;
-            break;
-        case 't':
-            if (!parse_i64(optarg, 1, 10L * 365 * 86400, &ttl)) {
-                fprintf(stderr, "ticketd: --ttl must be a number of seconds\n");
-                return 2;
-            }
-            break;
-        default:
-            break;
-        }
+        int rc = take_option(command, c, cli);
+        if (rc >= 0)
+            return rc;
     }
     if (optind != argc) {
-        fprintf(stderr, "ticketd %s: unexpected argument '%s'\n", cmd, argv[optind]);
+        fprintf(stderr, "ticketd %s: unexpected argument '%s'\n", command->name, argv[optind]);
         fputs(command->help, stderr);
         return 2;
     }
-    if (strcmp(cmd, "token") == 0 && user == 0) {
+    if (strcmp(command->name, "token") == 0 && cli->user == 0) {
         fprintf(stderr, "ticketd: token needs --user ID\n");
         return 2;
     }
-    if (config_load(&cfg, config_path) != TD_OK) {
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    const struct command *command = NULL;
+    struct cli cli = {.ttl = 3600};
+    struct config cfg;
+    int rc;
+
+    /* Everything that needs no settings is answered before any are read, so
+     * that asking for help never fails for want of a secret. */
+    if ((rc = answer_early(argc, argv, &command)) >= 0)
+        return rc;
+    if ((rc = parse_options(command, argc, argv, &cli)) >= 0)
+        return rc;
+    if (config_load(&cfg, cli.config_path) != TD_OK) {
         config_cleanup(&cfg);
         return 2;
     }
-    if (strcmp(cmd, "serve") == 0)
+    if (strcmp(command->name, "serve") == 0)
         rc = cmd_serve(&cfg, true);
-    else if (strcmp(cmd, "worker") == 0)
+    else if (strcmp(command->name, "worker") == 0)
         rc = cmd_serve(&cfg, false);
     else
-        rc = cmd_token(&cfg, user, admin, ttl);
+        rc = cmd_token(&cfg, cli.user, cli.admin, cli.ttl);
     config_cleanup(&cfg);
     return rc;
 }
