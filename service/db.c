@@ -701,11 +701,14 @@ static int batch_once(struct db_conn *c, const char *text, size_t len, int row_a
     *failed_at = 0;
     if (c->m == NULL)
         return TD_EUNAVAIL;
-    /* The batch opens a transaction: a link lost from here on is the
-     * server's trouble, and an error leaves it to be rolled back. */
-    c->in_tx = true;
+    /* Until its first statement (START TRANSACTION) answers, a failing
+     * link may just be stale, as for db_begin; from then on the batch is
+     * inside a transaction, a link lost is the server's trouble, and an
+     * error leaves the transaction to be rolled back. */
+    c->in_tx = false;
     if (mysql_real_query(c->m, text, len) != 0)
         return fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
+    c->in_tx = true;
     return batch_results(c, row_at, cols, ncols, got_row, failed_at);
 }
 
@@ -727,11 +730,8 @@ int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int 
     /* A stale link fails at the first statement, before anything ran. If
      * the batch did commit and only its answer was lost, running it again
      * meets the unique index, which the caller reads as "already done". */
-    if (rc == TD_EUNAVAIL && at == 0 && !was_fresh) {
-        c->in_tx = false;
-        if (redial_stale(c, rc, was_fresh))
-            rc = batch_once(c, text, len, row_at, cols, ncols, &got_row, &at);
-    }
+    if (at == 0 && redial_stale(c, rc, was_fresh))
+        rc = batch_once(c, text, len, row_at, cols, ncols, &got_row, &at);
     c->fresh = false;
     if (failed_at != NULL)
         *failed_at = at;
