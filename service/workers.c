@@ -6,6 +6,9 @@
 #include "util.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 struct job {
@@ -13,12 +16,18 @@ struct job {
     void *arg;
 };
 
+/* The queue is a ring under a mutex that is only ever held for a push or a
+ * pop; sleeping and waking is a semaphore's, one post per job (and one per
+ * thread at stop). A condition variable costs a third system call per job:
+ * glibc marks the mutex contended when a woken waiter takes it back, so the
+ * waiter's unlock always wakes nobody through the kernel. */
 struct workers {
     pthread_mutex_t mu;
-    pthread_cond_t ready; /* a job was queued, or stop */
-    struct job *ring;     /* queue_max slots */
+    sem_t ready;      /* a job was queued, or stop */
+    struct job *ring; /* queue_max slots */
     int cap, head, count;
     bool stop;
+    atomic_int posting; /* submitters between their unlock and their post */
     int nthreads;
     pthread_t *threads;
 };
@@ -26,9 +35,9 @@ struct workers {
 /* Takes the next job; false once stopping and the queue is empty. */
 static bool next_job(struct workers *w, struct job *out, bool *cancelled)
 {
+    while (sem_wait(&w->ready) != 0)
+        ; /* EINTR */
     pthread_mutex_lock(&w->mu);
-    while (w->count == 0 && !w->stop)
-        pthread_cond_wait(&w->ready, &w->mu);
     bool got = w->count > 0;
     if (got) {
         *out = w->ring[w->head];
@@ -60,7 +69,7 @@ struct workers *workers_start(int n, int queue_max)
 {
     struct workers *w = xcalloc(1, sizeof *w);
     pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->ready, NULL);
+    sem_init(&w->ready, 0, 0);
     w->cap = queue_max;
     w->ring = xcalloc((size_t)queue_max, sizeof *w->ring);
     w->threads = xcalloc((size_t)n, sizeof *w->threads);
@@ -81,9 +90,14 @@ bool workers_submit(struct workers *w, workers_job_fn fn, void *arg)
     if (ok) {
         w->ring[(w->head + w->count) % w->cap] = (struct job){fn, arg};
         w->count++;
-        pthread_cond_signal(&w->ready);
+        atomic_fetch_add(&w->posting, 1);
     }
     pthread_mutex_unlock(&w->mu);
+    if (ok) {
+        /* Posted after unlocking, so the worker it wakes finds the mutex free. */
+        sem_post(&w->ready);
+        atomic_fetch_sub(&w->posting, 1);
+    }
     return ok;
 }
 
@@ -101,11 +115,16 @@ void workers_stop(struct workers *w)
         return;
     pthread_mutex_lock(&w->mu);
     w->stop = true;
-    pthread_cond_broadcast(&w->ready);
     pthread_mutex_unlock(&w->mu);
+    /* One wake-up per thread beyond the queued jobs': each thread runs
+     * what is queued (cancelled), then finds the queue empty and ends. */
+    for (int i = 0; i < w->nthreads; i++)
+        sem_post(&w->ready);
     for (int i = 0; i < w->nthreads; i++)
         pthread_join(w->threads[i], NULL);
-    pthread_cond_destroy(&w->ready);
+    while (atomic_load(&w->posting) > 0)
+        sched_yield(); /* a submitter still has the semaphore in hand */
+    sem_destroy(&w->ready);
     pthread_mutex_destroy(&w->mu);
     free(w->threads);
     free(w->ring);
