@@ -267,16 +267,14 @@ static int stock_read_then_write(struct db_conn *c, const struct order_draft *d)
 }
 
 /* The demo's switched-off defences need statements between the insert and
- * the commit, so their transaction goes step by step: BEGIN, (a look for
- * the key), the order, (a stock read and write back, or the stock
- * compare-and-set), COMMIT. */
-static int place_step_by_step(struct db_conn *c, const struct order_draft *d, const char *db_now,
-                              int64_t *id, int64_t *amount)
+ * the commit, so their transaction goes step by step: (a look for the
+ * key), the order, (a stock read and write back, or the stock
+ * compare-and-set). */
+static int order_steps(struct db_conn *c, const struct order_draft *d, const char *db_now,
+                       int64_t *id, int64_t *amount)
 {
     uint64_t affected = 0;
-    int rc = db_begin(c);
-    if (rc != TD_OK)
-        return rc;
+    int rc;
     if (d->check_then_insert) {
         /* The race the unique index closes: between this look and the
          * insert below, a concurrent copy can look too. */
@@ -284,12 +282,8 @@ static int place_step_by_step(struct db_conn *c, const struct order_draft *d, co
         order_row_bind(&prior);
         struct db_arg key[] = {DB_I(d->user_id), DB_S(d->request_id)};
         rc = db_row(c, sql[S_ORDER_BY_REQUEST], key, 2, prior.cols, 11);
-        if (rc == TD_OK)
-            rc = TD_EDUP;
-        else if (rc == TD_ENOTFOUND)
-            rc = TD_OK;
-        if (rc != TD_OK)
-            goto out;
+        if (rc != TD_ENOTFOUND)
+            return rc == TD_OK ? TD_EDUP : rc;
     }
     struct db_arg ins[] = {DB_S(d->order_no), DB_I(d->user_id),   DB_S(d->request_id),
                            DB_I(d->quantity), DB_I(d->quantity),  DB_S(db_now),
@@ -297,21 +291,21 @@ static int place_step_by_step(struct db_conn *c, const struct order_draft *d, co
     struct db_col made[] = {DB_COL_I(id), DB_COL_I(amount)};
     rc = db_row(c, sql[S_ORDER_INSERT], ins, 8, made, 2);
     if (rc != TD_OK)
-        goto out; /* TD_ENOTFOUND: no such session */
-    if (d->read_then_write) {
-        rc = stock_read_then_write(c, d);
-    } else {
-        struct db_arg take[] = {DB_I(d->quantity), DB_I(d->session_id), DB_I(d->quantity)};
-        rc = db_exec(c, sql[S_STOCK_TAKE], take, 3, &affected, NULL);
-        if (rc == TD_OK && affected != 1)
-            rc = TD_ECONFLICT;
-    }
-    if (rc == TD_OK)
-        rc = db_commit(c);
-out:
+        return rc; /* TD_ENOTFOUND: no such session */
+    if (d->read_then_write)
+        return stock_read_then_write(c, d);
+    struct db_arg take[] = {DB_I(d->quantity), DB_I(d->session_id), DB_I(d->quantity)};
+    rc = db_exec(c, sql[S_STOCK_TAKE], take, 3, &affected, NULL);
+    return rc == TD_OK && affected != 1 ? TD_ECONFLICT : rc;
+}
+
+static int place_step_by_step(struct db_conn *c, const struct order_draft *d, const char *db_now,
+                              int64_t *id, int64_t *amount)
+{
+    int rc = db_begin(c);
     if (rc != TD_OK)
-        db_rollback(c);
-    return rc;
+        return rc;
+    return db_tx_end(c, order_steps(c, d, db_now, id, amount));
 }
 
 /* The order transaction in one round trip (S_ORDER_PLACE). */
