@@ -103,6 +103,8 @@ static void usage(FILE *out)
         "                      is reported and a failing CMD is a run error\n"
         "  --fault-at MS       when --fault runs, from the load's start (default 500)\n"
         "  --json FILE         also write the figures as JSON, with a time series\n"
+        "  --orders-out FILE   append the order_no of every final 201 to POST /orders,\n"
+        "                      one a line (to check each against the database)\n"
         "  --interval MS       time series interval (1000)\n"
         "  -v, --verbose       print every answer (twice: libcurl's trace too)\n"
         "\n"
@@ -215,6 +217,7 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         OPT_NO_AUDIT,
         OPT_AFTER_LOAD,
         OPT_JSON,
+        OPT_ORDERS_OUT,
         OPT_INTERVAL,
         OPT_SCENARIO,
         OPT_CLIENT_RETRIES,
@@ -258,6 +261,7 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
         {"no-audit", no_argument, NULL, OPT_NO_AUDIT},
         {"after-load", required_argument, NULL, OPT_AFTER_LOAD},
         {"json", required_argument, NULL, OPT_JSON},
+        {"orders-out", required_argument, NULL, OPT_ORDERS_OUT},
         {"interval", required_argument, NULL, OPT_INTERVAL},
         {"scenario", required_argument, NULL, OPT_SCENARIO},
         {"client-retries", required_argument, NULL, OPT_CLIENT_RETRIES},
@@ -394,6 +398,14 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
             break;
         case OPT_JSON:
             o->json_path = optarg;
+            break;
+        case OPT_ORDERS_OUT:
+            o->orders_out = fopen(optarg, "a");
+            if (o->orders_out == NULL) {
+                fprintf(stderr, "ticketd-load: --orders-out %s: %s\n", optarg, strerror(errno));
+                return -1;
+            }
+            setvbuf(o->orders_out, NULL, _IOLBF, 0);
             break;
         case OPT_INTERVAL:
             rc = parse_ll(optarg, 50, 60000, &v);
