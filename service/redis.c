@@ -107,10 +107,10 @@ static struct timeval ms_to_tv(int ms)
     return tv;
 }
 
-/* The context cannot be trusted any more: a hiredis context that saw an
- * error must not be used again. */
 static void forget_primary(unsigned gen);
 
+/* The context cannot be trusted any more: a hiredis context that saw an
+ * error must not be used again. */
 static void drop(struct redis_conn *c, const char *why)
 {
     metrics_inc(M_DEP_ERRORS_REDIS);
@@ -166,7 +166,9 @@ out:
 
 /* The primary's address and its generation, asking the Sentinels (the one
  * that answered last first, then the others: sentinel_pick) when it is not
- * known. Under addr_mu, so that a failover makes one thread ask, not all. */
+ * known. Under addr_mu, so that a failover makes one thread ask, not all;
+ * the others wait for its answer, at most one connect and one command
+ * timeout (TICKETD_REDIS_TIMEOUT_MS) per Sentinel. */
 static int current_primary(char *host, size_t cap, int *port, unsigned *gen)
 {
     if (!use_sentinel) {
