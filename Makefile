@@ -10,6 +10,10 @@
 #                running) and seed the demo session again
 #   make bench   side-by-side figures (loadtest/)
 #   make build   just the release binary (build/release/ticketd)
+#   make test-cluster
+#                three ticketd on a 3-node Galera cluster and a Redis that
+#                fails over (Sentinel), storms and faults (tests/cluster/run.sh;
+#                docs/scaling.md)
 
 SHELL := /bin/bash
 CC ?= cc
@@ -45,7 +49,7 @@ TEST_MYSQL_PORT := 23306
 # only what the user exported, never config/ticketd.env.
 SERVICES := scripts/services.sh
 
-.PHONY: all build deps run stop reset test unit integration format format-check bench demo valgrind clean
+.PHONY: all build deps run stop reset test test-cluster unit integration format format-check bench demo valgrind clean
 
 all: build
 
@@ -103,6 +107,15 @@ test: deps
 		fuzz-bins
 	@$(MAKE) --no-print-directory -C loadtest
 	@scripts/run-tests.sh
+
+# The cluster's packages (Galera, mariabackup, socat, Redis Sentinel) come on
+# top of the usual ones; everything runs under .state/cluster, on the ports
+# scripts/cluster.sh lists, and is stopped at the end.
+test-cluster:
+	@scripts/deps.sh --cluster
+	@$(MAKE) --no-print-directory build/release/ticketd
+	@$(MAKE) --no-print-directory -C loadtest
+	@tests/cluster/run.sh
 
 unit: unit-bins
 	@scripts/run-tests.sh --unit-only

@@ -129,6 +129,18 @@ static void tick_record(struct load_stats *st, const struct load_req *r)
     }
 }
 
+/* --orders-out: the order number of an order's final 201, so that a
+ * caller can check each against the database. One fprintf per line: stdio
+ * locks the stream, so the engines of `mixed` may share it. */
+static void note_order(struct load_engine *e, const struct load_req *r)
+{
+    if (r->kind != LOAD_ORDER || r->status != 201 || r->json == NULL)
+        return;
+    json_t *no = json_object_get(r->json, "order_no");
+    if (json_is_string(no))
+        fprintf(e->cfg.orders_out, "%s\n", json_string_value(no));
+}
+
 struct load_engine *load_engine_new(const struct load_engine_config *cfg)
 {
     struct load_engine *e = load_xcalloc(1, sizeof(*e));
@@ -720,6 +732,8 @@ static int engine_loop(struct load_engine *e, int concurrency, bool bounded, loa
             easy_put(e, h);
             again = retry_plan(e, r);
             stats_record(e->stats, r, again);
+            if (e->cfg.orders_out != NULL && !again)
+                note_order(e, r);
             if (e->cfg.verbose > 0)
                 fprintf(stderr, "%s %s -> %ld %s %s%s (%.1f ms)%s\n", r->method, r->path, r->status,
                         r->code, r->layer, r->replayed ? " replayed" : "",

@@ -32,6 +32,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -155,6 +156,7 @@ struct load_engine_config {
     int retries;            /* re-sends of an uncertain request; 0: none */
     double retry_window_s;  /* no re-send later than this after the first attempt */
     int verbose;
+    FILE *orders_out; /* the order_no of every final 201 to POST /orders, one a line; or NULL */
 };
 
 struct load_engine;

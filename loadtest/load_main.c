@@ -103,6 +103,8 @@ static void usage(FILE *out)
         "                      is reported and a failing CMD is a run error\n"
         "  --fault-at MS       when --fault runs, from the load's start (default 500)\n"
         "  --json FILE         also write the figures as JSON, with a time series\n"
+        "  --orders-out FILE   append the order_no of every final 201 to POST /orders,\n"
+        "                      one a line (to check each against the database)\n"
         "  --interval MS       time series interval (1000)\n"
         "  -v, --verbose       print every answer (twice: libcurl's trace too)\n"
         "\n"
@@ -187,6 +189,21 @@ static int opt_allow(const char *arg, void *dst)
     struct load_opts *o = dst;
 
     return append(o->allow, &o->allow_count, LOAD_ALLOW_MAX, arg, "--allow");
+}
+
+/* --orders-out FILE: the order_no of every final 201, appended a line each
+ * (line-buffered, so several tools may append to one file). */
+static int opt_orders_out(const char *arg, void *dst)
+{
+    struct load_opts *o = dst;
+
+    o->orders_out = fopen(arg, "a");
+    if (o->orders_out == NULL) {
+        fprintf(stderr, "ticketd-load: --orders-out %s: %s\n", arg, strerror(errno));
+        return OPTABLE_FAILED;
+    }
+    setvbuf(o->orders_out, NULL, _IOLBF, 0);
+    return OPTABLE_OK;
 }
 
 /* --gaps MS,MS...: at most 8, each 0..60000. */
@@ -275,6 +292,7 @@ static int opts_parse_table(int argc, char **argv, struct load_opts *o, struct s
         CALL("allow", opt_allow),
         N("fault", OPTABLE_STR, fault, 0, 0),
         N("fault-at", OPTABLE_MS, fault_at_s, 0, 86400000LL),
+        CALL("orders-out", opt_orders_out),
         {"verbose", 'v', OPTABLE_COUNT, &o->verbose, 0, 0, NULL, NULL},
         {"help", 'h', OPTABLE_HELP, NULL, 0, 0, NULL, NULL},
     };

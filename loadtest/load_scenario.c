@@ -72,6 +72,7 @@ static struct load_engine *engine_for(const struct scen_env *env, long long budg
         .retries = o->client_retries,
         .retry_window_s = o->retry_window_s,
         .verbose = o->verbose,
+        .orders_out = o->orders_out,
     };
 
     return load_engine_new(&cfg);

@@ -15,6 +15,7 @@
 #include "load_verdict.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #define LOAD_TARGETS_MAX 16
@@ -22,6 +23,7 @@
 
 struct load_opts {
     const char *scenario;
+    FILE *orders_out; /* --orders-out */
     const char *targets[LOAD_TARGETS_MAX];
     int target_count;
     long long requests; /* budget of load requests; 0: none */

@@ -4,6 +4,10 @@
 #
 #   scripts/deps.sh            check; install what is missing (root) or print
 #                              the exact command to do it (exit 1)
+#   scripts/deps.sh --cluster  the same, plus what `make test-cluster` needs:
+#                              Galera, mariabackup (its state transfer),
+#                              socat (which mariabackup streams through) and
+#                              Redis Sentinel
 #   TICKETD_SKIP_DEPS=1        skip the check (image builds that install their
 #                              own, smaller set of packages)
 #
@@ -36,6 +40,17 @@ PACKAGES=(
     libfuzzer-14-dev
     valgrind
 )
+
+# Only `make test-cluster` needs these: most checkouts never start a cluster.
+CLUSTER_PACKAGES=(
+    galera-4
+    mariadb-backup
+    socat
+    redis-sentinel
+)
+if [[ "${1:-}" == "--cluster" ]]; then
+    PACKAGES+=("${CLUSTER_PACKAGES[@]}")
+fi
 
 if [[ "${TICKETD_SKIP_DEPS:-0}" == "1" ]]; then
     exit 0

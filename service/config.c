@@ -2,6 +2,7 @@
 
 #include "err.h"
 #include "log.h"
+#include "sentinel.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -46,6 +47,8 @@ static const struct setting settings[] = {
 
     {"TICKETD_REDIS_HOST", T_STR, OFF(redis_host), 0, 0, "127.0.0.1", false, NULL},
     {"TICKETD_REDIS_PORT", T_INT, OFF(redis_port), 1, 65535, "6379", false, NULL},
+    {"TICKETD_REDIS_SENTINELS", T_STR, OFF(redis_sentinels), 0, 0, "", false, NULL},
+    {"TICKETD_REDIS_MASTER", T_STR, OFF(redis_master), 0, 0, "", false, NULL},
     {"TICKETD_REDIS_TIMEOUT_MS", T_INT, OFF(redis_timeout_ms), 10, 60000, "300", false, NULL},
     {"TICKETD_REDIS_POLICY", T_ENUM, OFF(redis_policy), 0, 0, "degrade", false, policy_choices},
 
@@ -412,6 +415,31 @@ int config_validate(const struct config *cfg, char *err, size_t cap)
     if (log_parse_level(cfg->log_level, &lvl) != TD_OK) {
         snprintf(err, cap, "TICKETD_LOG_LEVEL=%s: expected debug, info, warn or error",
                  cfg->log_level);
+        return TD_EINVAL;
+    }
+    if (cfg->redis_sentinels[0] != '\0') {
+        struct sentinel_list list;
+        char why[160];
+        if (!sentinel_parse(cfg->redis_sentinels, &list, why, sizeof why)) {
+            snprintf(err, cap, "TICKETD_REDIS_SENTINELS=%s: %s", cfg->redis_sentinels, why);
+            return TD_EINVAL;
+        }
+        if (cfg->redis_master[0] == '\0') {
+            snprintf(err, cap,
+                     "TICKETD_REDIS_SENTINELS is set but TICKETD_REDIS_MASTER is not: name the "
+                     "primary the Sentinels monitor");
+            return TD_EINVAL;
+        }
+    } else if (cfg->redis_master[0] != '\0') {
+        snprintf(err, cap,
+                 "TICKETD_REDIS_MASTER=%s: without TICKETD_REDIS_SENTINELS there is no Sentinel "
+                 "to ask (a single Redis is TICKETD_REDIS_HOST/TICKETD_REDIS_PORT)",
+                 cfg->redis_master);
+        return TD_EINVAL;
+    }
+    if (cfg->redis_master[0] != '\0' && !sentinel_valid_name(cfg->redis_master)) {
+        snprintf(err, cap, "TICKETD_REDIS_MASTER=%s: expected 1-64 characters of A-Z a-z 0-9 . _ -",
+                 cfg->redis_master);
         return TD_EINVAL;
     }
     if (cfg->jwt_secret[0] == '\0') {

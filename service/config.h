@@ -31,6 +31,8 @@ struct config {
 
     char *redis_host;
     int redis_port;
+    char *redis_sentinels; /* "host:port,...": ask these for the primary (sentinel.h) */
+    char *redis_master;    /* the name the Sentinels know the primary by */
     int redis_timeout_ms;
     int redis_policy; /* enum redis_policy */
 

@@ -4,6 +4,7 @@
 #include "err.h"
 #include "log.h"
 #include "metrics.h"
+#include "txretry.h"
 #include "util.h"
 
 #include <errmsg.h>
@@ -182,7 +183,11 @@ static bool connection_error(unsigned int e)
      * refused, timed out, out of sync. On the server side, shutdown and
      * killed connections mean the same for us. */
     return (e >= CR_MIN_ERROR && e <= CR_MAX_ERROR) || e == ER_SERVER_SHUTDOWN ||
-           e == ER_CONNECTION_KILLED || e == ER_QUERY_INTERRUPTED || e == 4031 /* idle timeout */;
+           e == ER_CONNECTION_KILLED || e == ER_QUERY_INTERRUPTED || e == 4031 /* idle timeout */ ||
+           /* A Galera node that is not (yet, or no longer) part of the
+            * primary component answers 1047 "WSREP has not yet prepared node
+            * for application use": unavailable, as a server still starting. */
+           e == ER_UNKNOWN_COM_ERROR;
 }
 
 /* Maps the last error of c (or of stmt) and drops the connection when it
@@ -218,8 +223,26 @@ static int fail(struct db_conn *c, unsigned int e, const char *msg, const char *
         c->dup_key[n] = '\0';
         return TD_ECONFLICT;
     }
-    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT)
+    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT) {
+        /* Which conflict, for the retries metric. Galera reports a failed
+         * certification as 1213 too, and only at COMMIT: the writeset of a
+         * transaction is certified against the other nodes' when it
+         * commits. A local InnoDB deadlock cannot happen at COMMIT (COMMIT
+         * takes no row locks; on a single server 1213 comes from a
+         * statement that waited for a lock). So 1213 at COMMIT is a
+         * certification conflict, 1213 at a statement a deadlock. A local
+         * transaction aborted by a replicated writeset while it was still
+         * running (a Galera "brute force" abort) fails at its next
+         * statement and is counted as a deadlock: it is one, with a
+         * transaction of another node, and is retried all the same. */
+        if (e == ER_LOCK_WAIT_TIMEOUT)
+            txretry_note(TXRETRY_LOCK_WAIT);
+        else if (strcmp(what, "COMMIT") == 0)
+            txretry_note(TXRETRY_CERTIFICATION);
+        else
+            txretry_note(TXRETRY_DEADLOCK);
         return TD_ERETRY;
+    }
     metrics_inc(M_DEP_ERRORS_MYSQL);
     if (connection_error(e)) {
         log_warn("mysql: %s: %u %s (reconnecting on next use)", what, e, msg);

@@ -22,8 +22,15 @@ static const struct metric_def defs[M_COUNT] = {
     [M_ORDERS_CREATED] = {"ticketd_orders_created_total", "", "counter", "Orders created."},
     [M_STOCK_CONFLICTS] = {"ticketd_stock_conflicts_total", "", "counter",
                            "Orders refused because the stock compare-and-set found too little."},
-    [M_TX_RETRIES] = {"ticketd_transaction_retries_total", "", "counter",
-                      "Transactions retried after a deadlock or lock wait timeout."},
+    [M_TX_RETRIES_DEADLOCK] = {"ticketd_transaction_retries_total", "cause=\"deadlock\"", "counter",
+                               "Transactions retried, by cause: a deadlock, a lock wait timeout, "
+                               "a Galera certification conflict at COMMIT, or other (a random "
+                               "order number that collided)."},
+    [M_TX_RETRIES_LOCK_WAIT] = {"ticketd_transaction_retries_total", "cause=\"lock_wait\"", NULL,
+                                NULL},
+    [M_TX_RETRIES_CERTIFICATION] = {"ticketd_transaction_retries_total", "cause=\"certification\"",
+                                    NULL, NULL},
+    [M_TX_RETRIES_OTHER] = {"ticketd_transaction_retries_total", "cause=\"other\"", NULL, NULL},
     [M_DUP_RESPONSE_CACHE] = {"ticketd_duplicates_blocked_total", "layer=\"response-cache\"",
                               "counter", "Duplicate requests answered or refused, by defence."},
     [M_DUP_UNIQUE_INDEX] = {"ticketd_duplicates_blocked_total", "layer=\"unique-index\"", NULL,
@@ -128,6 +135,12 @@ void metrics_set(enum metric m, int64_t v)
 int64_t metrics_get(enum metric m)
 {
     return atomic_load_explicit(&values[m], memory_order_relaxed);
+}
+
+int64_t metrics_tx_retries(void)
+{
+    return metrics_get(M_TX_RETRIES_DEADLOCK) + metrics_get(M_TX_RETRIES_LOCK_WAIT) +
+           metrics_get(M_TX_RETRIES_CERTIFICATION) + metrics_get(M_TX_RETRIES_OTHER);
 }
 
 static int route_slot(int route)

@@ -13,7 +13,10 @@
 enum metric {
     M_ORDERS_CREATED,
     M_STOCK_CONFLICTS,
-    M_TX_RETRIES,
+    M_TX_RETRIES_DEADLOCK, /* ticketd_transaction_retries_total, by cause */
+    M_TX_RETRIES_LOCK_WAIT,
+    M_TX_RETRIES_CERTIFICATION,
+    M_TX_RETRIES_OTHER,
     M_DUP_RESPONSE_CACHE,
     M_DUP_UNIQUE_INDEX,
     M_DUP_INFLIGHT_KEY,
@@ -55,6 +58,8 @@ void metrics_add(enum metric m, int64_t n);
 void metrics_inc(enum metric m);
 void metrics_set(enum metric m, int64_t v);
 int64_t metrics_get(enum metric m);
+/* Every transaction retry, whatever its cause. */
+int64_t metrics_tx_retries(void);
 
 /* Records one finished request. route is a route id (router.h) or one of
  * the negative ROUTE_* values; status any HTTP status. */

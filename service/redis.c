@@ -4,10 +4,12 @@
 #include "err.h"
 #include "log.h"
 #include "metrics.h"
+#include "sentinel.h"
 #include "util.h"
 
 #include <openssl/sha.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 
 struct redis_conn {
     redisContext *ctx;
+    unsigned gen;     /* the primary address generation ctx was opened to */
     bool used;        /* the context has answered at least once */
     bool peer_closed; /* the last failure was the server closing on us */
 };
@@ -28,6 +31,20 @@ struct redis_conn {
 static const struct config *cfg;
 static pthread_key_t conn_key;
 static struct breaker health = BREAKER_INIT("redis", REDIS_COOLDOWN_MS);
+
+/* Where the primary is. With TICKETD_REDIS_SENTINELS it is asked of the
+ * Sentinels, remembered, and asked again once a connection to it failed or
+ * it answered READONLY (it was demoted): addr_gen then moves on when the
+ * answer names another server, and every thread drops a connection opened
+ * to an older generation at its next call. Without Sentinels it is
+ * TICKETD_REDIS_HOST/PORT, fixed, exactly as before. */
+static bool use_sentinel;
+static struct sentinel_list sentinels;
+static pthread_mutex_t addr_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sentinel_addr primary; /* under addr_mu */
+static bool primary_known;           /* under addr_mu */
+static int preferred_sentinel;       /* under addr_mu: the one that answered last */
+static _Atomic unsigned addr_gen = 1;
 
 /* The link failed: open the breaker (counted when this opened it). */
 static void trip(enum breaker_pass pass)
@@ -49,6 +66,17 @@ static void conn_destroy(void *p)
 int redis_init(const struct config *config)
 {
     cfg = config;
+    use_sentinel = false;
+    if (cfg->redis_sentinels != NULL && cfg->redis_sentinels[0] != '\0') {
+        char why[160];
+        if (!sentinel_parse(cfg->redis_sentinels, &sentinels, why, sizeof why)) {
+            log_error("redis: TICKETD_REDIS_SENTINELS: %s", why);
+            return TD_EINVAL;
+        }
+        use_sentinel = true;
+        log_info("redis: following primary '%s' through %d Sentinel(s)", cfg->redis_master,
+                 sentinels.n);
+    }
     if (pthread_key_create(&conn_key, conn_destroy) != 0)
         return TD_EINTERNAL;
     return TD_OK;
@@ -79,6 +107,8 @@ static struct timeval ms_to_tv(int ms)
     return tv;
 }
 
+static void forget_primary(unsigned gen);
+
 /* The context cannot be trusted any more: a hiredis context that saw an
  * error must not be used again. */
 static void drop(struct redis_conn *c, const char *why)
@@ -89,6 +119,103 @@ static void drop(struct redis_conn *c, const char *why)
         redisFree(c->ctx);
         c->ctx = NULL;
     }
+    /* The primary may have moved: the next connection asks a Sentinel. */
+    if (use_sentinel)
+        forget_primary(c->gen);
+}
+
+/* --- finding the primary through Sentinel ------------------------------- */
+
+static void forget_primary(unsigned gen)
+{
+    pthread_mutex_lock(&addr_mu);
+    if (gen == atomic_load(&addr_gen))
+        primary_known = false;
+    pthread_mutex_unlock(&addr_mu);
+}
+
+/* Asks one Sentinel for the primary's address. */
+static bool ask_sentinel(const struct sentinel_addr *s, struct sentinel_addr *out)
+{
+    struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
+    redisContext *ctx = redisConnectWithTimeout(s->host, s->port, tv);
+    bool ok = false;
+    if (ctx == NULL || ctx->err) {
+        log_warn("redis: Sentinel %s:%d: %s", s->host, s->port,
+                 ctx ? ctx->errstr : "out of memory");
+        goto out;
+    }
+    redisSetTimeout(ctx, tv);
+    redisReply *r = redisCommand(ctx, "SENTINEL get-master-addr-by-name %s", cfg->redis_master);
+    if (r == NULL) {
+        log_warn("redis: Sentinel %s:%d: %s", s->host, s->port, ctx->errstr);
+        goto out;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING)
+        ok = sentinel_read_master(r->element[0]->str, r->element[1]->str, out);
+    if (!ok)
+        log_warn("redis: Sentinel %s:%d does not know a primary named '%s'", s->host, s->port,
+                 cfg->redis_master);
+    freeReplyObject(r);
+out:
+    if (ctx != NULL)
+        redisFree(ctx);
+    return ok;
+}
+
+/* The primary's address and its generation, asking the Sentinels (the one
+ * that answered last first, then the others: sentinel_pick) when it is not
+ * known. Under addr_mu, so that a failover makes one thread ask, not all;
+ * the others wait for its answer, at most one connect and one command
+ * timeout (TICKETD_REDIS_TIMEOUT_MS) per Sentinel. */
+static int current_primary(char *host, size_t cap, int *port, unsigned *gen)
+{
+    if (!use_sentinel) {
+        snprintf(host, cap, "%s", cfg->redis_host);
+        *port = cfg->redis_port;
+        *gen = 0;
+        return TD_OK;
+    }
+    int rc = TD_OK;
+    pthread_mutex_lock(&addr_mu);
+    if (!primary_known) {
+        struct sentinel_addr found;
+        int idx;
+        rc = TD_EUNAVAIL;
+        for (int a = 0; (idx = sentinel_pick(preferred_sentinel, a, sentinels.n)) >= 0; a++) {
+            if (!ask_sentinel(&sentinels.a[idx], &found))
+                continue;
+            preferred_sentinel = idx;
+            if (strcmp(found.host, primary.host) != 0 || found.port != primary.port) {
+                log_info("redis: Sentinel %s:%d names %s:%d as primary '%s'", sentinels.a[idx].host,
+                         sentinels.a[idx].port, found.host, found.port, cfg->redis_master);
+                primary = found;
+                atomic_fetch_add(&addr_gen, 1);
+            }
+            primary_known = true;
+            rc = TD_OK;
+            break;
+        }
+    }
+    snprintf(host, cap, "%s", primary.host);
+    *port = primary.port;
+    *gen = atomic_load(&addr_gen);
+    pthread_mutex_unlock(&addr_mu);
+    return rc;
+}
+
+/* A Sentinel's answer may lag a failover by a moment: before ticketd
+ * writes to the server it was given, the server must say it is the
+ * primary. */
+static bool is_primary(redisContext *ctx)
+{
+    redisReply *r = redisCommand(ctx, "ROLE");
+    bool ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+              r->element[0]->type == REDIS_REPLY_STRING &&
+              strcmp(r->element[0]->str, "master") == 0;
+    freeReplyObject(r);
+    return ok;
 }
 
 static struct redis_conn *thread_conn(void)
@@ -105,18 +232,38 @@ static int get_conn(struct redis_conn **out)
 {
     struct redis_conn *c = thread_conn();
     *out = NULL;
+    if (c->ctx != NULL && use_sentinel && c->gen != atomic_load(&addr_gen)) {
+        /* Opened to a server that is no longer the primary. */
+        redisFree(c->ctx);
+        c->ctx = NULL;
+        c->used = false;
+    }
     if (c->ctx == NULL) {
         struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
-        c->ctx = redisConnectWithTimeout(cfg->redis_host, cfg->redis_port, tv);
+        char host[SENTINEL_HOST_MAX];
+        int port;
+        if (current_primary(host, sizeof host, &port, &c->gen) != TD_OK) {
+            metrics_inc(M_DEP_ERRORS_REDIS);
+            log_warn("redis: no Sentinel named the primary '%s'", cfg->redis_master);
+            return TD_EUNAVAIL;
+        }
+        c->ctx = redisConnectWithTimeout(host, port, tv);
         if (c->ctx == NULL || c->ctx->err) {
-            char why[160];
-            snprintf(why, sizeof why, "connect to %s:%d failed: %s", cfg->redis_host,
-                     cfg->redis_port, c->ctx ? c->ctx->errstr : "out of memory");
+            char why[SENTINEL_HOST_MAX + 256];
+            snprintf(why, sizeof why, "connect to %s:%d failed: %s", host, port,
+                     c->ctx ? c->ctx->errstr : "out of memory");
             drop(c, why);
             return TD_EUNAVAIL;
         }
         if (redisSetTimeout(c->ctx, tv) != REDIS_OK || redisEnableKeepAlive(c->ctx) != REDIS_OK) {
             drop(c, "cannot set socket options");
+            return TD_EUNAVAIL;
+        }
+        if (use_sentinel && !is_primary(c->ctx)) {
+            char why[SENTINEL_HOST_MAX + 256];
+            snprintf(why, sizeof why, "%s:%d does not answer ROLE master; asking a Sentinel again",
+                     host, port);
+            drop(c, why);
             return TD_EUNAVAIL;
         }
     }
@@ -155,6 +302,15 @@ static int send_argv(struct redis_conn *c, int argc, const char **argv, const si
         int rc = TD_EINTERNAL;
         if (strncmp(r->str, "NOSCRIPT", 8) == 0) {
             rc = TD_ENOTFOUND; /* redis_eval retries with EVAL */
+        } else if (strncmp(r->str, "READONLY", 8) == 0) {
+            /* A demoted primary (a failover happened): this connection
+             * goes, and with Sentinel the next one asks where the
+             * primary is now. */
+            char why[160];
+            snprintf(why, sizeof why, "%s: %.100s", argv[0], r->str);
+            c->peer_closed = false;
+            drop(c, why);
+            rc = TD_EUNAVAIL;
         } else if (transient_error(r->str)) {
             metrics_inc(M_DEP_ERRORS_REDIS);
             log_warn("redis: %s: %s", argv[0], r->str);

@@ -5,7 +5,13 @@
  * hiredis 0.14 contexts cannot be reused after an error, so any failed
  * call drops the thread's context and opens the breaker: every thread then
  * fails fast until one probe finds Redis answering, and from then on every
- * thread reconnects on its next call. Used by the Redis adapters only (cache_redis.c, events). */
+ * thread reconnects on its next call. Used by the Redis adapters only (cache_redis.c, events).
+ *
+ * The server is TICKETD_REDIS_HOST/PORT, or, with TICKETD_REDIS_SENTINELS
+ * and TICKETD_REDIS_MASTER, the primary a Sentinel names (and that says
+ * ROLE master): asked once, remembered, and asked again after a failed
+ * connection or a READONLY answer, so a failover costs the breaker's
+ * cooldowns until the Sentinels have promoted a replica. */
 #ifndef TICKETD_REDIS_H
 #define TICKETD_REDIS_H
 

@@ -75,7 +75,8 @@ static void test_counters_and_labels(void **state)
     assert_line(t, "ticketd_dependency_errors_total{dependency=\"redis\"} 1");
     assert_line(t, "ticketd_dependency_errors_total{dependency=\"mysql\"} 0");
     assert_line(t, "ticketd_redis_degraded_requests_total 1");
-    assert_line(t, "ticketd_transaction_retries_total 0");
+    assert_line(t, "ticketd_transaction_retries_total{cause=\"deadlock\"} 0");
+    assert_line(t, "ticketd_transaction_retries_total{cause=\"certification\"} 0");
     assert_line(t, "ticketd_outbox_backlog 5");
     assert_line(t, "ticketd_events_published_total 0");
     assert_line(t, "ticketd_events_consumed_total{consumer=\"points\"} 0");

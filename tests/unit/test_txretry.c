@@ -51,13 +51,13 @@ static void test_table(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct script s = cases[i].s;
-        int64_t before = metrics_get(M_TX_RETRIES);
+        int64_t before = metrics_tx_retries();
         int rc = txretry_run(cases[i].retries, scripted, &s);
         if (rc != cases[i].want_rc || s.runs != cases[i].want_runs)
             fail_msg("case %zu: rc %d after %d runs, want %d after %d", i, rc, s.runs,
                      cases[i].want_rc, cases[i].want_runs);
         /* Every run after the first is one retry counted. */
-        assert_int_equal(metrics_get(M_TX_RETRIES) - before, s.runs - 1);
+        assert_int_equal(metrics_tx_retries() - before, s.runs - 1);
     }
 }
 
@@ -75,11 +75,51 @@ static void test_waits_are_bounded(void **state)
     assert_true(took < 2000);
 }
 
+/* Each retry is counted under the cause its failed attempt noted; an
+ * attempt that notes none counts as "other", and a cause never leaks into
+ * the next attempt. */
+struct noting {
+    enum txretry_cause causes[4];
+    int n;
+    int runs;
+};
+
+static int noting_attempt(void *ctx)
+{
+    struct noting *s = ctx;
+    int i = s->runs++;
+    if (i >= s->n)
+        return TD_OK;
+    if (s->causes[i] != TXRETRY_OTHER)
+        txretry_note(s->causes[i]);
+    return TD_ERETRY;
+}
+
+static void test_retries_counted_by_cause(void **state)
+{
+    (void)state;
+    struct noting s = {
+        {TXRETRY_CERTIFICATION, TXRETRY_DEADLOCK, TXRETRY_OTHER, TXRETRY_LOCK_WAIT}, 4, 0};
+    int64_t cert = metrics_get(M_TX_RETRIES_CERTIFICATION);
+    int64_t dead = metrics_get(M_TX_RETRIES_DEADLOCK);
+    int64_t wait = metrics_get(M_TX_RETRIES_LOCK_WAIT);
+    int64_t other = metrics_get(M_TX_RETRIES_OTHER);
+    int64_t all = metrics_tx_retries();
+    assert_int_equal(txretry_run(5, noting_attempt, &s), TD_OK);
+    assert_int_equal(s.runs, 5);
+    assert_int_equal(metrics_get(M_TX_RETRIES_CERTIFICATION) - cert, 1);
+    assert_int_equal(metrics_get(M_TX_RETRIES_DEADLOCK) - dead, 1);
+    assert_int_equal(metrics_get(M_TX_RETRIES_LOCK_WAIT) - wait, 1);
+    assert_int_equal(metrics_get(M_TX_RETRIES_OTHER) - other, 1);
+    assert_int_equal(metrics_tx_retries() - all, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_waits_are_bounded),
+        cmocka_unit_test(test_retries_counted_by_cause),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,7 @@ UNIT_TESTS := $(sort $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test
 # its line here).
 unit_router_SRCS := service/router.c
 unit_body_SRCS := service/body.c service/util.c
-unit_config_SRCS := service/config.c service/log.c service/util.c
+unit_config_SRCS := service/config.c service/sentinel.c service/log.c service/util.c
 unit_auth_SRCS := service/auth.c service/util.c
 unit_problem_SRCS := service/problem.c
 unit_resp_SRCS := service/resp.c service/problem.c service/log.c service/util.c
@@ -20,7 +20,7 @@ unit_jsonv_SRCS := service/jsonv.c
 unit_idem_SRCS := service/idem.c service/util.c
 unit_respcache_SRCS := service/respcache.c service/util.c
 unit_defenses_SRCS := service/defenses.c service/log.c
-unit_orders_SRCS := service/orders.c service/problem.c service/ordertoken.c service/faults.c service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c \
+unit_orders_SRCS := service/orders.c service/problem.c service/ordertoken.c service/faults.c service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c service/sentinel.c \
 	service/router.c service/log.c service/util.c service/defenses.c \
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
 unit_util_SRCS := service/util.c
@@ -32,9 +32,10 @@ unit_log_SRCS := service/log.c
 unit_model_SRCS := service/model.c service/err.c
 unit_statemachine_SRCS := service/statemachine.c service/model.c
 unit_paysig_SRCS := service/paysig.c service/util.c
+unit_sentinel_SRCS := service/sentinel.c
 unit_txretry_SRCS := service/txretry.c service/metrics.c service/router.c service/util.c
 unit_payments_SRCS := service/payments.c service/event_payload.c service/paysig.c service/statemachine.c service/txretry.c service/metrics.c service/router.c \
-	service/config.c service/model.c service/log.c service/util.c \
+	service/config.c service/sentinel.c service/model.c service/log.c service/util.c \
 	tests/unit/fake_store_payments.c tests/unit/fake_store.c tests/unit/fake_cache.c \
 	tests/unit/fake_calls.c
 # The relay and the consumers link fakes of the stream (fake_stream.c) and
@@ -46,10 +47,10 @@ unit_relay_SRCS := service/relay.c service/bgthread.c service/stopper.c service/
 	service/log.c service/util.c $(UNIT_EVENTS_FAKES)
 unit_consumers_SRCS := service/consumers.c service/consume.c service/event_payload.c \
 	service/bgthread.c service/stopper.c service/txretry.c service/faults.c service/metrics.c service/router.c \
-	service/config.c service/log.c service/util.c $(UNIT_EVENTS_FAKES)
+	service/config.c service/sentinel.c service/log.c service/util.c $(UNIT_EVENTS_FAKES)
 unit_event_payload_SRCS := service/event_payload.c
 unit_lifecycle_SRCS := service/lifecycle.c service/statemachine.c service/txretry.c \
-	service/metrics.c service/router.c service/config.c service/model.c service/log.c \
+	service/metrics.c service/router.c service/config.c service/sentinel.c service/model.c service/log.c \
 	service/util.c tests/unit/fake_store_lifecycle.c
 
 UNIT_HDRS := $(wildcard tests/unit/*.h)
