@@ -380,8 +380,42 @@ int db_begin(struct db_conn *c)
     return rc;
 }
 
+/* Whether the server's last answer on c said the session is inside a
+ * transaction (every OK and EOF packet carries the flag, so asking costs
+ * nothing). */
+static bool server_in_tx(struct db_conn *c)
+{
+    unsigned int status = 0;
+    if (c->m == NULL || mariadb_get_infov(c->m, MARIADB_CONNECTION_SERVER_STATUS, &status) != 0)
+        return true; /* cannot tell: let COMMIT speak */
+    return (status & SERVER_STATUS_IN_TRANS) != 0;
+}
+
+/* A Galera node rolls back a local transaction whose rows a replicated
+ * write needs (a "brute force" abort). The transaction's next statement
+ * should then fail with 1213; measured on a three-node cluster here, it
+ * sometimes ran instead, outside any transaction, and the COMMIT that
+ * followed answered OK having committed nothing: an answer that would
+ * claim a cancel the database never kept. The server's own status flag
+ * says so before COMMIT is sent: the transaction is run again, as after
+ * any certification conflict. */
+static bool lost_by_server(struct db_conn *c, const char *what)
+{
+    if (server_in_tx(c))
+        return false;
+    log_warn("mysql: %s: the server rolled the transaction back without an error (a Galera "
+             "conflict); running it again",
+             what);
+    txretry_note(TXRETRY_CERTIFICATION);
+    return true;
+}
+
 int db_commit(struct db_conn *c)
 {
+    if (c->in_tx && lost_by_server(c, "before COMMIT")) {
+        c->in_tx = false;
+        return TD_ERETRY;
+    }
     /* Still "in a transaction" while COMMIT runs: a link lost now is the
      * server's trouble, not a stale connection. */
     int rc = simple(c, "COMMIT");
@@ -681,10 +715,11 @@ static size_t inline_args(struct db_conn *c, const char *sql, const struct db_ar
 }
 
 /* Reads the results of a batch in order. *at is the statement being read. */
-static int batch_results(struct db_conn *c, int row_at, const struct db_col *cols, int ncols,
-                         bool *got_row, int *at)
+static int batch_results(struct db_conn *c, int last, int row_at, const struct db_col *cols,
+                         int ncols, bool *got_row, int *at)
 {
     int more;
+    bool lost = false;
     *at = 0;
     do {
         MYSQL_RES *res = mysql_store_result(c->m);
@@ -706,18 +741,31 @@ static int batch_results(struct db_conn *c, int row_at, const struct db_col *col
         } else if (mysql_field_count(c->m) != 0) {
             return fail(c, mysql_errno(c->m), mysql_error(c->m), "batch result");
         }
+        /* Every statement between START TRANSACTION and COMMIT must end
+         * inside the transaction (see lost_by_server). */
+        if (*at > 0 && *at < last && !server_in_tx(c))
+            lost = true;
         more = mysql_next_result(c->m);
         if (more > 0) {
             ++*at;
-            return fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
+            /* 1213 at the COMMIT is a Galera certification conflict. */
+            return fail(c, mysql_errno(c->m), mysql_error(c->m), *at == last ? "COMMIT" : "batch");
         }
         if (more == 0)
             ++*at;
     } while (more == 0);
+    if (lost) {
+        /* Its statements may have run one by one, outside the transaction:
+         * what holds now is for the database to say (the caller's retry
+         * finds the order by its unique key, or makes it). */
+        log_error("mysql: the server rolled a batch's transaction back without an error "
+                  "(a Galera conflict); answering unavailable");
+        return TD_EUNAVAIL;
+    }
     return TD_OK;
 }
 
-static int batch_once(struct db_conn *c, const char *text, size_t len, int row_at,
+static int batch_once(struct db_conn *c, const char *text, size_t len, int last, int row_at,
                       const struct db_col *cols, int ncols, bool *got_row, int *failed_at)
 {
     *got_row = false;
@@ -732,7 +780,7 @@ static int batch_once(struct db_conn *c, const char *text, size_t len, int row_a
     if (mysql_real_query(c->m, text, len) != 0)
         return fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
     c->in_tx = true;
-    return batch_results(c, row_at, cols, ncols, got_row, failed_at);
+    return batch_results(c, last, row_at, cols, ncols, got_row, failed_at);
 }
 
 int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs, int row_at,
@@ -748,13 +796,16 @@ int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int 
         log_error("mysql: a batch does not fit %d bytes or its arguments", DB_BATCH_MAX);
         return TD_EINTERNAL;
     }
+    int last = 0; /* the index of the final COMMIT: statements are split by ';' */
+    for (const char *p = sql; *p != '\0'; p++)
+        last += *p == ';';
     bool was_fresh = c->fresh;
-    int rc = batch_once(c, text, len, row_at, cols, ncols, &got_row, &at);
+    int rc = batch_once(c, text, len, last, row_at, cols, ncols, &got_row, &at);
     /* A stale link fails at the first statement, before anything ran. If
      * the batch did commit and only its answer was lost, running it again
      * meets the unique index, which the caller reads as "already done". */
     if (at == 0 && redial_stale(c, rc, was_fresh))
-        rc = batch_once(c, text, len, row_at, cols, ncols, &got_row, &at);
+        rc = batch_once(c, text, len, last, row_at, cols, ncols, &got_row, &at);
     c->fresh = false;
     if (failed_at != NULL)
         *failed_at = at;

@@ -119,7 +119,7 @@ int db_read_row(const char *sql, const struct db_arg *args, int nargs, const str
 
 /* Runs a whole transaction in one round trip: sql is several statements,
  * from START TRANSACTION to COMMIT, separated by ';', with '?' for
- * arguments (no literal '?' in the text). A multi-statement text cannot be
+ * arguments (no literal '?' or ';' in the text). A multi-statement text cannot be
  * prepared, so the arguments are inlined as escaped literals. The server
  * stops at the first statement that fails: its error is returned, the
  * transaction is rolled back, and *failed_at (may be NULL) is its index
