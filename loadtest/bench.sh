@@ -7,7 +7,7 @@
 #                       scripts/services.sh up .state/bench 30379 30306, migrate,
 #                       build/release/ticketd serve on 127.0.0.1:30080 with
 #                       TICKETD_ORDER_TOKEN_REQUIRED=0 (secrets from --config;
-#                       TICKETD_IO_THREADS, TICKETD_THREADS and other TICKETD_*
+#                       TICKETD_IO_THREADS, TICKETD_THREADS, TICKETD_DB_CONNS and other TICKETD_*
 #                       settings of the environment pass through)
 #   --url URL           ticketd to measure (default http://127.0.0.1:8080;
 #                       with --start http://127.0.0.1:30080)
@@ -162,7 +162,8 @@ MYSQL_DB=$(conf TICKETD_MYSQL_DB ticketd)
 # What ticketd --start runs with (the environment, else --config, else the
 # defaults of service/config.c); shown in the header.
 IO_THREADS=$(conf TICKETD_IO_THREADS 2)
-WORKER_THREADS=$(conf TICKETD_THREADS 16)
+WORKER_THREADS=$(conf TICKETD_THREADS 8)
+DB_CONNS=$(conf TICKETD_DB_CONNS 8)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ticketd-bench.XXXXXX")
 STARTED_TICKETD=""
@@ -214,7 +215,7 @@ if ((START)); then
     if curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:${BENCH_HTTP_PORT}/livez" 2>/dev/null; then
         die "something already serves 127.0.0.1:${BENCH_HTTP_PORT}; stop it first"
     fi
-    log "starting ticketd on ${URL} (TICKETD_IO_THREADS=${IO_THREADS}, TICKETD_THREADS=${WORKER_THREADS})"
+    log "starting ticketd on ${URL} (TICKETD_IO_THREADS=${IO_THREADS}, TICKETD_THREADS=${WORKER_THREADS}, TICKETD_DB_CONNS=${DB_CONNS})"
     env -u TICKETD_MYSQL_SOCKET \
         TICKETD_ENV=dev TICKETD_PORT="${BENCH_HTTP_PORT}" TICKETD_BIND=127.0.0.1 \
         TICKETD_REDIS_HOST=127.0.0.1 TICKETD_REDIS_PORT="${BENCH_REDIS_PORT}" \
@@ -222,6 +223,7 @@ if ((START)); then
         TICKETD_MYSQL_USER="${MYSQL_USER}" TICKETD_MYSQL_PASSWORD="${MYSQL_PASSWORD}" \
         TICKETD_MYSQL_DB="${MYSQL_DB}" TICKETD_ORDER_TOKEN_REQUIRED=0 \
         TICKETD_IO_THREADS="${IO_THREADS}" TICKETD_THREADS="${WORKER_THREADS}" \
+        TICKETD_DB_CONNS="${DB_CONNS}" \
         TICKETD_JWT_SECRET="${JWT_SECRET}" TICKETD_PAY_SECRET="${PAY_SECRET}" \
         "${TICKETD}" serve --config "${CONFIG}" >"${BENCH_STATE}/ticketd.log" 2>&1 &
     STARTED_TICKETD=$!
@@ -596,7 +598,8 @@ dash() { printf '%s' "${1:--}"; }
 
 printf '\nticketd benchmark: %s, %s s per row, keep-alive connections %s\n' \
     "${URL}" "${DURATION}" "${LEVELS[*]}"
-((START)) && printf 'ticketd --start: TICKETD_IO_THREADS=%s TICKETD_THREADS=%s\n' "${IO_THREADS}" "${WORKER_THREADS}"
+((START)) && printf 'ticketd --start: TICKETD_IO_THREADS=%s TICKETD_THREADS=%s TICKETD_DB_CONNS=%s\n' \
+    "${IO_THREADS}" "${WORKER_THREADS}" "${DB_CONNS}"
 [[ "${CONNS}" != "${CONC}" ]] && printf 'sqlbase rows at c%s use %s connections (--connections)\n' "${CONC}" "${CONNS}"
 printf 'CPU: us per request answered, utime+stime of ticketd (pid %s), MariaDB (pid %s) and the load tool\n' \
     "$(dash "${PID}")" "$(dash "${MYSQL_PID}")"
