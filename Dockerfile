@@ -62,7 +62,7 @@ RUN groupadd --system ticketd \
 WORKDIR /app
 COPY --from=build /src/build/release/ticketd /usr/local/bin/ticketd
 COPY sql/ /app/sql/
-COPY scripts/services.sh /app/scripts/services.sh
+COPY scripts/services.sh scripts/proc.sh /app/scripts/
 COPY config/ticketd.env /app/config/ticketd.env
 
 # Inside a container the service must listen on all interfaces to be

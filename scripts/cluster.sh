@@ -40,6 +40,8 @@
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/proc.sh
+. "${SCRIPT_DIR}/proc.sh"
 WAIT_S=${TICKETD_SERVICES_WAIT_S:-120}
 
 read -r -a SQL_PORTS <<<"${TICKETD_CLUSTER_SQL_PORTS:-33306 33307 33308}"
@@ -65,54 +67,13 @@ usage() {
     sed -n '/^# Usage:/,/^#   _SENTINEL_PORTS/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
-now_ms() { date +%s%3N; }
 
-find_bin() {
-    local name dir
-    for name in "$@"; do
-        if command -v "${name}" >/dev/null 2>&1; then
-            command -v "${name}"
-            return 0
-        fi
-        for dir in /usr/sbin /usr/local/sbin /sbin /usr/bin /usr/local/bin; do
-            if [[ -x "${dir}/${name}" ]]; then
-                printf '%s\n' "${dir}/${name}"
-                return 0
-            fi
-        done
-    done
-    return 1
-}
 need_bin() {
     find_bin "$@" || die "'$1' not found; run scripts/deps.sh --cluster"
 }
 
-port_busy() {
-    # shellcheck disable=SC2016
-    timeout 1 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
-}
 
-proc_alive() {
-    local pid=$1 state
-    kill -0 "${pid}" 2>/dev/null || return 1
-    if [[ -r "/proc/${pid}/stat" ]]; then
-        state=$(sed 's/^.*) //' "/proc/${pid}/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-        [[ "${state}" != "Z" && "${state}" != "X" ]] || return 1
-    fi
-    return 0
-}
 
-# The pid in PIDFILE if alive and running COMM.
-running_pid() {
-    local pidfile=$1 comm=$2 pid actual
-    [[ -s "${pidfile}" ]] || return 1
-    pid=$(tr -d ' \n' <"${pidfile}")
-    [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
-    proc_alive "${pid}" || return 1
-    actual=$(cat "/proc/${pid}/comm" 2>/dev/null || true)
-    [[ "${actual}" == "${comm}"* ]] || return 1
-    printf '%s\n' "${pid}"
-}
 
 tail_log() {
     [[ -s "$1" ]] && tail -n 30 "$1" | sed 's/^/    /' >&2
