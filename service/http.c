@@ -426,6 +426,44 @@ static void run_blocking(void *arg, bool cancelled)
     MHD_resume_connection(x->conn);
 }
 
+/* The first call for a request: its head is complete. */
+static enum MHD_Result exchange_begin(struct http_server *srv, struct MHD_Connection *c,
+                                      const char *url, const char *method, const char *version,
+                                      void **state)
+{
+    struct exchange *x = exchange_new(srv, c, url, method, version);
+    *state = x;
+    x->slot = slot_of(c);
+    if (x->slot != NULL)
+        atomic_store(&x->slot->busy, true);
+    atomic_fetch_add(&srv->inflight, 1);
+    atomic_store(&srv->last_request_ms, mono_ms());
+    metrics_add(M_INFLIGHT_REQUESTS, 1);
+    if (!precheck(c, x))
+        return send_response(c, x, true);
+    /* Queue nothing yet, even without a body: a response queued on the
+     * first call is sent with Connection: close, which costs every
+     * keep-alive client a new connection. */
+    return MHD_YES;
+}
+
+/* The rest of a request blocks on Redis or MySQL. Held here, it would hold
+ * up every other connection this thread serves; so the connection is
+ * suspended and a worker runs it (run_blocking), then resumes it. */
+static enum MHD_Result hand_to_worker(struct http_server *srv, struct MHD_Connection *c,
+                                      struct exchange *x)
+{
+    x->conn = c;
+    atomic_store(&x->at_worker, true);
+    MHD_suspend_connection(c);
+    if (!workers_submit(srv->workers, run_blocking, x)) {
+        overloaded(x);
+        atomic_store(&x->answer_ready, true);
+        MHD_resume_connection(c);
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **state)
@@ -433,22 +471,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct http_server *srv = cls;
     struct exchange *x = *state;
 
-    if (x == NULL) {
-        x = exchange_new(srv, c, url, method, version);
-        *state = x;
-        x->slot = slot_of(c);
-        if (x->slot != NULL)
-            atomic_store(&x->slot->busy, true);
-        atomic_fetch_add(&srv->inflight, 1);
-        atomic_store(&srv->last_request_ms, mono_ms());
-        metrics_add(M_INFLIGHT_REQUESTS, 1);
-        if (!precheck(c, x))
-            return send_response(c, x, true);
-        /* Queue nothing yet, even without a body: a response queued on the
-         * first call is sent with Connection: close, which costs every
-         * keep-alive client a new connection. */
-        return MHD_YES;
-    }
+    if (x == NULL)
+        return exchange_begin(srv, c, url, method, version, state);
 
     if (*upload_size > 0) {
         /* A chunked body has no length up front: count as it arrives, keep
@@ -484,18 +508,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     x->req.body_len = x->body.len;
     if (api_begin(&x->req, &x->resp) == API_ANSWERED)
         return send_response(c, x, false);
-    /* The rest blocks on Redis or MySQL. Held here, it would hold up every
-     * other connection this thread serves; so the connection is suspended
-     * and a worker runs it (run_blocking), then resumes it. */
-    x->conn = c;
-    atomic_store(&x->at_worker, true);
-    MHD_suspend_connection(c);
-    if (!workers_submit(srv->workers, run_blocking, x)) {
-        overloaded(x);
-        atomic_store(&x->answer_ready, true);
-        MHD_resume_connection(c);
-    }
-    return MHD_YES;
+    return hand_to_worker(srv, c, x);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,
