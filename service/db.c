@@ -714,28 +714,46 @@ static size_t inline_args(struct db_conn *c, const char *sql, const struct db_ar
     return used == nargs ? n : 0;
 }
 
+/* Copies a batch's row into cols, by db_rows' rules: the column count must
+ * match and every value must fit its buffer (else TD_EINTERNAL, logged). */
+static int batch_row(MYSQL_RES *res, MYSQL_ROW row, const struct db_col *cols, int ncols)
+{
+    unsigned long *len = mysql_fetch_lengths(res);
+    if ((int)mysql_num_fields(res) != ncols) {
+        log_error("mysql: a batch's row has %u columns, expected %d", mysql_num_fields(res), ncols);
+        return TD_EINTERNAL;
+    }
+    for (int i = 0; i < ncols; i++) {
+        if (cols[i].type == DB_INT) {
+            *(int64_t *)cols[i].dst = row[i] != NULL ? strtoll(row[i], NULL, 10) : 0;
+            continue;
+        }
+        size_t n = row[i] != NULL ? len[i] : 0;
+        if (n >= cols[i].cap) {
+            log_error("mysql: a value of a batch's row does not fit its buffer");
+            return TD_EINTERNAL;
+        }
+        memcpy(cols[i].dst, row[i] != NULL ? row[i] : "", n);
+        ((char *)cols[i].dst)[n] = '\0';
+    }
+    return TD_OK;
+}
+
 /* Reads the results of a batch in order. *at is the statement being read. */
 static int batch_results(struct db_conn *c, int last, int row_at, const struct db_col *cols,
                          int ncols, bool *got_row, int *at)
 {
     int more;
+    int rc = TD_OK;
     bool lost = false;
     *at = 0;
     do {
         MYSQL_RES *res = mysql_store_result(c->m);
         if (res != NULL) {
             MYSQL_ROW row = mysql_fetch_row(res);
-            unsigned long *len = mysql_fetch_lengths(res);
-            if (*at == row_at && row != NULL && (int)mysql_num_fields(res) == ncols) {
-                for (int i = 0; i < ncols; i++) {
-                    if (cols[i].type == DB_INT) {
-                        *(int64_t *)cols[i].dst = row[i] ? strtoll(row[i], NULL, 10) : 0;
-                    } else if (len[i] < cols[i].cap) {
-                        memcpy(cols[i].dst, row[i] ? row[i] : "", row[i] ? len[i] : 0);
-                        ((char *)cols[i].dst)[row[i] ? len[i] : 0] = '\0';
-                    }
-                }
-                *got_row = true;
+            if (*at == row_at && row != NULL && rc == TD_OK) {
+                rc = batch_row(res, row, cols, ncols);
+                *got_row = rc == TD_OK;
             }
             mysql_free_result(res);
         } else if (mysql_field_count(c->m) != 0) {
@@ -754,6 +772,8 @@ static int batch_results(struct db_conn *c, int last, int row_at, const struct d
         if (more == 0)
             ++*at;
     } while (more == 0);
+    if (rc != TD_OK)
+        return rc; /* every result read: the connection stays in step */
     if (lost) {
         /* Its statements may have run one by one, outside the transaction:
          * what holds now is for the database to say (the caller's retry
@@ -766,10 +786,10 @@ static int batch_results(struct db_conn *c, int last, int row_at, const struct d
 }
 
 static int batch_once(struct db_conn *c, const char *text, size_t len, int last, int row_at,
-                      const struct db_col *cols, int ncols, bool *got_row, int *failed_at)
+                      const struct db_col *cols, int ncols, bool *got_row, int *at)
 {
     *got_row = false;
-    *failed_at = 0;
+    *at = 0;
     if (c->m == NULL)
         return TD_EUNAVAIL;
     /* Until its first statement (START TRANSACTION) answers, a failing
@@ -780,11 +800,11 @@ static int batch_once(struct db_conn *c, const char *text, size_t len, int last,
     if (mysql_real_query(c->m, text, len) != 0)
         return fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
     c->in_tx = true;
-    return batch_results(c, last, row_at, cols, ncols, got_row, failed_at);
+    return batch_results(c, last, row_at, cols, ncols, got_row, at);
 }
 
 int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs, int row_at,
-             const struct db_col *cols, int ncols, int *failed_at)
+             const struct db_col *cols, int ncols)
 {
     char text[DB_BATCH_MAX];
     bool got_row;
@@ -807,8 +827,6 @@ int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int 
     if (at == 0 && redial_stale(c, rc, was_fresh))
         rc = batch_once(c, text, len, last, row_at, cols, ncols, &got_row, &at);
     c->fresh = false;
-    if (failed_at != NULL)
-        *failed_at = at;
     if (rc != TD_OK) {
         db_rollback(c); /* the statement that failed left the transaction open */
         return rc;

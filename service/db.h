@@ -119,13 +119,13 @@ int db_read_row(const char *sql, const struct db_arg *args, int nargs, const str
 
 /* Runs a whole transaction in one round trip: sql is several statements,
  * from START TRANSACTION to COMMIT, separated by ';', with '?' for
- * arguments (no literal '?' or ';' in the text). A multi-statement text cannot be
- * prepared, so the arguments are inlined as escaped literals. The server
- * stops at the first statement that fails: its error is returned, the
- * transaction is rolled back, and *failed_at (may be NULL) is its index
- * (0 = the first). The first row of statement row_at is read into cols;
- * TD_ENOTFOUND when it returned none (the batch still committed). */
+ * arguments (no literal '?' or ';' in the text). A multi-statement text
+ * cannot be prepared, so the arguments are inlined as escaped literals. The
+ * server stops at the first statement that fails: its error is returned
+ * and the transaction is rolled back. The first row of statement row_at
+ * (0 = the first) is read into cols; TD_ENOTFOUND when it returned none
+ * (the batch still committed). */
 int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs, int row_at,
-             const struct db_col *cols, int ncols, int *failed_at);
+             const struct db_col *cols, int ncols);
 
 #endif

@@ -317,7 +317,7 @@ static int place_in_one_trip(struct db_conn *c, const struct order_draft *d, con
                             DB_S(db_now),       DB_I(d->session_id), DB_I(d->quantity),
                             DB_I(d->session_id)};
     struct db_col made[] = {DB_COL_I(id), DB_COL_I(amount)};
-    int rc = db_batch(c, sql[S_ORDER_PLACE], args, 10, 1, made, 2, NULL);
+    int rc = db_batch(c, sql[S_ORDER_PLACE], args, 10, 1, made, 2);
     if (rc == TD_ECONFLICT && strcmp(db_dup_key(c), "ck_sessions_stock") != 0) {
         log_error("order %s: unexpected CHECK %s", d->order_no, db_dup_key(c));
         rc = TD_EINTERNAL;
