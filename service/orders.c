@@ -171,6 +171,18 @@ static bool take_over_dead(struct app *app, const struct order_request *rq, cons
     return false;
 }
 
+/* Layer 1, in process: keeps an answer for the key's retries, as long as
+ * Redis keeps its record (TICKETD_IDEM_TTL_S). */
+static void keep_in_process(struct app *app, const struct order_request *rq, const char *fp,
+                            int status, const char *body, size_t len)
+{
+    if (!(app->defenses & DEFENSE_RESPONSE_CACHE))
+        return;
+    int64_t now = mono_ms();
+    respcache_put(app->respcache, rq->user_id, rq->key, fp, status, body, len, now,
+                  now + (int64_t)app->cfg->idem_ttl_s * 1000);
+}
+
 /* Layer 1, in process: a key this process answered. */
 static bool replay_local(struct app *app, const struct order_request *rq, const char *fp,
                          struct order_result *res)
@@ -252,9 +264,7 @@ static enum record_verdict answer_from_record(struct app *app, const struct orde
             return RECORD_ANSWERED;
         }
         metrics_inc(M_DUP_RESPONSE_CACHE);
-        int64_t now = mono_ms();
-        respcache_put(app->respcache, rq->user_id, rq->key, fp, rec.status, rec.body, rec.body_len,
-                      now, now + (int64_t)app->cfg->idem_ttl_s * 1000);
+        keep_in_process(app, rq, fp, rec.status, rec.body, rec.body_len);
         replay_bytes(res, rec.status, xstrndup(rec.body, rec.body_len), rec.body_len);
         return RECORD_ANSWERED;
     }
@@ -453,11 +463,7 @@ static bool remember_failure(struct app *app, const struct order_request *rq, co
     char *done = idem_done(fp, pi->status, body, strlen(body));
     cache_order_complete(rq->user_id, rq->key, cl->marker, done, app->cfg->idem_ttl_s,
                          rq->session_id, cl->locked ? cl->owner : NULL);
-    if (app->defenses & DEFENSE_RESPONSE_CACHE) {
-        int64_t now = mono_ms();
-        respcache_put(app->respcache, rq->user_id, rq->key, fp, pi->status, body, strlen(body), now,
-                      now + (int64_t)app->cfg->idem_ttl_s * 1000);
-    }
+    keep_in_process(app, rq, fp, pi->status, body, strlen(body));
     free(done);
     free(body);
     return true;
@@ -514,11 +520,7 @@ out:
                                  rq->session_id, cl.locked ? cl.owner : NULL);
             free(done);
         }
-        if (app->defenses & DEFENSE_RESPONSE_CACHE) {
-            int64_t now = mono_ms();
-            respcache_put(app->respcache, rq->user_id, rq->key, fp, res->status, res->body,
-                          res->body_len, now, now + (int64_t)app->cfg->idem_ttl_s * 1000);
-        }
+        keep_in_process(app, rq, fp, res->status, res->body, res->body_len);
     } else if (remember_failure(app, rq, fp, &cl, res)) {
         /* the naive version: nothing given back */
     } else if (res->outcome != ORDER_REPLAYED && (cl.marker != NULL || cl.locked)) {
