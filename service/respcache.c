@@ -49,6 +49,20 @@ static uint64_t hash_key(int64_t user_id, const char *key)
     return h;
 }
 
+/* The shard is chosen by the hash modulo SHARDS, the bucket by what is
+ * left of it. Both by the same low bits would put every entry of a shard
+ * in the one bucket in SHARDS whose index matches the shard's, and make
+ * the chains SHARDS times longer than the table was sized for. */
+static struct shard *shard_of(struct respcache *c, uint64_t h)
+{
+    return &c->shards[h % SHARDS];
+}
+
+static struct entry **bucket_of(struct shard *s, uint64_t h)
+{
+    return &s->buckets[(h / SHARDS) % s->nbuckets];
+}
+
 struct respcache *respcache_new(size_t capacity)
 {
     if (capacity == 0)
@@ -75,7 +89,7 @@ static void entry_free(struct entry *e)
 
 static void unlink_entry(struct shard *s, struct entry *e)
 {
-    struct entry **pp = &s->buckets[e->hash % s->nbuckets];
+    struct entry **pp = bucket_of(s, e->hash);
     while (*pp != NULL && *pp != e)
         pp = &(*pp)->next;
     if (*pp == e)
@@ -99,7 +113,7 @@ void respcache_free(struct respcache *c)
 
 static struct entry *find(struct shard *s, uint64_t h, int64_t user_id, const char *key)
 {
-    for (struct entry *e = s->buckets[h % s->nbuckets]; e != NULL; e = e->next) {
+    for (struct entry *e = *bucket_of(s, h); e != NULL; e = e->next) {
         if (e->hash == h && e->user_id == user_id && strcmp(e->key, key) == 0)
             return e;
     }
@@ -113,7 +127,7 @@ bool respcache_get(struct respcache *c, int64_t user_id, const char *key, int64_
     if (c == NULL)
         return false;
     uint64_t h = hash_key(user_id, key);
-    struct shard *s = &c->shards[h % SHARDS];
+    struct shard *s = shard_of(c, h);
     bool hit = false;
     pthread_mutex_lock(&s->mu);
     struct entry *e = find(s, h, user_id, key);
@@ -135,7 +149,7 @@ void respcache_put(struct respcache *c, int64_t user_id, const char *key, const 
     if (c == NULL)
         return;
     uint64_t h = hash_key(user_id, key);
-    struct shard *s = &c->shards[h % SHARDS];
+    struct shard *s = shard_of(c, h);
     struct entry *e = xcalloc(1, sizeof *e);
     e->hash = h;
     e->user_id = user_id;
@@ -178,8 +192,8 @@ void respcache_put(struct respcache *c, int64_t user_id, const char *key, const 
     }
     s->ring[(s->head + s->count) % s->cap] = e;
     s->count++;
-    e->next = s->buckets[h % s->nbuckets];
-    s->buckets[h % s->nbuckets] = e;
+    e->next = *bucket_of(s, h);
+    *bucket_of(s, h) = e;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -194,4 +208,24 @@ size_t respcache_size(struct respcache *c)
         pthread_mutex_unlock(&c->shards[i].mu);
     }
     return n;
+}
+
+size_t respcache_longest_chain(struct respcache *c)
+{
+    size_t longest = 0;
+    if (c == NULL)
+        return 0;
+    for (int i = 0; i < SHARDS; i++) {
+        struct shard *s = &c->shards[i];
+        pthread_mutex_lock(&s->mu);
+        for (size_t b = 0; b < s->nbuckets; b++) {
+            size_t n = 0;
+            for (struct entry *e = s->buckets[b]; e != NULL; e = e->next)
+                n++;
+            if (n > longest)
+                longest = n;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    return longest;
 }

@@ -40,4 +40,8 @@ void respcache_put(struct respcache *c, int64_t user_id, const char *key, const 
 /* How many entries are held (for tests and metrics). */
 size_t respcache_size(struct respcache *c);
 
+/* The most entries one lookup may have to walk: the longest hash chain
+ * (for tests: the table must stay as flat as it was sized). */
+size_t respcache_longest_chain(struct respcache *c);
+
 #endif

@@ -168,6 +168,27 @@ static void test_capacity_bound(void **state)
     respcache_free(c);
 }
 
+/* A full cache keeps its chains short: each shard has two buckets per
+ * entry, and every bucket must be in use. With the shard and the bucket
+ * both taken from the hash's low bits, only one bucket in 16 was, and a
+ * full cache's longest chain was over 16 entries. */
+static void test_chains_stay_short(void **state)
+{
+    (void)state;
+    enum { CAP = 4096 };
+    char key[48];
+    struct respcache *c = respcache_new(CAP);
+    for (int i = 0; i < CAP; i++) {
+        snprintf(key, sizeof key, "order-key-%d", i);
+        put(c, 1000 + i % 97, key, key, 1000000);
+    }
+    assert_true(respcache_size(c) > CAP * 9 / 10); /* the shards fill unevenly */
+    size_t longest = respcache_longest_chain(c);
+    if (longest > 8)
+        fail_msg("a lookup may walk %zu entries in a table sized for about one", longest);
+    respcache_free(c);
+}
+
 /* Whether storing b evicts a from a cache that holds one entry per slot:
  * then a and b compete for the same room. Uses only the public calls. */
 static bool evicts(const char *a, const char *b)
@@ -286,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_first_put_wins),
         cmocka_unit_test(test_expiry),
         cmocka_unit_test(test_capacity_bound),
+        cmocka_unit_test(test_chains_stay_short),
         cmocka_unit_test(test_oldest_is_evicted_first),
         cmocka_unit_test(test_concurrent_put_get),
         cmocka_unit_test(test_expired_entry_is_refreshed),
