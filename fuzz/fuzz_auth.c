@@ -1,5 +1,5 @@
 /* fuzz_auth.c - the Authorization header (auth_verify): the token's shape,
- * then libjwt's decoding, then the claims.
+ * then the signature, the decoding of the segments, then the claims.
  *
  * Each input is used twice:
  *  - as the raw header value ("Bearer <jwt>" or anything else), which
@@ -87,8 +87,11 @@ static bool claims_ok(const json_t *claims, struct identity *who)
     const json_t *iat = json_object_get(claims, "iat");
     if (iat != NULL && !json_is_integer(iat))
         return false;
-    const char *sub = json_string_value(json_object_get(claims, "sub"));
-    if (sub == NULL || sub[0] < '1' || sub[0] > '9' || strlen(sub) > 16)
+    const json_t *sub_v = json_object_get(claims, "sub");
+    const char *sub = json_string_value(sub_v);
+    if (sub == NULL || strlen(sub) != json_string_length(sub_v)) /* a NUL inside */
+        return false;
+    if (sub[0] < '1' || sub[0] > '9' || strlen(sub) > 16)
         return false;
     int64_t uid = 0;
     for (const char *p = sub; *p != '\0'; p++) {
@@ -104,18 +107,24 @@ static bool claims_ok(const json_t *claims, struct identity *who)
     return true;
 }
 
-/* libjwt reads a decoded segment as a C string (json_loads): anything
- * after a NUL byte is signed but ignored. The reference does the same. */
+/* A decoded segment is one JSON object, all of it (a NUL byte is not
+ * JSON), with no key given twice. */
 static json_t *load_segment(const void *p, size_t n)
 {
-    return json_loadb(p, strnlen(p, n), 0, NULL);
+    json_t *v = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(v)) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
 }
 
 static bool header_ok(const char *jose, size_t len)
 {
     json_t *h = load_segment(jose, len);
-    const char *alg = json_string_value(json_object_get(h, "alg"));
-    bool ok = alg != NULL && strcmp(alg, "HS256") == 0;
+    const json_t *alg_v = json_object_get(h, "alg");
+    const char *alg = json_string_value(alg_v);
+    bool ok = alg != NULL && strlen(alg) == json_string_length(alg_v) && strcmp(alg, "HS256") == 0;
     json_decref(h);
     return ok;
 }
@@ -164,8 +173,8 @@ static void signed_claims(const uint8_t *data, size_t size)
         check_identity(TD_EINVAL, &other);
     } else if (nl == NULL && strlen(header) <= 7 + 4096) {
         /* Refused with the standard header: the claims must be wrong.
-         * (Claims that are not a JSON object, or not UTF-8, libjwt
-         * refuses to decode; claims_ok refuses those too.) */
+         * (Claims that are not a JSON object, or not UTF-8, are refused
+         * by the decoding; load_segment and claims_ok refuse those too.) */
         json_t *claims = load_segment(data, size);
         struct identity want = {0};
         CHECK(!claims_ok(claims, &want));

@@ -2,7 +2,6 @@
 
 #include "util.h"
 
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,10 +36,10 @@ bool idem_parse_key(const char *header, char *out)
 void idem_fingerprint_order(int64_t session_id, int64_t quantity, char *out)
 {
     char canon[96];
-    unsigned char md[SHA256_DIGEST_LENGTH];
+    unsigned char md[SHA256_BYTES];
     int n = snprintf(canon, sizeof canon, "POST /api/v1/orders\nsession_id=%lld\nquantity=%lld\n",
                      (long long)session_id, (long long)quantity);
-    SHA256((const unsigned char *)canon, (size_t)n, md);
+    sha256(canon, (size_t)n, md);
     hex_encode(md, sizeof md, out);
 }
 

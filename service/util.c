@@ -1,6 +1,10 @@
 #include "util.h"
 
 #include <errno.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +158,45 @@ void b64url_encode(const unsigned char *in, size_t n, char *out)
     out[o] = '\0';
 }
 
+static int b64url_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '-')
+        return 62;
+    if (c == '_')
+        return 63;
+    return -1;
+}
+
+long b64url_decode(const char *in, size_t n, unsigned char *out, size_t cap)
+{
+    if (n % 4 == 1 || n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0) > cap)
+        return -1;
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = b64url_value(in[i]);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6 | (uint32_t)v) & 0xffffff;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits);
+        }
+    }
+    /* The 2 or 4 bits left after the last byte must be zero. */
+    if (bits > 0 && (acc & ((1u << bits) - 1)) != 0)
+        return -1;
+    return (long)o;
+}
+
 void hex_encode(const unsigned char *in, size_t n, char *out)
 {
     static const char tab[] = "0123456789abcdef";
@@ -231,4 +274,41 @@ bool ct_equal(const void *a, const void *b, size_t n)
     for (size_t i = 0; i < n; i++)
         d |= x[i] ^ y[i];
     return d == 0;
+}
+
+static pthread_once_t algs_once = PTHREAD_ONCE_INIT;
+static EVP_MD *sha256_md;
+static EVP_MAC *hmac_mac;
+
+static void algs_fetch(void)
+{
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+    hmac_mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    if (sha256_md == NULL || hmac_mac == NULL)
+        oom(0); /* the default provider always has both */
+}
+
+void sha256(const void *data, size_t n, unsigned char out[SHA256_BYTES])
+{
+    unsigned int len = 0;
+    pthread_once(&algs_once, algs_fetch);
+    if (EVP_Digest(data, n, out, &len, sha256_md, NULL) != 1 || len != SHA256_BYTES)
+        oom(n);
+}
+
+void hmac_sha256(const void *key, size_t key_len, const void *data, size_t n,
+                 unsigned char out[SHA256_BYTES])
+{
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+        OSSL_PARAM_construct_end(),
+    };
+    size_t len = 0;
+    pthread_once(&algs_once, algs_fetch);
+    EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(hmac_mac);
+    if (ctx == NULL || EVP_MAC_init(ctx, key, key_len, params) != 1 ||
+        EVP_MAC_update(ctx, data, n) != 1 || EVP_MAC_final(ctx, out, &len, SHA256_BYTES) != 1 ||
+        len != SHA256_BYTES)
+        oom(n);
+    EVP_MAC_CTX_free(ctx);
 }

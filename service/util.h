@@ -29,6 +29,11 @@ uint64_t rand_below(uint64_t bound);
 /* Base64url without padding. out must hold b64url_len(n) + 1 bytes. */
 size_t b64url_len(size_t n);
 void b64url_encode(const unsigned char *in, size_t n, char *out);
+/* Decodes n bytes of canonical base64url without padding into out (cap
+ * bytes). Returns the decoded length, or -1 for a character outside the
+ * alphabet, a length of 4k+1, bits set that the last character cannot
+ * carry (two spellings of the same bytes), or too little room. */
+long b64url_decode(const char *in, size_t n, unsigned char *out, size_t cap);
 /* Lowercase hex. out must hold 2n + 1 bytes. */
 void hex_encode(const unsigned char *in, size_t n, char *out);
 
@@ -44,6 +49,15 @@ void sleep_ms(int64_t ms);
 /* Parses a whole decimal integer in [min, max]; no sign unless min < 0,
  * no spaces, no leading '+'. Returns true and sets *out on success. */
 bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+
+/* SHA-256 and HMAC-SHA256 into out (32 bytes). OpenSSL 3's one-shot
+ * SHA256() and HMAC() look the algorithm up by name on every call, which
+ * costs more than hashing a request's few hundred bytes; these look it up
+ * once. Abort only without memory. */
+#define SHA256_BYTES 32
+void sha256(const void *data, size_t n, unsigned char out[SHA256_BYTES]);
+void hmac_sha256(const void *key, size_t key_len, const void *data, size_t n,
+                 unsigned char out[SHA256_BYTES]);
 
 /* Compares n bytes in time independent of where they differ. */
 bool ct_equal(const void *a, const void *b, size_t n);

@@ -138,6 +138,16 @@ static const struct claim_case claim_cases[] = {
     {"{\"sub\":\"9007199254740991\",\"exp\":" FUTURE "}", TD_OK, AUTH_MAX_USER_ID, false},
     {"{\"sub\":\"9007199254740992\",\"exp\":" FUTURE "}", TD_EINVAL, 0, false},
     {"{\"sub\":\"99999999999999999999999\",\"exp\":" FUTURE "}", TD_EINVAL, 0, false},
+    /* A NUL inside the string would end it early: "12\u00003" is not 12. */
+    {"{\"sub\":\"12\\u00003\",\"exp\":" FUTURE "}", TD_EINVAL, 0, false},
+
+    /* A claim given twice: which one would count? Refused. */
+    {"{\"sub\":\"42\",\"sub\":\"1\",\"exp\":" FUTURE "}", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" PAST ",\"exp\":" FUTURE "}", TD_EINVAL, 0, false},
+    /* The claims are a JSON object, nothing else. */
+    {"[\"sub\",\"42\"]", TD_EINVAL, 0, false},
+    {"\"42\"", TD_EINVAL, 0, false},
+    {"{\"sub\":\"42\",\"exp\":" FUTURE "} trailing", TD_EINVAL, 0, false},
 };
 
 static void test_claims_table(void **state)
@@ -215,6 +225,36 @@ static void test_signature_and_algorithm(void **state)
     /* A signature stripped off an HS256 token. */
     t = make_token(HS256, payload, NULL, SECRET);
     h = xasprintf("Bearer %s", t);
+    expect_refused(h);
+    free(t);
+    free(h);
+
+    /* Headers that are not one plain {"alg":"HS256"}, correctly signed. */
+    static const char *const headers[] = {
+        "{\"alg\":\"HS256\",\"alg\":\"none\"}",
+        "{\"alg\":[\"HS256\"]}",
+        "[\"HS256\"]",
+        "{\"typ\":\"JWT\"}",
+        "{\"alg\":\"hs256\"}",
+        "{\"alg\":\"HS256\\u0000\"}",
+    };
+    for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++) {
+        t = make_token(headers[i], payload, EVP_sha256(), SECRET);
+        h = xasprintf("Bearer %s", t);
+        expect_refused(h);
+        free(t);
+        free(h);
+    }
+
+    /* The same signature spelled another way: 32 bytes leave two unused
+     * bits in the last base64url character, and only zeros are canonical. */
+    t = make_token(HS256, payload, EVP_sha256(), SECRET);
+    h = xasprintf("Bearer %s", t);
+    struct identity who;
+    assert_int_equal(auth_verify(h, SECRET, NOW, &who), TD_OK);
+    char *last = h + strlen(h) - 1;
+    const char *tab = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    *last = tab[(strchr(tab, *last) - tab) | 1];
     expect_refused(h);
     free(t);
     free(h);

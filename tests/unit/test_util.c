@@ -216,16 +216,41 @@ static void test_clocks(void **state)
     assert_true(wall_s() > 1700000000);
 }
 
+static void test_b64url_decode(void **state)
+{
+    (void)state;
+    unsigned char out[16];
+    char enc[32];
+    /* Every length round-trips. */
+    const unsigned char raw[] = {0x00, 0xff, 0x10, 0x83, 0xfe, 0x7f, 0x01, 0x80};
+    for (size_t n = 0; n <= sizeof raw; n++) {
+        b64url_encode(raw, n, enc);
+        assert_int_equal(b64url_decode(enc, strlen(enc), out, sizeof out), (long)n);
+        assert_memory_equal(out, raw, n);
+    }
+    assert_int_equal(b64url_decode("TWFu", 4, out, sizeof out), 3);
+    assert_memory_equal(out, "Man", 3);
+    /* No padding, no standard-alphabet characters, no spaces. */
+    assert_int_equal(b64url_decode("TWE=", 4, out, sizeof out), -1);
+    assert_int_equal(b64url_decode("+/8A", 4, out, sizeof out), -1);
+    assert_int_equal(b64url_decode("TW E", 4, out, sizeof out), -1);
+    /* 4k+1 characters cannot be bytes. */
+    assert_int_equal(b64url_decode("TWFuT", 5, out, sizeof out), -1);
+    /* "TWE" is "Ma"; "TWF" spells it too, with a bit set the bytes lack. */
+    assert_int_equal(b64url_decode("TWE", 3, out, sizeof out), 2);
+    assert_int_equal(b64url_decode("TWF", 3, out, sizeof out), -1);
+    /* Room is checked before anything is written past it. */
+    assert_int_equal(b64url_decode("TWFu", 4, out, 2), -1);
+    assert_int_equal(b64url_decode("TWE", 3, out, 2), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_i64_table),
-        cmocka_unit_test(test_b64url),
-        cmocka_unit_test(test_hex),
-        cmocka_unit_test(test_ct_equal),
-        cmocka_unit_test(test_strings),
-        cmocka_unit_test(test_random),
-        cmocka_unit_test(test_clocks),
+        cmocka_unit_test(test_parse_i64_table), cmocka_unit_test(test_b64url_decode),
+        cmocka_unit_test(test_b64url),          cmocka_unit_test(test_hex),
+        cmocka_unit_test(test_ct_equal),        cmocka_unit_test(test_strings),
+        cmocka_unit_test(test_random),          cmocka_unit_test(test_clocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
