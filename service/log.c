@@ -35,15 +35,34 @@ int log_parse_level(const char *s, enum log_level *out)
     return TD_EINVAL;
 }
 
+/* The date and time to the second change once a second, and gmtime_r
+ * takes glibc's time zone lock: each thread formats them once per second
+ * and then appends only the milliseconds. */
 static size_t format_ts(char *out, size_t cap)
 {
+    static _Thread_local time_t last_s = -1;
+    static _Thread_local char last[32];
+    static _Thread_local size_t last_len;
     struct timeval tv;
-    struct tm tm;
     gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
-    size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
-    n += (size_t)snprintf(out + n, cap - n, ".%03dZ", (int)(tv.tv_usec / 1000));
-    return n;
+    if (tv.tv_sec != last_s) {
+        struct tm tm;
+        gmtime_r(&tv.tv_sec, &tm);
+        last_len = strftime(last, sizeof last, "%Y-%m-%dT%H:%M:%S", &tm);
+        last_s = tv.tv_sec;
+    }
+    if (cap < last_len + 6)
+        return 0;
+    memcpy(out, last, last_len);
+    int ms = (int)(tv.tv_usec / 1000);
+    char *p = out + last_len;
+    *p++ = '.';
+    *p++ = (char)('0' + ms / 100);
+    *p++ = (char)('0' + ms / 10 % 10);
+    *p++ = (char)('0' + ms % 10);
+    *p++ = 'Z';
+    *p = '\0';
+    return last_len + 5;
 }
 
 size_t log_json_escape(const char *s, char *out, size_t cap)
