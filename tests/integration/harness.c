@@ -845,6 +845,19 @@ long long th_redis_int(const char *fmt, ...)
     return v;
 }
 
+char *th_redis_text(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redis_run(fmt, ap);
+    va_end(ap);
+    char *text = NULL;
+    if (r != NULL && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS))
+        text = strndup(r->str, r->len);
+    freeReplyObject(r);
+    return text;
+}
+
 void th_reset(void)
 {
     static const char *const tables[] = {"dead_letters", "consume_records", "user_points",

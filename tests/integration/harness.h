@@ -192,6 +192,8 @@ void th_reset(void);
 /* Runs a Redis command through redis-cli-like hiredis; returns the integer
  * or string-as-integer reply, -1 for nil. */
 long long th_redis_int(const char *fmt, ...);
+/* A command's text answer (a bulk string or a status), new; NULL if none. */
+char *th_redis_text(const char *fmt, ...);
 /* Runs scripts/services.sh CMD STATE_DIR (stop-redis, start-redis, ...). */
 void th_services(const char *cmd);
 

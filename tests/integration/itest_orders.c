@@ -231,6 +231,60 @@ static void test_storm_three_instances(void **state)
     assert_int_equal(th_stop(&more[2]), 0);
 }
 
+/* The same storm with two of the three instances reaching Redis and
+ * MariaDB through their Unix sockets (the sockets the private servers of
+ * scripts/services.sh listen on) and one through TCP: the transport
+ * changes nothing of what the defences decide. The socket instances are
+ * given ports nothing listens on, so what they do went through the
+ * sockets; Redis confirms it. */
+static void test_storm_over_unix_sockets(void **state)
+{
+    (void)state;
+    char dir[4096], redis_host[4200], mysql_socket[4200];
+    if (realpath(getenv("TICKETD_TEST_STATE") ? getenv("TICKETD_TEST_STATE") : ".state/test",
+                 dir) == NULL)
+        fail_msg("no test state folder");
+    snprintf(redis_host, sizeof redis_host, "TICKETD_REDIS_HOST=%s/redis/redis.sock", dir);
+    snprintf(mysql_socket, sizeof mysql_socket, "TICKETD_MYSQL_SOCKET=%s/mysql/mysqld.sock", dir);
+    /* Ports nothing listens on: only the sockets can be what works. */
+    const char *const env[] = {redis_host, mysql_socket, "TICKETD_REDIS_PORT=1",
+                               "TICKETD_MYSQL_PORT=1", NULL};
+    struct th_server more[3];
+    more[0] = srv;
+    th_start(&more[1], th_port(1), env);
+    th_start(&more[2], th_port(2), env);
+    int64_t s = th_session(&srv, 100, 500);
+    struct storm st;
+    storm_init(&st, more, 3, 300, s, "unix-1");
+    th_parallel(150, storm_one, &st);
+    storm_report(&st);
+    assert_int_equal(st.created, 1);
+    assert_false(st.bodies_differ);
+    assert_int_equal(st.unavailable + st.other, 0);
+    assert_int_equal(th_orders_of(s), 1);
+    assert_int_equal(th_stock_of(s), 98);
+    /* Each socket instance also makes an order of its own: copies of the
+     * storm may all have been replayed without the database. */
+    for (int i = 1; i <= 2; i++) {
+        char token[96], key[32];
+        snprintf(key, sizeof key, "unix-own-%d", i);
+        th_order_token(&more[i], 300 + i, token);
+        struct th_resp r = th_order(&more[i], 300 + i, key, token, s, 1);
+        assert_int_equal(r.status, 201);
+        th_resp_free(&r);
+    }
+    assert_int_equal(th_orders_of(s), 3);
+
+    /* Redis lists a Unix socket client with the socket's path as address. */
+    char *clients = th_redis_text("CLIENT LIST");
+    assert_non_null(clients);
+    if (strstr(clients, "/redis/redis.sock") == NULL)
+        fail_msg("no Redis client over the Unix socket:\n%s", clients);
+    free(clients);
+    assert_int_equal(th_stop(&more[1]), 0);
+    assert_int_equal(th_stop(&more[2]), 0);
+}
+
 /* ---- the flash sale ---- */
 
 struct rush {
@@ -770,6 +824,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_replay_get_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storm_one_instance, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storm_three_instances, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_storm_over_unix_sockets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stock_rush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_double_click, setup, teardown),
         cmocka_unit_test_setup_teardown(test_key_reuse_and_tokens, setup, teardown),
