@@ -146,7 +146,7 @@ reset:
 
 bench: deps build
 	@$(MAKE) --no-print-directory -C loadtest
-	@loadtest/bench.sh --start
+	@loadtest/bench.sh --start $(BENCH_ARGS)
 
 demo: deps build build/faults/ticketd
 	@$(MAKE) --no-print-directory -C loadtest

@@ -5,6 +5,7 @@
 #
 #   --start             start a private stack first and stop it afterwards:
 #                       scripts/services.sh up .state/bench 30379 30306, migrate,
+#                       reset (every run starts from empty tables),
 #                       build/release/ticketd serve on 127.0.0.1:30080 with
 #                       TICKETD_ORDER_TOKEN_REQUIRED=0 (secrets from --config;
 #                       TICKETD_IO_THREADS, TICKETD_THREADS, TICKETD_DB_CONNS and other TICKETD_*
@@ -27,6 +28,9 @@
 #   --threads N         wrk threads (default 2)
 #   --config FILE       KEY=VALUE file for secrets and MariaDB settings
 #                       (default config/ticketd.env); the environment wins
+#   --unix              with --start: ticketd reaches Redis and MariaDB, and
+#                       sqlbase reaches MariaDB, through the servers' Unix
+#                       sockets under .state/bench instead of TCP over loopback
 #   --tokens            fetch an order token per new order (for a server that
 #                       requires X-Order-Token; figures then include POST /tokens)
 #   --json FILE         also write the rows and the targets as JSON
@@ -64,6 +68,7 @@ SESSIONS=200
 THREADS=2
 CONFIG=${ROOT}/config/ticketd.env
 TOKENS=0
+UNIX=0
 JSON_OUT=""
 
 BENCH_STATE=${ROOT}/.state/bench
@@ -104,6 +109,7 @@ while (($# > 0)); do
     --threads) THREADS=${2:?}; shift ;;
     --config) CONFIG=${2:?}; shift ;;
     --tokens) TOKENS=1 ;;
+    --unix) UNIX=1 ;;
     --json) JSON_OUT=${2:?}; shift ;;
     -h | --help) usage 0 ;;
     *) printf 'bench: unknown option %s\n' "$1" >&2; usage 2 ;;
@@ -120,6 +126,7 @@ for n in "${DURATION}" "${CONC}" "${SESSIONS}" "${THREADS}" ${CONNS:+"${CONNS}"}
     fi
 done
 ((DURATION <= 30)) || die "--duration is at most 30 s per row"
+((UNIX == 0 || START)) || die "--unix needs --start (it uses the sockets of the private servers)"
 for n in "${CONC}" "${SCALE_LIST[@]}"; do
     ((n <= 1024)) || die "at most 1024 connections per row: ${n}"
 done
@@ -165,6 +172,7 @@ IO_THREADS=$(conf TICKETD_IO_THREADS 2)
 WORKER_THREADS=$(conf TICKETD_THREADS 8)
 DB_CONNS=$(conf TICKETD_DB_CONNS 8)
 
+SQL_SOCKET="" # --unix: the MariaDB socket sqlbase uses
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ticketd-bench.XXXXXX")
 STARTED_TICKETD=""
 STARTED_SERVICES=0
@@ -206,6 +214,12 @@ if ((START)); then
     STARTED_SERVICES=1
     env -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET TICKETD_MYSQL_PORT="${BENCH_MYSQL_PORT}" \
         "${ROOT}/scripts/services.sh" migrate "${BENCH_STATE}" >&2
+    # Every run starts from empty tables and an empty Redis, so that runs
+    # (and versions) compare: orders left by an earlier run make every
+    # index deeper and MariaDB's work per order larger.
+    env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET \
+        TICKETD_MYSQL_PORT="${BENCH_MYSQL_PORT}" TICKETD_REDIS_PORT="${BENCH_REDIS_PORT}" \
+        "${ROOT}/scripts/services.sh" reset "${BENCH_STATE}" >&2
     MYSQL_HOST=127.0.0.1
     MYSQL_PORT=${BENCH_MYSQL_PORT}
     if [[ -z "${MYSQL_PID}" && -s "${BENCH_STATE}/mysql/mysqld.pid" ]]; then
@@ -216,9 +230,16 @@ if ((START)); then
         die "something already serves 127.0.0.1:${BENCH_HTTP_PORT}; stop it first"
     fi
     log "starting ticketd on ${URL} (TICKETD_IO_THREADS=${IO_THREADS}, TICKETD_THREADS=${WORKER_THREADS}, TICKETD_DB_CONNS=${DB_CONNS})"
-    env -u TICKETD_MYSQL_SOCKET \
+    REDIS_AT=127.0.0.1
+    SOCKET_ENV=(-u TICKETD_MYSQL_SOCKET)
+    if ((UNIX)); then
+        REDIS_AT=${BENCH_STATE}/redis/redis.sock
+        SQL_SOCKET=${BENCH_STATE}/mysql/mysqld.sock
+        SOCKET_ENV=(TICKETD_MYSQL_SOCKET="${SQL_SOCKET}")
+    fi
+    env "${SOCKET_ENV[@]}" \
         TICKETD_ENV=dev TICKETD_PORT="${BENCH_HTTP_PORT}" TICKETD_BIND=127.0.0.1 \
-        TICKETD_REDIS_HOST=127.0.0.1 TICKETD_REDIS_PORT="${BENCH_REDIS_PORT}" \
+        TICKETD_REDIS_HOST="${REDIS_AT}" TICKETD_REDIS_PORT="${BENCH_REDIS_PORT}" \
         TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT="${BENCH_MYSQL_PORT}" \
         TICKETD_MYSQL_USER="${MYSQL_USER}" TICKETD_MYSQL_PASSWORD="${MYSQL_PASSWORD}" \
         TICKETD_MYSQL_DB="${MYSQL_DB}" TICKETD_ORDER_TOKEN_REQUIRED=0 \
@@ -530,7 +551,8 @@ sql_row() {
     log "row: ${name}, c${c}"
     measure_begin
     out=$(timed "${WORK}/load-cpu" timeout $((DURATION + 60)) "${SQLBASE}" --host "${MYSQL_HOST}" \
-        --port "${MYSQL_PORT}" --user "${MYSQL_USER}" --password "${MYSQL_PASSWORD}" --db "${MYSQL_DB}" \
+        --port "${MYSQL_PORT}" ${SQL_SOCKET:+--socket "${SQL_SOCKET}"} --user "${MYSQL_USER}" \
+        --password "${MYSQL_PASSWORD}" --db "${MYSQL_DB}" \
         --connections "${c}" --duration "${DURATION}" --quiet "$@" 2>&1) || die "sqlbase failed: ${out}"
     measure_end
     out=$(grep '^sqlbase tps=' <<<"${out}")
@@ -600,6 +622,13 @@ printf '\nticketd benchmark: %s, %s s per row, keep-alive connections %s\n' \
     "${URL}" "${DURATION}" "${LEVELS[*]}"
 ((START)) && printf 'ticketd --start: TICKETD_IO_THREADS=%s TICKETD_THREADS=%s TICKETD_DB_CONNS=%s\n' \
     "${IO_THREADS}" "${WORKER_THREADS}" "${DB_CONNS}"
+if ((START)); then
+    if ((UNIX)); then
+        printf 'Redis and MariaDB: through their Unix sockets (--unix), for ticketd and sqlbase\n'
+    else
+        printf 'Redis and MariaDB: TCP over loopback, for ticketd and sqlbase (--unix: their Unix sockets)\n'
+    fi
+fi
 [[ "${CONNS}" != "${CONC}" ]] && printf 'sqlbase rows at c%s use %s connections (--connections)\n' "${CONC}" "${CONNS}"
 printf 'CPU: us per request answered, utime+stime of ticketd (pid %s), MariaDB (pid %s) and the load tool\n' \
     "$(dash "${PID}")" "$(dash "${MYSQL_PID}")"
