@@ -177,57 +177,40 @@ static void expect_refused(const char *header)
     assert_false(who.admin);
 }
 
+/* A token of that header and payload, signed with md and secret (md
+ * NULL: no signature), must be refused. */
+static void expect_token_refused(const char *header, const char *payload, const EVP_MD *md,
+                                 const char *secret)
+{
+    char *t = make_token(header, payload, md, secret);
+    char *h = xasprintf("Bearer %s", t);
+    expect_refused(h);
+    free(t);
+    free(h);
+}
+
 static void test_signature_and_algorithm(void **state)
 {
     (void)state;
     static const char payload[] = "{\"sub\":\"42\",\"exp\":" FUTURE ",\"role\":\"admin\"}";
-    char *t, *h;
 
     /* The wrong secret. */
-    t = make_token(HS256, payload, EVP_sha256(), "another-secret-0123456789abcdef0123");
-    h = xasprintf("Bearer %s", t);
-    expect_refused(h);
-    free(t);
-    free(h);
+    expect_token_refused(HS256, payload, EVP_sha256(), "another-secret-0123456789abcdef0123");
 
     /* "alg": "none" with no signature: the oldest JWT attack. */
-    t = make_token("{\"alg\":\"none\",\"typ\":\"JWT\"}", payload, NULL, SECRET);
-    h = xasprintf("Bearer %s", t);
-    expect_refused(h);
-    free(t);
-    free(h);
-    t = make_token("{\"alg\":\"none\"}", payload, NULL, SECRET);
-    h = xasprintf("Bearer %s", t);
-    expect_refused(h);
-    free(t);
-    free(h);
+    expect_token_refused("{\"alg\":\"none\",\"typ\":\"JWT\"}", payload, NULL, SECRET);
+    expect_token_refused("{\"alg\":\"none\"}", payload, NULL, SECRET);
 
     /* A correct HMAC, but with another hash than the one we issue: the
      * server's key decides the algorithm, never the token. */
-    t = make_token("{\"alg\":\"HS512\",\"typ\":\"JWT\"}", payload, EVP_sha512(), SECRET);
-    h = xasprintf("Bearer %s", t);
-    expect_refused(h);
-    free(t);
-    free(h);
-    t = make_token("{\"alg\":\"HS384\",\"typ\":\"JWT\"}", payload, EVP_sha384(), SECRET);
-    h = xasprintf("Bearer %s", t);
-    expect_refused(h);
-    free(t);
-    free(h);
+    expect_token_refused("{\"alg\":\"HS512\",\"typ\":\"JWT\"}", payload, EVP_sha512(), SECRET);
+    expect_token_refused("{\"alg\":\"HS384\",\"typ\":\"JWT\"}", payload, EVP_sha384(), SECRET);
 
     /* An HS256 header over an HS512 signature. */
-    t = make_token(HS256, payload, EVP_sha512(), SECRET);
-    h = xasprintf("Bearer %s", t);
-    expect_refused(h);
-    free(t);
-    free(h);
+    expect_token_refused(HS256, payload, EVP_sha512(), SECRET);
 
     /* A signature stripped off an HS256 token. */
-    t = make_token(HS256, payload, NULL, SECRET);
-    h = xasprintf("Bearer %s", t);
-    expect_refused(h);
-    free(t);
-    free(h);
+    expect_token_refused(HS256, payload, NULL, SECRET);
 
     /* Headers that are not one plain {"alg":"HS256"}, correctly signed. */
     static const char *const headers[] = {
@@ -238,18 +221,13 @@ static void test_signature_and_algorithm(void **state)
         "{\"alg\":\"hs256\"}",
         "{\"alg\":\"HS256\\u0000\"}",
     };
-    for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++) {
-        t = make_token(headers[i], payload, EVP_sha256(), SECRET);
-        h = xasprintf("Bearer %s", t);
-        expect_refused(h);
-        free(t);
-        free(h);
-    }
+    for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++)
+        expect_token_refused(headers[i], payload, EVP_sha256(), SECRET);
 
     /* The same signature spelled another way: 32 bytes leave two unused
      * bits in the last base64url character, and only zeros are canonical. */
-    t = make_token(HS256, payload, EVP_sha256(), SECRET);
-    h = xasprintf("Bearer %s", t);
+    char *t = make_token(HS256, payload, EVP_sha256(), SECRET);
+    char *h = xasprintf("Bearer %s", t);
     struct identity who;
     assert_int_equal(auth_verify(h, SECRET, NOW, &who), TD_OK);
     char *last = h + strlen(h) - 1;
