@@ -581,7 +581,8 @@ bool load_answer_uncertain(const struct load_req *r)
 }
 
 /* Whether r is to be sent again, and when: sets r->not_before and, after
- * a transport error, moves an unpinned request to the next target. */
+ * a transport error (or a check's 503), moves an unpinned request to the
+ * next target. */
 static bool retry_plan(struct load_engine *e, struct load_req *r)
 {
     double delay;
@@ -603,7 +604,10 @@ static bool retry_plan(struct load_engine *e, struct load_req *r)
     }
     if (r->t_end + delay - r->first_start > e->cfg.retry_window_s)
         return false;
-    if (r->status == 0 && !r->pinned)
+    /* A check (LOAD_CONTROL) answered 503 reads from the next target too:
+     * an instance whose database node is down answers 503 to the end, and
+     * the audit must read the books through one that is up. */
+    if ((r->status == 0 || (r->kind == LOAD_CONTROL && r->status == 503)) && !r->pinned)
         r->target = (r->target + 1) % e->cfg.target_count;
     r->not_before = r->t_end + delay;
     return true;

@@ -20,7 +20,7 @@ STATE=.state/cluster
 SINGLE=.state/cluster-single
 SINGLE_MYSQL=${TICKETD_BENCH_SINGLE_MYSQL_PORT:-23606}
 SINGLE_REDIS=${TICKETD_BENCH_SINGLE_REDIS_PORT:-26679}
-HTTP_PORTS=(38080 38081 38082)
+HTTP_PORTS=(22080 22081 22082)
 LOGS=${ROOT}/build/cluster-bench
 LOAD=${ROOT}/build/loadtest/ticketd-load
 TICKETD=${ROOT}/build/release/ticketd
@@ -114,15 +114,15 @@ env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST scripts/services.sh down "${SING
     exit 1
 }
 PRIMARY=$("${CL}" primary-port "${STATE}")
-TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT=33306 scripts/services.sh migrate >>"${LOGS}/cluster-up.log" 2>&1
-SENT=(TICKETD_REDIS_SENTINELS=127.0.0.1:36381,127.0.0.1:36382,127.0.0.1:36383 TICKETD_REDIS_MASTER=ticketd)
+TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT=22306 scripts/services.sh migrate >>"${LOGS}/cluster-up.log" 2>&1
+SENT=(TICKETD_REDIS_SENTINELS=127.0.0.1:22381,127.0.0.1:22382,127.0.0.1:22383 TICKETD_REDIS_MASTER=ticketd)
 
-start_instances 33306 33307 33308 "${SENT[@]}"
+start_instances 22306 22307 22308 "${SENT[@]}"
 row "Galera, each instance on its own node" new-orders
 row "Galera, each instance on its own node" hot-session
 stop_instances
 
-start_instances 33306 33306 33306 "${SENT[@]}"
+start_instances 22306 22306 22306 "${SENT[@]}"
 row "Galera, all instances on node 1" new-orders
 row "Galera, all instances on node 1" hot-session
 stop_instances

@@ -26,15 +26,19 @@
 #                           wait until the Sentinels name another primary
 #                           and it answers ROLE master
 #   start-redis STATE_DIR PORT
-#                           start the Redis of PORT again (36379 or 36380);
+#                           start the Redis of PORT again (22379 or 22380);
 #                           Sentinel turns it into a replica of the primary
 #   primary-port STATE_DIR  the port the Sentinels name primary
 #   sql STATE_DIR N [mariadb args...]
 #                           a root client on node N (reads SQL on stdin)
 #
 # Ports (one set per node; IST is base+1, SST base+2):
-#   Galera SQL 33306 33307 33308, wsrep base 34567 34577 34587,
-#   Redis primary 36379, replica 36380, Sentinels 36381 36382 36383.
+#   Galera SQL 22306 22307 22308, wsrep base 22567 22577 22587,
+#   Redis primary 22379, replica 22380, Sentinels 22381 22382 22383.
+#   All below 32768, outside Linux's range of ephemeral ports: a node or a
+#   Redis started again mid-test must find its port free, and any outgoing
+#   connection of the storms could hold a port of that range (a restarted
+#   node once found its IST port taken and never rejoined).
 #   Override with TICKETD_CLUSTER_SQL_PORTS, _WSREP_PORTS, _REDIS_PORTS,
 #   _SENTINEL_PORTS (space-separated).
 set -euo pipefail
@@ -44,10 +48,10 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "${SCRIPT_DIR}/proc.sh"
 WAIT_S=${TICKETD_SERVICES_WAIT_S:-120}
 
-read -r -a SQL_PORTS <<<"${TICKETD_CLUSTER_SQL_PORTS:-33306 33307 33308}"
-read -r -a WSREP_PORTS <<<"${TICKETD_CLUSTER_WSREP_PORTS:-34567 34577 34587}"
-read -r -a REDIS_PORTS <<<"${TICKETD_CLUSTER_REDIS_PORTS:-36379 36380}"
-read -r -a SENTINEL_PORTS <<<"${TICKETD_CLUSTER_SENTINEL_PORTS:-36381 36382 36383}"
+read -r -a SQL_PORTS <<<"${TICKETD_CLUSTER_SQL_PORTS:-22306 22307 22308}"
+read -r -a WSREP_PORTS <<<"${TICKETD_CLUSTER_WSREP_PORTS:-22567 22577 22587}"
+read -r -a REDIS_PORTS <<<"${TICKETD_CLUSTER_REDIS_PORTS:-22379 22380}"
+read -r -a SENTINEL_PORTS <<<"${TICKETD_CLUSTER_SENTINEL_PORTS:-22381 22382 22383}"
 
 MASTER_NAME=ticketd
 DB_NAME=${TICKETD_MYSQL_DB:-ticketd}
@@ -204,10 +208,11 @@ node_synced() {
         ((size >= ${2:-3}))
 }
 
-# The SQL and wsrep ports lie in Linux's ephemeral range (32768-60999):
-# another process's outgoing connection may hold one for a moment, and the
-# node then stops with "Address already in use". Such a start is tried
-# again (BIND_RETRIES times); any other exit is an error.
+# The default ports lie below Linux's ephemeral range (32768-60999), but
+# ports given through TICKETD_CLUSTER_*_PORTS may not, and then another
+# process's outgoing connection may hold one for a moment: the node stops
+# with "Address already in use". Such a start is tried again (BIND_RETRIES
+# times); any other exit is an error.
 BIND_RETRIES=12
 
 # The SST scripts (and their socat) a dead mariadbd left behind: every

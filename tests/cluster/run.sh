@@ -9,7 +9,7 @@
 #
 #   tests/cluster/run.sh
 #   TICKETD_CLUSTER_STATE=DIR     state folder (default .state/cluster)
-#   TICKETD_CLUSTER_HTTP_PORTS    the instances' ports (default "38080 38081 38082")
+#   TICKETD_CLUSTER_HTTP_PORTS    the instances' ports (default "22080 22081 22082")
 #   TICKETD_CLUSTER_KEEP=1        leave the cluster running at the end (the
 #                                 ticketd instances are stopped all the same)
 #   TICKETD_CLUSTER_ONE_WRITER=1  every instance on node 1 (the single-writer
@@ -22,9 +22,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 STATE=${TICKETD_CLUSTER_STATE:-.state/cluster}
-read -r -a HTTP_PORTS <<<"${TICKETD_CLUSTER_HTTP_PORTS:-38080 38081 38082}"
-read -r -a SQL_PORTS <<<"${TICKETD_CLUSTER_SQL_PORTS:-33306 33307 33308}"
-read -r -a SENTINEL_PORTS <<<"${TICKETD_CLUSTER_SENTINEL_PORTS:-36381 36382 36383}"
+read -r -a HTTP_PORTS <<<"${TICKETD_CLUSTER_HTTP_PORTS:-22080 22081 22082}"
+read -r -a SQL_PORTS <<<"${TICKETD_CLUSTER_SQL_PORTS:-22306 22307 22308}"
+read -r -a SENTINEL_PORTS <<<"${TICKETD_CLUSTER_SENTINEL_PORTS:-22381 22382 22383}"
 export TICKETD_CLUSTER_SQL_PORTS="${SQL_PORTS[*]}" TICKETD_CLUSTER_SENTINEL_PORTS="${SENTINEL_PORTS[*]}"
 LOGS=${ROOT}/build/cluster-logs
 CL=${ROOT}/scripts/cluster.sh
