@@ -280,12 +280,18 @@ static pthread_once_t algs_once = PTHREAD_ONCE_INIT;
 static EVP_MD *sha256_md;
 static EVP_MAC *hmac_mac;
 
+static void crypto_fail(const char *what)
+{
+    fprintf(stderr, "{\"level\":\"fatal\",\"msg\":\"OpenSSL: %s failed\"}\n", what);
+    abort();
+}
+
 static void algs_fetch(void)
 {
     sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
     hmac_mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
     if (sha256_md == NULL || hmac_mac == NULL)
-        oom(0); /* the default provider always has both */
+        crypto_fail("fetching SHA256 and HMAC"); /* the default provider has both */
 }
 
 void sha256(const void *data, size_t n, unsigned char out[SHA256_BYTES])
@@ -293,7 +299,7 @@ void sha256(const void *data, size_t n, unsigned char out[SHA256_BYTES])
     unsigned int len = 0;
     pthread_once(&algs_once, algs_fetch);
     if (EVP_Digest(data, n, out, &len, sha256_md, NULL) != 1 || len != SHA256_BYTES)
-        oom(n);
+        crypto_fail("SHA-256");
 }
 
 void hmac_sha256(const void *key, size_t key_len, const void *data, size_t n,
@@ -309,6 +315,6 @@ void hmac_sha256(const void *key, size_t key_len, const void *data, size_t n,
     if (ctx == NULL || EVP_MAC_init(ctx, key, key_len, params) != 1 ||
         EVP_MAC_update(ctx, data, n) != 1 || EVP_MAC_final(ctx, out, &len, SHA256_BYTES) != 1 ||
         len != SHA256_BYTES)
-        oom(n);
+        crypto_fail("HMAC-SHA256");
     EVP_MAC_CTX_free(ctx);
 }

@@ -53,7 +53,7 @@ bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 /* SHA-256 and HMAC-SHA256 into out (32 bytes). OpenSSL 3's one-shot
  * SHA256() and HMAC() look the algorithm up by name on every call, which
  * costs more than hashing a request's few hundred bytes; these look it up
- * once. Abort only without memory. */
+ * once. They abort if OpenSSL fails, which it does only without memory. */
 #define SHA256_BYTES 32
 void sha256(const void *data, size_t n, unsigned char out[SHA256_BYTES]);
 void hmac_sha256(const void *key, size_t key_len, const void *data, size_t n,
