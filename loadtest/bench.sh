@@ -194,7 +194,7 @@ cleanup() {
         wait "${STARTED_TICKETD}" 2>/dev/null || true
     fi
     if ((STARTED_SERVICES)); then
-        "${ROOT}/scripts/services.sh" down "${BENCH_STATE}" >/dev/null 2>&1 || true
+        private_services down "${BENCH_STATE}" >/dev/null 2>&1 || true
     fi
     rm -rf "${WORK}"
     exit "${rc}"
@@ -204,22 +204,25 @@ trap 'exit 130' INT TERM
 
 # --- the private stack -------------------------------------------------------
 
+# scripts/services.sh on the private servers: external-server variables
+# would make it skip them or talk to another server.
+private_services() {
+    env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET \
+        TICKETD_REDIS_PORT="${BENCH_REDIS_PORT}" TICKETD_MYSQL_PORT="${BENCH_MYSQL_PORT}" \
+        "${ROOT}/scripts/services.sh" "$@" >&2
+}
+
 if ((START)); then
     [[ -x "${TICKETD}" ]] || die "build ticketd first: make build"
     mkdir -p "${BENCH_STATE}"
     log "starting Redis :${BENCH_REDIS_PORT} and MariaDB :${BENCH_MYSQL_PORT} under .state/bench"
-    # External-server variables would make services.sh skip the private servers.
-    env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET \
-        "${ROOT}/scripts/services.sh" up "${BENCH_STATE}" "${BENCH_REDIS_PORT}" "${BENCH_MYSQL_PORT}" >&2
+    private_services up "${BENCH_STATE}" "${BENCH_REDIS_PORT}" "${BENCH_MYSQL_PORT}"
     STARTED_SERVICES=1
-    env -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET TICKETD_MYSQL_PORT="${BENCH_MYSQL_PORT}" \
-        "${ROOT}/scripts/services.sh" migrate "${BENCH_STATE}" >&2
+    private_services migrate "${BENCH_STATE}"
     # Every run starts from empty tables and an empty Redis, so that runs
     # (and versions) compare: orders left by an earlier run make every
     # index deeper and MariaDB's work per order larger.
-    env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET \
-        TICKETD_MYSQL_PORT="${BENCH_MYSQL_PORT}" TICKETD_REDIS_PORT="${BENCH_REDIS_PORT}" \
-        "${ROOT}/scripts/services.sh" reset "${BENCH_STATE}" >&2
+    private_services reset "${BENCH_STATE}"
     MYSQL_HOST=127.0.0.1
     MYSQL_PORT=${BENCH_MYSQL_PORT}
     if [[ -z "${MYSQL_PID}" && -s "${BENCH_STATE}/mysql/mysqld.pid" ]]; then
@@ -620,9 +623,9 @@ dash() { printf '%s' "${1:--}"; }
 
 printf '\nticketd benchmark: %s, %s s per row, keep-alive connections %s\n' \
     "${URL}" "${DURATION}" "${LEVELS[*]}"
-((START)) && printf 'ticketd --start: TICKETD_IO_THREADS=%s TICKETD_THREADS=%s TICKETD_DB_CONNS=%s\n' \
-    "${IO_THREADS}" "${WORKER_THREADS}" "${DB_CONNS}"
 if ((START)); then
+    printf 'ticketd --start: TICKETD_IO_THREADS=%s TICKETD_THREADS=%s TICKETD_DB_CONNS=%s\n' \
+        "${IO_THREADS}" "${WORKER_THREADS}" "${DB_CONNS}"
     if ((UNIX)); then
         printf 'Redis and MariaDB: through their Unix sockets (--unix), for ticketd and sqlbase\n'
     else

@@ -66,7 +66,7 @@ static json_t *hs256_claims(const char *token, size_t n, const char *secret)
     const char *dot1 = memchr(token, '.', n);
     const char *dot2 = memchr(dot1 + 1, '.', n - (size_t)(dot1 + 1 - token));
     const char *sig = dot2 + 1;
-    unsigned char got[SHA256_BYTES + 3], want[SHA256_BYTES];
+    unsigned char got[SHA256_BYTES], want[SHA256_BYTES]; /* a longer one does not fit */
     if (b64url_decode(sig, n - (size_t)(sig - token), got, sizeof got) != SHA256_BYTES)
         return NULL;
     hmac_sha256(secret, strlen(secret), token, (size_t)(dot2 - token), want);

@@ -4,8 +4,10 @@
  * matches the secret, `exp` is a JSON integer in the future, `nbf` and
  * `iat`, if present, are JSON integers (`nbf` not in the future; a string
  * or a real is refused, never ignored) and `sub` is a user id in
- * 1..2^53-1 written as a decimal string. Anything else is rejected the same way (401): callers
- * learn nothing about which check failed. Thread-safe. */
+ * 1..2^53-1 written as a decimal string. The header and the claims are
+ * each one JSON object in canonical base64url, with no key given twice
+ * and no NUL inside a string. Anything else is rejected the same way
+ * (401): callers learn nothing about which check failed. Thread-safe. */
 #ifndef TICKETD_AUTH_H
 #define TICKETD_AUTH_H
 

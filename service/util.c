@@ -175,7 +175,7 @@ static int b64url_value(char c)
 
 long b64url_decode(const char *in, size_t n, unsigned char *out, size_t cap)
 {
-    if (n % 4 == 1 || n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0) > cap)
+    if (n % 4 == 1 || n / 4 * 3 + n % 4 * 3 / 4 > cap) /* 2 chars: 1 byte, 3: 2 */
         return -1;
     size_t o = 0;
     uint32_t acc = 0;
