@@ -123,10 +123,18 @@ debian_mirror() {
     printf '%s\n' "${uri}"
 }
 
+# The two functions below edit and delete under a folder: never let an empty
+# or wrong one mean this machine's own /etc or /usr.
+is_rootfs() {
+    [[ "$1" == /tmp/ticketd-rootfs.* && -d "$1/etc/apt" && -d "$1/usr/share" ]] ||
+        die "not a debootstrap tree: '$1'"
+}
+
 # As in Debian's images: apt keeps no package caches (80 MB after an
 # `apt-get update`) and no downloaded packages, and fetches no translations.
 apt_clean_conf() {
     local dir=$1
+    is_rootfs "${dir}"
     cat >"${dir}/etc/apt/apt.conf.d/docker-clean" <<'EOF'
 DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
 APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
@@ -140,6 +148,7 @@ EOF
 # installed later leave it out too (copyright files stay).
 slim_tree() {
     local dir=$1
+    is_rootfs "${dir}"
     cat >"${dir}/etc/dpkg/dpkg.cfg.d/slim" <<'EOF'
 # As Debian's slim images: no documentation, manual pages or translations.
 path-exclude /usr/share/doc/*
@@ -174,7 +183,7 @@ debootstrap_bases() {
     # shellcheck disable=SC2064 # the folder is known now
     trap "rm -rf '${dir}'" EXIT
     t0=$(date +%s)
-    log "no registry: debootstrap --variant=minbase ${SUITE} from ${mirror} (a few minutes, once)"
+    log "no registry: debootstrap --variant=minbase ${SUITE} from ${mirror} (about a minute on a near mirror; once)"
     debootstrap --variant=minbase "${SUITE}" "${dir}" "${mirror}" >"${dir}.log" 2>&1 ||
         die "debootstrap failed; see ${dir}.log"
     rm -f "${dir}.log"
