@@ -14,6 +14,13 @@
 #                three ticketd on a 3-node Galera cluster and a Redis that
 #                fails over (Sentinel), storms and faults (tests/cluster/run.sh;
 #                docs/scaling.md)
+#   make image   the container image (ticketd:local) with Docker or Podman;
+#                where no registry answers, the Debian base images are made
+#                once with debootstrap (scripts/image.sh)
+#   make test-image
+#                the image built and run with Redis and MariaDB containers,
+#                driven through its published port, stopped with SIGTERM
+#                (tests/image/run.sh)
 
 SHELL := /bin/bash
 CC ?= cc
@@ -49,7 +56,7 @@ TEST_MYSQL_PORT := 23306
 # only what the user exported, never config/ticketd.env.
 SERVICES := scripts/services.sh
 
-.PHONY: all build deps run stop reset test test-cluster unit integration format format-check bench demo valgrind clean
+.PHONY: all build deps run stop reset test test-cluster image test-image unit integration format format-check bench demo valgrind clean
 
 all: build
 
@@ -116,6 +123,15 @@ test-cluster:
 	@$(MAKE) --no-print-directory build/release/ticketd
 	@$(MAKE) --no-print-directory -C loadtest
 	@tests/cluster/run.sh
+
+# Podman, runc, debootstrap come on top of the usual packages where Docker is
+# not running; without root to install them the test is skipped (said so).
+test-image: deps
+	@$(MAKE) --no-print-directory -C loadtest
+	@tests/image/run.sh
+
+image:
+	@scripts/image.sh build
 
 unit: unit-bins
 	@scripts/run-tests.sh --unit-only

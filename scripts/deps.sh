@@ -8,6 +8,10 @@
 #                              Galera, mariabackup (its state transfer),
 #                              socat (which mariabackup streams through) and
 #                              Redis Sentinel
+#   scripts/deps.sh --image    the same, plus what `make test-image` needs
+#                              where Docker is not running: Podman with
+#                              runc, podman-compose, and debootstrap (base
+#                              images where no registry answers)
 #   TICKETD_SKIP_DEPS=1        skip the check (image builds that install their
 #                              own, smaller set of packages)
 #
@@ -48,9 +52,17 @@ CLUSTER_PACKAGES=(
     socat
     redis-sentinel
 )
-if [[ "${1:-}" == "--cluster" ]]; then
-    PACKAGES+=("${CLUSTER_PACKAGES[@]}")
-fi
+# Only `make test-image` needs these, and only without a running Docker.
+IMAGE_PACKAGES=(
+    podman
+    runc
+    podman-compose
+    debootstrap
+)
+case "${1:-}" in
+--cluster) PACKAGES+=("${CLUSTER_PACKAGES[@]}") ;;
+--image) PACKAGES+=("${IMAGE_PACKAGES[@]}") ;;
+esac
 
 if [[ "${TICKETD_SKIP_DEPS:-0}" == "1" ]]; then
     exit 0
