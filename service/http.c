@@ -83,11 +83,19 @@ struct exchange {
     char request_id[72];
     bool too_large; /* the body outgrew the limit; keep discarding it */
     bool queued;
-    /* The blocking step on a worker: the connection is suspended meanwhile
-     * and resumed with the answer ready (on_request is then called again). */
+    /* The blocking step on a worker (see hand_to_worker): the connection
+     * is suspended meanwhile and resumed with the answer ready. */
     struct MHD_Connection *conn;
-    atomic_bool at_worker;
-    atomic_bool answer_ready;
+    _Atomic int phase; /* enum worker_phase */
+};
+
+/* Where a request handed to a worker is. The worker moves it to DONE;
+ * whoever finds the other side already past its step does the resume. */
+enum worker_phase {
+    PHASE_NONE,      /* not handed to a worker */
+    PHASE_AT_WORKER, /* queued or running; the connection is not suspended */
+    PHASE_SUSPENDED, /* still running; the connection is suspended */
+    PHASE_DONE,      /* the answer is in x->resp */
 };
 
 static bool blank(char c)
@@ -274,6 +282,7 @@ static struct exchange *exchange_new(struct http_server *srv, struct MHD_Connect
     x->req.route = ROUTE_NOT_FOUND;
     x->req.app = srv->app;
     x->req.transport = c;
+    x->conn = c;
     return x;
 }
 
@@ -412,18 +421,20 @@ static void overloaded(struct exchange *x)
     resp_header(&x->resp, "Retry-After", "1");
 }
 
-/* On a worker thread: the blocking step, then the connection back to its
- * HTTP thread. The exchange is not touched by that thread meanwhile: the
- * connection is suspended, and MHD calls nothing for it until resumed. */
+/* On a worker thread: the blocking step, then the answer back to the
+ * HTTP thread. The exchange is not touched by that thread meanwhile: it
+ * only looks at the phase, and the connection, once suspended, is called
+ * for nothing until it is resumed. */
 static void run_blocking(void *arg, bool cancelled)
 {
     struct exchange *x = arg;
+    struct MHD_Connection *c = x->conn; /* x may be freed once DONE is seen */
     if (cancelled)
         overloaded(x);
     else
         api_finish(&x->req, &x->resp);
-    atomic_store(&x->answer_ready, true);
-    MHD_resume_connection(x->conn);
+    if (atomic_exchange(&x->phase, PHASE_DONE) == PHASE_SUSPENDED)
+        MHD_resume_connection(c);
 }
 
 /* The first call for a request: its head is complete. */
@@ -448,19 +459,37 @@ static enum MHD_Result exchange_begin(struct http_server *srv, struct MHD_Connec
 }
 
 /* The rest of a request blocks on Redis or MySQL. Held here, it would hold
- * up every other connection this thread serves; so the connection is
- * suspended and a worker runs it (run_blocking), then resumes it. */
-static enum MHD_Result hand_to_worker(struct http_server *srv, struct MHD_Connection *c,
-                                      struct exchange *x)
+ * up every other connection this thread serves; so a worker runs it
+ * (run_blocking) while the connection is suspended.
+ *
+ * The connection is not suspended in this call, the one in which the
+ * request became complete, but in the next. libmicrohttpd 0.9.75 does not
+ * update what it waits for on a connection suspended inside a call: it
+ * would still be "read" (as while the request arrived), so on resume it
+ * reads the socket first, and a client that half-closed after its request
+ * (shutdown(SHUT_WR): netcat, scripts, some proxies) shows an end of
+ * stream there, on which the connection is closed with the answer unsent
+ * and, for an order, its effect committed. Returning without a response
+ * makes it "block" (a request that awaits its answer reads nothing more);
+ * suspended from the next call, it is resumed in that state and answered. */
+static enum MHD_Result hand_to_worker(struct http_server *srv, struct exchange *x)
 {
-    x->conn = c;
-    atomic_store(&x->at_worker, true);
-    MHD_suspend_connection(c);
+    atomic_store(&x->phase, PHASE_AT_WORKER);
     if (!workers_submit(srv->workers, run_blocking, x)) {
         overloaded(x);
-        atomic_store(&x->answer_ready, true);
-        MHD_resume_connection(c);
+        atomic_store(&x->phase, PHASE_DONE);
     }
+    return MHD_YES;
+}
+
+/* Called again while a worker has the request: suspend the connection
+ * until the answer is ready, unless it already is. */
+static enum MHD_Result await_worker(struct MHD_Connection *c, struct exchange *x)
+{
+    int expected = PHASE_AT_WORKER;
+    MHD_suspend_connection(c);
+    if (!atomic_compare_exchange_strong(&x->phase, &expected, PHASE_SUSPENDED))
+        MHD_resume_connection(c); /* DONE meanwhile: the worker did not resume */
     return MHD_YES;
 }
 
@@ -491,6 +520,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                      srv->app->cfg->max_body);
         return send_response(c, x, true);
     }
+    /* A request a worker has is answered with what the worker says, even
+     * while stopping: its effect may be committed. */
+    switch (atomic_load(&x->phase)) {
+    case PHASE_DONE:
+        return send_response(c, x, false);
+    case PHASE_AT_WORKER:
+        return await_worker(c, x);
+    case PHASE_SUSPENDED:
+        return MHD_YES; /* never: a suspended connection is called for nothing */
+    default:
+        break;
+    }
     if (atomic_load(&srv->stopping)) {
         /* The last moment of a shutdown: this request would be cut off
          * with its connection, so it is refused before it changes anything,
@@ -500,15 +541,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         resp_header(&x->resp, "Retry-After", "1");
         return send_response(c, x, true);
     }
-    if (atomic_load(&x->answer_ready))
-        return send_response(c, x, false); /* resumed: the worker is done */
-    if (atomic_load(&x->at_worker))
-        return MHD_YES; /* called again while suspended: nothing to do yet */
     x->req.body = x->body.data;
     x->req.body_len = x->body.len;
     if (api_begin(&x->req, &x->resp) == API_ANSWERED)
         return send_response(c, x, false);
-    return hand_to_worker(srv, c, x);
+    return hand_to_worker(srv, x);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,

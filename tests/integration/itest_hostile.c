@@ -434,6 +434,101 @@ static void test_slow_clients_cannot_starve_others(void **state)
     assert_int_equal(th_raw_ex(&o, LINE("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"), NULL, 0), 200);
 }
 
+/* ---- a client that half-closes still gets its answer --------------------- */
+
+/* Sends one request, then shutdown(SHUT_WR) (netcat, scripts and some
+ * proxies end their side once the request is out), and reads until the
+ * server closes. Returns the status of the answer (0: none). */
+static int half_closed(const char *req, char *out, size_t cap)
+{
+    int fd = connect_from("127.0.0.1", srv.port);
+    size_t len = strlen(req), off = 0;
+    while (off < len) {
+        ssize_t w = send(fd, req + off, len - off, MSG_NOSIGNAL);
+        assert_true(w > 0);
+        off += (size_t)w;
+    }
+    assert_int_equal(shutdown(fd, SHUT_WR), 0);
+    size_t got = 0;
+    int64_t deadline = th_now_ms() + 5000;
+    out[0] = '\0';
+    while (got + 1 < cap && th_now_ms() < deadline) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        ssize_t n = recv(fd, out + got, cap - got - 1, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        out[got] = '\0';
+    }
+    close(fd);
+    int status = 0;
+    if (sscanf(out, "HTTP/1.%*d %d", &status) != 1)
+        status = 0;
+    return status;
+}
+
+#define HALF_ROUNDS 6
+
+static void test_half_closed_clients_get_their_answers(void **state)
+{
+    (void)state;
+    static char text[16384];
+    char admin[1024];
+    snprintf(admin, sizeof admin, "%s", th_auth_header(1, true));
+    int64_t sid = th_session(&srv, 100, 1000);
+    int orders = 0, lost = 0;
+    for (int round = 0; round < HALF_ROUNDS; round++) {
+        char *user = th_auth_header(7, false);
+        char token[96], body[96];
+        th_order_token(&srv, 7, token);
+        int blen =
+            snprintf(body, sizeof body, "{\"session_id\":%lld,\"quantity\":1}", (long long)sid);
+        struct {
+            const char *what;
+            char req[2048];
+            int status;
+        } cases[7];
+        int n = 0;
+#define CASE(w, st, ...)                                                                           \
+    do {                                                                                           \
+        cases[n].what = w;                                                                         \
+        cases[n].status = st;                                                                      \
+        snprintf(cases[n].req, sizeof cases[n].req, __VA_ARGS__);                                  \
+        n++;                                                                                       \
+    } while (0)
+        CASE("POST /orders", 201,
+             "POST /api/v1/orders HTTP/1.1\r\nHost: x\r\n%s\r\nIdempotency-Key: half-%d\r\n"
+             "X-Order-Token: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+             user, round, token, blen, body);
+        CASE("POST /tokens", 201,
+             "POST /api/v1/tokens HTTP/1.1\r\nHost: x\r\n%s\r\nContent-Length: 0\r\n\r\n", user);
+        CASE("GET /readyz", 200, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+        CASE("GET /admin/audit", 200, "GET /api/v1/admin/audit HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n",
+             admin);
+        CASE("GET /me", 200, "GET /api/v1/me HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n", user);
+        CASE("GET /orders", 200, "GET /api/v1/orders HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n", user);
+        CASE("GET /livez", 200, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n");
+#undef CASE
+        for (int i = 0; i < n; i++) {
+            int st = half_closed(cases[i].req, text, sizeof text);
+            if (st != cases[i].status || strcasestr(text, "\r\nX-Request-Id: ") == NULL) {
+                print_message("%s, half-closed, round %d: expected %d, got %d: %.200s\n",
+                              cases[i].what, round, cases[i].status, st, text);
+                lost++;
+            }
+            orders += i == 0 && st == 201;
+        }
+    }
+    if (lost > 0)
+        fail_msg("%d of %d half-closed requests got no right answer; %lld orders made, %d answered",
+                 lost, HALF_ROUNDS * 7, (long long)th_orders_of(sid), orders);
+    /* Each order answered is the one order made, and no other was made. */
+    assert_int_equal(th_orders_of(sid), orders);
+    assert_int_equal(th_stock_of(sid), 100 - orders);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +539,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_blanks_around_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_paths, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_clients_cannot_starve_others, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_half_closed_clients_get_their_answers, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests_name("hostile", tests, NULL, NULL);
 }
