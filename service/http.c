@@ -163,6 +163,7 @@ struct head_check {
     const char *first_length;
     bool transfer_encoding;
     bool unknown_coding; /* a Transfer-Encoding other than chunked */
+    bool padded_coding;  /* "chunked" with blanks after it */
     int seen[N_SINGLETONS];
     const char *prev_end; /* where the previous value's text ended */
 };
@@ -190,11 +191,15 @@ static bool value_ok(const char *v, size_t n)
     return true;
 }
 
-static bool is_chunked(const char *v, size_t n)
+/* "chunked", with n_blanks trailing blanks (libmicrohttpd strips the
+ * leading ones). */
+static bool is_chunked(const char *v, size_t n, size_t *n_blanks)
 {
-    while (n > 0 && blank(v[n - 1]))
-        n--;
-    return n == 7 && strncasecmp(v, "chunked", 7) == 0;
+    size_t end = n;
+    while (end > 0 && blank(v[end - 1]))
+        end--;
+    *n_blanks = n - end;
+    return end == 7 && strncasecmp(v, "chunked", 7) == 0;
 }
 
 /* MHD parses the header block in place: each line's CR LF (or LF) becomes
@@ -251,9 +256,12 @@ static enum MHD_Result inspect_header(void *cls, enum MHD_ValueKind kind, const 
             h->first_length = value;
         h->content_lengths++;
     } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        size_t pad = 0;
         h->transfer_encoding = true;
-        if (!is_chunked(value, value_size))
+        if (!is_chunked(value, value_size, &pad))
             h->unknown_coding = true;
+        else if (pad > 0)
+            h->padded_coding = true;
     }
     return MHD_YES;
 }
@@ -378,19 +386,32 @@ static bool precheck(struct MHD_Connection *c, struct exchange *x)
         resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL, "%s", h.bad);
         return false;
     }
-    /* RFC 9112 6.1: a transfer coding we do not know leaves the body's end
-     * unknown: 501, and the connection closes. */
-    if (h.unknown_coding) {
-        resp_problem(&x->resp, PROBLEM_NOT_IMPLEMENTED, NULL,
-                     "only the chunked transfer coding is supported");
-        return false;
-    }
     /* Both a length and chunked, or two different lengths, are how request
      * smuggling starts: a proxy and we could disagree on where this request
      * ends. Refuse rather than guess. */
     if (h.content_lengths > 0 && h.transfer_encoding) {
         resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL,
                      "Content-Length and Transfer-Encoding must not both be sent");
+        return false;
+    }
+    /* "chunked " is chunked to RFC 9110 (blanks around a value are not
+     * part of it) but not to libmicrohttpd 0.9.75, which compares the
+     * value whole and would read the body as the next request: the two
+     * disagree on where this request ends, so it is refused. */
+    if (h.padded_coding) {
+        resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL,
+                     "Transfer-Encoding: chunked must not be followed by blanks");
+        return false;
+    }
+    /* RFC 9112 6.1: a transfer coding we do not know leaves the body's end
+     * unknown: 501, and the connection closes. Chunked bodies are refused
+     * too: libmicrohttpd decodes them before ticketd sees a byte, and a
+     * chunk line longer than the connection's memory (a 100 KiB chunk
+     * extension) ends in its own 500 page, with no way for ticketd to
+     * answer. Clients and proxies send Content-Length instead. */
+    if (h.unknown_coding || h.transfer_encoding) {
+        resp_problem(&x->resp, PROBLEM_NOT_IMPLEMENTED, NULL,
+                     "chunked and other transfer codings are not supported: send Content-Length");
         return false;
     }
     if (h.lengths_differ) {
@@ -504,8 +525,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return exchange_begin(srv, c, url, method, version, state);
 
     if (*upload_size > 0) {
-        /* A chunked body has no length up front: count as it arrives, keep
-         * none of it past the limit, and answer at the final call (MHD
+        /* The announced length was checked (precheck), and chunked bodies
+         * are refused; the count is kept anyway, so that no byte past the
+         * limit is ever kept, and the answer waits for the final call (MHD
          * refuses a response queued mid-upload). */
         if (!x->too_large && body_append(&x->body, upload_data, *upload_size) != 0) {
             x->too_large = true;

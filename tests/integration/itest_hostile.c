@@ -158,8 +158,18 @@ static void test_codings_and_lengths(void **state)
         {"Transfer-Encoding: chunked, gzip\r\n\r\n", 501, "NOT_IMPLEMENTED"},
         {"Content-Length: 46\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "BAD_REQUEST"},
         {"Content-Length: 46\r\nContent-Length: 10\r\n\r\n" SESSION_BODY, 400, "BAD_REQUEST"},
-        /* a chunk size that overflows any integer: the parser refuses it (413) */
-        {"Transfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFFFFFFFF\r\nx\r\n0\r\n\r\n", 413, NULL},
+        /* chunked bodies are refused before libmicrohttpd decodes a chunk:
+         * a chunk size that overflows any integer would be its own 413 */
+        {"Transfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFFFFFFFF\r\nx\r\n0\r\n\r\n", 501,
+         "NOT_IMPLEMENTED"},
+        {"Transfer-Encoding: chunked\r\n\r\n2e\r\n" SESSION_BODY "\r\n0\r\n\r\n", 501,
+         "NOT_IMPLEMENTED"},
+        /* "chunked" and a blank: chunked to RFC 9110, not to libmicrohttpd */
+        {"Transfer-Encoding: chunked \r\n\r\n2e\r\n" SESSION_BODY "\r\n0\r\n\r\n", 400,
+         "BAD_REQUEST"},
+        {"Transfer-Encoding: chunked\t\r\n\r\n2e\r\n" SESSION_BODY "\r\n0\r\n\r\n", 400,
+         "BAD_REQUEST"},
+        {"Transfer-Encoding: CHUNKED \t \r\n\r\n", 400, "BAD_REQUEST"},
         /* a length that is not a number: refused before ticketd sees it */
         {"Content-Length: 4x\r\n\r\n" SESSION_BODY, 400, NULL},
     };
@@ -171,6 +181,45 @@ static void test_codings_and_lengths(void **state)
                          auth, cases[i].framing);
         snprintf(what, sizeof what, "framing %zu", i);
         expect_refusal(what, req, (size_t)n, cases[i].status, cases[i].code);
+    }
+    assert_int_equal(rows("sessions"), 0);
+    expect_alive();
+}
+
+/* A chunk extension of 100 KiB outgrows the connection's memory while
+ * libmicrohttpd looks for the end of the chunk line (its own 500 page). A
+ * chunked body is refused from its head, and the bytes still coming are
+ * not read: ticketd's answer, and nothing made. The same with a blank after
+ * "chunked", where libmicrohttpd saw no body at all and kept the
+ * connection for the next request. */
+static void test_chunk_extensions_and_padded_codings(void **state)
+{
+    (void)state;
+    char *auth = th_auth_header(1, true);
+    static const char *const codings[] = {"chunked", "chunked ", "chunked\t"};
+    static const int statuses[] = {501, 400, 400};
+    static const char *const codes[] = {"NOT_IMPLEMENTED", "BAD_REQUEST", "BAD_REQUEST"};
+    size_t ext = 100 * 1024;
+    for (size_t i = 0; i < sizeof codings / sizeof codings[0]; i++) {
+        char head[1024];
+        int n = snprintf(head, sizeof head,
+                         "POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\n%s\r\n"
+                         "Content-Type: application/json\r\nTransfer-Encoding: %s\r\n\r\n2e;",
+                         auth, codings[i]);
+        size_t len = (size_t)n + ext + 128;
+        char *req = malloc(len);
+        assert_non_null(req);
+        memcpy(req, head, (size_t)n);
+        memset(req + n, 'e', ext);
+        int m = snprintf(req + n + ext, 128, "\r\n%s\r\n0\r\n\r\n", SESSION_BODY);
+        char what[48];
+        snprintf(what, sizeof what, "100 KiB extension, \"%s\"", codings[i]);
+        int64_t t0 = th_now_ms();
+        expect_refusal(what, req, (size_t)n + ext + (size_t)m, statuses[i], codes[i]);
+        /* Answered at once and closed, not held until an idle timeout. */
+        if (th_now_ms() - t0 > 2500)
+            fail_msg("%s: the answer took %lld ms", what, (long long)(th_now_ms() - t0));
+        free(req);
     }
     assert_int_equal(rows("sessions"), 0);
     expect_alive();
@@ -534,6 +583,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_smuggling_through_header_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_codings_and_lengths, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chunk_extensions_and_padded_codings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_values_that_would_be_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_headers_that_appear_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blanks_around_values, setup, teardown),
