@@ -27,11 +27,23 @@
  * answer (RFC 9112 9.3.1: clients retry requests on a closed idle one). */
 #define DRAIN_IDLE_GRACE_MS 500
 
-/* Each connection's memory pool in libmicrohttpd (its default is 32 KiB):
- * the request head is parsed in it, the body passes through it. 16 KiB
- * holds a head of 8 KiB, as the reverse proxy of docs/nginx.conf allows,
- * and halves what 256 idle keep-alive connections hold. */
-#define HTTP_CONN_MEMORY (16 * 1024)
+/* Each connection's memory pool in libmicrohttpd (32 KiB, its default):
+ * the request head is parsed in it, the body passes through it, and the
+ * answer's header block is written into what is left. With 16 KiB, a head
+ * of 15.6 KiB left no room for that block: the order was committed and
+ * its answer never sent ("failed to create response header"). */
+#define HTTP_CONN_MEMORY (32 * 1024)
+
+/* The largest head ticketd serves, counted as the pool holds it: its bytes,
+ * plus HEAD_ENTRY_COST for each header, cookie and query argument the
+ * parser keeps (a 56-byte list entry, aligned), plus the Cookie value
+ * again (the parser splits a copy). A head within it leaves at least
+ * 8 KiB of the pool for the answer, whatever else a client pipelined
+ * behind it, against the ~1 KiB the largest answer's header block needs;
+ * a larger one is refused with 431 before anything is done. Heads beyond
+ * what the pool can parse at all (~30 KiB) get libmicrohttpd's own 431. */
+#define HEAD_MAX        (16 * 1024)
+#define HEAD_ENTRY_COST 64
 
 /* How often the reaper looks for connections past their head deadline. */
 #define REAP_INTERVAL_MS 250
@@ -369,6 +381,28 @@ static bool target_whole(const struct conn_slot *slot, const char *version)
     return slot->uri + slot->uri_len + 1 == version;
 }
 
+static enum MHD_Result count_entry(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size)
+{
+    size_t *cost = cls;
+    (void)key_size;
+    *cost += HEAD_ENTRY_COST;
+    if (kind == MHD_HEADER_KIND && value != NULL && strcasecmp(key, "Cookie") == 0)
+        *cost += value_size + 1;
+    return MHD_YES;
+}
+
+/* What the head takes of the connection's pool (see HEAD_MAX). */
+static size_t head_cost(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    size_t cost = ci != NULL ? ci->header_size : 0;
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND | MHD_COOKIE_KIND | MHD_GET_ARGUMENT_KIND,
+                                count_entry, &cost);
+    return cost;
+}
+
 /* Checks the request line and headers before any body byte is read.
  * Returns false with x->resp set when the request must be refused now
  * (the connection is then closed: where the framing is in doubt, nothing
@@ -376,6 +410,12 @@ static bool target_whole(const struct conn_slot *slot, const char *version)
 static bool precheck(struct MHD_Connection *c, struct exchange *x)
 {
     struct head_check h = {0};
+    if (head_cost(c) > HEAD_MAX) {
+        resp_problem(&x->resp, PROBLEM_HEADERS_TOO_LARGE, NULL,
+                     "the request head may be at most %d bytes (each header counts %d more)",
+                     HEAD_MAX, HEAD_ENTRY_COST);
+        return false;
+    }
     MHD_get_connection_values_n(c, MHD_HEADER_KIND, inspect_header, &h);
     /* After the last value come its line break and the empty line: NULs. */
     if (h.bad == NULL && h.prev_end != NULL && h.prev_end[1] != '\0')
