@@ -45,8 +45,9 @@
 #define HEAD_MAX        (16 * 1024)
 #define HEAD_ENTRY_COST 64
 
-/* How often the reaper looks for connections past their head deadline. */
-#define REAP_INTERVAL_MS 250
+/* How often the reaper looks for connections past their deadlines, and
+ * for the connection count near its cap. */
+#define REAP_INTERVAL_MS 100
 
 /* One client connection, from MHD's "started" to its "closed" notice. The
  * reaper reads it under conns_mu; MHD closes the socket only after the
@@ -57,6 +58,7 @@ struct conn_slot {
     const char *uri; /* the request target as MHD first saw it (uri_logger) */
     size_t uri_len;
     _Atomic bool busy;             /* a request's head has arrived */
+    _Atomic bool body_done;        /* ... and its body: it is being answered */
     _Atomic int64_t idle_since_ms; /* opened, or its last answer sent */
     bool reaped;                   /* shut down for a late head */
     struct conn_slot *prev, *next;
@@ -577,6 +579,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
 
+    /* The request is whole: from now on it is being answered, and no
+     * deadline or shedding may cut it off. */
+    if (x->slot != NULL)
+        atomic_store(&x->slot->body_done, true);
     if (x->too_large) {
         resp_problem(&x->resp, PROBLEM_PAYLOAD_TOO_LARGE, NULL, "the body may be at most %d bytes",
                      srv->app->cfg->max_body);
@@ -623,6 +629,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
     if (x->slot != NULL) {
         /* The connection waits for its next request head from now on. */
         atomic_store(&x->slot->idle_since_ms, mono_ms());
+        atomic_store(&x->slot->body_done, false);
         atomic_store(&x->slot->busy, false);
     }
     exchange_free(x);
@@ -667,33 +674,115 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     atomic_fetch_sub(&srv->connections, 1);
 }
 
-/* Slowloris: a client that opens connections and sends its request head a
+/* Slowloris: a client that opens connections and sends its request a
  * byte at a time keeps each alive forever, since MHD's timeout is an idle
- * timeout. Here a connection with no request in progress must complete a
- * request head within TICKETD_HEADER_TIMEOUT_S of being opened or of its
- * last answer; otherwise its socket is shut down, and MHD closes it. */
+ * timeout. Here a connection must complete a request head within
+ * TICKETD_HEADER_TIMEOUT_S, and the whole request, head and body, within
+ * TICKETD_REQUEST_TIMEOUT_S, of being opened or of its last answer;
+ * otherwise its socket is shut down, and MHD closes it. A request that is
+ * whole is never cut off: it is being answered. */
+enum reap_reason { KEEP, LATE_HEAD, LATE_REQUEST };
+
+static enum reap_reason reap_reason(struct conn_slot *c, int64_t now, const struct config *cfg)
+{
+    int64_t age = now - atomic_load(&c->idle_since_ms);
+    if (!atomic_load(&c->busy))
+        return age >= (int64_t)cfg->header_timeout_s * 1000 ? LATE_HEAD : KEEP;
+    if (!atomic_load(&c->body_done))
+        return age >= (int64_t)cfg->request_timeout_s * 1000 ? LATE_REQUEST : KEEP;
+    return KEEP;
+}
+
+/* A connection that may be shed: it has no whole request in hand. */
+static bool sheddable(struct conn_slot *c)
+{
+    return !c->reaped && c->fd >= 0 && !atomic_load(&c->body_done);
+}
+
+static int by_idle_since(const void *a, const void *b)
+{
+    int64_t x = atomic_load(&(*(struct conn_slot *const *)a)->idle_since_ms);
+    int64_t y = atomic_load(&(*(struct conn_slot *const *)b)->idle_since_ms);
+    return (x > y) - (x < y);
+}
+
+/* At the connection cap, libmicrohttpd stops accepting, and every new
+ * client, however quick, waits behind whoever holds the slots: slow heads
+ * and bodies from many addresses that reopen as they are closed can keep
+ * the cap reached for good. So once the open connections come within
+ * 1/16 of TICKETD_CONN_LIMIT, those without a whole request in hand are
+ * shut down, the longest without one first (idle keep-alive connections,
+ * then the slowest requests), until a quarter of the slots is free. A new
+ * client's connection is the newest: it is served before its turn comes.
+ * Called with conns_mu held; returns how many were shed. */
+static int shed_at_cap(struct http_server *srv, int open)
+{
+    int cap = srv->app->cfg->conn_limit;
+    int high = cap - (cap / 16 > 0 ? cap / 16 : 1), low = cap - (cap / 4 > 0 ? cap / 4 : 1);
+    if (open < high)
+        return 0;
+    struct conn_slot **v = xcalloc((size_t)open + 1, sizeof *v);
+    int n = 0;
+    for (struct conn_slot *c = srv->conns; c != NULL && n <= open; c = c->next) {
+        if (sheddable(c))
+            v[n++] = c;
+    }
+    qsort(v, (size_t)n, sizeof *v, by_idle_since);
+    int shed = 0;
+    for (; shed < n && open - shed > low; shed++) {
+        shutdown(v[shed]->fd, SHUT_RDWR);
+        v[shed]->reaped = true;
+    }
+    free(v);
+    return shed;
+}
+
+/* One pass of the reaper; the counts go to late[LATE_HEAD],
+ * late[LATE_REQUEST] and *shed. */
+static void reap_once(struct http_server *srv, int late[3], int *shed)
+{
+    int64_t now = mono_ms();
+    int open = 0;
+    pthread_mutex_lock(&srv->conns_mu);
+    for (struct conn_slot *c = srv->conns; c != NULL; c = c->next) {
+        if (c->reaped || c->fd < 0)
+            continue;
+        enum reap_reason why = reap_reason(c, now, srv->app->cfg);
+        if (why == KEEP) {
+            open++;
+            continue;
+        }
+        shutdown(c->fd, SHUT_RDWR);
+        c->reaped = true;
+        late[why]++;
+    }
+    *shed = shed_at_cap(srv, open);
+    pthread_mutex_unlock(&srv->conns_mu);
+}
+
 static void *reaper_main(void *p)
 {
     struct http_server *srv = p;
-    int64_t limit_ms = (int64_t)srv->app->cfg->header_timeout_s * 1000;
+    const struct config *cfg = srv->app->cfg;
     while (!atomic_load(&srv->reaper_stop)) {
         sleep_ms(REAP_INTERVAL_MS);
-        int64_t now = mono_ms();
-        int reaped = 0;
-        pthread_mutex_lock(&srv->conns_mu);
-        for (struct conn_slot *c = srv->conns; c != NULL; c = c->next) {
-            if (c->reaped || c->fd < 0 || atomic_load(&c->busy) ||
-                now - atomic_load(&c->idle_since_ms) < limit_ms)
-                continue;
-            shutdown(c->fd, SHUT_RDWR);
-            c->reaped = true;
-            reaped++;
+        int late[3] = {0}, shed = 0;
+        reap_once(srv, late, &shed);
+        if (late[LATE_HEAD] > 0) {
+            metrics_add(M_HTTP_HEAD_TIMEOUTS, late[LATE_HEAD]);
+            log_info("http: closed %d connections that sent no whole request head in %d s",
+                     late[LATE_HEAD], cfg->header_timeout_s);
         }
-        pthread_mutex_unlock(&srv->conns_mu);
-        if (reaped > 0) {
-            metrics_add(M_HTTP_HEAD_TIMEOUTS, reaped);
-            log_info("http: closed %d connections that sent no whole request head in %d s", reaped,
-                     srv->app->cfg->header_timeout_s);
+        if (late[LATE_REQUEST] > 0) {
+            metrics_add(M_HTTP_REQUEST_TIMEOUTS, late[LATE_REQUEST]);
+            log_info("http: closed %d connections that sent no whole request in %d s",
+                     late[LATE_REQUEST], cfg->request_timeout_s);
+        }
+        if (shed > 0) {
+            metrics_add(M_HTTP_CONNECTIONS_SHED, shed);
+            log_info("http: near the cap of %d connections, closed the %d longest without a "
+                     "whole request",
+                     cfg->conn_limit, shed);
         }
     }
     return NULL;

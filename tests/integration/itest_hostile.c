@@ -19,6 +19,10 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -712,6 +716,183 @@ static void test_heads_near_the_limits_are_refused_or_answered(void **state)
     expect_alive();
 }
 
+/* ---- slow bodies, and the connection cap ------------------------------- */
+
+static const char slow_body_head[] =
+    "POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\n"
+    "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n";
+
+static void test_slow_bodies_meet_a_deadline(void **state)
+{
+    (void)state;
+    assert_int_equal(th_stop(&srv), 0);
+    const char *env[] = {"TICKETD_HEADER_TIMEOUT_S=30", "TICKETD_REQUEST_TIMEOUT_S=2", NULL};
+    th_start(&srv, th_port(33), env);
+    int fds[SLOW];
+    /* A whole head, then a body byte every 200 ms: never idle, never done. */
+    for (int i = 0; i < SLOW; i++) {
+        fds[i] = connect_from("127.0.0.2", srv.port);
+        ssize_t n = (ssize_t)strlen(slow_body_head);
+        assert_int_equal(send(fds[i], slow_body_head, (size_t)n, MSG_NOSIGNAL), n);
+    }
+    int closed = 0;
+    int64_t t0 = th_now_ms();
+    for (int round = 0; round < 50 && closed < SLOW; round++) {
+        usleep(200 * 1000);
+        closed = 0;
+        for (int i = 0; i < SLOW; i++) {
+            if (fds[i] >= 0 &&
+                (closed_by_server(fds[i]) || send(fds[i], "{", 1, MSG_NOSIGNAL) < 0)) {
+                close(fds[i]);
+                fds[i] = -1;
+            }
+            closed += fds[i] < 0;
+        }
+    }
+    int64_t took = th_now_ms() - t0;
+    for (int i = 0; i < SLOW; i++) {
+        if (fds[i] >= 0)
+            close(fds[i]);
+    }
+    print_message("slow bodies: %d of %d closed after %lld ms\n", closed, SLOW, (long long)took);
+    assert_int_equal(closed, SLOW);
+    assert_true(th_metric(&srv, "ticketd_http_request_timeouts_total") >= SLOW);
+    assert_int_equal(rows("sessions"), 0);
+    expect_alive();
+}
+
+/* Slow clients from many addresses, each of its connections reopened as
+ * soon as the server closes it: half send a whole head and then a body
+ * byte at a time, half a header line at a time. Runs on its own thread
+ * (no cmocka calls there) until told to stop. */
+#define ATTACK_ADDRS    40
+#define ATTACK_PER_ADDR 4
+#define ATTACK_SLOTS    (ATTACK_ADDRS * ATTACK_PER_ADDR)
+
+struct attack {
+    int port;
+    atomic_bool stop;
+    atomic_int connects;
+    atomic_int ready; /* slots that have sent their first bytes once */
+    int fd[ATTACK_SLOTS];
+    bool started[ATTACK_SLOTS], counted[ATTACK_SLOTS];
+};
+
+static int attack_connect(int port, int slot)
+{
+    char src[32];
+    snprintf(src, sizeof src, "127.0.0.%d", 2 + slot / ATTACK_PER_ADDR);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, src, &a.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &d.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        (connect(fd, (struct sockaddr *)&d, sizeof d) != 0 && errno != EINPROGRESS)) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* One turn of one slot: reopen it if the server closed it, else send its
+ * next bytes. */
+static void attack_turn(struct attack *at, int i)
+{
+    char b[512];
+    if (at->fd[i] < 0) {
+        at->fd[i] = attack_connect(at->port, i);
+        at->started[i] = false;
+        atomic_fetch_add(&at->connects, 1);
+        return;
+    }
+    ssize_t r = recv(at->fd[i], b, sizeof b, MSG_DONTWAIT);
+    bool gone = r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOTCONN);
+    bool body = i % 2 == 0;
+    const char *next = at->started[i] ? (body ? "{" : "X-Slow: 1\r\n")
+                                      : (body ? slow_body_head : "GET /livez HTTP/1.1\r\n");
+    if (!gone) {
+        ssize_t w = send(at->fd[i], next, strlen(next), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w == (ssize_t)strlen(next) && !at->started[i]) {
+            at->started[i] = true;
+            if (!at->counted[i]) {
+                at->counted[i] = true;
+                atomic_fetch_add(&at->ready, 1);
+            }
+        }
+        gone = w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOTCONN;
+    }
+    if (gone) {
+        close(at->fd[i]);
+        at->fd[i] = -1;
+    }
+}
+
+static void *attack_main(void *p)
+{
+    struct attack *at = p;
+    /* Bounded: at most 10 minutes of turns, stopped long before. */
+    for (int turn = 0; turn < 6000 && !atomic_load(&at->stop); turn++) {
+        for (int i = 0; i < ATTACK_SLOTS; i++)
+            attack_turn(at, i);
+        usleep(100 * 1000);
+    }
+    for (int i = 0; i < ATTACK_SLOTS; i++) {
+        if (at->fd[i] >= 0)
+            close(at->fd[i]);
+    }
+    return NULL;
+}
+
+#define LEGIT_REQUESTS 12
+
+static void test_the_cap_keeps_serving_new_clients(void **state)
+{
+    (void)state;
+    assert_int_equal(th_stop(&srv), 0);
+    /* Deadlines far beyond the test: only shedding at the cap can let the
+     * client on 127.0.0.1 in. */
+    const char *env[] = {"TICKETD_CONN_LIMIT=64", "TICKETD_CONN_PER_IP=16",
+                         "TICKETD_HEADER_TIMEOUT_S=600", "TICKETD_REQUEST_TIMEOUT_S=600", NULL};
+    th_start(&srv, th_port(34), env);
+    static struct attack at;
+    memset(&at, 0, sizeof at);
+    at.port = srv.port;
+    for (int i = 0; i < ATTACK_SLOTS; i++)
+        at.fd[i] = -1;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, attack_main, &at), 0);
+    /* Every slot has connected and sent once: 160 slow clients for 64
+     * connections, the cap is reached. */
+    for (int i = 0; i < 200 && atomic_load(&at.ready) < ATTACK_SLOTS; i++)
+        th_msleep(50);
+    int ready = atomic_load(&at.ready);
+    int answered = 0;
+    int64_t worst = 0;
+    static char text[4096];
+    for (int i = 0; i < LEGIT_REQUESTS && ready == ATTACK_SLOTS; i++) {
+        const char *req = i % 2 == 0 ? "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"
+                                     : "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n";
+        struct th_raw_opts o = {.port = srv.port, .timeout_ms = 8000, .source = "127.0.0.1"};
+        int64_t t0 = th_now_ms();
+        int st = th_raw_ex(&o, req, strlen(req), text, sizeof text);
+        int64_t waited = th_now_ms() - t0;
+        worst = waited > worst ? waited : worst;
+        answered += st == 200;
+    }
+    atomic_store(&at.stop, true);
+    pthread_join(t, NULL);
+    long long shed = th_metric(&srv, "ticketd_http_connections_shed_total");
+    print_message("at the cap: %d of %d answered on 127.0.0.1, the longest wait %lld ms; "
+                  "%d attacking connections opened, %lld shed\n",
+                  answered, LEGIT_REQUESTS, (long long)worst, atomic_load(&at.connects), shed);
+    assert_int_equal(ready, ATTACK_SLOTS);
+    assert_int_equal(answered, LEGIT_REQUESTS);
+    assert_true(shed > 0);
+    assert_int_equal(rows("sessions"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -727,6 +908,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_heads_near_the_limits_are_refused_or_answered, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_slow_bodies_meet_a_deadline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_the_cap_keeps_serving_new_clients, setup, teardown),
     };
     return cmocka_run_group_tests_name("hostile", tests, NULL, NULL);
 }
