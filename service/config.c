@@ -41,6 +41,7 @@ static const struct setting settings[] = {
     {"TICKETD_CONN_TIMEOUT_S", T_INT, OFF(conn_timeout_s), 1, 3600, "30", false, NULL},
     {"TICKETD_CONN_PER_IP", T_INT, OFF(conn_per_ip), 0, 100000, "512", false, NULL},
     {"TICKETD_HEADER_TIMEOUT_S", T_INT, OFF(header_timeout_s), 1, 3600, "10", false, NULL},
+    {"TICKETD_REQUEST_TIMEOUT_S", T_INT, OFF(request_timeout_s), 1, 3600, "30", false, NULL},
     {"TICKETD_DRAIN_TIMEOUT_S", T_INT, OFF(drain_timeout_s), 0, 600, "10", false, NULL},
     {"TICKETD_ACCESS_LOG", T_BOOL, OFF(access_log), 0, 0, "1", false, NULL},
     {"TICKETD_LOG_LEVEL", T_STR, OFF(log_level), 0, 0, "info", false, NULL},

@@ -23,8 +23,9 @@ struct config {
     int max_body;
     int conn_limit;
     int conn_timeout_s;
-    int conn_per_ip;      /* connections one client address may hold; 0: no limit */
-    int header_timeout_s; /* deadline for a whole request head on an idle connection */
+    int conn_per_ip;       /* connections one client address may hold; 0: no limit */
+    int header_timeout_s;  /* deadline for a whole request head on an idle connection */
+    int request_timeout_s; /* deadline for a whole request, head and body */
     int drain_timeout_s;
     bool access_log;
     char *log_level;

@@ -27,14 +27,27 @@
  * answer (RFC 9112 9.3.1: clients retry requests on a closed idle one). */
 #define DRAIN_IDLE_GRACE_MS 500
 
-/* Each connection's memory pool in libmicrohttpd (its default is 32 KiB):
- * the request head is parsed in it, the body passes through it. 16 KiB
- * holds a head of 8 KiB, as the reverse proxy of docs/nginx.conf allows,
- * and halves what 256 idle keep-alive connections hold. */
-#define HTTP_CONN_MEMORY (16 * 1024)
+/* Each connection's memory pool in libmicrohttpd (32 KiB, its default):
+ * the request head is parsed in it, the body passes through it, and the
+ * answer's header block is written into what is left. With 16 KiB, a head
+ * of 15.6 KiB left no room for that block: the order was committed and
+ * its answer never sent ("failed to create response header"). */
+#define HTTP_CONN_MEMORY (32 * 1024)
 
-/* How often the reaper looks for connections past their head deadline. */
-#define REAP_INTERVAL_MS 250
+/* The largest head ticketd serves, counted as the pool holds it: its bytes,
+ * plus HEAD_ENTRY_COST for each header, cookie and query argument the
+ * parser keeps (a 56-byte list entry, aligned), plus the Cookie value
+ * again (the parser splits a copy). A head within it leaves at least
+ * 8 KiB of the pool for the answer, whatever else a client pipelined
+ * behind it, against the ~1 KiB the largest answer's header block needs;
+ * a larger one is refused with 431 before anything is done. Heads beyond
+ * what the pool can parse at all (~30 KiB) get libmicrohttpd's own 431. */
+#define HEAD_MAX        (16 * 1024)
+#define HEAD_ENTRY_COST 64
+
+/* How often the reaper looks for connections past their deadlines, and
+ * for the connection count near its cap. */
+#define REAP_INTERVAL_MS 100
 
 /* One client connection, from MHD's "started" to its "closed" notice. The
  * reaper reads it under conns_mu; MHD closes the socket only after the
@@ -45,6 +58,7 @@ struct conn_slot {
     const char *uri; /* the request target as MHD first saw it (uri_logger) */
     size_t uri_len;
     _Atomic bool busy;             /* a request's head has arrived */
+    _Atomic bool body_done;        /* ... and its body: it is being answered */
     _Atomic int64_t idle_since_ms; /* opened, or its last answer sent */
     bool reaped;                   /* shut down for a late head */
     struct conn_slot *prev, *next;
@@ -83,11 +97,19 @@ struct exchange {
     char request_id[72];
     bool too_large; /* the body outgrew the limit; keep discarding it */
     bool queued;
-    /* The blocking step on a worker: the connection is suspended meanwhile
-     * and resumed with the answer ready (on_request is then called again). */
+    /* The blocking step on a worker (see hand_to_worker): the connection
+     * is suspended meanwhile and resumed with the answer ready. */
     struct MHD_Connection *conn;
-    atomic_bool at_worker;
-    atomic_bool answer_ready;
+    _Atomic int phase; /* enum worker_phase */
+};
+
+/* Where a request handed to a worker is. The worker moves it to DONE;
+ * whoever finds the other side already past its step does the resume. */
+enum worker_phase {
+    PHASE_NONE,      /* not handed to a worker */
+    PHASE_AT_WORKER, /* queued or running; the connection is not suspended */
+    PHASE_SUSPENDED, /* still running; the connection is suspended */
+    PHASE_DONE,      /* the answer is in x->resp */
 };
 
 static bool blank(char c)
@@ -155,6 +177,7 @@ struct head_check {
     const char *first_length;
     bool transfer_encoding;
     bool unknown_coding; /* a Transfer-Encoding other than chunked */
+    bool padded_coding;  /* "chunked" with blanks after it */
     int seen[N_SINGLETONS];
     const char *prev_end; /* where the previous value's text ended */
 };
@@ -182,11 +205,15 @@ static bool value_ok(const char *v, size_t n)
     return true;
 }
 
-static bool is_chunked(const char *v, size_t n)
+/* "chunked", with n_blanks trailing blanks (libmicrohttpd strips the
+ * leading ones). */
+static bool is_chunked(const char *v, size_t n, size_t *n_blanks)
 {
-    while (n > 0 && blank(v[n - 1]))
-        n--;
-    return n == 7 && strncasecmp(v, "chunked", 7) == 0;
+    size_t end = n;
+    while (end > 0 && blank(v[end - 1]))
+        end--;
+    *n_blanks = n - end;
+    return end == 7 && strncasecmp(v, "chunked", 7) == 0;
 }
 
 /* MHD parses the header block in place: each line's CR LF (or LF) becomes
@@ -243,9 +270,12 @@ static enum MHD_Result inspect_header(void *cls, enum MHD_ValueKind kind, const 
             h->first_length = value;
         h->content_lengths++;
     } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        size_t pad = 0;
         h->transfer_encoding = true;
-        if (!is_chunked(value, value_size))
+        if (!is_chunked(value, value_size, &pad))
             h->unknown_coding = true;
+        else if (pad > 0)
+            h->padded_coding = true;
     }
     return MHD_YES;
 }
@@ -274,6 +304,7 @@ static struct exchange *exchange_new(struct http_server *srv, struct MHD_Connect
     x->req.route = ROUTE_NOT_FOUND;
     x->req.app = srv->app;
     x->req.transport = c;
+    x->conn = c;
     return x;
 }
 
@@ -352,6 +383,28 @@ static bool target_whole(const struct conn_slot *slot, const char *version)
     return slot->uri + slot->uri_len + 1 == version;
 }
 
+static enum MHD_Result count_entry(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size)
+{
+    size_t *cost = cls;
+    (void)key_size;
+    *cost += HEAD_ENTRY_COST;
+    if (kind == MHD_HEADER_KIND && value != NULL && strcasecmp(key, "Cookie") == 0)
+        *cost += value_size + 1;
+    return MHD_YES;
+}
+
+/* What the head takes of the connection's pool (see HEAD_MAX). */
+static size_t head_cost(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    size_t cost = ci != NULL ? ci->header_size : 0;
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND | MHD_COOKIE_KIND | MHD_GET_ARGUMENT_KIND,
+                                count_entry, &cost);
+    return cost;
+}
+
 /* Checks the request line and headers before any body byte is read.
  * Returns false with x->resp set when the request must be refused now
  * (the connection is then closed: where the framing is in doubt, nothing
@@ -359,6 +412,12 @@ static bool target_whole(const struct conn_slot *slot, const char *version)
 static bool precheck(struct MHD_Connection *c, struct exchange *x)
 {
     struct head_check h = {0};
+    if (head_cost(c) > HEAD_MAX) {
+        resp_problem(&x->resp, PROBLEM_HEADERS_TOO_LARGE, NULL,
+                     "the request head may be at most %d bytes (each header counts %d more)",
+                     HEAD_MAX, HEAD_ENTRY_COST);
+        return false;
+    }
     MHD_get_connection_values_n(c, MHD_HEADER_KIND, inspect_header, &h);
     /* After the last value come its line break and the empty line: NULs. */
     if (h.bad == NULL && h.prev_end != NULL && h.prev_end[1] != '\0')
@@ -369,19 +428,32 @@ static bool precheck(struct MHD_Connection *c, struct exchange *x)
         resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL, "%s", h.bad);
         return false;
     }
-    /* RFC 9112 6.1: a transfer coding we do not know leaves the body's end
-     * unknown: 501, and the connection closes. */
-    if (h.unknown_coding) {
-        resp_problem(&x->resp, PROBLEM_NOT_IMPLEMENTED, NULL,
-                     "only the chunked transfer coding is supported");
-        return false;
-    }
     /* Both a length and chunked, or two different lengths, are how request
      * smuggling starts: a proxy and we could disagree on where this request
      * ends. Refuse rather than guess. */
     if (h.content_lengths > 0 && h.transfer_encoding) {
         resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL,
                      "Content-Length and Transfer-Encoding must not both be sent");
+        return false;
+    }
+    /* "chunked " is chunked to RFC 9110 (blanks around a value are not
+     * part of it) but not to libmicrohttpd 0.9.75, which compares the
+     * value whole and would read the body as the next request: the two
+     * disagree on where this request ends, so it is refused. */
+    if (h.padded_coding) {
+        resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL,
+                     "Transfer-Encoding: chunked must not be followed by blanks");
+        return false;
+    }
+    /* RFC 9112 6.1: a transfer coding we do not know leaves the body's end
+     * unknown: 501, and the connection closes. Chunked bodies are refused
+     * too: libmicrohttpd decodes them before ticketd sees a byte, and a
+     * chunk line longer than the connection's memory (a 100 KiB chunk
+     * extension) ends in its own 500 page, with no way for ticketd to
+     * answer. Clients and proxies send Content-Length instead. */
+    if (h.unknown_coding || h.transfer_encoding) {
+        resp_problem(&x->resp, PROBLEM_NOT_IMPLEMENTED, NULL,
+                     "chunked and other transfer codings are not supported: send Content-Length");
         return false;
     }
     if (h.lengths_differ) {
@@ -412,18 +484,20 @@ static void overloaded(struct exchange *x)
     resp_header(&x->resp, "Retry-After", "1");
 }
 
-/* On a worker thread: the blocking step, then the connection back to its
- * HTTP thread. The exchange is not touched by that thread meanwhile: the
- * connection is suspended, and MHD calls nothing for it until resumed. */
+/* On a worker thread: the blocking step, then the answer back to the
+ * HTTP thread. The exchange is not touched by that thread meanwhile: it
+ * only looks at the phase, and the connection, once suspended, is called
+ * for nothing until it is resumed. */
 static void run_blocking(void *arg, bool cancelled)
 {
     struct exchange *x = arg;
+    struct MHD_Connection *c = x->conn; /* x may be freed once DONE is seen */
     if (cancelled)
         overloaded(x);
     else
         api_finish(&x->req, &x->resp);
-    atomic_store(&x->answer_ready, true);
-    MHD_resume_connection(x->conn);
+    if (atomic_exchange(&x->phase, PHASE_DONE) == PHASE_SUSPENDED)
+        MHD_resume_connection(c);
 }
 
 /* The first call for a request: its head is complete. */
@@ -448,19 +522,37 @@ static enum MHD_Result exchange_begin(struct http_server *srv, struct MHD_Connec
 }
 
 /* The rest of a request blocks on Redis or MySQL. Held here, it would hold
- * up every other connection this thread serves; so the connection is
- * suspended and a worker runs it (run_blocking), then resumes it. */
-static enum MHD_Result hand_to_worker(struct http_server *srv, struct MHD_Connection *c,
-                                      struct exchange *x)
+ * up every other connection this thread serves; so a worker runs it
+ * (run_blocking) while the connection is suspended.
+ *
+ * The connection is not suspended in this call, the one in which the
+ * request became complete, but in the next. libmicrohttpd 0.9.75 does not
+ * update what it waits for on a connection suspended inside a call: it
+ * would still be "read" (as while the request arrived), so on resume it
+ * reads the socket first, and a client that half-closed after its request
+ * (shutdown(SHUT_WR): netcat, scripts, some proxies) shows an end of
+ * stream there, on which the connection is closed with the answer unsent
+ * and, for an order, its effect committed. Returning without a response
+ * makes it "block" (a request that awaits its answer reads nothing more);
+ * suspended from the next call, it is resumed in that state and answered. */
+static enum MHD_Result hand_to_worker(struct http_server *srv, struct exchange *x)
 {
-    x->conn = c;
-    atomic_store(&x->at_worker, true);
-    MHD_suspend_connection(c);
+    atomic_store(&x->phase, PHASE_AT_WORKER);
     if (!workers_submit(srv->workers, run_blocking, x)) {
         overloaded(x);
-        atomic_store(&x->answer_ready, true);
-        MHD_resume_connection(c);
+        atomic_store(&x->phase, PHASE_DONE);
     }
+    return MHD_YES;
+}
+
+/* Called again while a worker has the request: suspend the connection
+ * until the answer is ready, unless it already is. */
+static enum MHD_Result await_worker(struct MHD_Connection *c, struct exchange *x)
+{
+    int expected = PHASE_AT_WORKER;
+    MHD_suspend_connection(c);
+    if (!atomic_compare_exchange_strong(&x->phase, &expected, PHASE_SUSPENDED))
+        MHD_resume_connection(c); /* DONE meanwhile: the worker did not resume */
     return MHD_YES;
 }
 
@@ -475,8 +567,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return exchange_begin(srv, c, url, method, version, state);
 
     if (*upload_size > 0) {
-        /* A chunked body has no length up front: count as it arrives, keep
-         * none of it past the limit, and answer at the final call (MHD
+        /* The announced length was checked (precheck), and chunked bodies
+         * are refused; the count is kept anyway, so that no byte past the
+         * limit is ever kept, and the answer waits for the final call (MHD
          * refuses a response queued mid-upload). */
         if (!x->too_large && body_append(&x->body, upload_data, *upload_size) != 0) {
             x->too_large = true;
@@ -486,10 +579,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
 
+    /* The request is whole: from now on it is being answered, and no
+     * deadline or shedding may cut it off. */
+    if (x->slot != NULL)
+        atomic_store(&x->slot->body_done, true);
     if (x->too_large) {
         resp_problem(&x->resp, PROBLEM_PAYLOAD_TOO_LARGE, NULL, "the body may be at most %d bytes",
                      srv->app->cfg->max_body);
         return send_response(c, x, true);
+    }
+    /* A request a worker has is answered with what the worker says, even
+     * while stopping: its effect may be committed. */
+    switch (atomic_load(&x->phase)) {
+    case PHASE_DONE:
+        return send_response(c, x, false);
+    case PHASE_AT_WORKER:
+        return await_worker(c, x);
+    case PHASE_SUSPENDED:
+        return MHD_YES; /* never: a suspended connection is called for nothing */
+    default:
+        break;
     }
     if (atomic_load(&srv->stopping)) {
         /* The last moment of a shutdown: this request would be cut off
@@ -500,15 +609,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         resp_header(&x->resp, "Retry-After", "1");
         return send_response(c, x, true);
     }
-    if (atomic_load(&x->answer_ready))
-        return send_response(c, x, false); /* resumed: the worker is done */
-    if (atomic_load(&x->at_worker))
-        return MHD_YES; /* called again while suspended: nothing to do yet */
     x->req.body = x->body.data;
     x->req.body_len = x->body.len;
     if (api_begin(&x->req, &x->resp) == API_ANSWERED)
         return send_response(c, x, false);
-    return hand_to_worker(srv, c, x);
+    return hand_to_worker(srv, x);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,
@@ -524,6 +629,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
     if (x->slot != NULL) {
         /* The connection waits for its next request head from now on. */
         atomic_store(&x->slot->idle_since_ms, mono_ms());
+        atomic_store(&x->slot->body_done, false);
         atomic_store(&x->slot->busy, false);
     }
     exchange_free(x);
@@ -568,33 +674,115 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     atomic_fetch_sub(&srv->connections, 1);
 }
 
-/* Slowloris: a client that opens connections and sends its request head a
+/* Slowloris: a client that opens connections and sends its request a
  * byte at a time keeps each alive forever, since MHD's timeout is an idle
- * timeout. Here a connection with no request in progress must complete a
- * request head within TICKETD_HEADER_TIMEOUT_S of being opened or of its
- * last answer; otherwise its socket is shut down, and MHD closes it. */
+ * timeout. Here a connection must complete a request head within
+ * TICKETD_HEADER_TIMEOUT_S, and the whole request, head and body, within
+ * TICKETD_REQUEST_TIMEOUT_S, of being opened or of its last answer;
+ * otherwise its socket is shut down, and MHD closes it. A request that is
+ * whole is never cut off: it is being answered. */
+enum reap_reason { KEEP, LATE_HEAD, LATE_REQUEST };
+
+static enum reap_reason reap_reason(struct conn_slot *c, int64_t now, const struct config *cfg)
+{
+    int64_t age = now - atomic_load(&c->idle_since_ms);
+    if (!atomic_load(&c->busy))
+        return age >= (int64_t)cfg->header_timeout_s * 1000 ? LATE_HEAD : KEEP;
+    if (!atomic_load(&c->body_done))
+        return age >= (int64_t)cfg->request_timeout_s * 1000 ? LATE_REQUEST : KEEP;
+    return KEEP;
+}
+
+/* A connection that may be shed: it has no whole request in hand. */
+static bool sheddable(struct conn_slot *c)
+{
+    return !c->reaped && c->fd >= 0 && !atomic_load(&c->body_done);
+}
+
+static int by_idle_since(const void *a, const void *b)
+{
+    int64_t x = atomic_load(&(*(struct conn_slot *const *)a)->idle_since_ms);
+    int64_t y = atomic_load(&(*(struct conn_slot *const *)b)->idle_since_ms);
+    return (x > y) - (x < y);
+}
+
+/* At the connection cap, libmicrohttpd stops accepting, and every new
+ * client, however quick, waits behind whoever holds the slots: slow heads
+ * and bodies from many addresses that reopen as they are closed can keep
+ * the cap reached for good. So once the open connections come within
+ * 1/16 of TICKETD_CONN_LIMIT, those without a whole request in hand are
+ * shut down, the longest without one first (idle keep-alive connections,
+ * then the slowest requests), until a quarter of the slots is free. A new
+ * client's connection is the newest: it is served before its turn comes.
+ * Called with conns_mu held; returns how many were shed. */
+static int shed_at_cap(struct http_server *srv, int open)
+{
+    int cap = srv->app->cfg->conn_limit;
+    int high = cap - (cap / 16 > 0 ? cap / 16 : 1), low = cap - (cap / 4 > 0 ? cap / 4 : 1);
+    if (open < high)
+        return 0;
+    struct conn_slot **v = xcalloc((size_t)open + 1, sizeof *v);
+    int n = 0;
+    for (struct conn_slot *c = srv->conns; c != NULL && n <= open; c = c->next) {
+        if (sheddable(c))
+            v[n++] = c;
+    }
+    qsort(v, (size_t)n, sizeof *v, by_idle_since);
+    int shed = 0;
+    for (; shed < n && open - shed > low; shed++) {
+        shutdown(v[shed]->fd, SHUT_RDWR);
+        v[shed]->reaped = true;
+    }
+    free(v);
+    return shed;
+}
+
+/* One pass of the reaper; the counts go to late[LATE_HEAD],
+ * late[LATE_REQUEST] and *shed. */
+static void reap_once(struct http_server *srv, int late[3], int *shed)
+{
+    int64_t now = mono_ms();
+    int open = 0;
+    pthread_mutex_lock(&srv->conns_mu);
+    for (struct conn_slot *c = srv->conns; c != NULL; c = c->next) {
+        if (c->reaped || c->fd < 0)
+            continue;
+        enum reap_reason why = reap_reason(c, now, srv->app->cfg);
+        if (why == KEEP) {
+            open++;
+            continue;
+        }
+        shutdown(c->fd, SHUT_RDWR);
+        c->reaped = true;
+        late[why]++;
+    }
+    *shed = shed_at_cap(srv, open);
+    pthread_mutex_unlock(&srv->conns_mu);
+}
+
 static void *reaper_main(void *p)
 {
     struct http_server *srv = p;
-    int64_t limit_ms = (int64_t)srv->app->cfg->header_timeout_s * 1000;
+    const struct config *cfg = srv->app->cfg;
     while (!atomic_load(&srv->reaper_stop)) {
         sleep_ms(REAP_INTERVAL_MS);
-        int64_t now = mono_ms();
-        int reaped = 0;
-        pthread_mutex_lock(&srv->conns_mu);
-        for (struct conn_slot *c = srv->conns; c != NULL; c = c->next) {
-            if (c->reaped || c->fd < 0 || atomic_load(&c->busy) ||
-                now - atomic_load(&c->idle_since_ms) < limit_ms)
-                continue;
-            shutdown(c->fd, SHUT_RDWR);
-            c->reaped = true;
-            reaped++;
+        int late[3] = {0}, shed = 0;
+        reap_once(srv, late, &shed);
+        if (late[LATE_HEAD] > 0) {
+            metrics_add(M_HTTP_HEAD_TIMEOUTS, late[LATE_HEAD]);
+            log_info("http: closed %d connections that sent no whole request head in %d s",
+                     late[LATE_HEAD], cfg->header_timeout_s);
         }
-        pthread_mutex_unlock(&srv->conns_mu);
-        if (reaped > 0) {
-            metrics_add(M_HTTP_HEAD_TIMEOUTS, reaped);
-            log_info("http: closed %d connections that sent no whole request head in %d s", reaped,
-                     srv->app->cfg->header_timeout_s);
+        if (late[LATE_REQUEST] > 0) {
+            metrics_add(M_HTTP_REQUEST_TIMEOUTS, late[LATE_REQUEST]);
+            log_info("http: closed %d connections that sent no whole request in %d s",
+                     late[LATE_REQUEST], cfg->request_timeout_s);
+        }
+        if (shed > 0) {
+            metrics_add(M_HTTP_CONNECTIONS_SHED, shed);
+            log_info("http: near the cap of %d connections, closed the %d longest without a "
+                     "whole request",
+                     cfg->conn_limit, shed);
         }
     }
     return NULL;

@@ -98,6 +98,12 @@ static const struct metric_def defs[M_COUNT] = {
                              "HTTP requests being served now."},
     [M_HTTP_HEAD_TIMEOUTS] = {"ticketd_http_head_timeouts_total", "", "counter",
                               "Connections closed for not sending a whole request head in time."},
+    [M_HTTP_REQUEST_TIMEOUTS] = {"ticketd_http_request_timeouts_total", "", "counter",
+                                 "Connections closed for not sending a whole request (head and "
+                                 "body) in time."},
+    [M_HTTP_CONNECTIONS_SHED] = {"ticketd_http_connections_shed_total", "", "counter",
+                                 "Connections closed near the connection cap, the longest "
+                                 "without a whole request first."},
 };
 
 static _Atomic int64_t values[M_COUNT];

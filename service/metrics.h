@@ -50,6 +50,8 @@ enum metric {
     M_STREAM_LAG,        /* gauge */
     M_INFLIGHT_REQUESTS, /* gauge */
     M_HTTP_HEAD_TIMEOUTS,
+    M_HTTP_REQUEST_TIMEOUTS,
+    M_HTTP_CONNECTIONS_SHED,
     M_COUNT
 };
 

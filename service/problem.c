@@ -54,6 +54,8 @@ static const struct problem_info table[PROBLEM_COUNT] = {
                           "Internal server error"},
     [PROBLEM_NOT_IMPLEMENTED] = {501, "NOT_IMPLEMENTED", "/problems/not-implemented",
                                  "Not implemented"},
+    [PROBLEM_HEADERS_TOO_LARGE] = {431, "HEADERS_TOO_LARGE", "/problems/headers-too-large",
+                                   "Request header fields too large"},
 };
 
 const struct problem_info *problem_info(enum problem p)

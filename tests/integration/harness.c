@@ -461,10 +461,18 @@ static struct th_resp request_on(CURL *c, const char *method, const char *url,
         list = curl_slist_append(list, "Content-Type: application/json");
     list = curl_slist_append(list, "Expect:");
     curl_easy_setopt(c, CURLOPT_URL, url);
+    /* Without a body, a GET or HEAD sends none; any other method an empty
+     * one with Content-Length: 0. (Post fields of NULL would make libcurl
+     * send its read callback's data, stdin, as a chunked body.) */
+    bool bodiless = body == NULL && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0);
+    if (bodiless) {
+        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    } else {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body != NULL ? body : "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, body != NULL ? (long)strlen(body) : 0L);
+    }
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_NOBODY, strcmp(method, "HEAD") == 0 ? 1L : 0L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, body != NULL ? (long)strlen(body) : -1L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);

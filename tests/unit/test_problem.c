@@ -45,8 +45,10 @@ static const struct {
     /* Not named by the contract, but answered by ticketd. */
     {PROBLEM_BAD_REQUEST, 400, "BAD_REQUEST"},
     {PROBLEM_INTERNAL, 500, "INTERNAL_ERROR"},
-    /* ticketd's own: a transfer coding it does not know (RFC 9112 6.1) */
+    /* ticketd's own: a transfer coding it does not take (RFC 9112 6.1) */
     {PROBLEM_NOT_IMPLEMENTED, 501, "NOT_IMPLEMENTED"},
+    /* ... and a request head that would leave no room for its answer */
+    {PROBLEM_HEADERS_TOO_LARGE, 431, "HEADERS_TOO_LARGE"},
 };
 
 #define N_CONTRACT (sizeof contract / sizeof contract[0])
