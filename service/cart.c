@@ -55,12 +55,36 @@ static void cart_replay(struct cart_result *res, enum order_layer layer, const c
     res->complete = true;
 }
 
+/* A copy's marker whose process no longer beats (liveness.h) will never be
+ * completed or released: the retry takes it over at once rather than
+ * waiting out its TTL, as an order's retry does. The items' own keys
+ * catch whatever the dead copy had bought. Returns true when the marker is
+ * ours now. */
+static bool take_over_dead(struct app *app, const struct cart_request *rq, const char *fp,
+                           const char *stale, const char *stale_owner, struct batch_claim *bc)
+{
+    char instance[IDEM_INSTANCE_LEN + 1];
+    idem_owner_instance(stale_owner, instance);
+    if (strcmp(instance, app->instance) == 0 || cache_instance_alive(instance) != TD_ENOTFOUND)
+        return false;
+    char *marker = idem_marker(fp, bc->owner);
+    if (cache_order_take_over(rq->user_id, bc->rkey, stale, marker, app->cfg->inflight_ttl_ms, 0,
+                              stale_owner, NULL, 0) != TD_OK) {
+        free(marker);
+        return false;
+    }
+    metrics_inc(M_INFLIGHT_TAKEOVERS);
+    bc->marker = marker;
+    return true;
+}
+
 /* A record Redis holds under the batch key: a final answer (replayed) or a
- * copy's marker (409), each only for the same item list (else 422).
- * Returns true when it answered; false when the layer that would is
- * switched off (the demo) or the record is unreadable. */
-static bool answer_from_redis(struct app *app, const char *fp, const char *existing,
-                              struct cart_result *res)
+ * copy's marker (409, unless its process is dead), each only for the same
+ * item list (else 422). Returns true when it answered; false when the
+ * batch goes on: the layer that would answer is switched off (the demo),
+ * the record is unreadable, or a dead copy's marker was taken over. */
+static bool answer_from_redis(struct app *app, const struct cart_request *rq, const char *fp,
+                              const char *existing, struct batch_claim *bc, struct cart_result *res)
 {
     struct idem_record rec;
     unsigned on = app->defenses;
@@ -75,6 +99,8 @@ static bool answer_from_redis(struct app *app, const char *fp, const char *exist
     } else if (rec.done) {
         metrics_inc(M_DUP_RESPONSE_CACHE);
         cart_replay(res, layer, rec.body, rec.body_len);
+    } else if (take_over_dead(app, rq, fp, existing, rec.owner, bc)) {
+        return false;
     } else {
         metrics_inc(M_DUP_INFLIGHT_KEY);
         cart_answer(res, CART_IN_PROGRESS, layer);
@@ -114,7 +140,7 @@ static bool begin_in_redis(struct app *app, const struct cart_request *rq, const
         }
         break;
     case KEY_HAS_RECORD:
-        go_on = !answer_from_redis(app, fp, existing, res);
+        go_on = !answer_from_redis(app, rq, fp, existing, bc, res);
         break;
     case KEY_SESSION_LOCKED: /* no lock was asked for */
         break;

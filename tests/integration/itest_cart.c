@@ -298,29 +298,40 @@ static void test_another_list_is_422(void **state)
     th_resp_free(&later);
 }
 
-/* A copy in flight holds the batch key's marker ("P|<fingerprint>|<owner>"
- * under idem:{user}:batch/<key>): the same list gets 409 with Retry-After,
- * another list 422, and nothing runs. The marker is written here as a
- * running copy would leave it, so the test needs no timing. */
-static void test_copy_in_flight_is_409(void **state)
+/* The marker a running copy leaves under idem:{user}:batch/<key>
+ * ("P|<fingerprint>|<owner>", the owner's first 16 characters naming its
+ * process), for the two-item cart f-1, f-2 on session s, written here so
+ * the tests need no timing. */
+static void put_marker(int64_t user, const char *bkey, int64_t s, const char *owner)
 {
-    char tok[96], canon[512], fp[65], retry[16];
+    char canon[512], fp[65];
     unsigned char md[SHA256_BYTES];
-    (void)state;
-    struct th_server *a = th_serve(0, NULL);
-    int64_t s = th_session(a, 10, 1000);
-    struct item items[] = {{"f-1", s, 1}, {"f-2", s, 1}};
     int n = snprintf(canon, sizeof canon,
                      "POST /api/v1/orders/batch\nitems=2\nkey=f-1\nsession_id=%lld\nquantity=1\n"
                      "key=f-2\nsession_id=%lld\nquantity=1\n",
                      (long long)s, (long long)s);
     sha256(canon, (size_t)n, md);
     hex_encode(md, sizeof md, fp);
-    /* The owner names a live process: this server's, so nothing takes the
-     * marker over. */
-    char *marker = xasprintf("P|%s|0123456789abcdef0123456789abcdef", fp);
-    char *set = th_redis_text("SET idem:{805}:batch/cart-f %s PX 60000", marker);
+    char *set = th_redis_text("SET idem:{%lld}:batch/%s P|%s|%s PX 60000", (long long)user, bkey,
+                              fp, owner);
+    assert_non_null(set);
+    assert_string_equal(set, "OK");
     free(set);
+}
+
+/* A copy in flight, its process alive: the same list gets 409 with
+ * Retry-After, another list 422, and nothing runs. */
+static void test_copy_in_flight_is_409(void **state)
+{
+    char tok[96], retry[16];
+    (void)state;
+    struct th_server *a = th_serve(0, NULL);
+    int64_t s = th_session(a, 10, 1000);
+    struct item items[] = {{"f-1", s, 1}, {"f-2", s, 1}};
+    put_marker(805, "cart-f", s, "0123456789abcdef0123456789abcdef");
+    /* Its process beats. */
+    char *beat = th_redis_text("SET ticketd:instance:0123456789abcdef 1 PX 60000");
+    free(beat);
     th_order_token(a, 805, tok);
     struct th_resp r = send_cart(a, 805, "cart-f", tok, items, 2);
     th_expect_problem(&r, 409, "REQUEST_IN_PROGRESS");
@@ -334,10 +345,26 @@ static void test_copy_in_flight_is_409(void **state)
     assert_int_equal(th_redis_int("DEL idem:{805}:batch/cart-f"), 1);
     struct th_resp r3 = send_cart(a, 805, "cart-f", tok, items, 2);
     expect_complete(&r3, 805, items, 2);
-    free(marker);
     th_resp_free(&r);
     th_resp_free(&r2);
     th_resp_free(&r3);
+}
+
+/* A copy whose process died (no liveness key) never finishes: its marker
+ * is taken over by the retry, which buys the cart. */
+static void test_dead_copy_is_taken_over(void **state)
+{
+    char tok[96];
+    (void)state;
+    struct th_server *a = th_serve(0, NULL);
+    int64_t s = th_session(a, 10, 1000);
+    struct item items[] = {{"f-1", s, 1}, {"f-2", s, 1}};
+    put_marker(810, "cart-dead", s, "fedcba9876543210fedcba9876543210");
+    th_order_token(a, 810, tok);
+    struct th_resp r = send_cart(a, 810, "cart-dead", tok, items, 2);
+    expect_complete(&r, 810, items, 2);
+    assert_int_equal(th_stock_of(s), 8);
+    th_resp_free(&r);
 }
 
 static void test_bad_carts_change_nothing(void **state)
@@ -576,11 +603,11 @@ static void test_cart_through_flush_and_restart(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(test_cart_buys_each_item_once),       T(test_item_key_of_a_single_order),
-        T(test_sold_out_item_fails_alone),      T(test_another_list_is_422),
-        T(test_copy_in_flight_is_409),          T(test_bad_carts_change_nothing),
-        T(test_concurrent_copies_of_one_cart),  T(test_overlapping_carts),
-        T(test_cart_through_flush_and_restart),
+        T(test_cart_buys_each_item_once),  T(test_item_key_of_a_single_order),
+        T(test_sold_out_item_fails_alone), T(test_another_list_is_422),
+        T(test_copy_in_flight_is_409),     T(test_dead_copy_is_taken_over),
+        T(test_bad_carts_change_nothing),  T(test_concurrent_copies_of_one_cart),
+        T(test_overlapping_carts),         T(test_cart_through_flush_and_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
