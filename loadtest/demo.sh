@@ -331,7 +331,7 @@ SSTORM="retry-storm --rounds $((K * 60)) --copies 6 --spread 1000 --concurrency 
 
 run "all on" none "${DB_MAIN}" none \
     "Every scenario against every defence: nothing may be sold, paid or credited twice." \
-    "${STORM}" "${CLICK}" "${SALE}" "${GATEWAY}" "${MQ} @redeliver"
+    "${STORM}" "${CLICK}" "${SALE}" "${GATEWAY}" "${MQ} @redeliver" "cart-storm --rounds $((K * 40)) --copies 4"
 
 run "cache off" response-cache "${DB_MAIN}" none \
     "Without the response cache the retry storm falls through to the layers behind it; the retry after the storm gets its order from the unique index instead of the cache." \
@@ -419,6 +419,9 @@ RUN_ENV=("${SLOW_ENV[@]}")
 run "all on, slow downstream" none "${DB_MAIN}" none \
     "A downstream slower than the TTLs (${SLOW_ENV[*]}): copies sent after the marker and the lock expired get past Redis, and the unique index catches them." \
     "${SSTORM}"
+run "item-keys off" item-keys "${DB_MAIN}" damage \
+    "Carts under one key for the whole batch: the retry of a cart whose scarce item sold out buys its other items again, and the item two carts share is bought by each." \
+    "cart-storm --rounds $((K * 40)) --copies 4"
 
 stop_instances
 for st in "${INSTANCE_EXITS[@]}"; do

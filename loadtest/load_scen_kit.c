@@ -67,6 +67,19 @@ struct load_req *req_order(struct scen *s, uint64_t user, const char *key, const
     return r;
 }
 
+struct load_req *req_batch(struct scen *s, uint64_t user, const char *key, const char *token,
+                           const json_t *body)
+{
+    struct load_req *r = load_req_new(LOAD_ORDER, "POST", "/api/v1/orders/batch");
+
+    req_auth(s, r, user, false);
+    load_req_header(r, "Idempotency-Key: %s", key);
+    if (token != NULL && token[0] != '\0')
+        load_req_header(r, "X-Order-Token: %s", token);
+    load_req_json(r, body);
+    return r;
+}
+
 struct load_req *req_cancel(struct scen *s, uint64_t user, const char *order_no)
 {
     struct load_req *r = load_req_new(LOAD_CANCEL, "POST", "/api/v1/orders/%s/cancel", order_no);

@@ -54,6 +54,10 @@ struct load_req *req_token(struct scen *s, uint64_t user);
 /* POST /api/v1/orders as user under key; token NULL or "": none sent. */
 struct load_req *req_order(struct scen *s, uint64_t user, const char *key, const char *token,
                            uint64_t session, int quantity);
+/* POST /api/v1/orders/batch (a cart) as user under batch key key, body
+ * borrowed; token NULL or "": none sent. */
+struct load_req *req_batch(struct scen *s, uint64_t user, const char *key, const char *token,
+                           const json_t *body);
 /* POST /api/v1/orders/{order_no}/cancel as user. */
 struct load_req *req_cancel(struct scen *s, uint64_t user, const char *order_no);
 
@@ -153,6 +157,8 @@ int scen_flash_sale(struct scen *s);
 int scen_gateway_retry(struct scen *s);
 /* load_scen_events.c: events delivered again to the consumers. */
 int scen_mq_redelivery(struct scen *s);
+/* load_scen_cart.c: carts sent again, sharing items, partly sold out. */
+int scen_cart_storm(struct scen *s);
 /* load_scen_bench.c: open-ended new orders, for the benchmarks. */
 int scen_new_orders(struct scen *s);
 int scen_hot_session(struct scen *s);

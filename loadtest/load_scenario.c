@@ -36,10 +36,15 @@ struct scen_def {
 static int scen_mixed(struct scen *s);
 
 static const struct scen_def scen_defs[] = {
-    {"retry-storm", scen_retry_storm},     {"double-click", scen_double_click},
-    {"flash-sale", scen_flash_sale},       {"gateway-retry", scen_gateway_retry},
-    {"mq-redelivery", scen_mq_redelivery}, {"new-orders", scen_new_orders},
-    {"hot-session", scen_hot_session},     {"mixed", scen_mixed},
+    {"retry-storm", scen_retry_storm},
+    {"double-click", scen_double_click},
+    {"flash-sale", scen_flash_sale},
+    {"gateway-retry", scen_gateway_retry},
+    {"mq-redelivery", scen_mq_redelivery},
+    {"new-orders", scen_new_orders},
+    {"hot-session", scen_hot_session},
+    {"cart-storm", scen_cart_storm},
+    {"mixed", scen_mixed},
 };
 
 #define SCEN_DEF_COUNT (sizeof(scen_defs) / sizeof(scen_defs[0]))
@@ -55,7 +60,7 @@ bool scenario_known(const char *name)
 const char *scenario_names(void)
 {
     return "retry-storm, double-click, flash-sale, gateway-retry, mq-redelivery, new-orders, "
-           "hot-session, mixed";
+           "hot-session, cart-storm, mixed";
 }
 
 static struct load_engine *engine_for(const struct scen_env *env, long long budget)

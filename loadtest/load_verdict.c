@@ -785,6 +785,7 @@ static const struct damage_row damage_rows[DAMAGE_COUNT] = {
     {DAMAGE_LOCK_BYPASSED, "orders past a held session lock", "lock_bypassed_orders", NULL, NULL},
     {DAMAGE_FAILURE_REPLAYED, "retries refused forever", "failures_replayed", NULL, NULL},
     {DAMAGE_FORBIDDEN_ANSWER, "forbidden answers", "forbidden_answers", NULL, NULL},
+    {DAMAGE_CART_ITEM_TWICE, "cart items bought twice", "cart_items_bought_twice", NULL, NULL},
 };
 
 static double ms(uint64_t us)
@@ -910,9 +911,14 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
         const struct load_answer *a = &st->answers[i];
 
         /* Anything else a load request got (e.g. a 200 cancel, a 201
-         * token) is expected traffic; list only the unusual. */
-        if (a->kind == LOAD_ORDER && a->status > 0 && a->status < 400 && a->status != 201 &&
-            !a->retried)
+         * token) is expected traffic; list only the unusual. A cart
+         * (cart-storm) answers 200, replayed or not. */
+        if (a->kind == LOAD_ORDER && a->status == 200 && !a->retried)
+            fprintf(out, "  %-42s %10llu\n",
+                    a->replayed ? "carts 200 replayed" : "carts 200 (items answered)",
+                    (unsigned long long)a->count);
+        else if (a->kind == LOAD_ORDER && a->status > 0 && a->status < 400 && a->status != 201 &&
+                 !a->retried)
             fprintf(out, "  unexpected order answer %-18ld %10llu\n", a->status,
                     (unsigned long long)a->count);
     }
@@ -962,6 +968,7 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
         fprintf(out, "  %-42s %10lld   %s\n", label, v->damage[d->kind],
                 d->kind == DAMAGE_FORBIDDEN_ANSWER   ? "- (unit: answers; each is damage)"
                 : d->kind == DAMAGE_FAILURE_REPLAYED ? "- (unit: answers: a failure replayed)"
+                : d->kind == DAMAGE_CART_ITEM_TWICE  ? "- (unit: orders beyond one per item key)"
                 : d->check_a != NULL                 ? audit_word(v, d->check_a, d->check_b)
                                                      : "-");
     }

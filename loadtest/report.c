@@ -54,6 +54,8 @@ static const struct {
     {"failures_replayed", "refused forever (answers)",
      "answers refusing a retry forever (a failure replayed)", "answers"},
     {"forbidden_answers", "forbidden answers", "answers the contract forbids", "answers"},
+    {"cart_items_bought_twice", "cart items twice (orders)",
+     "cart items bought twice (orders beyond one per item key)", "orders"},
     {"audit_failed_checks", "audit failed (checks)", "failed audit checks", "checks"},
 };
 

@@ -22,6 +22,23 @@ void api_sessions_create(struct req *r, struct resp *w);
 void api_session_get(struct req *r, struct resp *w);
 bool api_orders_create_quick(struct req *r, struct resp *w);
 void api_orders_create(struct req *r, struct resp *w);
+bool api_orders_batch_quick(struct req *r, struct resp *w);
+void api_orders_batch(struct req *r, struct resp *w);
+
+/* The order flow's pieces the cart shares with POST /orders (api_orders.c).
+ * api_order_render: the answer to an order placed or found, 201 and the
+ * order (a new string). api_order_answer: the answer of the order flow
+ * into w, exactly as POST /orders gives it; takes res's body. api_read_key:
+ * the Idempotency-Key header into key (IDEM_KEY_MAX + 1 bytes), or false
+ * after writing its problem into w. api_read_token: X-Order-Token when
+ * required (*token borrowed from r, NULL when not required), or false
+ * after writing its problem. */
+char *api_order_render(const struct order *o, int *status, size_t *len);
+struct order_request;
+struct order_result;
+void api_order_answer(struct resp *w, const struct order_request *rq, struct order_result *res);
+bool api_read_key(struct req *r, struct resp *w, char *key);
+bool api_read_token(struct req *r, struct resp *w, const char **token);
 void api_orders_list(struct req *r, struct resp *w);
 void api_order_get(struct req *r, struct resp *w);
 void api_order_cancel(struct req *r, struct resp *w);

@@ -19,7 +19,7 @@
 
 /* The answer to an order placed (or found under its key): 201 and the
  * order. */
-static char *render_order(const struct order *o, int *status, size_t *len)
+char *api_order_render(const struct order *o, int *status, size_t *len)
 {
     *status = 201;
     json_t *j = api_order_json(o);
@@ -56,6 +56,39 @@ static void location_of(const struct order_result *res, char *out, size_t cap)
     json_decref(o);
 }
 
+bool api_read_key(struct req *r, struct resp *w, char *key)
+{
+    const char *hk = req_header(r, "Idempotency-Key");
+    if (hk == NULL) {
+        resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_REQUIRED, NULL,
+                     "send an Idempotency-Key header and reuse it for retries");
+        return false;
+    }
+    if (!idem_parse_key(hk, key)) {
+        resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_INVALID, NULL,
+                     "Idempotency-Key must be 1 to %d characters of A-Z a-z 0-9 . _ : -",
+                     IDEM_KEY_MAX);
+        return false;
+    }
+    return true;
+}
+
+bool api_read_token(struct req *r, struct resp *w, const char **token)
+{
+    *token = NULL;
+    if (!r->app->cfg->order_token_required)
+        return true;
+    *token = req_header(r, "X-Order-Token");
+    if (*token == NULL || (*token)[0] == '\0') {
+        resp_problem(w, PROBLEM_ORDER_TOKEN_REQUIRED, NULL,
+                     "get a token from POST /api/v1/tokens and send it as X-Order-Token");
+        return false;
+    }
+    if (strlen(*token) > TOKEN_MAX)
+        *token = "-"; /* cannot be ours; let the token defence refuse it */
+    return true;
+}
+
 static bool read_create_body(struct req *r, struct resp *w, int64_t *session_id, int64_t *quantity)
 {
     char why[160];
@@ -84,9 +117,6 @@ struct create_input {
     struct order_request rq;
 };
 
-/* The answer of the order flow, into w. */
-static void answer_order(struct resp *w, const struct order_request *rq, struct order_result *res);
-
 bool api_orders_create_quick(struct req *r, struct resp *w)
 {
     struct create_input *in = xcalloc(1, sizeof *in);
@@ -96,34 +126,13 @@ bool api_orders_create_quick(struct req *r, struct resp *w)
     rq->user_id = r->who.user_id;
     rq->key = in->key;
 
-    const char *hk = req_header(r, "Idempotency-Key");
-    if (hk == NULL) {
-        resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_REQUIRED, NULL,
-                     "send an Idempotency-Key header and reuse it for retries");
+    if (!api_read_key(r, w, in->key) || !read_create_body(r, w, &rq->session_id, &rq->quantity) ||
+        !api_read_token(r, w, &rq->token))
         goto out;
-    }
-    if (!idem_parse_key(hk, in->key)) {
-        resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_INVALID, NULL,
-                     "Idempotency-Key must be 1 to %d characters of A-Z a-z 0-9 . _ : -",
-                     IDEM_KEY_MAX);
-        goto out;
-    }
-    if (!read_create_body(r, w, &rq->session_id, &rq->quantity))
-        goto out;
-    if (r->app->cfg->order_token_required) {
-        rq->token = req_header(r, "X-Order-Token");
-        if (rq->token == NULL || rq->token[0] == '\0') {
-            resp_problem(w, PROBLEM_ORDER_TOKEN_REQUIRED, NULL,
-                         "get a token from POST /api/v1/tokens and send it as X-Order-Token");
-            goto out;
-        }
-        if (strlen(rq->token) > TOKEN_MAX)
-            rq->token = "-"; /* cannot be ours; let the token defence refuse it */
-    }
     /* A retry of a key this process answered: replayed here, on the HTTP
      * thread, with no I/O at all. */
     if (orders_replay_local(r->app, rq, &res)) {
-        answer_order(w, rq, &res);
+        api_order_answer(w, rq, &res);
         goto out;
     }
     /* The rest waits for Redis and MySQL: a worker takes it (api_finish). */
@@ -140,11 +149,11 @@ void api_orders_create(struct req *r, struct resp *w)
 {
     struct create_input *in = r->ctx;
     struct order_result res;
-    orders_create(r->app, &in->rq, render_order, &res);
-    answer_order(w, &in->rq, &res);
+    orders_create(r->app, &in->rq, api_order_render, &res);
+    api_order_answer(w, &in->rq, &res);
 }
 
-static void answer_order(struct resp *w, const struct order_request *rq, struct order_result *res)
+void api_order_answer(struct resp *w, const struct order_request *rq, struct order_result *res)
 {
     const char *layer = order_layer_name(res->layer);
     w->layer = layer;

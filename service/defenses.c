@@ -36,6 +36,9 @@ static const struct {
     {DEFENSE_FORGET_FAILURES, "forget-failures",
      "failures are remembered under their Idempotency-Key: a retry after the cause is gone is "
      "refused forever"},
+    {DEFENSE_ITEM_KEYS, "item-keys",
+     "a cart's items are ordered under the batch key alone: a retry of a partly failed cart "
+     "buys its items that succeeded again"},
 };
 
 #define N_NAMES (sizeof names / sizeof names[0])

@@ -3,6 +3,7 @@
 #include "util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool key_char(char c)
@@ -41,6 +42,35 @@ void idem_fingerprint_order(int64_t session_id, int64_t quantity, char *out)
                      (long long)session_id, (long long)quantity);
     sha256(canon, (size_t)n, md);
     hex_encode(md, sizeof md, out);
+}
+
+bool idem_key_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > IDEM_KEY_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (!key_char(s[i]))
+            return false;
+    }
+    return true;
+}
+
+void idem_fingerprint_batch(const struct idem_item *items, size_t n, char *out)
+{
+    /* Keys hold no newline, so one line per field cannot be read two ways;
+     * the count makes a list and its prefix differ even before hashing. */
+    unsigned char md[SHA256_BYTES];
+    size_t cap = 64 + n * (IDEM_KEY_MAX + 64), len = 0;
+    char *canon = xmalloc(cap);
+    len += (size_t)snprintf(canon, cap, "POST /api/v1/orders/batch\nitems=%zu\n", n);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(canon + len, cap - len, "key=%s\nsession_id=%lld\nquantity=%lld\n",
+                                items[i].key, (long long)items[i].session_id,
+                                (long long)items[i].quantity);
+    sha256(canon, len, md);
+    hex_encode(md, sizeof md, out);
+    free(canon);
 }
 
 void idem_new_instance(char *out)

@@ -18,6 +18,23 @@
  * writes the key to out (IDEM_KEY_MAX + 1 bytes). */
 bool idem_parse_key(const char *header, char *out);
 
+/* True when s, as it stands, obeys the key grammar (1..64 of
+ * [A-Za-z0-9._:-]; no quotes): an item key of a cart. */
+bool idem_key_valid(const char *s);
+
+/* One item of a cart: an order under its own key. */
+struct idem_item {
+    char key[IDEM_KEY_MAX + 1];
+    int64_t session_id;
+    int64_t quantity;
+};
+
+/* The fingerprint of a cart's item list, in the request's order (the
+ * answer lists the items in that order, so another order is another
+ * list): hex SHA-256 of each item's validated fields. out: IDEM_FP_LEN + 1
+ * bytes. */
+void idem_fingerprint_batch(const struct idem_item *items, size_t n, char *out);
+
 /* The fingerprint of an order request: hex SHA-256 of its validated,
  * canonical fields, so that whitespace or key order in the JSON does not
  * make the same request look different. out: IDEM_FP_LEN + 1 bytes. */

@@ -316,23 +316,21 @@ static bool check_key(struct app *app, const struct order_request *rq, const cha
     return verdict == RECORD_IGNORED && take_lock(app, rq, cl, res);
 }
 
-/* Layer 4. A token is spent by the first key that passes here; that key's
- * retries pass again (the same intent), any other key is refused. */
-static bool spend_token(struct app *app, const struct order_request *rq, struct claims *cl,
-                        struct order_result *res)
+bool orders_spend_token(struct app *app, int64_t user_id, const char *key, const char *token,
+                        int token_rc, bool *redis_ok, struct order_result *res)
 {
     /* Tokens live only in Redis: without it (policy degrade; strict has
      * ended the request already) there is nothing to check, and the unique
      * index still holds the line. */
-    if (!(app->defenses & DEFENSE_TOKEN) || rq->token == NULL || !cl->redis_ok)
+    if (!(app->defenses & DEFENSE_TOKEN) || token == NULL || !*redis_ok)
         return true;
-    int rc = cl->token_rc;
+    int rc = token_rc;
     if (rc == TOKEN_UNCHECKED) /* not in the key's script: on its own */
-        rc = cache_token_take(rq->user_id, rq->token, rq->key, app->cfg->token_ttl_s);
+        rc = cache_token_take(user_id, token, key, app->cfg->token_ttl_s);
     if (rc == TD_OK)
         return true;
-    if (rc == TD_ENOTFOUND && ordertoken_check(app->cfg->jwt_secret, rq->user_id, wall_s(),
-                                               rq->token) == ORDERTOKEN_GENUINE) {
+    if (rc == TD_ENOTFOUND &&
+        ordertoken_check(app->cfg->jwt_secret, user_id, wall_s(), token) == ORDERTOKEN_GENUINE) {
         /* Issued by us to this user and not expired, yet unknown to Redis:
          * Redis lost it (flushed, restarted). It cannot say whether the
          * token was spent, so, as whenever Redis cannot vouch, the request
@@ -346,7 +344,21 @@ static bool spend_token(struct app *app, const struct order_request *rq, struct 
         answer(res, ORDER_TOKEN_INVALID, LAYER_TOKEN);
         return false;
     }
-    return redis_failed(app, cl, res);
+    *redis_ok = false;
+    if (app->cfg->redis_policy == REDIS_POLICY_STRICT) {
+        answer(res, ORDER_UNAVAILABLE, LAYER_NONE);
+        return false;
+    }
+    return true;
+}
+
+/* Layer 4. A token is spent by the first key that passes here; that key's
+ * retries pass again (the same intent), any other key is refused. */
+static bool spend_token(struct app *app, const struct order_request *rq, struct claims *cl,
+                        struct order_result *res)
+{
+    return orders_spend_token(app, rq->user_id, rq->key, rq->token, cl->token_rc, &cl->redis_ok,
+                              res);
 }
 
 /* Looks for the order this user already placed under this key and makes

@@ -94,6 +94,17 @@ void orders_create(struct app *app, const struct order_request *rq, order_render
 
 void order_result_cleanup(struct order_result *res);
 
+/* Layer 4 on its own, for a request under key (an order's Idempotency-Key,
+ * or a cart's batch key, whose items are then created without a token):
+ * spends token on key's behalf, unless the key's script already gave its
+ * verdict in token_rc (TOKEN_UNCHECKED when it did not). A token Redis
+ * forgot but that is genuine lets the request go on. Returns true when
+ * the request may go on; false with res->outcome ORDER_TOKEN_INVALID, or
+ * ORDER_UNAVAILABLE when Redis failed under policy strict. Clears
+ * *redis_ok when Redis failed. */
+bool orders_spend_token(struct app *app, int64_t user_id, const char *key, const char *token,
+                        int token_rc, bool *redis_ok, struct order_result *res);
+
 /* Makes a fresh, random order number (ORDER_NO_LEN + 1 bytes). */
 void orders_new_number(char *out);
 

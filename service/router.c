@@ -10,7 +10,9 @@ struct route {
 };
 
 /* Order does not matter for correctness: a path matches a pattern or not,
- * and no two patterns overlap. */
+ * and no two patterns of one method overlap (/api/v1/orders/batch is POST
+ * only, /api/v1/orders/{order_no} GET only, and no order number is
+ * "batch"). */
 static const struct route routes[] = {
     {ROUTE_LIVEZ, "GET", "/livez"},
     {ROUTE_HEALTHZ, "GET", "/healthz"},
@@ -18,6 +20,7 @@ static const struct route routes[] = {
     {ROUTE_METRICS, "GET", "/metrics"},
     {ROUTE_TOKENS_CREATE, "POST", "/api/v1/tokens"},
     {ROUTE_ORDERS_CREATE, "POST", "/api/v1/orders"},
+    {ROUTE_ORDERS_BATCH, "POST", "/api/v1/orders/batch"},
     {ROUTE_ORDERS_LIST, "GET", "/api/v1/orders"},
     {ROUTE_ORDER_GET, "GET", "/api/v1/orders/{order_no}"},
     {ROUTE_ORDER_CANCEL, "POST", "/api/v1/orders/{order_no}/cancel"},

@@ -608,6 +608,19 @@ static void test_forget_failures(void **state)
             args);
 }
 
+/* Carts under one key for the whole batch: the retry of a cart whose
+ * scarce item sold out buys its other items again, and the item two carts
+ * share is bought by each. With a key per item, every item key of a user
+ * is one order. */
+static void test_item_keys(void **state)
+{
+    long long with, without;
+    (void)state;
+    const char *args[] = {"--rounds", "20", "--copies", "3", NULL};
+    pitfall("all", "-item-keys", NULL, "cart_items_bought_twice", &with, &without, "cart-storm",
+            args);
+}
+
 static void test_expired_records_late_retries_meet_the_unique_index(void **state)
 {
     json_t *j = NULL;
@@ -676,6 +689,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_consumer_dedup_same_tx, setup, teardown),
         cmocka_unit_test_setup_teardown(test_consumer_dedup_business_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forget_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_item_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expired_records_late_retries_meet_the_unique_index,
                                         setup, teardown),
     };

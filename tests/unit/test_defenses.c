@@ -117,6 +117,7 @@ static void test_names(void **state)
         {DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY, "consumer-dedup-business-key"},
         {DEFENSE_STATE_CAS, "state-cas"},
         {DEFENSE_FORGET_FAILURES, "forget-failures"},
+        {DEFENSE_ITEM_KEYS, "item-keys"},
     };
     unsigned all = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -18,6 +18,7 @@ unit_problem_SRCS := service/problem.c
 unit_resp_SRCS := service/resp.c service/problem.c service/log.c service/util.c
 unit_jsonv_SRCS := service/jsonv.c
 unit_idem_SRCS := service/idem.c service/util.c
+unit_cartbody_SRCS := service/cartbody.c service/jsonv.c service/idem.c service/util.c
 unit_respcache_SRCS := service/respcache.c service/util.c
 unit_defenses_SRCS := service/defenses.c service/log.c
 unit_orders_SRCS := service/orders.c service/problem.c service/ordertoken.c service/faults.c service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c service/sentinel.c \
