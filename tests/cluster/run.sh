@@ -321,7 +321,7 @@ token_after_failover() {
         -H "Authorization: Bearer ${jwt}" | jq -r .token) || return 1
     first=$(order_with "${HTTP_PORTS[0]}" "${jwt}" spender "${tok}" "${sid}")
     echo "the token's order: ${first}"
-    read -r _ _ _ no <<<"${first}"
+    no=${first##* } # the last field: a first answer has no layer
     [[ "${first}" == 201\ * ]] || return 1
     old=$("${CL}" primary-port "${STATE}") || return 1
     for p in "${REDIS_PORTS[@]}"; do [[ "${p}" != "${old}" ]] && replica=${p}; done
