@@ -237,8 +237,8 @@ start_instances() {
 RUN=0
 # run LABEL OFF DB EXPECT PURPOSE SCENARIO... ; each SCENARIO is one string of
 # ticketd-load arguments, the scenario's name first; the word @redeliver in it
-# stands for --after-load with redeliver.sh, and the faults (with --fault-at
-# MS among the words) @flush for FLUSHALL on the demo's Redis, @kill2 for
+# stands for --after-load with redeliver.sh, and the faults (with
+# --fault-after N among the words) @flush for FLUSHALL on the demo's Redis, @kill2 for
 # kill -9 of the second instance, @mysql-restart for stopping and starting
 # the demo's MariaDB.
 run() {
@@ -320,9 +320,12 @@ CACHE_TO_TOKEN=response-cache,inflight-key,session-lock,token
 FAULT_FLUSH="redis-cli -h 127.0.0.1 -p ${REDIS_PORT} FLUSHALL"
 SVC="env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET -u TICKETD_CONFIG scripts/services.sh"
 FAULT_MYSQL="${SVC} stop-mysql ${STATE#"${ROOT}"/} && ${SVC} start-mysql ${STATE#"${ROOT}"/}"
-# Storms long enough (a few seconds) for a fault at 0.7 s to land mid-storm.
-FSTORM="retry-storm --rounds $((K * 600)) --copies 8 --stock 1000000 --fault-at 700"
-FSALE="flash-sale --users $((K * 400)) --seats 50 --rounds 6 --fault-at 300"
+# The fault comes after a fifth of a storm's answers (a retry storm: a token
+# and 8 copies per key; a flash sale: a token and an order per buyer and
+# round), tied to the load's progress so that it lands mid-storm on a machine
+# twice as fast or twice as slow.
+FSTORM="retry-storm --rounds $((K * 600)) --copies 8 --stock 1000000 --fault-after $((K * 1000))"
+FSALE="flash-sale --users $((K * 400)) --seats 50 --rounds 6 --fault-after $((K * 600))"
 # A downstream slower than the TTLs: copies sent over a second, markers and
 # locks that live 300 ms, orders that wait 800 ms before their transaction.
 SLOW_ENV=(TICKETD_THREADS=32 TICKETD_INFLIGHT_TTL_MS=300 TICKETD_LOCK_TTL_MS=300

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,15 @@ struct load_engine {
     int pend_count;
     int pend_cap;
 };
+
+/* Load requests answered over HTTP, every attempt, in every engine of the
+ * process: the clock a --fault-after is read on (load_answers). */
+static atomic_ullong answers_total;
+
+uint64_t load_answers(void)
+{
+    return (uint64_t)atomic_load(&answers_total);
+}
 
 /* Set from a signal handler: every engine stops starting requests. */
 static volatile sig_atomic_t engine_interrupted;
@@ -421,6 +431,8 @@ static void stats_record(struct load_stats *st, const struct load_req *r, bool r
     st->requests[r->kind]++;
     if (r->kind != LOAD_CONTROL)
         tick_record(st, r);
+    if (r->kind != LOAD_CONTROL && r->status != 0)
+        atomic_fetch_add(&answers_total, 1);
     if (retried)
         st->retries[r->kind]++;
     else if (r->uncertain)

@@ -164,6 +164,11 @@ struct load_engine;
 /* Seconds on the monotonic clock. */
 double load_now(void);
 
+/* HTTP answers to load requests (every kind but LOAD_CONTROL, every
+ * attempt, retries included) received so far by all engines of the
+ * process. Thread-safe: a fault tied to the load's progress reads it. */
+uint64_t load_answers(void);
+
 /* Unix time in seconds, for signatures. */
 long long load_unix_now(void);
 

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,11 +100,16 @@ static void usage(FILE *out)
         "  --after-load CMD    run CMD (/bin/sh -c) once the load is over, before the\n"
         "                      checks, e.g. to redeliver stream entries; a failing CMD\n"
         "                      is a run error\n"
-        "  --fault CMD         run CMD (/bin/sh -c) once, in the background, --fault-at\n"
-        "                      after the load starts (e.g. flush Redis, kill an instance,\n"
-        "                      restart MariaDB); the verdict waits for it; its exit status\n"
-        "                      is reported and a failing CMD is a run error\n"
-        "  --fault-at MS       when --fault runs, from the load's start (default 500)\n"
+        "  --fault CMD         run CMD (/bin/sh -c) once, in the background, when\n"
+        "                      --fault-after answers came (e.g. flush Redis, kill an\n"
+        "                      instance, restart MariaDB); the verdict waits for it; when\n"
+        "                      it ran (answers and time) and its exit status are\n"
+        "                      reported, and a failing CMD is a run error\n"
+        "  --fault-after N     run --fault once N load requests were answered (HTTP\n"
+        "                      answers, retries included; default 100): tied to the\n"
+        "                      load's progress, it lands mid-load on any machine\n"
+        "  --fault-at MS       run --fault MS ms after the load starts instead (by the\n"
+        "                      clock: on a faster machine the load may be over)\n"
         "  --json FILE         also write the figures as JSON, with a time series\n"
         "  --orders-out FILE   append the order_no of every final 201 to POST /orders,\n"
         "                      one a line (to check each against the database)\n"
@@ -294,6 +300,7 @@ static int opts_parse_table(int argc, char **argv, struct load_opts *o, struct s
         CALL("allow", opt_allow),
         N("fault", OPTABLE_STR, fault, 0, 0),
         N("fault-at", OPTABLE_MS, fault_at_s, 0, 86400000LL),
+        N("fault-after", OPTABLE_LL, fault_after, 1, 1000000000LL),
         CALL("orders-out", opt_orders_out),
         {"verbose", 'v', OPTABLE_COUNT, &o->verbose, 0, 0, NULL, NULL},
         {"help", 'h', OPTABLE_HELP, NULL, 0, 0, NULL, NULL},
@@ -321,10 +328,17 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
     o->series_interval_s = 1.0;
     o->client_retries = 10;
     o->retry_window_s = 20;
-    o->fault_at_s = 0.5;
+    o->fault_at_s = -1;
+    o->fault_after = -1;
 
     if (opts_parse_table(argc, argv, o, &sf) != 0)
         return -1;
+    if (o->fault_at_s >= 0 && o->fault_after >= 0) {
+        fprintf(stderr, "ticketd-load: --fault-at and --fault-after: give one of them\n");
+        return -1;
+    }
+    if (o->fault_at_s < 0 && o->fault_after < 0)
+        o->fault_after = 100;
     if (o->scenario == NULL && optind < argc)
         o->scenario = argv[optind++];
     if (optind != argc) {
@@ -425,31 +439,44 @@ static int after_load_run(const char *cmd)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* The --fault command: a thread waits until its time, runs it and
+/* The --fault command: a thread waits until its moment, runs it and
  * records when it ran and how it ended, while the load goes on. */
 struct fault_run {
     const char *cmd;
     double t0; /* the load's start, load_now() */
     struct verdict_fault rec;
+    atomic_bool load_over; /* set when the load ended: stop waiting */
     pthread_t thread;
     bool started;
 };
 
+/* Waits until the fault's moment: after_answers load answers (the load's
+ * progress, whatever the machine's speed), or at_s into the load (the
+ * clock), or the end of the load, whichever comes first. */
+static void fault_wait(struct fault_run *f)
+{
+    const struct timespec tick = {0, 1000000}; /* 1 ms: a few answers at most */
+
+    while (!atomic_load(&f->load_over)) {
+        if (f->rec.after_answers >= 0 && load_answers() >= (uint64_t)f->rec.after_answers)
+            return;
+        if (f->rec.after_answers < 0 && load_now() - f->t0 >= f->rec.at_s)
+            return;
+        nanosleep(&tick, NULL);
+    }
+}
+
 static void *fault_thread(void *arg)
 {
     struct fault_run *f = arg;
-    double wait = f->t0 + f->rec.at_s - load_now();
     int status = 0;
     pid_t pid;
 
-    if (wait > 0) {
-        struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
-
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-            ;
-    }
+    fault_wait(f);
     f->rec.started_s = load_now() - f->t0;
-    fprintf(stderr, "ticketd-load: fault at %.2f s: %s\n", f->rec.started_s, f->cmd);
+    f->rec.answers_before = (long long)load_answers();
+    fprintf(stderr, "ticketd-load: fault at %.2f s, after %lld answers: %s\n", f->rec.started_s,
+            f->rec.answers_before, f->cmd);
     pid = fork();
     if (pid < 0) {
         f->rec.exit_status = -1;
@@ -559,6 +586,7 @@ int main(int argc, char **argv)
         fault.t0 = env.t0;
         fault.rec.command = opts.fault;
         fault.rec.at_s = opts.fault_at_s;
+        fault.rec.after_answers = opts.fault_after;
         fault.rec.started_s = -1;
         fault.rec.exit_status = -1;
         fault.started = pthread_create(&fault.thread, NULL, fault_thread, &fault) == 0;
@@ -568,14 +596,30 @@ int main(int argc, char **argv)
     if (scenario_run(&env, total) != 0 && !verdict_failed(v))
         verdict_fail(v, "the scenario could not run");
     if (opts.fault != NULL) {
+        uint64_t answers_at_end = load_answers();
+
         fault.rec.load_end_s = load_now() - env.t0;
+        atomic_store(&fault.load_over, true);
         if (fault.started)
             pthread_join(fault.thread, NULL);
+        /* Answers the load received after the fault began (none when it
+         * began after the load). */
+        fault.rec.answers_after =
+            fault.rec.started_s >= 0 && fault.rec.started_s < fault.rec.load_end_s
+                ? (long long)answers_at_end - fault.rec.answers_before
+                : 0;
+        if (fault.rec.answers_after < 0)
+            fault.rec.answers_after = 0;
         if (fault.rec.exit_status != 0)
             verdict_fail(v, "--fault command exited %d: %s", fault.rec.exit_status, opts.fault);
         else if (fault.rec.started_s >= fault.rec.load_end_s)
             verdict_note(v, "the fault came %.2f s after the load had ended: it hit nothing",
                          fault.rec.started_s - fault.rec.load_end_s);
+        else if (!verdict_fault_during_load(&fault.rec))
+            verdict_note(v,
+                         "the fault came with %lld answers before it and %lld after: it hit "
+                         "no load in progress",
+                         fault.rec.answers_before, fault.rec.answers_after);
         info.fault = &fault.rec;
     }
     if (opts.after_load != NULL) {

@@ -68,8 +68,9 @@ struct load_opts {
     double settle_s;
     bool no_audit;
     const char *after_load; /* shell command run after the load, before the checks */
-    const char *fault;      /* shell command run once, fault_at_s into the load */
-    double fault_at_s;
+    const char *fault;      /* shell command run once during the load */
+    long long fault_after;  /* ... once this many load answers came (-1: by the clock) */
+    double fault_at_s;      /* ... this long into the load (-1: by the answers) */
     const char *json_path;
     double series_interval_s; /* time series interval of the JSON report */
     int verbose;

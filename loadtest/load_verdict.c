@@ -365,6 +365,14 @@ void verdict_fail(struct verdict *v, const char *fmt, ...)
     pthread_mutex_unlock(&v->lock);
 }
 
+/* Answers came both before and after the fault began: it hit a load in
+ * progress, not a load that had not started or was over. */
+bool verdict_fault_during_load(const struct verdict_fault *f)
+{
+    return f->started_s >= 0 && f->started_s < f->load_end_s && f->answers_before > 0 &&
+           f->answers_after > 0;
+}
+
 bool verdict_failed(const struct verdict *v)
 {
     return v->failures.count > 0;
@@ -945,15 +953,22 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
     if (info->fault != NULL && info->fault->command != NULL) {
         const struct verdict_fault *f = info->fault;
 
+        char asked[64];
+
+        if (f->after_answers >= 0)
+            snprintf(asked, sizeof(asked), "after %lld answers", f->after_answers);
+        else
+            snprintf(asked, sizeof(asked), "at %.2f s", f->at_s);
         fprintf(out, "\nfault\n    - %s\n", f->command);
         if (f->started_s < 0)
-            fprintf(out, "    - asked for at %.2f s; never ran\n", f->at_s);
+            fprintf(out, "    - asked for %s; never ran\n", asked);
         else
-            fprintf(
-                out,
-                "    - ran from %.2f s to %.2f s of the load (which ended at %.2f s): exit %d%s\n",
-                f->started_s, f->ended_s, f->load_end_s, f->exit_status,
-                f->started_s < f->load_end_s ? "" : " (after the load: it hit nothing)");
+            fprintf(out,
+                    "    - asked for %s; ran from %.2f s (after %lld answers) to %.2f s of the "
+                    "load (which ended at %.2f s, %lld answers later): exit %d%s\n",
+                    asked, f->started_s, f->answers_before, f->ended_s, f->load_end_s,
+                    f->answers_after, f->exit_status,
+                    verdict_fault_during_load(f) ? "" : " (not during the load: it hit nothing)");
     }
 
     fprintf(out, "\n%-44s %10s   %s\n", "damage", "found", "audit (whole database)");
@@ -1137,10 +1152,13 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
         const struct verdict_fault *f = info->fault;
 
         json_decref(fault);
-        fault = json_pack("{s:s,s:f,s:f,s:f,s:f,s:i,s:b}", "command", f->command, "at_s", f->at_s,
-                          "started_s", f->started_s, "ended_s", f->ended_s, "load_end_s",
-                          f->load_end_s, "exit_status", f->exit_status, "during_load",
-                          f->started_s >= 0 && f->started_s < f->load_end_s);
+        fault = json_pack(
+            "{s:s,s:o,s:o,s:I,s:I,s:f,s:f,s:f,s:i,s:b}", "command", f->command, "after_answers",
+            f->after_answers >= 0 ? json_integer(f->after_answers) : json_null(), "at_s",
+            f->at_s >= 0 ? json_real(f->at_s) : json_null(), "answers_before",
+            (json_int_t)f->answers_before, "answers_after", (json_int_t)f->answers_after,
+            "started_s", f->started_s, "ended_s", f->ended_s, "load_end_s", f->load_end_s,
+            "exit_status", f->exit_status, "during_load", verdict_fault_during_load(f));
     }
     json_object_set_new(root, "fault", fault);
     json_object_set_new(root, "orders_created", json_integer((json_int_t)st->orders_created));

@@ -120,15 +120,22 @@ long long verdict_damage_total(const struct verdict *v);
 /* True if verdict_fail() was called. */
 bool verdict_failed(const struct verdict *v);
 
-/* The --fault command of a run: what ran, when, and how it ended. */
+/* The --fault command of a run: what ran, when, and how it ended. It ran
+ * during the load (verdict_fault_during_load) when the load received
+ * answers both before and after it started. */
 struct verdict_fault {
-    const char *command; /* NULL: the run had none */
-    double at_s;         /* asked for, from the load's start */
-    double started_s;    /* when it started, from the load's start (-1: never) */
-    double ended_s;      /* when it ended, from the load's start */
-    double load_end_s;   /* when the load ended */
-    int exit_status;     /* -1: killed by a signal or could not run */
+    const char *command;      /* NULL: the run had none */
+    long long after_answers;  /* asked for: after this many load answers (-1: at_s) */
+    double at_s;              /* asked for, from the load's start (-1: after_answers) */
+    long long answers_before; /* load answers received when it started */
+    long long answers_after;  /* load answers received after it started, before the end */
+    double started_s;         /* when it started, from the load's start (-1: never) */
+    double ended_s;           /* when it ended, from the load's start */
+    double load_end_s;        /* when the load ended */
+    int exit_status;          /* -1: killed by a signal or could not run */
 };
+
+bool verdict_fault_during_load(const struct verdict_fault *f);
 
 struct verdict_run_info {
     const char *scenario;

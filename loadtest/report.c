@@ -798,10 +798,12 @@ static void write_run(FILE *f, const struct run *r, const struct run_sum *sum, c
                 jint(j, "retries.total"), jint(j, "unanswered"));
         if (json_is_object(jget(j, "fault")))
             fprintf(f,
-                    "- fault: `%s`, from %.2f s to %.2f s of the load (which ended at %.2f s), "
-                    "exit %lld\n",
-                    jstr(j, "fault.command"), jnum(j, "fault.started_s"), jnum(j, "fault.ended_s"),
-                    jnum(j, "fault.load_end_s"), jint(j, "fault.exit_status"));
+                    "- fault: `%s`, from %.2f s (after %lld answers) to %.2f s of the load "
+                    "(which ended at %.2f s, %lld answers later), exit %lld\n",
+                    jstr(j, "fault.command"), jnum(j, "fault.started_s"),
+                    jint(j, "fault.answers_before"), jnum(j, "fault.ended_s"),
+                    jnum(j, "fault.load_end_s"), jint(j, "fault.answers_after"),
+                    jint(j, "fault.exit_status"));
         free(saw.p);
     }
     for (int i = 0; i < r->count; i++) {

@@ -217,6 +217,36 @@ static void test_optable(void)
     }
 }
 
+/* A fault counts as during the load only with answers before and after
+ * it, and before the load ended. */
+static void test_fault_during_load(void)
+{
+    static const struct {
+        long long before, after;
+        double started_s, load_end_s;
+        bool during;
+        const char *what;
+    } rows[] = {
+        {150, 700, 0.4, 2.0, true, "fault: answers on both sides is mid-load"},
+        {0, 900, 0.0, 2.0, false, "fault: before the first answer is not mid-load"},
+        {900, 0, 1.9, 2.0, false, "fault: after the last answer is not mid-load"},
+        {900, 0, 2.5, 2.0, false, "fault: after the load ended is not mid-load"},
+        {150, 700, -1, 2.0, false, "fault: one that never ran is not mid-load"},
+    };
+
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct verdict_fault f = {.command = "true",
+                                  .after_answers = 100,
+                                  .at_s = -1,
+                                  .answers_before = rows[i].before,
+                                  .answers_after = rows[i].after,
+                                  .started_s = rows[i].started_s,
+                                  .load_end_s = rows[i].load_end_s};
+
+        check(verdict_fault_during_load(&f) == rows[i].during, rows[i].what);
+    }
+}
+
 int main(void)
 {
     test_hist();
@@ -224,6 +254,7 @@ int main(void)
     test_sign();
     test_exit_code();
     test_optable();
+    test_fault_during_load();
     if (failures > 0) {
         fprintf(stderr, "selftest: %d failed\n", failures);
         return 1;

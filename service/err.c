@@ -19,6 +19,8 @@ const char *td_strerror(int err)
         return "unavailable";
     case TD_EINTERNAL:
         return "internal";
+    case TD_ESPENT:
+        return "spent";
     }
     return "unknown";
 }

@@ -15,6 +15,7 @@ enum td_err {
     TD_ERETRY = -5,    /* deadlock or lock wait: the transaction may be retried */
     TD_EUNAVAIL = -6,  /* a dependency is down or timed out */
     TD_EINTERNAL = -7, /* a bug or an unexpected answer */
+    TD_ESPENT = -8,    /* a one-time token already bought something */
 };
 
 /* Returns a static, human-readable name for an error value. */

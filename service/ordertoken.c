@@ -57,3 +57,10 @@ enum ordertoken_verdict ordertoken_check(const char *secret, int64_t user_id, in
         return ORDERTOKEN_FORGED;
     return now < expires_at ? ORDERTOKEN_GENUINE : ORDERTOKEN_EXPIRED;
 }
+
+void ordertoken_key(const char *token, char *out)
+{
+    unsigned char h[SHA256_BYTES];
+    sha256(token, strlen(token), h);
+    hex_encode(h, sizeof h, out);
+}

@@ -3,12 +3,14 @@
  * A token is "<random>.<expiry>.<mac>": 192 random bits (base64url), the
  * unix second it expires, and the first 128 bits of
  * HMAC-SHA256(secret, "ticketd-order-token|<user>|<expiry>|<random>").
- * Whether a token is *spent* lives only in Redis (cache.h); the signature
- * answers the one question Redis cannot after it lost its records
- * (flushed, restarted without persistence): did ticketd issue this token
- * to this user, and is it still valid? A genuine, unexpired token that
- * Redis no longer knows is one Redis forgot, and the request goes on to
- * the database, which decides alone, as whenever Redis cannot vouch.
+ * Whether a token is *spent* is kept by Redis (cache.h) and, for a token
+ * that bought an order, by the database too (ordertoken_key, written in the
+ * order's transaction). The signature answers the one question Redis cannot
+ * after it lost its records (flushed, restarted without persistence): did
+ * ticketd issue this token to this user, and is it still valid? A genuine,
+ * unexpired token that Redis no longer knows is one Redis forgot, and the
+ * request goes on to the database, which decides alone, as whenever Redis
+ * cannot vouch: one order per key, and one order per token.
  *
  * Pure functions; thread-safe. */
 #ifndef TICKETD_ORDERTOKEN_H
@@ -31,5 +33,11 @@ enum ordertoken_verdict {
 /* Checks token's signature and expiry for user_id at now (unix s). */
 enum ordertoken_verdict ordertoken_check(const char *secret, int64_t user_id, int64_t now,
                                          const char *token);
+
+/* The key the database records a spent token under: the SHA-256 of its
+ * text in lowercase hex, into out (ORDERTOKEN_KEY_LEN + 1 bytes). The token
+ * is a bearer secret; its hash is all a uniqueness check needs. */
+#define ORDERTOKEN_KEY_LEN 64
+void ordertoken_key(const char *token, char *out);
 
 #endif

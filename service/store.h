@@ -46,6 +46,9 @@ struct order_draft {
     int64_t session_id;
     const char *request_id;
     int64_t quantity;
+    /* The ordertoken_key of the token this order spends, recorded with the
+     * order under a unique key; NULL when none is recorded. */
+    const char *token_key;
     /* The demo's switched-off defences (never in production): read the
      * stock then write it back instead of the compare-and-set, and look for
      * the key before inserting instead of trusting the unique index. Both
@@ -56,10 +59,12 @@ struct order_draft {
 
 /* One transaction, in one database round trip: insert the order priced
  * from its session (unique index first: a duplicate takes no stock row
- * lock), its history row, the stock compare-and-set, commit. Returns TD_OK
- * with the new order in *out; TD_ENOTFOUND for an unknown session; TD_EDUP
- * when the user already has an order under this request id (look it up
- * with store_order_find_request); TD_ECONFLICT when the stock is too low;
+ * lock), its history row, the token it spent (when token_key is set), the
+ * stock compare-and-set, commit. Returns TD_OK with the new order in *out;
+ * TD_ENOTFOUND for an unknown session; TD_EDUP when the user already has an
+ * order under this request id (look it up with store_order_find_request);
+ * TD_ESPENT when another order spent the token already; TD_ECONFLICT when
+ * the stock is too low;
  * or TD_ERETRY / TD_EUNAVAIL / TD_EINTERNAL. Nothing is written on error.
  * The demo's switched-off defences (read_then_write, check_then_insert)
  * take several round trips, as their races need. */

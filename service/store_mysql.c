@@ -18,7 +18,9 @@ enum stmt {
     S_SESSION_INSERT,
     S_SESSION_GET,
     S_ORDER_PLACE,
+    S_ORDER_PLACE_TOKEN,
     S_ORDER_INSERT,
+    S_TOKEN_SPEND,
     S_STOCK_TAKE,
     S_HISTORY_INSERT,
     S_ORDER_BY_REQUEST,
@@ -32,6 +34,22 @@ enum stmt {
     S_STOCK_WRITE,
     S_COUNT
 };
+
+/* The order, priced from its session (no row: no such session). */
+#define ORDER_INSERT                                                                               \
+    "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, amount_cents, "      \
+    "status, version, created_at, updated_at) "                                                    \
+    "SELECT ?, ?, id, ?, ?, price_cents * ?, 'PENDING_PAYMENT', 1, ?, ? FROM sessions WHERE id = " \
+    "? "                                                                                           \
+    "RETURNING id, amount_cents"
+/* The token the order spent, under its unique key (sql/006_order_tokens.sql):
+ * one statement, after the order's own insert and before the stock row's
+ * lock. It names the order by its key, so that an order that was not
+ * inserted (no such session) spends no token. */
+#define TOKEN_SPEND                                                                                \
+    "INSERT INTO order_tokens (order_id, token_hash, created_at) "                                 \
+    "SELECT id, ?, ? FROM orders WHERE user_id = ? AND request_id = ?"
+#define STOCK_TAKE_ALL "UPDATE sessions SET stock = stock - ?, version = version + 1 WHERE id = ?"
 
 static const char *const sql[S_COUNT] = {
     [S_SESSION_INSERT] = "INSERT INTO sessions (title, price_cents, capacity, stock, version) "
@@ -53,20 +71,16 @@ static const char *const sql[S_COUNT] = {
      * session into zero rows updated and a committed order without seats.
      * The hot session's row is locked by the last statement before COMMIT,
      * inside the server, for no client round trip at all. */
-    [S_ORDER_PLACE] = "START TRANSACTION; "
-                      "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, "
-                      "amount_cents, status, version, created_at, updated_at) "
-                      "SELECT ?, ?, id, ?, ?, price_cents * ?, 'PENDING_PAYMENT', 1, ?, ? "
-                      "FROM sessions WHERE id = ? RETURNING id, amount_cents; "
-                      "UPDATE sessions SET stock = stock - ?, version = version + 1 WHERE id = ?; "
-                      "COMMIT",
+    [S_ORDER_PLACE] = "START TRANSACTION; " ORDER_INSERT "; " STOCK_TAKE_ALL "; COMMIT",
+    /* The same with the token the order spends: a second order for one
+     * token is refused at its insert, and the batch rolled back. */
+    [S_ORDER_PLACE_TOKEN] =
+        "START TRANSACTION; " ORDER_INSERT "; " TOKEN_SPEND "; " STOCK_TAKE_ALL "; COMMIT",
     /* The demo's step-by-step transaction, for the switched-off defences
      * (check-then-insert, read-then-write): the same order statement on
      * its own. In READ COMMITTED the session is read without a lock. */
-    [S_ORDER_INSERT] = "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, "
-                       "amount_cents, status, version, created_at, updated_at) "
-                       "SELECT ?, ?, id, ?, ?, price_cents * ?, 'PENDING_PAYMENT', 1, ?, ? "
-                       "FROM sessions WHERE id = ? RETURNING id, amount_cents",
+    [S_ORDER_INSERT] = ORDER_INSERT,
+    [S_TOKEN_SPEND] = TOKEN_SPEND,
     /* The stock compare-and-set: never read-modify-write. */
     [S_STOCK_TAKE] = "UPDATE sessions SET stock = stock - ?, version = version + 1 "
                      "WHERE id = ? AND stock >= ?",
@@ -292,6 +306,13 @@ static int order_steps(struct db_conn *c, const struct order_draft *d, const cha
     rc = db_row(c, sql[S_ORDER_INSERT], ins, 8, made, 2);
     if (rc != TD_OK)
         return rc; /* TD_ENOTFOUND: no such session */
+    if (d->token_key != NULL) {
+        struct db_arg tok[] = {DB_S(d->token_key), DB_S(db_now), DB_I(d->user_id),
+                               DB_S(d->request_id)};
+        rc = db_exec(c, sql[S_TOKEN_SPEND], tok, 4, NULL, NULL);
+        if (rc != TD_OK)
+            return rc;
+    }
     if (d->read_then_write)
         return stock_read_then_write(c, d);
     struct db_arg take[] = {DB_I(d->quantity), DB_I(d->session_id), DB_I(d->quantity)};
@@ -308,16 +329,27 @@ static int place_step_by_step(struct db_conn *c, const struct order_draft *d, co
     return db_tx_end(c, order_steps(c, d, db_now, id, amount));
 }
 
-/* The order transaction in one round trip (S_ORDER_PLACE). */
+/* The order transaction in one round trip (S_ORDER_PLACE, or
+ * S_ORDER_PLACE_TOKEN with the token's arguments between the order's and
+ * the stock's). */
 static int place_in_one_trip(struct db_conn *c, const struct order_draft *d, const char *db_now,
                              int64_t *id, int64_t *amount)
 {
-    struct db_arg args[] = {DB_S(d->order_no),  DB_I(d->user_id),    DB_S(d->request_id),
-                            DB_I(d->quantity),  DB_I(d->quantity),   DB_S(db_now),
-                            DB_S(db_now),       DB_I(d->session_id), DB_I(d->quantity),
-                            DB_I(d->session_id)};
+    bool tok = d->token_key != NULL;
+    struct db_arg args[14] = {DB_S(d->order_no), DB_I(d->user_id),   DB_S(d->request_id),
+                              DB_I(d->quantity), DB_I(d->quantity),  DB_S(db_now),
+                              DB_S(db_now),      DB_I(d->session_id)};
+    int n = 8;
+    if (tok) {
+        args[n++] = DB_S(d->token_key);
+        args[n++] = DB_S(db_now);
+        args[n++] = DB_I(d->user_id);
+        args[n++] = DB_S(d->request_id);
+    }
+    args[n++] = DB_I(d->quantity);
+    args[n++] = DB_I(d->session_id);
     struct db_col made[] = {DB_COL_I(id), DB_COL_I(amount)};
-    int rc = db_batch(c, sql[S_ORDER_PLACE], args, 10, 1, made, 2);
+    int rc = db_batch(c, sql[tok ? S_ORDER_PLACE_TOKEN : S_ORDER_PLACE], args, n, 1, made, 2);
     if (rc == TD_ECONFLICT && strcmp(db_dup_key(c), "ck_sessions_stock") != 0) {
         log_error("order %s: unexpected CHECK %s", d->order_no, db_dup_key(c));
         rc = TD_EINTERNAL;
@@ -341,6 +373,8 @@ int store_order_create(const struct order_draft *d, struct order *out)
         rc = place_in_one_trip(c, d, db_now, &id, &amount);
     if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_orders_order_no") == 0)
         rc = TD_ERETRY; /* a random order number collided: run again with a new one */
+    else if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_order_tokens_token") == 0)
+        rc = TD_ESPENT; /* another order spent the token: rolled back */
     if (rc != TD_OK)
         return rc;
     if (FAULT_POINT("order.commit_lost")) {

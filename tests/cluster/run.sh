@@ -25,6 +25,7 @@ STATE=${TICKETD_CLUSTER_STATE:-.state/cluster}
 read -r -a HTTP_PORTS <<<"${TICKETD_CLUSTER_HTTP_PORTS:-22080 22081 22082}"
 read -r -a SQL_PORTS <<<"${TICKETD_CLUSTER_SQL_PORTS:-22306 22307 22308}"
 read -r -a SENTINEL_PORTS <<<"${TICKETD_CLUSTER_SENTINEL_PORTS:-22381 22382 22383}"
+read -r -a REDIS_PORTS <<<"${TICKETD_CLUSTER_REDIS_PORTS:-22379 22380}"
 export TICKETD_CLUSTER_SQL_PORTS="${SQL_PORTS[*]}" TICKETD_CLUSTER_SENTINEL_PORTS="${SENTINEL_PORTS[*]}"
 LOGS=${ROOT}/build/cluster-logs
 CL=${ROOT}/scripts/cluster.sh
@@ -229,7 +230,7 @@ echo "== faults"
 fault_galera="'${CL}' kill-node '${STATE}' 2 && sleep 2 && '${CL}' start-node '${STATE}' 2 && '${CL}' wait-synced '${STATE}' 2 120"
 check "Galera node 2 killed mid-storm and rejoining: no damage" "${LOGS}/fault-galera.log" \
     load mixed --duration 12 --concurrency 32 --requests 6000 --client-retries 60 --retry-for 150 \
-    --fault "${fault_galera}" --fault-at 2000
+    --fault "${fault_galera}" --fault-after 1000
 check "node 2 back: Synced, cluster of 3" "${LOGS}/node2-synced.log" "${CL}" wait-synced "${STATE}" 2 60
 
 # The Redis primary killed while the storm runs: the Sentinels promote the
@@ -239,7 +240,7 @@ before_primary=$("${CL}" primary-port "${STATE}" 2>/dev/null)
 fault_redis="p=\$('${CL}' kill-redis-primary '${STATE}') && '${CL}' wait-failover '${STATE}' \"\$p\" 40 && '${CL}' start-redis '${STATE}' \"\$p\""
 check "Redis primary killed mid-storm, replaced by Sentinel: no damage" "${LOGS}/fault-redis.log" \
     load mixed --duration 12 --concurrency 32 --requests 6000 --client-retries 60 --retry-for 60 \
-    --fault "${fault_redis}" --fault-at 2000
+    --fault "${fault_redis}" --fault-after 1000
 # The fault command itself waited for the Sentinels to name another primary
 # (wait-failover; the storm's check fails if it did not). Afterwards the
 # pair must be whole again: the primary the Sentinels name answers ROLE
@@ -287,12 +288,68 @@ else
     bad "every instance follows the new primary (${d0} degraded orders before, ${d1} after)"
 fi
 
-# --- the books, on every node ---------------------------------------------------
-
-echo "== every node"
 sql() {
     "${CL}" sql "${STATE}" "$1" --database=ticketd -e "$2"
 }
+# A token that bought an order, then a failover that lost its record: the
+# replica is emptied on its own (replica-read-only off, FLUSHALL there: the
+# writes the primary had not replicated when it died, and more), then the
+# primary is killed and the Sentinels promote that replica. The token and
+# the key's answer are gone from Redis; the database still knows which
+# order spent the token.
+TOKEN_THIEVES=6
+as_user() {
+    env -u TICKETD_CONFIG TICKETD_ENV=test "${TICKETD}" token --user "$@"
+}
+order_with() { # PORT JWT KEY TOKEN SESSION: prints "status layer code order_no"
+    local out
+    out=$(curl -sS -m 20 -D - -o "${LOGS}/token-body.json" -XPOST "http://127.0.0.1:$1/api/v1/orders" \
+        -H "Authorization: Bearer $2" -H "Idempotency-Key: $3" -H "X-Order-Token: $4" \
+        -H 'Content-Type: application/json' -d "{\"session_id\":$5,\"quantity\":1}" | tr -d '\r')
+    printf '%s %s %s %s\n' "$(sed -n 's/^HTTP\/[0-9.]* \([0-9]*\).*/\1/p' <<<"${out}" | tail -1)" \
+        "$(sed -n 's/^[Ii]dempotency-[Ll]ayer: //p' <<<"${out}")" \
+        "$(jq -r '.code // "-"' "${LOGS}/token-body.json" 2>/dev/null)" \
+        "$(jq -r '.order_no // "-"' "${LOGS}/token-body.json" 2>/dev/null)"
+}
+token_after_failover() {
+    local user=880001 jwt admin sid tok first no p replica old got i bought n
+    jwt=$(as_user "${user}") && admin=$(as_user 1 --admin) || return 1
+    sid=$(curl -fsS -m 10 -XPOST "http://127.0.0.1:${HTTP_PORTS[0]}/api/v1/sessions" \
+        -H "Authorization: Bearer ${admin}" -H 'Content-Type: application/json' \
+        -d '{"title":"failover token","price_cents":1000,"stock":20}' | jq -r .id) || return 1
+    tok=$(curl -fsS -m 10 -XPOST "http://127.0.0.1:${HTTP_PORTS[0]}/api/v1/tokens" \
+        -H "Authorization: Bearer ${jwt}" | jq -r .token) || return 1
+    first=$(order_with "${HTTP_PORTS[0]}" "${jwt}" spender "${tok}" "${sid}")
+    echo "the token's order: ${first}"
+    no=${first##* } # the last field: a first answer has no layer
+    [[ "${first}" == 201\ * ]] || return 1
+    old=$("${CL}" primary-port "${STATE}") || return 1
+    for p in "${REDIS_PORTS[@]}"; do [[ "${p}" != "${old}" ]] && replica=${p}; done
+    timeout 5 redis-cli -p "${replica}" CONFIG SET replica-read-only no >/dev/null &&
+        timeout 5 redis-cli -p "${replica}" FLUSHALL | grep -qx OK || return 1
+    p=$("${CL}" kill-redis-primary "${STATE}") && "${CL}" wait-failover "${STATE}" "${p}" 40 &&
+        "${CL}" start-redis "${STATE}" "${p}" || return 1
+    echo "failover: ${old} -> ${replica}, which had lost the token"
+    bought=0
+    for i in $(seq 1 "${TOKEN_THIEVES}"); do
+        got=$(order_with "${HTTP_PORTS[$((i % 3))]}" "${jwt}" "thief-${i}" "${tok}" "${sid}")
+        echo "new key ${i}: ${got}"
+        [[ "${got}" == "409 unique-index ORDER_TOKEN_INVALID -" ]] || bought=$((bought + 1))
+    done
+    got=$(order_with "${HTTP_PORTS[2]}" "${jwt}" spender "${tok}" "${sid}")
+    echo "the key that spent it: ${got}"
+    [[ "${got}" == "201 "*" ${no}" ]] || return 1
+    n=$(sql 1 "SELECT COUNT(*) FROM orders WHERE user_id = ${user}")
+    echo "orders of the token's user in the database: ${n}; new keys not refused: ${bought}"
+    [[ "${bought}" == 0 && "${n}" == 1 ]]
+}
+check "a failover that lost the token's record: ${TOKEN_THIEVES} new keys refused, the spender replayed" \
+    "${LOGS}/token-failover.log" token_after_failover
+grep '^orders of' "${LOGS}/token-failover.log" | sed 's/^/info  /'
+
+# --- the books, on every node ---------------------------------------------------
+
+echo "== every node"
 for n in 1 2 3; do
     # The audit of GET /api/v1/admin/audit, through the instance on node n
     # (a tiny storm of its own, whose verdict includes the audit).

@@ -868,9 +868,16 @@ char *th_redis_text(const char *fmt, ...)
 
 void th_reset(void)
 {
-    static const char *const tables[] = {"idempotency_records", "dead_letters", "consume_records",
-                                         "user_points",         "outbox",       "payments",
-                                         "order_history",       "orders",       "sessions"};
+    static const char *const tables[] = {"idempotency_records",
+                                         "dead_letters",
+                                         "consume_records",
+                                         "user_points",
+                                         "order_tokens",
+                                         "outbox",
+                                         "payments",
+                                         "order_history",
+                                         "orders",
+                                         "sessions"};
     th_db_exec("SET FOREIGN_KEY_CHECKS = 0");
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         th_db_exec("TRUNCATE TABLE %s", tables[i]);

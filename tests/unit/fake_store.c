@@ -80,6 +80,9 @@ int store_order_create(const struct order_draft *d, struct order *out)
     snprintf(fake_store.draft.request_id, sizeof fake_store.draft.request_id, "%s", d->request_id);
     fake_store.draft.read_then_write = d->read_then_write;
     fake_store.draft.check_then_insert = d->check_then_insert;
+    fake_store.draft.token_key.null = d->token_key == NULL;
+    snprintf(fake_store.draft.token_key.s, sizeof fake_store.draft.token_key.s, "%s",
+             d->token_key != NULL ? d->token_key : "");
 
     int rc = TD_OK;
     if (fake_store.ncreate_rc > 0)

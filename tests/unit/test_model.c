@@ -99,6 +99,7 @@ static void test_strerror(void **state)
         {TD_ERETRY, "retriable"},
         {TD_EUNAVAIL, "unavailable"},
         {TD_EINTERNAL, "internal"},
+        {TD_ESPENT, "spent"},
         {-100, "unknown"},
         {1, "unknown"},
     };

@@ -146,6 +146,10 @@ enum claims {
     CLAIMS_COMPLETED, /* stored under the marker and owner this request set */
 };
 
+/* After the run: the token the draft asked the database to record, when
+ * an order was written (0: not looked at). */
+enum recorded { RECORDED_ANY, RECORDED_SENT /* the key of the token sent */, RECORDED_NONE };
+
 /* The shortcuts a switched-off database defence takes (fake_store.draft). */
 enum unprotected { READ_THEN_WRITE = 1, CHECK_THEN_INSERT = 2 };
 
@@ -182,6 +186,7 @@ struct order_case {
     unsigned unprotected; /* the draft's shortcuts, when an order was written */
     enum cached cached;
     enum claims claims;
+    enum recorded recorded;
     struct count counts[2];
     void (*then)(const struct order_result *res); /* the row's own checks */
 };
@@ -362,6 +367,23 @@ static void assert_cached(enum cached cached, const struct order_result *res)
     }
 }
 
+static void assert_recorded(enum recorded recorded, const struct order_request *rq)
+{
+    char want[ORDERTOKEN_KEY_LEN + 1];
+    if (recorded == RECORDED_ANY)
+        return;
+    assert_true(fake_store.create_calls > 0);
+    if (recorded == RECORDED_NONE) {
+        assert_true(fake_store.draft.token_key.null);
+        return;
+    }
+    /* The hash of the token, never the token itself. */
+    ordertoken_key(rq->token, want);
+    assert_false(fake_store.draft.token_key.null);
+    assert_string_equal(fake_store.draft.token_key.s, want);
+    assert_null(strstr(fake_store.draft.token_key.s, rq->token));
+}
+
 static void run_row(void **state)
 {
     const struct order_case *c = *state;
@@ -396,6 +418,7 @@ static void run_row(void **state)
     }
     assert_cached(c->cached, &res);
     assert_claims(c->claims, &res);
+    assert_recorded(c->recorded, &rq);
     for (size_t i = 0; i < sizeof c->counts / sizeof c->counts[0]; i++) {
         if (c->counts[i].on && delta(c->counts[i].m) != c->counts[i].n)
             fail_msg("metric %d moved by %lld, want %lld", c->counts[i].m,
@@ -520,6 +543,17 @@ static void then_looked_up_the_key(const struct order_result *res)
     assert_memory_equal(rec.body, res->body, res->body_len);
 }
 
+/* A token the database refused: the key's own order was looked for
+ * before the refusal was given, and nothing was remembered. */
+static void then_key_asked_first(const struct order_result *res)
+{
+    (void)res;
+    assert_int_equal(fake_store.find_calls, 1);
+    assert_int_equal(fake_store.find.user_id, USER);
+    assert_string_equal(fake_store.find.request_id, KEY);
+    assert_int_equal(fake_cache.complete.calls, 0);
+}
+
 static void then_new_number_each_try(const struct order_result *res)
 {
     (void)res;
@@ -575,7 +609,7 @@ static void then_no_lock_completed(const struct order_result *res)
 static const struct order_case cases[] = {
     /* success */
     {"success: every layer passes, one order", .outcome = ORDER_CREATED, .status = 201,
-     .calls = FULL_PATH, .cached = CACHED, .claims = CLAIMS_COMPLETED,
+     .calls = FULL_PATH, .cached = CACHED, .claims = CLAIMS_COMPLETED, .recorded = RECORDED_SENT,
      .counts = {COUNTS(M_ORDERS_CREATED, 1), COUNTS(M_REDIS_DEGRADED, 0)}, .then = then_success},
 
     /* layer 1: the response cache; answered before any port is asked,
@@ -676,7 +710,37 @@ static const struct order_case cases[] = {
     /* Issued by us to this user, unexpired, and unknown to Redis: Redis
      * lost it. The request goes on; the database decides. */
     {"signed token Redis forgot", .token = TOK_SIGNED, .token_rc = TD_ENOTFOUND,
-     .outcome = ORDER_CREATED, .calls = FULL_PATH, .counts = {COUNTS(M_TOKEN_FORGOTTEN, 1)}},
+     .outcome = ORDER_CREATED, .calls = FULL_PATH, .recorded = RECORDED_SENT,
+     .counts = {COUNTS(M_TOKEN_FORGOTTEN, 1)}},
+    /* ... and the database remembers that another key's order spent it:
+     * refused, rolled back, and checked against the key's own order. */
+    {"signed token Redis forgot, spent by another key's order", .token = TOK_SIGNED,
+     .token_rc = TD_ENOTFOUND, .create_rc = TD_ESPENT, .outcome = ORDER_TOKEN_INVALID,
+     .layer = "unique-index", .calls = "order_begin order_create order_find_request order_release",
+     .cached = NOT_CACHED, .claims = CLAIMS_RELEASED, .recorded = RECORDED_SENT,
+     .counts = {COUNTS(M_DUP_UNIQUE_INDEX, 1), COUNTS(M_ORDERS_CREATED, 0)},
+     .then = then_key_asked_first},
+    /* The key's own order (a copy that met its own token): replayed. */
+    {"token spent, and this key has its order: replayed", .token = TOK_SIGNED,
+     .token_rc = TD_ENOTFOUND, .create_rc = TD_ESPENT, .found = FOUND_SAME,
+     .outcome = ORDER_REPLAYED, .layer = "unique-index", .status = 201, .body = FOUND_BODY,
+     .calls = "order_begin order_create order_find_request order_complete", .cached = CACHED,
+     .claims = CLAIMS_COMPLETED, .counts = {COUNTS(M_DUP_UNIQUE_INDEX, 1)}},
+    {"token spent, the key's order cannot be looked up", .token = TOK_SIGNED,
+     .token_rc = TD_ENOTFOUND, .create_rc = TD_ESPENT, .find_rc = TD_EUNAVAIL,
+     .outcome = ORDER_UNAVAILABLE,
+     .calls = "order_begin order_create order_find_request order_release",
+     .claims = CLAIMS_RELEASED},
+    /* Redis down (degrade) checks no token; the database still refuses a
+     * spent one. */
+    {"degrade: a token spent in the database", .begin_rc = TD_EUNAVAIL, .create_rc = TD_ESPENT,
+     .outcome = ORDER_TOKEN_INVALID, .layer = "unique-index", .recorded = RECORDED_SENT,
+     .calls = "order_begin order_create order_find_request order_release"},
+    /* Only a token that bought nothing may come again: a deadlock retried
+     * records the same token, and never a sold-out one's key twice. */
+    {"deadlock retried: the token recorded with the order", .deadlocks = 1, .token = TOK_SIGNED,
+     .token_rc = TD_ENOTFOUND, .outcome = ORDER_CREATED, .recorded = RECORDED_SENT,
+     .calls = "order_begin order_create order_create order_complete"},
     {"signed token spent by another key", .token = TOK_SIGNED, .token_rc = TD_ECONFLICT,
      .outcome = ORDER_TOKEN_INVALID, .layer = "token", .calls = TOKEN_THEN_DB},
     {"signed token, expired", .token = TOK_EXPIRED, .token_rc = TD_ENOTFOUND,
@@ -685,7 +749,7 @@ static const struct order_case cases[] = {
      .outcome = ORDER_TOKEN_INVALID, .layer = "token", .calls = TOKEN_THEN_DB},
     /* TICKETD_ORDER_TOKEN_REQUIRED=0: the API passes no token. */
     {"no token sent", .token = TOK_NONE, .token_rc = TD_ENOTFOUND, .outcome = ORDER_CREATED,
-     .calls = FULL_PATH},
+     .calls = FULL_PATH, .recorded = RECORDED_NONE},
 
     /* layers 5 and 6: the database. The token was spent before the stock
      * ran out, as the contract says. */
@@ -805,7 +869,14 @@ static const struct order_case cases[] = {
      .lock_rc = TD_ECONFLICT, .outcome = ORDER_CREATED, .calls = FULL_PATH,
      .then = then_no_lock_completed},
     {"token off: an unknown token is not asked", .off = DEFENSE_TOKEN, .token_rc = TD_ENOTFOUND,
-     .outcome = ORDER_CREATED, .calls = FULL_PATH},
+     .outcome = ORDER_CREATED, .calls = FULL_PATH, .recorded = RECORDED_NONE},
+    /* The naive GET-then-spend shows what Redis alone lets through. */
+    {"token-atomic off: the database records no token", .off = DEFENSE_TOKEN_ATOMIC,
+     .outcome = ORDER_CREATED, .calls = "order_begin token_take order_create order_complete",
+     .recorded = RECORDED_NONE},
+    {"unique index off: the token is still recorded", .off = DEFENSE_UNIQUE_INDEX,
+     .outcome = ORDER_CREATED, .calls = FULL_PATH, .unprotected = CHECK_THEN_INSERT,
+     .recorded = RECORDED_SENT},
     {"stock CAS off: read, then write", .off = DEFENSE_STOCK_CAS, .outcome = ORDER_CREATED,
      .calls = FULL_PATH, .unprotected = READ_THEN_WRITE},
     {"unique index off: check, then insert", .off = DEFENSE_UNIQUE_INDEX, .outcome = ORDER_CREATED,

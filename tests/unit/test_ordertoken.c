@@ -64,11 +64,30 @@ static void test_not_genuine(void **state)
     assert_int_equal(ordertoken_check(SECRET, 42, NOW, NULL), ORDERTOKEN_FORGED);
 }
 
+/* The key a spent token is recorded under: SHA-256 in lowercase hex (the
+ * FIPS 180-2 vector), never the token's own text. */
+static void test_key_is_the_hash(void **state)
+{
+    (void)state;
+    char key[ORDERTOKEN_KEY_LEN + 1], other[ORDERTOKEN_KEY_LEN + 1];
+    ordertoken_key("abc", key);
+    assert_string_equal(key, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    char tok[ORDERTOKEN_MAX + 1];
+    ordertoken_new(SECRET, 42, 2000000000, tok);
+    ordertoken_key(tok, key);
+    assert_int_equal(strlen(key), ORDERTOKEN_KEY_LEN);
+    assert_null(strstr(key, tok));
+    tok[0] = tok[0] == 'A' ? 'B' : 'A';
+    ordertoken_key(tok, other);
+    assert_string_not_equal(key, other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_genuine_until_it_expires),
         cmocka_unit_test(test_not_genuine),
+        cmocka_unit_test(test_key_is_the_hash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
