@@ -300,6 +300,100 @@ static void test_without_stock_cas_the_sale_oversells(void **state)
     json_decref(j);
 }
 
+/* GET /api/v1/admin/audit?sessions=... on srv[0]: the named check's
+ * result, or the answer's status when it is not 200 (problem checked). */
+static bool scoped_check_ok(const char *sessions, const char *name)
+{
+    char path[256];
+    const char *admin[] = {th_auth_header(1, true), NULL};
+    bool ok = false, found = false;
+    size_t i;
+    json_t *c;
+
+    snprintf(path, sizeof path, "/api/v1/admin/audit?sessions=%s", sessions);
+    struct th_resp r = th_call(&srv[0], "GET", path, admin, NULL);
+    assert_int_equal(r.status, 200);
+    json_t *j = th_json(&r);
+    assert_true(json_is_array(json_object_get(json_object_get(j, "scope"), "sessions")));
+    json_array_foreach(json_object_get(j, "checks"), i, c)
+    {
+        if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0) {
+            found = true;
+            ok = json_is_true(json_object_get(c, "ok"));
+        }
+    }
+    json_decref(j);
+    th_resp_free(&r);
+    if (!found)
+        fail_msg("the scoped audit has no check %s", name);
+    return ok;
+}
+
+static void expect_scope_refused(const char *query)
+{
+    char path[2048];
+    const char *admin[] = {th_auth_header(1, true), NULL};
+
+    snprintf(path, sizeof path, "/api/v1/admin/audit?sessions=%s", query);
+    struct th_resp r = th_call(&srv[0], "GET", path, admin, NULL);
+    th_expect_problem(&r, 400, "VALIDATION_FAILED");
+    th_resp_free(&r);
+}
+
+/* A run's verdict is its own: after a run that oversold (left in the
+ * database, no reset), the control run with the defence back on judges
+ * its own sessions, says NO DAMAGE, and names the whole database's red
+ * checks as left by earlier runs. */
+static void test_control_run_after_damage_judges_its_own_run(void **state)
+{
+    json_t *j = NULL;
+    char ids[1200] = "";
+    (void)state;
+    const char *off[] = {"TICKETD_ENV=demo", "TICKETD_DEFENSES=-stock-cas", NULL};
+    serve_two(off);
+    int rc = lab_run(&j, "flash-sale", "--users", "100", "--seats", "5", "--rounds", "3", NULL);
+    assert_int_equal(rc, 2);
+    assert_true(num(j, "damage", "oversold_seats") > 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "audit"), "scope")),
+                        "run");
+    json_decref(j);
+    int64_t damaged = th_db_int("SELECT MIN(id) FROM sessions");
+    for (int i = 0; i < nsrv; i++)
+        assert_int_equal(th_stop(&srv[i]), 0);
+    nsrv = 0;
+
+    serve_two(NULL);
+    rc = lab_run(&j, "flash-sale", "--users", "100", "--seats", "5", "--rounds", "3", NULL);
+    assert_int_equal(rc, 0);
+    assert_string_equal(json_string_value(json_object_get(j, "verdict")), "NO_DAMAGE");
+    assert_int_equal(num(j, "damage", "total"), 0);
+    assert_int_equal(num(j, "orders_created", NULL), 15);
+    json_t *audit = json_object_get(j, "audit");
+    assert_true(json_is_true(json_object_get(audit, "ok")));
+    json_t *whole = json_object_get(audit, "whole_database");
+    assert_true(json_is_false(json_object_get(whole, "ok")));
+    assert_true(num(audit, "whole_database", "earlier_runs_failed_checks") > 0);
+    json_decref(j);
+
+    /* The scope itself: the damaged session fails alone, a clean one
+     * passes alone; bad lists are refused. */
+    int64_t clean = th_db_int("SELECT MAX(id) FROM sessions");
+    snprintf(ids, sizeof ids, "%lld", (long long)damaged);
+    assert_false(scoped_check_ok(ids, "stock_conservation"));
+    snprintf(ids, sizeof ids, "%lld", (long long)clean);
+    assert_true(scoped_check_ok(ids, "stock_conservation"));
+    assert_true(scoped_check_ok(ids, "points_match_paid_orders"));
+    expect_scope_refused("abc");
+    expect_scope_refused("1,,2");
+    expect_scope_refused("0");
+    expect_scope_refused("-3");
+    expect_scope_refused("");
+    size_t used = 0;
+    for (int i = 1; i <= 257; i++)
+        used += (size_t)snprintf(ids + used, sizeof ids - used, "%s%d", i > 1 ? "," : "", i);
+    expect_scope_refused(ids);
+}
+
 static void test_without_callback_dedup_a_retry_refunds_the_payment(void **state)
 {
     json_t *j = NULL;
@@ -659,6 +753,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_payments_and_redelivered_events_do_no_damage, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_without_stock_cas_the_sale_oversells, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_control_run_after_damage_judges_its_own_run, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_without_callback_dedup_a_retry_refunds_the_payment,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_redis_flushed_mid_storm_does_no_damage, setup,
