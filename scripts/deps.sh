@@ -33,6 +33,7 @@ PACKAGES=(
     libssl-dev
     curl
     jq
+    python3
     wrk
     gnuplot-nox
     clang-format

@@ -225,6 +225,116 @@ static bool audit_check_fails(const json_t *j, const char *name)
     return false;
 }
 
+/* ---- the README's replay test, loadtest/examples/replay.py ---- */
+
+#define EXAMPLE "loadtest/examples/replay.py"
+
+/* Runs the example against srv[0] with args (NULL-terminated) and --json;
+ * returns its exit status, its JSON tally in *out (new reference). */
+static int example_run(json_t **out, ...)
+{
+    const char *logs = getenv("TICKETD_TEST_LOGS");
+    char json_path[512];
+    const char *argv[ARGS_MAX];
+    int argc = 0;
+    va_list ap;
+
+    snprintf(json_path, sizeof json_path, "%s/replay-example-%d.json",
+             logs != NULL && logs[0] != '\0' ? logs : "/tmp", (int)getpid());
+    const char *fixed[] = {"python3",      EXAMPLE,       "--url",  srv[0].url,
+                           "--jwt-secret", TH_JWT_SECRET, "--json", NULL};
+    for (int i = 0; fixed[i] != NULL; i++)
+        argv[argc++] = fixed[i];
+    va_start(ap, out);
+    for (const char *a = va_arg(ap, const char *); a != NULL && argc < ARGS_MAX - 1;
+         a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(json_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            close(fd);
+        }
+        execvp("python3", (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    for (int i = 0; waitpid(pid, &status, WNOHANG) != pid; i++) {
+        if (i >= LOAD_WAIT_S * 20) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            fail_msg("%s did not finish in %d s", EXAMPLE, LOAD_WAIT_S);
+        }
+        th_msleep(50);
+    }
+    assert_true(WIFEXITED(status));
+    json_error_t err;
+    *out = json_load_file(json_path, 0, &err);
+    if (*out == NULL)
+        fail_msg("%s exited %d and wrote no JSON (%s); see %s", EXAMPLE, WEXITSTATUS(status),
+                 err.text, json_path);
+    return WEXITSTATUS(status);
+}
+
+static long long answers_of(const json_t *j, const char *label)
+{
+    const json_t *n = json_object_get(json_object_get(j, "answers"), label);
+    return json_is_integer(n) ? (long long)json_integer_value(n) : 0;
+}
+
+/* The example's copies, released together, meet the in-flight key of the
+ * first: the first copy to pass Redis waits 400 ms before its transaction
+ * (a fault point of the test build), so that every other copy arrives
+ * while it is in flight however fast the machine is. One order comes out;
+ * the copies are told REQUEST_IN_PROGRESS by the inflight-key layer (or,
+ * when they are read after the first finished, replayed); nothing else. */
+static void test_readme_replay_example(void **state)
+{
+    json_t *j = NULL;
+    (void)state;
+    const char *env[] = {"TICKETD_FAULT=order.after_redis:delay:400:1", NULL};
+    th_start(&srv[0], th_port(0), env);
+    nsrv = 1;
+
+    int rc = example_run(&j, "--copies", "40", NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(json_array_size(json_object_get(j, "forbidden")), 0);
+    assert_int_equal(json_array_size(json_object_get(j, "orders")), 1);
+    assert_int_equal(answers_of(j, "201 @-"), 1);
+    assert_true(answers_of(j, "409 REQUEST_IN_PROGRESS @inflight-key") > 0);
+    assert_int_equal(answers_of(j, "201 @-") +
+                         answers_of(j, "409 REQUEST_IN_PROGRESS @inflight-key") +
+                         answers_of(j, "201 replayed @response-cache") +
+                         answers_of(j, "201 replayed @unique-index"),
+                     40);
+    assert_string_equal(json_string_value(json_object_get(j, "retry")),
+                        "201 replayed @response-cache");
+    assert_int_equal(num(j, "stock_left", NULL), 8);
+    const char *no = json_string_value(json_array_get(json_object_get(j, "orders"), 0));
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE order_no = '%s'", no), 1);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders"), 1);
+    json_decref(j);
+    assert_int_equal(th_stop(&srv[0]), 0);
+    nsrv = 0;
+
+    /* Its judge counts what it should: without the key layers, copies are
+     * refused as double clicks while their key has its order. */
+    const char *off[] = {"TICKETD_ENV=demo", "TICKETD_DEFENSES=-response-cache,-inflight-key",
+                         env[0], NULL};
+    th_start(&srv[0], th_port(0), off);
+    nsrv = 1;
+    rc = example_run(&j, "--copies", "40", NULL);
+    assert_int_equal(rc, 1);
+    assert_true(json_array_size(json_object_get(j, "forbidden")) > 0);
+    assert_true(answers_of(j, "409 DUPLICATE_SUBMISSION @session-lock") > 0);
+    json_decref(j);
+}
+
 /* ---- every defence on ---- */
 
 static void test_storms_do_no_damage(void **state)
@@ -755,6 +865,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_without_stock_cas_the_sale_oversells, setup, teardown),
         cmocka_unit_test_setup_teardown(test_control_run_after_damage_judges_its_own_run, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_readme_replay_example, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_callback_dedup_a_retry_refunds_the_payment,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_redis_flushed_mid_storm_does_no_damage, setup,
