@@ -719,7 +719,7 @@ static void scenario_cell(FILE *f, const struct scenario *sc)
     const char *cmd = jstr(sc->json, "fault.command");
     struct sbuf b = {0};
 
-    if (cmd == NULL) {
+    if (cmd[0] == '\0') {
         md_cell(f, sc->name);
         return;
     }
@@ -1059,7 +1059,7 @@ static const json_t *run_fault(int i, double *from, double *to)
         const json_t *j = runs[i].scen[k].json;
         const char *cmd = jstr(j, "fault.command");
 
-        if (cmd == NULL || jnum(j, "fault.started_s") < 0)
+        if (cmd[0] == '\0' || jnum(j, "fault.started_s") < 0)
             continue;
         *from = jnum(j, "started_unix") - timeline_t0 + jnum(j, "fault.started_s");
         *to = jnum(j, "started_unix") - timeline_t0 + jnum(j, "fault.ended_s");
@@ -1088,8 +1088,9 @@ static void gp_fault_panels(FILE *f, const char *out, const char *what, int nfau
 
         if (fault == NULL)
             continue;
-        snprintf(title, sizeof(title), "run %d (%s): fault %.300s", runs[i].number, runs[i].label,
-                 jstr(fault, "command"));
+        /* A long command (MariaDB's restart) is cut: the run's table has it whole. */
+        snprintf(title, sizeof(title), "run %d (%s): fault %.90s%s", runs[i].number, runs[i].label,
+                 jstr(fault, "command"), strlen(jstr(fault, "command")) > 90 ? "..." : "");
         fprintf(f, "set title ");
         gp_label(f, title);
         fprintf(f,
