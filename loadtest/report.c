@@ -1228,8 +1228,8 @@ static int write_gnuplot(const char *dir, const struct run_sum *sums)
         for (int i = 0; i < run_count; i++)
             ev += sums[i].caught[cd];
         gp_bars(f, "layers.dat", cols, n,
-                "Answers: order replays and refusals by Idempotency-Layer, payment callbacks "
-                "replayed (callback-dedup) or answered DUPLICATE_PAYMENT (state-machine)",
+                "Answers: orders by Idempotency-Layer; callbacks replayed (callback-dedup) "
+                "or DUPLICATE_PAYMENT (state-machine)",
                 "answers (log)", answers == 0);
         cols[0] = cd + 2;
         gp_bars(f, "layers.dat", cols, 1,
