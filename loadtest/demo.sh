@@ -284,14 +284,17 @@ run() {
             *) args+=("${w}") ;;
             esac
         done
-        cmd=${cmd/@redeliver/--after-load \"${REDELIVER}\"}
-        cmd=${cmd/@flush/--fault \"${FAULT_FLUSH}\"}
-        cmd=${cmd/@kill2/--fault \"kill -9 ${KILLED_PID:-PID}\"}
-        cmd=${cmd/@mysql-restart/--fault \"${FAULT_MYSQL}\"}
+        # The report prints the command as it runs again from the checkout
+        # against `make run` (the demo's own stack is gone by then).
+        cmd=build/loadtest/${cmd}
+        cmd=${cmd/@redeliver/--after-load \"${REDELIVER/${REDIS_PORT}/16379}\"}
+        cmd=${cmd/@flush/--fault \"${FAULT_FLUSH/${REDIS_PORT}/16379}\"}
+        cmd=${cmd/@kill2/--fault \"kill -9 PID-OF-A-SECOND-INSTANCE\"}
+        cmd=${cmd/@mysql-restart/--fault \"${FAULT_MYSQL//${STATE#"${ROOT}"/}/.state/run}\"}
         name=${args[0]}
         json=runs/$(printf '%02d' "${RUN}")-${name}.json
         txt=${OUT}/runs/$(printf '%02d' "${RUN}")-${name}.txt
-        cmd+=" --target http://127.0.0.1:${HTTP_PORTS[0]} --target http://127.0.0.1:${HTTP_PORTS[1]} --interval ${INTERVAL_MS}"
+        cmd+=" --target http://127.0.0.1:8080 --config config/ticketd.env --interval ${INTERVAL_MS}"
         rc=0
         TICKETD_JWT_SECRET=${JWT_SECRET} TICKETD_PAY_SECRET=${PAY_SECRET} \
             timeout 120 "${LOAD}" "${args[@]}" "${TARGETS[@]}" --interval "${INTERVAL_MS}" \

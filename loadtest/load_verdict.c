@@ -45,6 +45,18 @@ struct vcheck {
     char detail[240];
 };
 
+/* One answer of GET /api/v1/admin/audit (or several merged: a run with
+ * more sessions than one request names). */
+struct vaudit {
+    bool read;
+    long status;
+    bool ok;
+    bool scoped; /* the answer looked at the run's sessions only */
+    int failed;
+    struct vcheck checks[VERDICT_CHECKS];
+    int count;
+};
+
 struct vmsgs {
     long long count;
     int n;
@@ -92,13 +104,14 @@ struct verdict {
     } figures[VERDICT_FIGURES];
     int figure_count;
 
-    bool audit_read;
     bool audit_skipped;
-    long audit_status;
-    bool audit_ok;
-    int audit_failed;
-    struct vcheck checks[VERDICT_CHECKS];
-    int check_count;
+    /* The run's audit: its own sessions, their orders and payments and
+     * the users who ordered on them. Its failed checks are damage. */
+    struct vaudit audit;
+    /* The whole database's, read when the run's was scoped: checks red
+     * there and green in the run's were left by earlier runs. */
+    struct vaudit whole;
+    int earlier_failed;
 };
 
 static void msgs_add(struct vmsgs *m, const char *fmt, va_list ap)
@@ -380,7 +393,7 @@ bool verdict_failed(const struct verdict *v)
 
 long long verdict_damage_total(const struct verdict *v)
 {
-    long long total = v->audit_failed;
+    long long total = v->audit.failed;
 
     for (int k = 0; k < DAMAGE_COUNT; k++)
         total += v->damage[k];
@@ -632,45 +645,133 @@ static void sessions_judge(struct verdict *v)
     }
 }
 
-static int audit_read(struct verdict *v, struct load_engine *e, const char *jwt_secret,
-                      uint64_t admin_user)
+/* Reads one audit answer into a (emptied first). Returns 0, or -1 if the
+ * service did not answer 200 with JSON. */
+static int audit_get(struct load_engine *e, const char *jwt_secret, uint64_t admin_user,
+                     const char *path, struct vaudit *a)
 {
-    struct load_req *r = control_get(jwt_secret, admin_user, true, "/api/v1/admin/audit");
-    json_t *checks;
+    struct load_req *r = control_get(jwt_secret, admin_user, true, path);
     size_t i;
     json_t *c;
     int rc = -1;
 
     load_engine_call(e, r);
-    v->audit_status = r->status;
-    v->check_count = 0;
-    v->audit_failed = 0;
+    memset(a, 0, sizeof(*a));
+    a->status = r->status;
     if (r->status != 200 || r->json == NULL)
         goto out;
-    v->audit_read = true;
-    v->audit_ok = json_is_true(json_object_get(r->json, "ok"));
-    checks = json_object_get(r->json, "checks");
-    json_array_foreach(checks, i, c)
+    a->read = true;
+    a->ok = json_is_true(json_object_get(r->json, "ok"));
+    /* A ticketd that knows no scope ignores ?sessions: its answer names
+     * none, and is the whole database's. */
+    a->scoped = json_is_array(json_object_get(json_object_get(r->json, "scope"), "sessions"));
+    json_array_foreach(json_object_get(r->json, "checks"), i, c)
     {
         struct vcheck *k;
         const char *name = json_string_value(json_object_get(c, "name"));
         const char *detail = json_string_value(json_object_get(c, "detail"));
 
-        if (v->check_count == VERDICT_CHECKS)
+        if (a->count == VERDICT_CHECKS)
             break;
-        k = &v->checks[v->check_count++];
+        k = &a->checks[a->count++];
         snprintf(k->name, sizeof(k->name), "%s", name != NULL ? name : "?");
         snprintf(k->detail, sizeof(k->detail), "%s", detail != NULL ? detail : "");
         k->ok = json_is_true(json_object_get(c, "ok"));
         if (!k->ok)
-            v->audit_failed++;
+            a->failed++;
     }
-    if (!v->audit_ok && v->audit_failed == 0)
-        v->audit_failed = 1;
+    if (!a->ok && a->failed == 0)
+        a->failed = 1;
     rc = 0;
 out:
     load_req_free(r);
     return rc;
+}
+
+static const struct vcheck *audit_find(const struct vaudit *a, const char *name)
+{
+    for (int i = 0; i < a->count; i++)
+        if (strcmp(a->checks[i].name, name) == 0)
+            return &a->checks[i];
+    return NULL;
+}
+
+/* Folds the answer for another group of the run's sessions into dst: a
+ * check fails if it fails for any group, with that group's detail. */
+static void audit_merge(struct vaudit *dst, const struct vaudit *src)
+{
+    dst->read = true;
+    dst->status = src->status;
+    dst->scoped = dst->scoped && src->scoped;
+    dst->ok = dst->ok && src->ok;
+    for (int i = 0; i < src->count; i++) {
+        struct vcheck *k = (struct vcheck *)audit_find(dst, src->checks[i].name);
+
+        if (k == NULL && dst->count < VERDICT_CHECKS) {
+            dst->checks[dst->count++] = src->checks[i];
+            dst->failed += !src->checks[i].ok;
+        } else if (k != NULL && k->ok && !src->checks[i].ok) {
+            *k = src->checks[i];
+            dst->failed++;
+        }
+    }
+    if (!dst->ok && dst->failed == 0)
+        dst->failed = 1;
+}
+
+/* Sessions named by one scoped audit request: well under the service's
+ * limit (256), and a request target of a few kilobytes at most. */
+#define AUDIT_SCOPE_CHUNK 200
+
+/* The run's audit: scoped to the run's sessions, in groups; the whole
+ * database's if the run has no session of its own (--session). */
+static int audit_read(struct verdict *v, struct load_engine *e, const char *jwt_secret,
+                      uint64_t admin_user)
+{
+    static const char base[] = "/api/v1/admin/audit";
+
+    memset(&v->audit, 0, sizeof(v->audit));
+    if (v->session_count == 0)
+        return audit_get(e, jwt_secret, admin_user, base, &v->audit);
+    v->audit.ok = true;
+    v->audit.scoped = true;
+    for (int first = 0; first < v->session_count; first += AUDIT_SCOPE_CHUNK) {
+        char path[sizeof(base) + 16 + AUDIT_SCOPE_CHUNK * 21];
+        size_t used = (size_t)snprintf(path, sizeof(path), "%s?sessions=", base);
+        struct vaudit part;
+
+        for (int i = first; i < v->session_count && i < first + AUDIT_SCOPE_CHUNK; i++)
+            used += (size_t)snprintf(path + used, sizeof(path) - used, "%s%llu",
+                                     i > first ? "," : "", (unsigned long long)v->sessions[i].id);
+        if (audit_get(e, jwt_secret, admin_user, path, &part) != 0) {
+            v->audit.status = part.status;
+            v->audit.read = false;
+            return -1;
+        }
+        audit_merge(&v->audit, &part);
+    }
+    return 0;
+}
+
+/* After a scoped audit: the whole database's, and the checks red there
+ * but green for this run (damage earlier runs left). */
+static void audit_read_whole(struct verdict *v, struct load_engine *e, const char *jwt_secret,
+                             uint64_t admin_user)
+{
+    v->earlier_failed = 0;
+    if (!v->audit.scoped)
+        return;
+    if (audit_get(e, jwt_secret, admin_user, "/api/v1/admin/audit", &v->whole) != 0) {
+        msgs_add_fmt(&v->observations, "GET /api/v1/admin/audit (whole database) answered %ld",
+                     v->whole.status);
+        return;
+    }
+    for (int i = 0; i < v->whole.count; i++) {
+        const struct vcheck *mine = audit_find(&v->audit, v->whole.checks[i].name);
+
+        if (!v->whole.checks[i].ok && (mine == NULL || mine->ok))
+            v->earlier_failed++;
+    }
 }
 
 /* True if the audit failed only in a way the consumers may still mend. */
@@ -680,10 +781,10 @@ static bool audit_may_catch_up(const struct verdict *v)
 
     if (v->damage[DAMAGE_DOUBLE_POINTS] > 0)
         return false;
-    for (int i = 0; i < v->check_count; i++) {
-        if (v->checks[i].ok)
+    for (int i = 0; i < v->audit.count; i++) {
+        if (v->audit.checks[i].ok)
             continue;
-        if (strcmp(v->checks[i].name, "points_match_paid_orders") != 0)
+        if (strcmp(v->audit.checks[i].name, "points_match_paid_orders") != 0)
             return false;
         points = true;
     }
@@ -694,7 +795,6 @@ int verdict_check(struct verdict *v, struct load_engine *e, const char *jwt_secr
                   uint64_t admin_user, double settle_s, bool audit)
 {
     double deadline = load_now() + settle_s;
-    int rc = 0;
 
     wait_consumers(v, e, jwt_secret, settle_s);
     points_judge(v);
@@ -710,15 +810,15 @@ int verdict_check(struct verdict *v, struct load_engine *e, const char *jwt_secr
      * what they should be. */
     for (;;) {
         if (audit_read(v, e, jwt_secret, admin_user) != 0) {
-            msgs_add_fmt(&v->observations, "GET /api/v1/admin/audit answered %ld", v->audit_status);
-            rc = -1;
-            break;
+            msgs_add_fmt(&v->observations, "GET /api/v1/admin/audit answered %ld", v->audit.status);
+            return -1;
         }
         if (!audit_may_catch_up(v) || load_now() + VERDICT_POLL_S >= deadline)
             break;
         usleep((useconds_t)(VERDICT_POLL_S * 1e6));
     }
-    return rc;
+    audit_read_whole(v, e, jwt_secret, admin_user);
+    return 0;
 }
 
 /* ---- the table ----------------------------------------------------------- */
@@ -754,10 +854,10 @@ static const char *audit_word(const struct verdict *v, const char *a, const char
 {
     bool found = false;
 
-    if (!v->audit_read)
+    if (!v->audit.read)
         return "n/a";
-    for (int i = 0; i < v->check_count; i++) {
-        const struct vcheck *k = &v->checks[i];
+    for (int i = 0; i < v->audit.count; i++) {
+        const struct vcheck *k = &v->audit.checks[i];
 
         if (strcmp(k->name, a) == 0 || (b != NULL && strcmp(k->name, b) == 0)) {
             if (!k->ok)
@@ -817,6 +917,43 @@ static void print_messages(FILE *out, const struct vmsgs *m)
         fprintf(out, "    - %s\n", m->lines[i]);
     if (m->count > m->n)
         fprintf(out, "    - ... and %lld more\n", m->count - m->n);
+}
+
+static void print_failed_checks(FILE *out, const struct vaudit *a, const struct vaudit *skip)
+{
+    for (int i = 0; i < a->count; i++) {
+        const struct vcheck *k = &a->checks[i];
+        const struct vcheck *mine = skip != NULL ? audit_find(skip, k->name) : NULL;
+
+        if (!k->ok && (mine == NULL || mine->ok))
+            fprintf(out, "    - %s: %s\n", k->name, k->detail);
+    }
+}
+
+/* The run's audit checks, among the damage rows. */
+static void print_audit(const struct verdict *v, FILE *out)
+{
+    if (v->audit.read) {
+        fprintf(out, "  %-42s %10d   of %d checks%s\n", "audit checks failed", v->audit.failed,
+                v->audit.count, v->audit.scoped ? " (this run's sessions)" : " (whole database)");
+        print_failed_checks(out, &v->audit, NULL);
+    } else if (v->audit_skipped) {
+        fprintf(out, "  %-42s %10s   (--no-audit)\n", "audit", "skipped");
+    } else {
+        fprintf(out, "  %-42s %10s   (answered %ld)\n", "audit", "not read", v->audit.status);
+    }
+}
+
+/* Damage earlier runs left: not this run's, and not in its verdict. */
+static void print_earlier(const struct verdict *v, FILE *out)
+{
+    if (v->earlier_failed == 0)
+        return;
+    fprintf(out,
+            "\naudit red from earlier runs: run `make reset` (%d of %d checks fail over the "
+            "whole database, not over this run's sessions; not this run's damage)\n",
+            v->earlier_failed, v->whole.count);
+    print_failed_checks(out, &v->whole, &v->audit);
 }
 
 static void print_table(const struct verdict *v, const struct load_stats *st,
@@ -971,7 +1108,8 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
                     verdict_fault_during_load(f) ? "" : " (not during the load: it hit nothing)");
     }
 
-    fprintf(out, "\n%-44s %10s   %s\n", "damage", "found", "audit (whole database)");
+    fprintf(out, "\n%-44s %10s   %s\n", "damage", "found",
+            v->audit.scoped ? "audit (this run's sessions)" : "audit (whole database)");
     for (int i = 0; i < DAMAGE_COUNT; i++) {
         const struct damage_row *d = &damage_rows[i];
         char label[64];
@@ -987,17 +1125,7 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
                 : d->check_a != NULL                 ? audit_word(v, d->check_a, d->check_b)
                                                      : "-");
     }
-    if (v->audit_read) {
-        fprintf(out, "  %-42s %10d   of %d checks\n", "audit checks failed", v->audit_failed,
-                v->check_count);
-        for (int i = 0; i < v->check_count; i++)
-            if (!v->checks[i].ok)
-                fprintf(out, "    - %s: %s\n", v->checks[i].name, v->checks[i].detail);
-    } else if (v->audit_skipped) {
-        fprintf(out, "  %-42s %10s   (--no-audit)\n", "audit", "skipped");
-    } else {
-        fprintf(out, "  %-42s %10s   (answered %ld)\n", "audit", "not read", v->audit_status);
-    }
+    print_audit(v, out);
     print_messages(out, &v->damage_msgs);
     if (v->forbidden.count > 0) {
         fprintf(out, "%-44s %10lld   answers\n", "forbidden answers, first examples",
@@ -1013,6 +1141,7 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
         fprintf(out, "%-44s %10lld\n", "run errors", v->failures.count);
         print_messages(out, &v->failures);
     }
+    print_earlier(v, out);
     fprintf(out, "\nverdict: %s (exit %d)\n",
             exit_code == 2   ? "DAMAGE FOUND"
             : exit_code == 1 ? "NO DAMAGE SEEN, BUT THE RUN HAD ERRORS"
@@ -1059,6 +1188,33 @@ static json_t *json_series(const struct load_stats *st, const struct verdict_run
                      "truncated", st->ticks_truncated, "points", points);
 }
 
+static json_t *json_checks(const struct vaudit *a)
+{
+    json_t *checks = json_array();
+
+    for (int i = 0; i < a->count; i++)
+        json_array_append_new(checks, json_pack("{s:s,s:b,s:s}", "name", a->checks[i].name, "ok",
+                                                a->checks[i].ok, "detail", a->checks[i].detail));
+    return checks;
+}
+
+/* The run's audit (its checks are damage) and what earlier runs left:
+ * the whole database's audit when the run's was scoped. */
+static json_t *json_audit(const struct verdict *v, json_t *checks)
+{
+    json_t *whole = json_null();
+
+    if (v->audit.scoped && v->whole.read) {
+        json_decref(whole);
+        whole = json_pack("{s:b,s:i,s:o}", "ok", v->whole.ok, "earlier_runs_failed_checks",
+                          v->earlier_failed, "checks", json_checks(&v->whole));
+    }
+    return json_pack("{s:b,s:I,s:b,s:s,s:o,s:o}", "read", v->audit.read, "status",
+                     (json_int_t)v->audit.status, "ok", v->audit.ok, "scope",
+                     v->audit.scoped ? "run" : "database", "checks", checks, "whole_database",
+                     whole);
+}
+
 static int write_json(const struct verdict *v, const struct load_stats *st,
                       const struct verdict_run_info *info, const char *path)
 {
@@ -1069,7 +1225,7 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
     json_t *by_layer = json_object();
     json_t *by_kind = json_object();
     json_t *damage = json_object();
-    json_t *checks = json_array();
+    json_t *checks = json_checks(&v->audit);
     json_t *figures = json_object();
     uint64_t total = load_requests(st), transport = 0, server = 0, replays = 0, retries = 0;
     json_t *retried = json_object();
@@ -1126,11 +1282,8 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
     for (int i = 0; i < DAMAGE_COUNT; i++)
         json_object_set_new(damage, damage_rows[i].json,
                             json_integer(v->damage[damage_rows[i].kind]));
-    json_object_set_new(damage, "audit_failed_checks", json_integer(v->audit_failed));
+    json_object_set_new(damage, "audit_failed_checks", json_integer(v->audit.failed));
     json_object_set_new(damage, "total", json_integer(verdict_damage_total(v)));
-    for (int i = 0; i < v->check_count; i++)
-        json_array_append_new(checks, json_pack("{s:s,s:b,s:s}", "name", v->checks[i].name, "ok",
-                                                v->checks[i].ok, "detail", v->checks[i].detail));
 
     for (int i = 0; i < v->figure_count; i++)
         json_object_set_new(figures, v->figures[i].name,
@@ -1170,10 +1323,7 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
     json_object_set_new(root, "throughput_rps",
                         json_real(st->elapsed_s > 0 ? (double)total / st->elapsed_s : 0.0));
     json_object_set_new(root, "damage", damage);
-    json_object_set_new(root, "audit",
-                        json_pack("{s:b,s:I,s:b,s:o}", "read", v->audit_read, "status",
-                                  (json_int_t)v->audit_status, "ok", v->audit_ok, "checks",
-                                  checks));
+    json_object_set_new(root, "audit", json_audit(v, checks));
     json_object_set_new(root, "points",
                         json_pack("{s:I,s:b,s:f,s:I}", "users", (json_int_t)v->user_count,
                                   "caught_up", v->points_caught_up, "wait_s", v->points_wait_s,

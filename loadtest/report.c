@@ -714,6 +714,27 @@ static void md_cell(FILE *f, const char *s)
     }
 }
 
+/* A scenario's name, and the fault it ran with, when and for how long:
+ * the row of a fault run says which fault its figures are under. */
+static void scenario_cell(FILE *f, const struct scenario *sc)
+{
+    const char *cmd = jstr(sc->json, "fault.command");
+    struct sbuf b = {0};
+
+    if (cmd[0] == '\0') {
+        md_cell(f, sc->name);
+        return;
+    }
+    if (jnum(sc->json, "fault.started_s") < 0)
+        sb_add(&b, "%s, fault `%s` (never ran)", sc->name, cmd);
+    else
+        sb_add(&b, "%s, fault `%s` from %.2f s to %.2f s of %.2f s", sc->name, cmd,
+               jnum(sc->json, "fault.started_s"), jnum(sc->json, "fault.ended_s"),
+               jnum(sc->json, "fault.load_end_s"));
+    md_cell(f, sb_str(&b));
+    free(b.p);
+}
+
 static void write_run(FILE *f, const struct run *r, const struct run_sum *sum, const char *verdict)
 {
     struct sbuf attr = {0}, who = {0};
@@ -752,8 +773,9 @@ static void write_run(FILE *f, const struct run *r, const struct run_sum *sum, c
         replays_text(j, &rep);
         rejections_text(j, &rej);
         retried_text(j, &ret);
-        fprintf(f, "| %s | %lld | %lld | ", sc->name, jint(j, "requests.total"),
-                jint(j, "orders_created"));
+        fprintf(f, "| ");
+        scenario_cell(f, sc);
+        fprintf(f, " | %lld | %lld | ", jint(j, "requests.total"), jint(j, "orders_created"));
         md_cell(f, sb_str(&rep));
         fprintf(f, " | ");
         md_cell(f, sb_str(&rej));
@@ -830,7 +852,16 @@ static void write_run(FILE *f, const struct run *r, const struct run_sum *sum, c
                     jint(j, "observations.count"),
                     json_string_value(json_array_get(jget(j, "observations.first"), 0)));
     }
-    fprintf(f, "\nCommands:\n\n```\n");
+    fprintf(f, "\nCommands, to run again from the checkout against `make run` after `make reset`, "
+               "with ticketd restarted as `TICKETD_ENV=demo TICKETD_DEFENSES=");
+    if (strcmp(r->off, "none") == 0)
+        fprintf(f, "all");
+    for (const char *p = r->off; strcmp(r->off, "none") != 0 && *p != '\0'; p++)
+        fprintf(f, "%s%c", p == r->off || p[-1] == ',' ? "-" : "", *p);
+    fprintf(f,
+            " build/%s/ticketd serve --config config/ticketd.env` (the run's settings are at "
+            "the top of its logs/):\n\n```\n",
+            strstr(r->label, "slower") != NULL ? "faults" : "release");
     for (int i = 0; i < r->count; i++)
         fprintf(f, "%s\n", r->scen[i].command);
     fprintf(f, "```\n");
@@ -933,6 +964,7 @@ static int write_bars(const char *dir, const char *name, struct run_sum *sums, b
  * began; -1 when it has no figures) and the series' sampling interval. */
 static double run_start[RUNS_MAX];
 static double series_interval_s;
+static double timeline_t0; /* the first run's start, unix seconds */
 
 /* timeline.dat: one block per run (two blank lines apart), one line per
  * interval: seconds since the first run began, req/s, p50, p99. A blank
@@ -954,6 +986,7 @@ static int write_timeline(const char *dir)
             if (iv > 0 && series_interval_s == 0)
                 series_interval_s = iv;
         }
+    timeline_t0 = t0;
     fprintf(f, "# t_s\trps\tp50_ms\tp99_ms\trun\n");
     for (int i = 0; i < run_count; i++) {
         run_start[i] = -1;
@@ -982,22 +1015,6 @@ static int write_timeline(const char *dir)
         }
     }
     return fclose(f) == 0 ? 0 : -1;
-}
-
-/* A colour for run i of n, all different: hues around the circle, in two
- * lightnesses so that neighbours differ in both. */
-static void run_colour(int i, int n, char out[8])
-{
-    double h = (double)i / (n > 0 ? n : 1) * 6.0;
-    double v = i % 2 == 0 ? 0.80 : 0.55, sat = 0.85;
-    int sector = (int)h;
-    double frac = h - sector;
-    double p = v * (1 - sat), q = v * (1 - sat * frac), t = v * (1 - sat * (1 - frac));
-    double rgb[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
-    const double *c = rgb[sector % 6];
-
-    snprintf(out, 8, "#%02x%02x%02x", (unsigned)(c[0] * 255), (unsigned)(c[1] * 255),
-             (unsigned)(c[2] * 255));
 }
 
 /* The intervals of the time series, in words: "200 ms". */
@@ -1038,12 +1055,104 @@ static void gp_bars(FILE *f, const char *file, const size_t *cols, size_t n, con
     fprintf(f, "\n");
 }
 
+/* The fault of run i: the first of its scenarios that ran one. Its start
+ * and end on the timeline's clock (seconds since the first run began). */
+static const json_t *run_fault(int i, double *from, double *to)
+{
+    for (int k = 0; k < runs[i].count; k++) {
+        const json_t *j = runs[i].scen[k].json;
+        const char *cmd = jstr(j, "fault.command");
+
+        if (cmd[0] == '\0' || jnum(j, "fault.started_s") < 0)
+            continue;
+        *from = jnum(j, "started_unix") - timeline_t0 + jnum(j, "fault.started_s");
+        *to = jnum(j, "started_unix") - timeline_t0 + jnum(j, "fault.ended_s");
+        return json_object_get(j, "fault");
+    }
+    return NULL;
+}
+
+/* One panel per fault run: its throughput (or latency) from a little
+ * before the fault to a few seconds after it, the fault shaded and named.
+ * Runs without a fault are flat lines that say nothing over time, so they
+ * are not drawn; their figures are in the tables. */
+static void gp_fault_panels(FILE *f, const char *out, const char *what, int nfault, bool latency)
+{
+    fprintf(f,
+            "\nset terminal pngcairo size 1200,%d font \",10\" noenhanced\nset output \"%s\"\n"
+            "set multiplot layout %d,1 title \"%s\"\n",
+            nfault > 0 ? 60 + nfault * 260 : 300, out, nfault > 0 ? nfault : 1, what);
+    if (nfault == 0)
+        fprintf(f, "set label 99 \"no run had a fault\" at graph 0.5, graph 0.5 center\n"
+                   "plot 1 with lines lc rgb \"white\" notitle\nunset label 99\n");
+    for (int i = 0; i < run_count; i++) {
+        double from = 0, to = 0;
+        const json_t *fault = run_fault(i, &from, &to);
+        char title[512];
+
+        if (fault == NULL)
+            continue;
+        /* A long command (MariaDB's restart) is cut: the run's table has it whole. */
+        snprintf(title, sizeof(title), "run %d (%s): fault %.90s%s", runs[i].number, runs[i].label,
+                 jstr(fault, "command"), strlen(jstr(fault, "command")) > 90 ? "..." : "");
+        fprintf(f, "set title ");
+        gp_label(f, title);
+        fprintf(f,
+                "\nset object 1 rect from %.3f, graph 0 to %.3f, graph 1 fc rgb \"#d55e00\" "
+                "fs transparent solid 0.18 noborder behind\n"
+                "set xrange [-2:%.1f]\n",
+                0.0, to - from > 0.05 ? to - from : 0.05, to - from + 6);
+        if (latency)
+            fprintf(f,
+                    "plot \"timeline.dat\" index %d using ($1-%.3f):4 with linespoints lt 1 "
+                    "title \"p99\", \"timeline.dat\" index %d using ($1-%.3f):3 with "
+                    "linespoints lt 3 title \"p50\"\n",
+                    i, from, i, from);
+        else
+            fprintf(f,
+                    "plot \"timeline.dat\" index %d using ($1-%.3f):2 with linespoints lt 1 "
+                    "title \"requests/s\"\n",
+                    i, from);
+        fprintf(f, "unset object 1\n");
+    }
+    fprintf(f, "unset multiplot\n");
+}
+
+static void write_fault_lines(FILE *f, const char *every)
+{
+    int nfault = 0;
+
+    for (int i = 0; i < run_count; i++) {
+        double from, to;
+
+        nfault += run_fault(i, &from, &to) != NULL;
+    }
+    fprintf(f, "\nset style data lines\nunset logscale y\nset xtics norotate offset 0,0 font "
+               "\",10\"\nset key inside right top\nset lmargin at screen 0.07\n"
+               "set rmargin at screen 0.97\n"
+               "set xlabel \"seconds from the fault's start (shaded: while the fault ran)\"\n");
+    fprintf(f, "set yrange [0:*]\nset ylabel \"requests/s\"\n");
+    {
+        char what[160];
+
+        snprintf(what, sizeof(what), "Throughput of the load requests around each fault, per %s",
+                 every);
+        gp_fault_panels(f, "throughput.png", what, nfault, false);
+        snprintf(what, sizeof(what), "Latency of the load requests around each fault, per %s",
+                 every);
+        fprintf(f, "set logscale y\nset yrange [*:*]\nset ylabel \"ms (log)\"\n");
+        gp_fault_panels(f, "latency.png", what, nfault, true);
+    }
+}
+
 static int write_gnuplot(const char *dir, const struct run_sum *sums)
 {
     FILE *f = open_out(dir, "charts.gp");
-    static const char *const colours[] = {"#1b9e77", "#d95f02", "#7570b3", "#e7298a",
-                                          "#66a61e", "#e6ab02", "#a6761d", "#666666",
-                                          "#1f78b4", "#33a02c", "#fb9a99", "#6a3d9a"};
+    /* One hue per layer or kind, told apart on a projector: Okabe-Ito's
+     * colour-blind safe set, then Tol's dark ones; no two of one family. */
+    static const char *const colours[] = {"#0072b2", "#e69f00", "#009e73", "#cc79a7",
+                                          "#56b4e9", "#d55e00", "#332288", "#999999",
+                                          "#000000", "#882255", "#ddcc77", "#117733"};
     const size_t ncol = sizeof(colours) / sizeof(colours[0]);
     char every[64];
     size_t cols[LAYER_COLS + DAMAGE_COLS];
@@ -1076,7 +1185,10 @@ static int write_gnuplot(const char *dir, const struct run_sum *sums)
             "\nset terminal pngcairo size 1200,%d font \",10\" noenhanced\n"
             "set output \"damage.png\"\n"
             "set multiplot layout %d,1 title \"Damage per run, each kind in its own unit "
-            "(log scale; no bar: none)\"\n",
+            "(log scale; no bar: none)\"\n"
+            /* The key outside each panel is as wide as its longest name:
+             * fixed margins keep the panels' plot areas one above the other. */
+            "set lmargin at screen 0.07\nset rmargin at screen 0.70\n",
             panels * 330, panels);
     for (size_t u = 0; u < DAMAGE_UNITS; u++) {
         size_t n = 0;
@@ -1094,7 +1206,7 @@ static int write_gnuplot(const char *dir, const struct run_sum *sums)
         snprintf(ylabel, sizeof(ylabel), "%s (log)", damage_units[u]);
         gp_bars(f, "damage.dat", cols, n, title, ylabel, total == 0);
     }
-    fprintf(f, "unset multiplot\n");
+    fprintf(f, "unset multiplot\nunset lmargin\nunset rmargin\n");
 
     /* Catches: answers (orders and callbacks) in one panel, event copies
      * (consumer-dedup) in another. */
@@ -1102,7 +1214,8 @@ static int write_gnuplot(const char *dir, const struct run_sum *sums)
             "\nset terminal pngcairo size 1200,990 font \",10\" noenhanced\n"
             "set output \"layers.png\"\n"
             "set multiplot layout 2,1 title \"Who caught the duplicates, every layer (log scale; "
-            "no bar: none)\"\n");
+            "no bar: none)\"\n"
+            "set lmargin at screen 0.07\nset rmargin at screen 0.70\n");
     {
         size_t n = 0;
         long long ev = 0;
@@ -1119,8 +1232,8 @@ static int write_gnuplot(const char *dir, const struct run_sum *sums)
         for (int i = 0; i < run_count; i++)
             ev += sums[i].caught[cd];
         gp_bars(f, "layers.dat", cols, n,
-                "Answers: order replays and refusals by Idempotency-Layer, payment callbacks "
-                "replayed (callback-dedup) or answered DUPLICATE_PAYMENT (state-machine)",
+                "Answers: orders by Idempotency-Layer; callbacks replayed (callback-dedup) "
+                "or DUPLICATE_PAYMENT (state-machine)",
                 "answers (log)", answers == 0);
         cols[0] = cd + 2;
         gp_bars(f, "layers.dat", cols, 1,
@@ -1128,53 +1241,9 @@ static int write_gnuplot(const char *dir, const struct run_sum *sums)
                 "consumer groups)",
                 "event copies (log)", ev == 0);
     }
-    fprintf(f, "unset multiplot\n");
+    fprintf(f, "unset multiplot\nunset lmargin\nunset rmargin\n");
 
-    /* Time lines: a colour of its own per run, and the run's number above
-     * where it starts, on the demo's own clock. */
-    fprintf(f, "\nset terminal pngcairo size 1200,640 font \",10\" noenhanced\n");
-    for (int i = 0; i < run_count; i++) {
-        char c[8];
-
-        run_colour(i, run_count, c);
-        fprintf(f, "set linetype %d lc rgb \"%s\" lw 2 pt 7 ps 0.6\n", 20 + i, c);
-        if (run_start[i] >= 0)
-            fprintf(f, "set label %d \"%d\" at %.3f, graph 1.02 center tc rgb \"%s\"\n", i + 1,
-                    runs[i].number, run_start[i], c);
-    }
-    fprintf(f, "\nset xtics norotate offset 0,0 font \",10\"\n"
-               "set key outside right top font \",9\"\n"
-               "set xlabel \"seconds since the first run started (the run's number above its "
-               "start)\"\nset xrange [0:*]\n");
-    fprintf(f,
-            "\nset output \"throughput.png\"\nunset logscale y\nset yrange [0:*]\n"
-            "set title \"Throughput of the load requests, per %s\\n\\n\"\n"
-            "set ylabel \"requests/s\"\nplot ",
-            every);
-    for (int i = 0; i < run_count; i++) {
-        char label[256];
-
-        snprintf(label, sizeof(label), "%d %s", runs[i].number, runs[i].label);
-        fprintf(f, "%s\"timeline.dat\" index %d using 1:2 with linespoints lt %d title ",
-                i > 0 ? ", \\\n     " : "", i, 20 + i);
-        gp_label(f, label);
-    }
-    fprintf(f,
-            "\n\nset output \"latency.png\"\nset logscale y\nset yrange [*:*]\n"
-            "set title \"Latency of the load requests per %s: p99 (line), p50 (dots)\\n\\n\"\n"
-            "set ylabel \"ms (log)\"\nplot ",
-            every);
-    for (int i = 0; i < run_count; i++) {
-        char label[256];
-
-        snprintf(label, sizeof(label), "%d %s", runs[i].number, runs[i].label);
-        fprintf(f, "%s\"timeline.dat\" index %d using 1:4 with linespoints lt %d title ",
-                i > 0 ? ", \\\n     " : "", i, 20 + i);
-        gp_label(f, label);
-        fprintf(f, ", \\\n     \"timeline.dat\" index %d using 1:3 with points lt %d notitle", i,
-                20 + i);
-    }
-    fprintf(f, "\n");
+    write_fault_lines(f, every);
     return fclose(f) == 0 ? 0 : -1;
 }
 

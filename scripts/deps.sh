@@ -37,6 +37,7 @@ PACKAGES=(
     libssl-dev
     curl
     jq
+    python3
     wrk
     gnuplot-nox
     clang-format

@@ -1,10 +1,13 @@
-/* faults.c - the fault points of the test build (faults.h). Empty unless
- * TICKETD_FAULTS is defined. */
+/* faults.c - the fault points of the test build (faults.h). Only
+ * faults_announce unless TICKETD_FAULTS is defined. */
 #include "faults.h"
+
+#include "log.h"
+
+#include <stdlib.h>
 
 #ifdef TICKETD_FAULTS
 
-#include "log.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -105,6 +108,11 @@ static bool take_hit(struct fault *f)
     return true;
 }
 
+void faults_announce(void)
+{
+    pthread_once(&once, load);
+}
+
 bool faults_hit(const char *name)
 {
     pthread_once(&once, load);
@@ -130,7 +138,14 @@ bool faults_hit(const char *name)
 
 #else
 
-/* ISO C wants at least one declaration in a translation unit. */
-typedef int faults_disabled;
+void faults_announce(void)
+{
+    const char *setting = getenv("TICKETD_FAULT");
+    if (setting != NULL && setting[0] != '\0')
+        log_warn("FAULT POINTS NOT COMPILED IN: TICKETD_FAULT=%s is ignored, this binary was "
+                 "built without TICKETD_FAULTS; use build/faults/ticketd (make "
+                 "build/faults/ticketd) or the ASan test build to inject faults",
+                 setting);
+}
 
 #endif

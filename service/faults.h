@@ -4,9 +4,10 @@
  * COMMIT, a COMMIT whose answer was lost, Redis stalling mid-request, a
  * downstream slower than the in-flight and lock TTLs.
  *
- * Compiled only when TICKETD_FAULTS is defined (the ASan test build). In
- * any other build FAULT_POINT(name) is the constant false: the name is
- * dropped and no fault code or string reaches the binary.
+ * Compiled only when TICKETD_FAULTS is defined (the ASan test build and
+ * build/faults/ticketd). In any other build FAULT_POINT(name) is the
+ * constant false: the name is dropped and no fault code or string reaches
+ * the binary.
  *
  * Armed by the environment, read once: a comma-separated list of
  *   TICKETD_FAULT=<name>[:crash|:fail[:N]|:delay:MS[:N]],...
@@ -40,6 +41,12 @@
 #define TICKETD_FAULTS_H
 
 #include <stdbool.h>
+
+/* Called once at start. The fault build reads TICKETD_FAULT now and logs
+ * each point it arms; any other build, given TICKETD_FAULT, logs that it
+ * has no fault points, so that a run meant to inject a fault is not
+ * mistaken for one that did. */
+void faults_announce(void);
 
 #ifdef TICKETD_FAULTS
 

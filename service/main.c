@@ -10,6 +10,7 @@
 #include "defenses.h"
 #include "err.h"
 #include "events.h"
+#include "faults.h"
 #include "http.h"
 #include "idem.h"
 #include "liveness.h"
@@ -176,6 +177,7 @@ static int boot(struct app *app, struct config *cfg)
     cache_set_defenses(app->defenses);
     store_set_defenses(app->defenses);
     config_log(cfg);
+    faults_announce();
     idem_new_instance(app->instance);
     app->respcache = respcache_new((size_t)cfg->respcache_entries);
     return ports_init(cfg);

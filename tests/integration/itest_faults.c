@@ -785,6 +785,37 @@ static void test_sigterm_under_keepalive_load(void **state)
     assert_int_equal(logged, committed + 1); /* + the session's 201 */
 }
 
+/* A build without the fault points (the release build), given
+ * TICKETD_FAULT, says at start that it has none, and injects nothing: an
+ * order armed to crash the process goes through. The fault build given the
+ * same setting says it armed the point. */
+static void test_release_build_says_it_has_no_fault_points(void **state)
+{
+    (void)state;
+    char fault_bin[512];
+    const char *env[] = {"TICKETD_FAULT=order.after_redis:crash", NULL};
+    snprintf(fault_bin, sizeof fault_bin, "%s", getenv("TICKETD_BIN") ? getenv("TICKETD_BIN") : "");
+    setenv("TICKETD_BIN", "build/release/ticketd", 1);
+    struct th_server *rel = th_serve(0, env);
+    if (fault_bin[0] != '\0')
+        setenv("TICKETD_BIN", fault_bin, 1);
+    else
+        unsetenv("TICKETD_BIN");
+    assert_true(th_log_contains(rel, "FAULT POINTS NOT COMPILED IN: "
+                                     "TICKETD_FAULT=order.after_redis:crash is ignored"));
+    int64_t session = th_session(rel, 5, 1000);
+    char token[96];
+    th_order_token(rel, 7001, token);
+    struct th_resp r = th_order(rel, 7001, "no-fault-points", token, session, 1);
+    assert_int_equal(r.status, 201);
+    th_resp_free(&r);
+    assert_int_equal(th_stock_of(session), 4);
+
+    struct th_server *faulty = th_serve(1, env);
+    assert_true(th_log_contains(faulty, "fault point order.after_redis armed (crash)"));
+    assert_false(th_log_contains(faulty, "FAULT POINTS NOT COMPILED IN"));
+}
+
 /* Each test runs between these fixtures. */
 #define T(f) cmocka_unit_test_setup_teardown(f, th_setup_fresh, th_teardown_stop)
 
@@ -806,6 +837,7 @@ int main(void)
         T(test_workers_share_the_database_connections),
         T(test_a_held_request_holds_up_no_other_connection),
         T(test_sigterm_under_keepalive_load),
+        T(test_release_build_says_it_has_no_fault_points),
     };
     return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
 }

@@ -228,6 +228,116 @@ static bool audit_check_fails(const json_t *j, const char *name)
     return false;
 }
 
+/* ---- the README's replay test, loadtest/examples/replay.py ---- */
+
+#define EXAMPLE "loadtest/examples/replay.py"
+
+/* Runs the example against srv[0] with args (NULL-terminated) and --json;
+ * returns its exit status, its JSON tally in *out (new reference). */
+static int example_run(json_t **out, ...)
+{
+    const char *logs = getenv("TICKETD_TEST_LOGS");
+    char json_path[512];
+    const char *argv[ARGS_MAX];
+    int argc = 0;
+    va_list ap;
+
+    snprintf(json_path, sizeof json_path, "%s/replay-example-%d.json",
+             logs != NULL && logs[0] != '\0' ? logs : "/tmp", (int)getpid());
+    const char *fixed[] = {"python3",      EXAMPLE,       "--url",  srv[0].url,
+                           "--jwt-secret", TH_JWT_SECRET, "--json", NULL};
+    for (int i = 0; fixed[i] != NULL; i++)
+        argv[argc++] = fixed[i];
+    va_start(ap, out);
+    for (const char *a = va_arg(ap, const char *); a != NULL && argc < ARGS_MAX - 1;
+         a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(json_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            close(fd);
+        }
+        execvp("python3", (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    for (int i = 0; waitpid(pid, &status, WNOHANG) != pid; i++) {
+        if (i >= LOAD_WAIT_S * 20) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            fail_msg("%s did not finish in %d s", EXAMPLE, LOAD_WAIT_S);
+        }
+        th_msleep(50);
+    }
+    assert_true(WIFEXITED(status));
+    json_error_t err;
+    *out = json_load_file(json_path, 0, &err);
+    if (*out == NULL)
+        fail_msg("%s exited %d and wrote no JSON (%s); see %s", EXAMPLE, WEXITSTATUS(status),
+                 err.text, json_path);
+    return WEXITSTATUS(status);
+}
+
+static long long answers_of(const json_t *j, const char *label)
+{
+    const json_t *n = json_object_get(json_object_get(j, "answers"), label);
+    return json_is_integer(n) ? (long long)json_integer_value(n) : 0;
+}
+
+/* The example's copies, released together, meet the in-flight key of the
+ * first: the first copy to pass Redis waits 400 ms before its transaction
+ * (a fault point of the test build), so that every other copy arrives
+ * while it is in flight however fast the machine is. One order comes out;
+ * the copies are told REQUEST_IN_PROGRESS by the inflight-key layer (or,
+ * when they are read after the first finished, replayed); nothing else. */
+static void test_readme_replay_example(void **state)
+{
+    json_t *j = NULL;
+    (void)state;
+    const char *env[] = {"TICKETD_FAULT=order.after_redis:delay:400:1", NULL};
+    th_start(&srv[0], th_port(0), env);
+    nsrv = 1;
+
+    int rc = example_run(&j, "--copies", "40", NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(json_array_size(json_object_get(j, "forbidden")), 0);
+    assert_int_equal(json_array_size(json_object_get(j, "orders")), 1);
+    assert_int_equal(answers_of(j, "201 @-"), 1);
+    assert_true(answers_of(j, "409 REQUEST_IN_PROGRESS @inflight-key") > 0);
+    assert_int_equal(answers_of(j, "201 @-") +
+                         answers_of(j, "409 REQUEST_IN_PROGRESS @inflight-key") +
+                         answers_of(j, "201 replayed @response-cache") +
+                         answers_of(j, "201 replayed @unique-index"),
+                     40);
+    assert_string_equal(json_string_value(json_object_get(j, "retry")),
+                        "201 replayed @response-cache");
+    assert_int_equal(num(j, "stock_left", NULL), 8);
+    const char *no = json_string_value(json_array_get(json_object_get(j, "orders"), 0));
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE order_no = '%s'", no), 1);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders"), 1);
+    json_decref(j);
+    assert_int_equal(th_stop(&srv[0]), 0);
+    nsrv = 0;
+
+    /* Its judge counts what it should: without the key layers, copies are
+     * refused as double clicks while their key has its order. */
+    const char *off[] = {"TICKETD_ENV=demo", "TICKETD_DEFENSES=-response-cache,-inflight-key",
+                         env[0], NULL};
+    th_start(&srv[0], th_port(0), off);
+    nsrv = 1;
+    rc = example_run(&j, "--copies", "40", NULL);
+    assert_int_equal(rc, 1);
+    assert_true(json_array_size(json_object_get(j, "forbidden")) > 0);
+    assert_true(answers_of(j, "409 DUPLICATE_SUBMISSION @session-lock") > 0);
+    json_decref(j);
+}
+
 /* ---- every defence on ---- */
 
 static void test_storms_do_no_damage(void **state)
@@ -301,6 +411,100 @@ static void test_without_stock_cas_the_sale_oversells(void **state)
     /* The database agrees: more seats in orders than the sales had. */
     assert_true(th_db_int("SELECT COALESCE(SUM(quantity), 0) FROM orders") > 15);
     json_decref(j);
+}
+
+/* GET /api/v1/admin/audit?sessions=... on srv[0]: the named check's
+ * result, or the answer's status when it is not 200 (problem checked). */
+static bool scoped_check_ok(const char *sessions, const char *name)
+{
+    char path[256];
+    const char *admin[] = {th_auth_header(1, true), NULL};
+    bool ok = false, found = false;
+    size_t i;
+    json_t *c;
+
+    snprintf(path, sizeof path, "/api/v1/admin/audit?sessions=%s", sessions);
+    struct th_resp r = th_call(&srv[0], "GET", path, admin, NULL);
+    assert_int_equal(r.status, 200);
+    json_t *j = th_json(&r);
+    assert_true(json_is_array(json_object_get(json_object_get(j, "scope"), "sessions")));
+    json_array_foreach(json_object_get(j, "checks"), i, c)
+    {
+        if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0) {
+            found = true;
+            ok = json_is_true(json_object_get(c, "ok"));
+        }
+    }
+    json_decref(j);
+    th_resp_free(&r);
+    if (!found)
+        fail_msg("the scoped audit has no check %s", name);
+    return ok;
+}
+
+static void expect_scope_refused(const char *query)
+{
+    char path[2048];
+    const char *admin[] = {th_auth_header(1, true), NULL};
+
+    snprintf(path, sizeof path, "/api/v1/admin/audit?sessions=%s", query);
+    struct th_resp r = th_call(&srv[0], "GET", path, admin, NULL);
+    th_expect_problem(&r, 400, "VALIDATION_FAILED");
+    th_resp_free(&r);
+}
+
+/* A run's verdict is its own: after a run that oversold (left in the
+ * database, no reset), the control run with the defence back on judges
+ * its own sessions, says NO DAMAGE, and names the whole database's red
+ * checks as left by earlier runs. */
+static void test_control_run_after_damage_judges_its_own_run(void **state)
+{
+    json_t *j = NULL;
+    char ids[1200] = "";
+    (void)state;
+    const char *off[] = {"TICKETD_ENV=demo", "TICKETD_DEFENSES=-stock-cas", NULL};
+    serve_two(off);
+    int rc = lab_run(&j, "flash-sale", "--users", "100", "--seats", "5", "--rounds", "3", NULL);
+    assert_int_equal(rc, 2);
+    assert_true(num(j, "damage", "oversold_seats") > 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "audit"), "scope")),
+                        "run");
+    json_decref(j);
+    int64_t damaged = th_db_int("SELECT MIN(id) FROM sessions");
+    for (int i = 0; i < nsrv; i++)
+        assert_int_equal(th_stop(&srv[i]), 0);
+    nsrv = 0;
+
+    serve_two(NULL);
+    rc = lab_run(&j, "flash-sale", "--users", "100", "--seats", "5", "--rounds", "3", NULL);
+    assert_int_equal(rc, 0);
+    assert_string_equal(json_string_value(json_object_get(j, "verdict")), "NO_DAMAGE");
+    assert_int_equal(num(j, "damage", "total"), 0);
+    assert_int_equal(num(j, "orders_created", NULL), 15);
+    json_t *audit = json_object_get(j, "audit");
+    assert_true(json_is_true(json_object_get(audit, "ok")));
+    json_t *whole = json_object_get(audit, "whole_database");
+    assert_true(json_is_false(json_object_get(whole, "ok")));
+    assert_true(num(audit, "whole_database", "earlier_runs_failed_checks") > 0);
+    json_decref(j);
+
+    /* The scope itself: the damaged session fails alone, a clean one
+     * passes alone; bad lists are refused. */
+    int64_t clean = th_db_int("SELECT MAX(id) FROM sessions");
+    snprintf(ids, sizeof ids, "%lld", (long long)damaged);
+    assert_false(scoped_check_ok(ids, "stock_conservation"));
+    snprintf(ids, sizeof ids, "%lld", (long long)clean);
+    assert_true(scoped_check_ok(ids, "stock_conservation"));
+    assert_true(scoped_check_ok(ids, "points_match_paid_orders"));
+    expect_scope_refused("abc");
+    expect_scope_refused("1,,2");
+    expect_scope_refused("0");
+    expect_scope_refused("-3");
+    expect_scope_refused("");
+    size_t used = 0;
+    for (int i = 1; i <= 257; i++)
+        used += (size_t)snprintf(ids + used, sizeof ids - used, "%s%d", i > 1 ? "," : "", i);
+    expect_scope_refused(ids);
 }
 
 static void test_without_callback_dedup_a_retry_refunds_the_payment(void **state)
@@ -678,6 +882,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_payments_and_redelivered_events_do_no_damage, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_without_stock_cas_the_sale_oversells, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_control_run_after_damage_judges_its_own_run, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_readme_replay_example, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_callback_dedup_a_retry_refunds_the_payment,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_redis_flushed_mid_storm_does_no_damage, setup,
