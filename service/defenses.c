@@ -36,6 +36,9 @@ static const struct {
     {DEFENSE_FORGET_FAILURES, "forget-failures",
      "failures are remembered under their Idempotency-Key: a retry after the cause is gone is "
      "refused forever"},
+    {DEFENSE_BUSINESS_KEY_AFTER_EXPIRY, "business-key-after-expiry",
+     "the points consumer has no ledger behind its dedup rows: an event redelivered after its "
+     "row's partition was dropped, or on another day, is credited again"},
 };
 
 #define N_NAMES (sizeof names / sizeof names[0])

@@ -26,15 +26,16 @@ enum defense {
     DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY = 1u << 11, /* dedup by stream entry id */
     DEFENSE_STATE_CAS = 1u << 12,                   /* read the status, write without predicate */
     DEFENSE_FORGET_FAILURES = 1u << 13,             /* failures remembered like successes */
+    DEFENSE_BUSINESS_KEY_AFTER_EXPIRY = 1u << 14,   /* no points ledger behind the dedup row */
 };
 
-#define DEFENSES_ALL 0x3fffu
+#define DEFENSES_ALL 0x7fffu
 
 /* Parses "all", "none", or a comma list of names (response-cache,
  * inflight-key, session-lock, token, stock-cas, unique-index,
  * callback-dedup, consumer-dedup, token-atomic, lock-owner-check,
  * consumer-dedup-same-tx, consumer-dedup-business-key, state-cas,
- * forget-failures), each optionally prefixed with '-' to
+ * forget-failures, business-key-after-expiry), each optionally prefixed with '-' to
  * switch it off. A list that starts with '-' starts from all on.
  * Returns TD_OK or TD_EINVAL with a reason in err. */
 int defenses_parse(const char *spec, unsigned *out, char *err, size_t cap);

@@ -98,6 +98,32 @@ static const struct metric_def defs[M_COUNT] = {
                              "HTTP requests being served now."},
     [M_HTTP_HEAD_TIMEOUTS] = {"ticketd_http_head_timeouts_total", "", "counter",
                               "Connections closed for not sending a whole request head in time."},
+    [M_PARTITIONS_DROPPED_OUTBOX] = {"ticketd_partitions_dropped_total", "table=\"outbox\"",
+                                     "counter",
+                                     "Day partitions this process dropped past their retention."},
+    [M_PARTITIONS_DROPPED_CONSUME] = {"ticketd_partitions_dropped_total",
+                                      "table=\"consume_records\"", NULL, NULL},
+    [M_PARTITIONS_DROPPED_DEAD_LETTERS] = {"ticketd_partitions_dropped_total",
+                                           "table=\"dead_letters\"", NULL, NULL},
+    [M_PARTITIONS_DROPPED_IDEM] = {"ticketd_partitions_dropped_total",
+                                   "table=\"idempotency_records\"", NULL, NULL},
+    [M_RETAINED_ROWS_OUTBOX] = {"ticketd_retained_rows", "table=\"outbox\"", "gauge",
+                                "Rows of a retained table (InnoDB's estimate), at the retention "
+                                "job's last round."},
+    [M_RETAINED_ROWS_CONSUME] = {"ticketd_retained_rows", "table=\"consume_records\"", NULL, NULL},
+    [M_RETAINED_ROWS_DEAD_LETTERS] = {"ticketd_retained_rows", "table=\"dead_letters\"", NULL,
+                                      NULL},
+    [M_RETAINED_ROWS_IDEM] = {"ticketd_retained_rows", "table=\"idempotency_records\"", NULL, NULL},
+    [M_RETAINED_OLDEST_OUTBOX] = {"ticketd_retained_oldest_age_seconds", "table=\"outbox\"",
+                                  "gauge",
+                                  "Age of a retained table's oldest row (-1: none), at the "
+                                  "retention job's last round."},
+    [M_RETAINED_OLDEST_CONSUME] = {"ticketd_retained_oldest_age_seconds",
+                                   "table=\"consume_records\"", NULL, NULL},
+    [M_RETAINED_OLDEST_DEAD_LETTERS] = {"ticketd_retained_oldest_age_seconds",
+                                        "table=\"dead_letters\"", NULL, NULL},
+    [M_RETAINED_OLDEST_IDEM] = {"ticketd_retained_oldest_age_seconds",
+                                "table=\"idempotency_records\"", NULL, NULL},
 };
 
 static _Atomic int64_t values[M_COUNT];

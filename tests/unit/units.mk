@@ -24,6 +24,7 @@ unit_orders_SRCS := service/orders.c service/problem.c service/ordertoken.c serv
 	service/router.c service/log.c service/util.c service/defenses.c \
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
 unit_util_SRCS := service/util.c
+unit_retention_SRCS := service/retention.c service/util.c
 unit_breaker_SRCS := service/breaker.c service/log.c
 unit_stopper_SRCS := service/stopper.c
 unit_ordertoken_SRCS := service/ordertoken.c service/util.c
