@@ -94,6 +94,12 @@ static const struct setting settings[] = {
     {"TICKETD_RETAIN_IDEMPOTENCY_RECORDS_H", T_INT, OFF(retain_idempotency_records_h), 1, 87600,
      "168", false, NULL},
     {"TICKETD_RETENTION_TODAY", T_STR, OFF(retention_today), 0, 0, "", false, NULL},
+
+    {"TICKETD_BLOOM_EXPECTED_KEYS", T_INT, OFF(bloom_expected_keys), 1000, 400000000, "1000000",
+     false, NULL},
+    {"TICKETD_BLOOM_FALSE_POSITIVES_PER_MILLION", T_INT, OFF(bloom_fp_per_million), 1, 500000,
+     "10000", false, NULL},
+    {"TICKETD_BLOOM_CHECK_MS", T_INT, OFF(bloom_check_ms), 100, 3600000, "5000", false, NULL},
 };
 
 #define N_SETTINGS (sizeof settings / sizeof settings[0])

@@ -39,6 +39,12 @@ static const struct {
     {DEFENSE_BUSINESS_KEY_AFTER_EXPIRY, "business-key-after-expiry",
      "the points consumer has no ledger behind its dedup rows: an event redelivered after its "
      "row's partition was dropped, or on another day, is credited again"},
+    {DEFENSE_BLOOM, "bloom",
+     "no order-key filter: every refusal Redis decides costs a database look-up (nothing gets "
+     "through; it is slower)"},
+    {DEFENSE_BLOOM_LIVENESS, "bloom-liveness",
+     "the order-key filter's 'no' is trusted after Redis lost its records: a retry whose order "
+     "exists is refused"},
 };
 
 #define N_NAMES (sizeof names / sizeof names[0])

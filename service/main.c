@@ -17,6 +17,7 @@
 #include "respcache.h"
 #include "store.h"
 #include "store_naive.h"
+#include "bloom_job.h"
 #include "retention.h"
 #include "retention_job.h"
 #include "sweep.h"
@@ -191,6 +192,9 @@ static int boot(struct app *app, struct config *cfg)
     config_log(cfg);
     idem_new_instance(app->instance);
     app->respcache = respcache_new((size_t)cfg->respcache_entries);
+    app->bloom = bloom_size(cfg->bloom_expected_keys, cfg->bloom_fp_per_million);
+    snprintf(app->bloom_shape, sizeof app->bloom_shape, "%llu:%d", (unsigned long long)app->bloom.m,
+             app->bloom.k);
     return ports_init(cfg);
 }
 
@@ -200,6 +204,7 @@ struct running {
     struct events *ev;
     struct sweep *sw;
     struct retention_job *ret;
+    struct bloom_job *bloom;
     struct liveness *live;
 };
 
@@ -210,7 +215,8 @@ static bool start_parts(struct app *app, const struct config *cfg, bool http, st
 {
     if (!http || cfg->workers) {
         if ((r->ev = events_start(app)) == NULL || (r->sw = sweep_start(app)) == NULL ||
-            (r->ret = retention_job_start(app)) == NULL)
+            (r->ret = retention_job_start(app)) == NULL ||
+            (r->bloom = bloom_job_start(app)) == NULL)
             return false;
     }
     if (http) {
@@ -224,6 +230,7 @@ static bool start_parts(struct app *app, const struct config *cfg, bool http, st
  * flight finish first; NULL parts are skipped. */
 static void stop_parts(struct running *r)
 {
+    bloom_job_stop(r->bloom);
     retention_job_stop(r->ret);
     sweep_stop(r->sw);
     events_stop(r->ev);

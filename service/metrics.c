@@ -124,6 +124,19 @@ static const struct metric_def defs[M_COUNT] = {
                                         "table=\"dead_letters\"", NULL, NULL},
     [M_RETAINED_OLDEST_IDEM] = {"ticketd_retained_oldest_age_seconds",
                                 "table=\"idempotency_records\"", NULL, NULL},
+    [M_REFUSAL_DB_LOOKUPS] = {"ticketd_refusal_db_lookups_total", "", "counter",
+                              "Refusals Redis decided that the database was asked about (does "
+                              "the key have an order?)."},
+    [M_BLOOM_SAVED] = {"ticketd_bloom_checks_total", "answer=\"saved\"", "counter",
+                       "Order-key filter answers on the refusal path: saved (a trusted "
+                       "'certainly not', no query), maybe, untrusted (not complete)."},
+    [M_BLOOM_MAYBE] = {"ticketd_bloom_checks_total", "answer=\"maybe\"", NULL, NULL},
+    [M_BLOOM_UNTRUSTED] = {"ticketd_bloom_checks_total", "answer=\"untrusted\"", NULL, NULL},
+    [M_BLOOM_BUILDS] = {"ticketd_bloom_builds_total", "", "counter",
+                        "Order-key filters this process built from the orders table."},
+    [M_REDIS_LOST_RECORDS] = {"ticketd_redis_lost_records_total", "", "counter",
+                              "Beats that found this instance's liveness key gone within its "
+                              "TTL: Redis lost records."},
 };
 
 static _Atomic int64_t values[M_COUNT];

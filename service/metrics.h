@@ -63,6 +63,13 @@ enum metric {
     M_RETAINED_OLDEST_CONSUME,
     M_RETAINED_OLDEST_DEAD_LETTERS,
     M_RETAINED_OLDEST_IDEM,
+    /* The order-key filter in front of the refusals' database look-up. */
+    M_REFUSAL_DB_LOOKUPS,
+    M_BLOOM_SAVED,
+    M_BLOOM_MAYBE,
+    M_BLOOM_UNTRUSTED,
+    M_BLOOM_BUILDS,
+    M_REDIS_LOST_RECORDS,
     M_COUNT
 };
 
