@@ -504,8 +504,13 @@ static bool may_have_order(struct app *app, const struct order_request *rq)
     return false;
 }
 
-/* The key has an order: the filter must know it. When it cannot be told,
- * it stops being trusted (app->bloom_missed). */
+/* The key has, or may have in a moment, an order: the filter must know
+ * it. Told before the order's transaction, not after its COMMIT: a copy
+ * refused between the COMMIT and a later add would be believed ("no
+ * order") though the order exists, and a process dying there would leave
+ * the key out for good. A transaction that then fails leaves a false
+ * positive, which costs one query. When the filter cannot be told, it
+ * stops being trusted (app->bloom_missed). */
 static void bloom_note(struct app *app, const struct order_request *rq)
 {
     uint64_t pos[BLOOM_MAX_K];
@@ -548,14 +553,16 @@ void orders_create(struct app *app, const struct order_request *rq, order_render
     if (!cl.redis_ok)
         metrics_inc(M_REDIS_DEGRADED);
     (void)FAULT_POINT("order.after_redis"); /* delay: a downstream slower than the TTLs */
+    bloom_note(app, rq);
     write_order(app, rq, render, res);
     from_db = res->outcome == ORDER_CREATED || res->outcome == ORDER_REPLAYED;
     if (res->outcome == ORDER_CREATED)
         (void)FAULT_POINT("order.after_commit"); /* crash: committed, nothing stored or sent */
 
 out:
+    if (from_db && res->outcome != ORDER_CREATED)
+        bloom_note(app, rq); /* found in the database: maybe older than the filter */
     if (from_db) {
-        bloom_note(app, rq);
         /* Remember the completed response for the key's retries (a replay
          * from a cache layer is remembered already). Tried even after a
          * Redis failure: the breaker refuses it at no cost while Redis is
