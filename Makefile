@@ -27,7 +27,7 @@ CC ?= cc
 
 PKGS := libmicrohttpd hiredis libmariadb jansson libjwt libcrypto
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wvla -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
 BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) -Iservice $(PKG_CFLAGS)

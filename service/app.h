@@ -4,6 +4,7 @@
 #ifndef TICKETD_APP_H
 #define TICKETD_APP_H
 
+#include "bloom.h"
 #include "config.h"
 #include "idem.h"
 
@@ -18,6 +19,12 @@ struct app {
     unsigned defenses;        /* DEFENSE_* bits switched on (defenses.h) */
     struct respcache *respcache;
     char instance[IDEM_INSTANCE_LEN + 1]; /* this process's random id */
+    struct bloom_shape bloom;             /* the order-key filter's, from the settings */
+    char bloom_shape[48];                 /* "m:k", as the filter's state names it */
+    /* An order was recorded that the filter could not be told of (Redis
+     * failed): the filter must not be trusted, here at once and, once
+     * Redis answers again, everywhere (bloom_job.h). */
+    _Atomic bool bloom_missed;
 };
 
 #endif

@@ -105,11 +105,39 @@ int cache_order_take_over(int64_t user_id, const char *key, const char *stale, c
                           const char *owner, int lock_ttl_ms);
 
 /* Liveness of ticketd processes: ticketd:instance:<id> exists while the
- * process beats (SET PX ttl_ms, renewed well before it expires). */
-int cache_instance_beat(const char *instance, int ttl_ms);
+ * process beats (SET PX ttl_ms GET, renewed well before it expires).
+ * *had_key: the key was still there (false for a first beat, and after
+ * Redis lost its records). */
+int cache_instance_beat(const char *instance, int ttl_ms, bool *had_key);
 /* TD_OK when instance beats, TD_ENOTFOUND when its key is gone. */
 int cache_instance_alive(const char *instance);
 /* A process that stops cleanly says so at once. */
 int cache_instance_gone(const char *instance);
+
+/* The Bloom filter of the keys that have orders (bloom.h, orders.c): its
+ * bits ticketd:bloom:{orders}, and its state ticketd:bloom:{orders}:state,
+ * "<shape>:<born ms>:<0 building | 1 complete>", where shape is "m:k". A
+ * filter is trusted by a process only when its state is complete and of
+ * the process's own shape: a flushed or restarted Redis has no state, so
+ * an empty filter is never taken at its word. */
+
+/* Reads the k bits of one key (one script): *maybe when all are set,
+ * *trusted when the state is complete and of shape. */
+int cache_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe);
+/* Sets n bits (the positions of one key or of a page of keys). */
+int cache_bloom_add(const uint64_t *pos, int n);
+/* Starts a build when there is no state at all: empties the bits and sets
+ * the state to building (with a TTL of ttl_ms, so a builder that dies
+ * leaves no filter stuck half built). TD_OK: ours to build; TD_EDUP: a
+ * filter exists or is being built. */
+int cache_bloom_build_begin(const char *building, int ttl_ms);
+/* Renews a build's TTL while the state is still building; TD_ECONFLICT
+ * when it is gone (flushed, or untrusted meanwhile): the build is void. */
+int cache_bloom_build_progress(const char *building, int ttl_ms);
+/* building -> complete (no TTL), only if still building; TD_ECONFLICT
+ * otherwise. */
+int cache_bloom_build_complete(const char *building, const char *complete);
+/* Deletes the state: the filter is not trusted until it is built again. */
+int cache_bloom_untrust(void);
 
 #endif

@@ -1,6 +1,7 @@
 /* cache_redis.c - the cache port on Redis with hiredis. The only file
  * (with events' stream code) that includes <hiredis.h>. */
 #include "cache.h"
+#include "bloom.h"
 
 #include "defenses.h"
 #include "err.h"
@@ -120,6 +121,39 @@ static const char release_naive_lua[] =
     "if ARGV[2] ~= '' then redis.call('DEL', KEYS[2]) end\n"
     "return 1\n";
 
+/* The Bloom filter (cache.h). KEYS: bits, state. ARGV[1]: "m:k:", then
+ * the positions. Returns {trusted, maybe}. */
+static const char bloom_check_lua[] =
+    "local st = redis.call('GET', KEYS[2])\n"
+    "local t = 0\n"
+    "if st and string.sub(st, 1, #ARGV[1]) == ARGV[1] and string.sub(st, -2) == ':1' then t = 1 "
+    "end\n"
+    "for i = 2, #ARGV do\n"
+    "  if redis.call('GETBIT', KEYS[1], ARGV[i]) == 0 then return {t, 0} end\n"
+    "end\n"
+    "return {t, 1}\n";
+
+static const char bloom_add_lua[] = "for i = 1, #ARGV do redis.call('SETBIT', KEYS[1], ARGV[i], 1) "
+                                    "end\n"
+                                    "return 1\n";
+
+/* KEYS: bits, state. ARGV: building state, ttl ms. */
+static const char bloom_begin_lua[] = "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
+                                      "redis.call('DEL', KEYS[1])\n"
+                                      "redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])\n"
+                                      "return 1\n";
+
+/* KEYS: state. ARGV: building state, ttl ms, complete state ('': renew). */
+static const char bloom_progress_lua[] =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "if ARGV[3] == '' then redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "else redis.call('SET', KEYS[1], ARGV[3]) end\n"
+    "return 1\n";
+
+static struct redis_script bloom_check = {bloom_check_lua, ""};
+static struct redis_script bloom_add = {bloom_add_lua, ""};
+static struct redis_script bloom_begin = {bloom_begin_lua, ""};
+static struct redis_script bloom_progress = {bloom_progress_lua, ""};
 static struct redis_script begin = {begin_lua, ""};
 static struct redis_script take_over = {take_over_lua, ""};
 static struct redis_script token_take = {token_take_lua, ""};
@@ -141,6 +175,10 @@ int cache_init(const struct config *cfg)
     int rc = redis_init(cfg);
     if (rc != TD_OK)
         return rc;
+    redis_script_prepare(&bloom_check);
+    redis_script_prepare(&bloom_add);
+    redis_script_prepare(&bloom_begin);
+    redis_script_prepare(&bloom_progress);
     redis_script_prepare(&begin);
     redis_script_prepare(&take_over);
     redis_script_prepare(&token_take);
@@ -407,14 +445,17 @@ static void instance_key(char *out, size_t cap, const char *instance)
     snprintf(out, cap, "ticketd:instance:%s", instance);
 }
 
-int cache_instance_beat(const char *instance, int ttl_ms)
+int cache_instance_beat(const char *instance, int ttl_ms, bool *had_key)
 {
     char k[64], ttl[24];
     redisReply *r = NULL;
+    *had_key = false;
     instance_key(k, sizeof k, instance);
     snprintf(ttl, sizeof ttl, "%d", ttl_ms);
-    const char *argv[] = {"SET", k, "1", "PX", ttl};
-    int rc = redis_command(5, argv, NULL, &r);
+    const char *argv[] = {"SET", k, "1", "PX", ttl, "GET"};
+    int rc = redis_command(6, argv, NULL, &r);
+    if (rc == TD_OK)
+        *had_key = r->type == REDIS_REPLY_STRING;
     freeReplyObject(r);
     return rc;
 }
@@ -442,6 +483,108 @@ int cache_instance_gone(const char *instance)
 {
     redisReply *r = NULL;
     int rc = instance_command("DEL", instance, &r);
+    freeReplyObject(r);
+    return rc;
+}
+
+#define BLOOM_BITS  "ticketd:bloom:{orders}"
+#define BLOOM_STATE "ticketd:bloom:{orders}:state"
+
+/* Positions as decimal strings, in one allocation: args[i] points into it. */
+static char *positions_text(const uint64_t *pos, int n, const char **args)
+{
+    char *buf = xmalloc((size_t)n * 21);
+    for (int i = 0; i < n; i++) {
+        snprintf(buf + (size_t)i * 21, 21, "%llu", (unsigned long long)pos[i]);
+        args[i] = buf + (size_t)i * 21;
+    }
+    return buf;
+}
+
+int cache_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe)
+{
+    const char *keys[] = {BLOOM_BITS, BLOOM_STATE};
+    const char *args[1 + BLOOM_MAX_K];
+    char prefix[64];
+    redisReply *r = NULL;
+    *trusted = false;
+    *maybe = true;
+    if (k < 1 || k > BLOOM_MAX_K)
+        return TD_EINVAL;
+    snprintf(prefix, sizeof prefix, "%s:", shape);
+    args[0] = prefix;
+    char *text = positions_text(pos, k, args + 1);
+    int rc = redis_eval(&bloom_check, 2, keys, 1 + k, args, &r);
+    if (rc == TD_OK) {
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+            r->element[0]->type == REDIS_REPLY_INTEGER &&
+            r->element[1]->type == REDIS_REPLY_INTEGER) {
+            *trusted = r->element[0]->integer == 1;
+            *maybe = r->element[1]->integer == 1;
+        } else {
+            rc = TD_EINTERNAL;
+        }
+    }
+    freeReplyObject(r);
+    free(text);
+    return rc;
+}
+
+int cache_bloom_add(const uint64_t *pos, int n)
+{
+    const char *keys[] = {BLOOM_BITS};
+    const char **args = xcalloc((size_t)n, sizeof *args);
+    char *text = positions_text(pos, n, args);
+    redisReply *r = NULL;
+    int rc = redis_eval(&bloom_add, 1, keys, n, args, &r);
+    freeReplyObject(r);
+    free(text);
+    free(args);
+    return rc;
+}
+
+/* A script answering 1 (done) or 0 (refused: rc_refused). */
+static int one_or(struct redis_script *s, int nkeys, const char **keys, int nargs,
+                  const char **args, int rc_refused)
+{
+    redisReply *r = NULL;
+    int rc = redis_eval(s, nkeys, keys, nargs, args, &r);
+    if (rc == TD_OK)
+        rc = r->type != REDIS_REPLY_INTEGER ? TD_EINTERNAL : r->integer == 1 ? TD_OK : rc_refused;
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_bloom_build_begin(const char *building, int ttl_ms)
+{
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%d", ttl_ms);
+    const char *keys[] = {BLOOM_BITS, BLOOM_STATE};
+    const char *args[] = {building, ttl};
+    return one_or(&bloom_begin, 2, keys, 2, args, TD_EDUP);
+}
+
+int cache_bloom_build_progress(const char *building, int ttl_ms)
+{
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%d", ttl_ms);
+    const char *keys[] = {BLOOM_STATE};
+    const char *args[] = {building, ttl, ""};
+    return one_or(&bloom_progress, 1, keys, 3, args, TD_ECONFLICT);
+}
+
+int cache_bloom_build_complete(const char *building, const char *done)
+{
+    const char *keys[] = {BLOOM_STATE};
+    const char *args[] = {building, "0", done};
+    return one_or(&bloom_progress, 1, keys, 3, args, TD_ECONFLICT);
+}
+
+int cache_bloom_untrust(void)
+{
+    redisReply *r = NULL;
+    const char *argv[] = {"DEL", BLOOM_STATE};
+    int rc = redis_command(2, argv, NULL, &r);
     freeReplyObject(r);
     return rc;
 }

@@ -83,6 +83,24 @@ static const struct setting settings[] = {
     {"TICKETD_CONSUMER_BLOCK_MS", T_INT, OFF(consumer_block_ms), 1, 60000, "200", false, NULL},
     {"TICKETD_CLAIM_IDLE_MS", T_INT, OFF(claim_idle_ms), 10, 3600000, "5000", false, NULL},
     {"TICKETD_MAX_DELIVERIES", T_INT, OFF(max_deliveries), 1, 1000, "5", false, NULL},
+
+    {"TICKETD_RETENTION_INTERVAL_MS", T_INT, OFF(retention_interval_ms), 100, 86400000, "300000",
+     false, NULL},
+    {"TICKETD_RETENTION_AHEAD_DAYS", T_INT, OFF(retention_ahead_days), 1, 60, "3", false, NULL},
+    {"TICKETD_RETAIN_OUTBOX_H", T_INT, OFF(retain_outbox_h), 1, 87600, "168", false, NULL},
+    {"TICKETD_RETAIN_CONSUME_RECORDS_H", T_INT, OFF(retain_consume_records_h), 1, 87600, "168",
+     false, NULL},
+    {"TICKETD_RETAIN_DEAD_LETTERS_H", T_INT, OFF(retain_dead_letters_h), 1, 87600, "168", false,
+     NULL},
+    {"TICKETD_RETAIN_IDEMPOTENCY_RECORDS_H", T_INT, OFF(retain_idempotency_records_h), 1, 87600,
+     "168", false, NULL},
+    {"TICKETD_RETENTION_TODAY", T_STR, OFF(retention_today), 0, 0, "", false, NULL},
+
+    {"TICKETD_BLOOM_EXPECTED_KEYS", T_INT, OFF(bloom_expected_keys), 1000, 400000000, "1000000",
+     false, NULL},
+    {"TICKETD_BLOOM_FALSE_POSITIVES_PER_MILLION", T_INT, OFF(bloom_fp_per_million), 1, 500000,
+     "10000", false, NULL},
+    {"TICKETD_BLOOM_CHECK_MS", T_INT, OFF(bloom_check_ms), 100, 3600000, "5000", false, NULL},
 };
 
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
@@ -410,6 +428,36 @@ out:
     return rc;
 }
 
+/* A consumer's dedup row must outlive every redelivery of its event: the
+ * stream hands a pending entry over after TICKETD_CLAIM_IDLE_MS, up to
+ * TICKETD_MAX_DELIVERIES times. And "today" may be moved only where the
+ * data is a test's or a demo's: the job drops what it thinks is old. */
+static int validate_retention(const struct config *cfg, char *err, size_t cap)
+{
+    int64_t redelivery_ms = (int64_t)cfg->claim_idle_ms * cfg->max_deliveries;
+    int64_t day;
+    if ((int64_t)cfg->retain_consume_records_h * 3600000 < redelivery_ms) {
+        snprintf(err, cap,
+                 "TICKETD_RETAIN_CONSUME_RECORDS_H=%d: shorter than the stream's redelivery window "
+                 "(TICKETD_CLAIM_IDLE_MS x TICKETD_MAX_DELIVERIES = %lld ms)",
+                 cfg->retain_consume_records_h, (long long)redelivery_ms);
+        return TD_EINVAL;
+    }
+    if (cfg->retention_today[0] == '\0')
+        return TD_OK;
+    if (!parse_day(cfg->retention_today, &day)) {
+        snprintf(err, cap, "TICKETD_RETENTION_TODAY=%s: expected a date, YYYY-MM-DD",
+                 cfg->retention_today);
+        return TD_EINVAL;
+    }
+    if (strcmp(cfg->env, "test") != 0 && strcmp(cfg->env, "demo") != 0) {
+        snprintf(err, cap, "TICKETD_RETENTION_TODAY is for tests and demos only (TICKETD_ENV=%s)",
+                 cfg->env);
+        return TD_EINVAL;
+    }
+    return TD_OK;
+}
+
 int config_validate(const struct config *cfg, char *err, size_t cap)
 {
     enum log_level lvl;
@@ -443,6 +491,8 @@ int config_validate(const struct config *cfg, char *err, size_t cap)
                  cfg->redis_master);
         return TD_EINVAL;
     }
+    if (validate_retention(cfg, err, cap) != TD_OK)
+        return TD_EINVAL;
     if (cfg->jwt_secret[0] == '\0') {
         snprintf(err, cap, "TICKETD_JWT_SECRET is not set (see config/ticketd.env)");
         return TD_EINVAL;

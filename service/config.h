@@ -67,6 +67,20 @@ struct config {
     int consumer_block_ms;
     int claim_idle_ms;
     int max_deliveries;
+
+    /* Day partitions of the dedup and relay tables (retention.h). */
+    int retention_interval_ms;
+    int retention_ahead_days;
+    int retain_outbox_h;
+    int retain_consume_records_h;
+    int retain_dead_letters_h;
+    int retain_idempotency_records_h;
+    char *retention_today; /* tests and demos only: the day the job takes as today */
+
+    /* The order-key Bloom filter (bloom.h, bloom_job.h). */
+    int bloom_expected_keys;
+    int bloom_fp_per_million;
+    int bloom_check_ms;
 };
 
 /* Fills cfg with the defaults, then the file (if path is not NULL), then the

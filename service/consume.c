@@ -16,8 +16,8 @@ int64_t consume_points_for(int64_t amount_cents)
 
 static int apply_points(const struct paid_event *pe, const char *dedup_key, int64_t redrive_id)
 {
-    return store_points_credit(dedup_key, pe->user_id, consume_points_for(pe->amount_cents),
-                               redrive_id);
+    return store_points_credit(dedup_key, pe->order_no, pe->user_id,
+                               consume_points_for(pe->amount_cents), redrive_id);
 }
 
 static int apply_ticketing(const struct paid_event *pe, const char *dedup_key, int64_t redrive_id)

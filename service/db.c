@@ -243,6 +243,13 @@ static int fail(struct db_conn *c, unsigned int e, const char *msg, const char *
             txretry_note(TXRETRY_DEADLOCK);
         return TD_ERETRY;
     }
+    if (e == ER_SAME_NAME_PARTITION || e == ER_PARTITION_DOES_NOT_EXIST ||
+        e == ER_REORG_PARTITION_NOT_EXIST) {
+        /* Partition maintenance that another instance did first: the
+         * retention job lists the partitions again next round. */
+        log_info("mysql: %u %s", e, msg);
+        return TD_ECONFLICT;
+    }
     metrics_inc(M_DEP_ERRORS_MYSQL);
     if (connection_error(e)) {
         log_warn("mysql: %s: %u %s (reconnecting on next use)", what, e, msg);
@@ -470,6 +477,19 @@ int db_ping(struct db_conn *c)
         rc = ping_once(c);
     c->fresh = false;
     return rc;
+}
+
+int db_exec_text(struct db_conn *c, const char *sql)
+{
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    if (mysql_real_query(c->m, sql, strlen(sql)) != 0)
+        return fail(c, mysql_errno(c->m), mysql_error(c->m), sql);
+    /* DDL returns no rows; anything else is read and dropped so that the
+     * link is ready for the next statement. */
+    MYSQL_RES *r = mysql_store_result(c->m);
+    mysql_free_result(r);
+    return TD_OK;
 }
 
 const char *db_dup_key(const struct db_conn *c)

@@ -93,6 +93,12 @@ int db_tx_end(struct db_conn *c, int rc);
 int db_exec(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
             uint64_t *affected, uint64_t *insert_id);
 
+/* Runs one statement given as text, neither prepared nor kept: the DDL
+ * whose names change from day to day (partition maintenance), which would
+ * otherwise fill the connection's statement cache. sql must be built from
+ * names the caller controls, never from a request. */
+int db_exec_text(struct db_conn *c, const char *sql);
+
 /* The name of the unique key behind the last TD_EDUP on c, or of the CHECK
  * constraint behind the last TD_ECONFLICT ("" if none). */
 const char *db_dup_key(const struct db_conn *c);

@@ -39,6 +39,15 @@ static const struct {
     {DEFENSE_ITEM_KEYS, "item-keys",
      "a cart's items are ordered under the batch key alone: a retry of a partly failed cart "
      "buys its items that succeeded again"},
+    {DEFENSE_BUSINESS_KEY_AFTER_EXPIRY, "business-key-after-expiry",
+     "the points consumer has no ledger behind its dedup rows: an event redelivered after its "
+     "row's partition was dropped, or on another day, is credited again"},
+    {DEFENSE_BLOOM, "bloom",
+     "no order-key filter: every refusal Redis decides costs a database look-up (nothing gets "
+     "through; it is slower)"},
+    {DEFENSE_BLOOM_LIVENESS, "bloom-liveness",
+     "the order-key filter's 'no' is trusted after Redis lost its records: a retry whose order "
+     "exists is refused"},
 };
 
 #define N_NAMES (sizeof names / sizeof names[0])

@@ -27,17 +27,22 @@ enum defense {
     DEFENSE_STATE_CAS = 1u << 12,                   /* read the status, write without predicate */
     DEFENSE_FORGET_FAILURES = 1u << 13,             /* failures remembered like successes */
     DEFENSE_ITEM_KEYS = 1u << 14,                   /* a cart's items under one batch key */
+    DEFENSE_BUSINESS_KEY_AFTER_EXPIRY = 1u << 15,   /* no points ledger behind the dedup row */
+    /* Not a guard against duplicates but a saving: the order-key filter in
+     * front of the refusals' database look-up. Off, every refusal asks. */
+    DEFENSE_BLOOM = 1u << 16,
+    DEFENSE_BLOOM_LIVENESS = 1u << 17, /* a filter's "no" trusted even when it is not complete */
 };
 
-#define DEFENSES_ALL 0x7fffu
+#define DEFENSES_ALL 0x3ffffu
 
 /* Parses "all", "none", or a comma list of names (response-cache,
  * inflight-key, session-lock, token, stock-cas, unique-index,
  * callback-dedup, consumer-dedup, token-atomic, lock-owner-check,
  * consumer-dedup-same-tx, consumer-dedup-business-key, state-cas,
- * forget-failures, item-keys), each optionally prefixed with '-' to
- * switch it off. A list that starts with '-' starts from all on.
- * Returns TD_OK or TD_EINVAL with a reason in err. */
+ * forget-failures, item-keys, business-key-after-expiry, bloom, bloom-liveness), each optionally
+ * prefixed with '-' to switch it off. A list that starts with '-' starts from all on. Returns TD_OK
+ * or TD_EINVAL with a reason in err. */
 int defenses_parse(const char *spec, unsigned *out, char *err, size_t cap);
 
 /* Logs every switched-off defence, one line each: "DEFENCE SWITCHED OFF:

@@ -4,6 +4,7 @@
 #include "cache.h"
 #include "err.h"
 #include "log.h"
+#include "metrics.h"
 #include "stopper.h"
 #include "util.h"
 
@@ -14,6 +15,7 @@ struct liveness {
     struct app *app;
     pthread_t thread;
     struct stopper stopper;
+    int64_t last_ok_ms; /* the last beat Redis answered (mono_ms), 0: none yet */
 };
 
 /* Three beats per TTL: one lost or late beat never makes a live process
@@ -23,11 +25,33 @@ static int beat_interval_ms(const struct app *app)
     return app->cfg->instance_ttl_ms / 3;
 }
 
+/* One beat. Our key should still be there when the last beat that
+ * reached Redis is younger than its TTL: when it is not, Redis lost its
+ * records (restarted without persistence, flushed, failed over to a
+ * replica that had not seen them), and with them, maybe, bits of the
+ * order-key filter. The filter is then no longer trusted until it is built
+ * again (bloom_job.h); every other record's loss the database covers. */
+static void beat(struct liveness *l)
+{
+    bool had_key = false;
+    int64_t now = mono_ms();
+    if (cache_instance_beat(l->app->instance, l->app->cfg->instance_ttl_ms, &had_key) != TD_OK)
+        return;
+    bool expected = l->last_ok_ms != 0 && now - l->last_ok_ms < l->app->cfg->instance_ttl_ms;
+    if (expected && !had_key) {
+        metrics_inc(M_REDIS_LOST_RECORDS);
+        log_warn("Redis lost this instance's liveness key within its TTL: it lost records; the "
+                 "order-key filter is not trusted until rebuilt");
+        cache_bloom_untrust();
+    }
+    l->last_ok_ms = now;
+}
+
 static void *liveness_main(void *p)
 {
     struct liveness *l = p;
     while (!stopper_sleep(&l->stopper, beat_interval_ms(l->app)))
-        cache_instance_beat(l->app->instance, l->app->cfg->instance_ttl_ms);
+        beat(l);
     cache_instance_gone(l->app->instance);
     cache_thread_release();
     return NULL;
@@ -41,7 +65,7 @@ struct liveness *liveness_start(struct app *app)
     /* The first beat before any request, so that no marker of ours is ever
      * found without its process's key (unless Redis is down: the beats
      * that follow put it there). */
-    cache_instance_beat(app->instance, app->cfg->instance_ttl_ms);
+    beat(l);
     cache_thread_release();
     if (pthread_create(&l->thread, NULL, liveness_main, l) != 0) {
         log_error("cannot start the liveness thread");

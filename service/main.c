@@ -18,6 +18,9 @@
 #include "respcache.h"
 #include "store.h"
 #include "store_naive.h"
+#include "bloom_job.h"
+#include "retention.h"
+#include "retention_job.h"
 #include "sweep.h"
 #include "util.h"
 
@@ -40,6 +43,7 @@ static void usage(FILE *f)
                "       ticketd dead-letters list [--config FILE] [--consumer NAME] [--json]\n"
                "       ticketd dead-letters replay [--config FILE] (--id N | --all) "
                "[--consumer NAME]\n"
+               "       ticketd partitions [--config FILE]\n"
                "       ticketd version\n"
                "       ticketd help [COMMAND]    (or: ticketd COMMAND --help)\n"
                "\n"
@@ -83,6 +87,16 @@ static const struct command commands[] = {
      "  --ttl SECONDS  lifetime (default 3600)\n"
      "  --config FILE  KEY=VALUE settings (the environment wins over them)\n"},
     {"dead-letters", 0, NULL}, /* deadletters_main answers for itself */
+    {"partitions", OPT_CONFIG,
+     "usage: ticketd partitions [--config FILE]\n"
+     "\n"
+     "Runs one round of the retention job that serve and worker run every\n"
+     "TICKETD_RETENTION_INTERVAL_MS: splits off the day partitions of the next\n"
+     "TICKETD_RETENTION_AHEAD_DAYS days of the dedup and relay tables and drops\n"
+     "those past their TICKETD_RETAIN_*_H, then prints one line per table.\n"
+     "Exits 1 when a table could not be done.\n"
+     "\n"
+     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n"},
     {"version", 0,
      "usage: ticketd version\n"
      "\n"
@@ -113,7 +127,7 @@ static void unknown_command(const char *name)
 {
     fprintf(stderr,
             "ticketd: unknown command '%s' (choices: serve, worker, token, dead-letters, "
-            "version, help)\n",
+            "partitions, version, help)\n",
             name);
     usage(stderr);
 }
@@ -180,6 +194,9 @@ static int boot(struct app *app, struct config *cfg)
     faults_announce();
     idem_new_instance(app->instance);
     app->respcache = respcache_new((size_t)cfg->respcache_entries);
+    app->bloom = bloom_size(cfg->bloom_expected_keys, cfg->bloom_fp_per_million);
+    snprintf(app->bloom_shape, sizeof app->bloom_shape, "%llu:%d", (unsigned long long)app->bloom.m,
+             app->bloom.k);
     return ports_init(cfg);
 }
 
@@ -188,6 +205,8 @@ struct running {
     struct http_server *srv;
     struct events *ev;
     struct sweep *sw;
+    struct retention_job *ret;
+    struct bloom_job *bloom;
     struct liveness *live;
 };
 
@@ -197,7 +216,9 @@ struct running {
 static bool start_parts(struct app *app, const struct config *cfg, bool http, struct running *r)
 {
     if (!http || cfg->workers) {
-        if ((r->ev = events_start(app)) == NULL || (r->sw = sweep_start(app)) == NULL)
+        if ((r->ev = events_start(app)) == NULL || (r->sw = sweep_start(app)) == NULL ||
+            (r->ret = retention_job_start(app)) == NULL ||
+            (r->bloom = bloom_job_start(app)) == NULL)
             return false;
     }
     if (http) {
@@ -211,6 +232,8 @@ static bool start_parts(struct app *app, const struct config *cfg, bool http, st
  * flight finish first; NULL parts are skipped. */
 static void stop_parts(struct running *r)
 {
+    bloom_job_stop(r->bloom);
+    retention_job_stop(r->ret);
     sweep_stop(r->sw);
     events_stop(r->ev);
     http_stop(r->srv);
@@ -262,6 +285,24 @@ static int cmd_serve(struct config *cfg, bool http)
         log_info("stopped");
     }
     stop_parts(&r);
+    store_thread_release();
+    cache_thread_release();
+    ports_cleanup();
+    respcache_free(app.respcache);
+    return rc;
+}
+
+/* `ticketd partitions`: one round of the retention job, in the foreground. */
+static int cmd_partitions(struct config *cfg)
+{
+    struct app app = {0};
+    struct retention_report r[RETAINED_TABLES];
+    int rc = EXIT_FAILURE;
+    if (boot(&app, cfg) == TD_OK) {
+        rc = retention_round(cfg, retention_now(cfg, wall_s()), r) == TD_OK ? EXIT_SUCCESS
+                                                                            : EXIT_FAILURE;
+        retention_print(stdout, r);
+    }
     store_thread_release();
     cache_thread_release();
     ports_cleanup();
@@ -448,6 +489,8 @@ int main(int argc, char **argv)
         rc = cmd_serve(&cfg, true);
     else if (strcmp(command->name, "worker") == 0)
         rc = cmd_serve(&cfg, false);
+    else if (strcmp(command->name, "partitions") == 0)
+        rc = cmd_partitions(&cfg);
     else
         rc = cmd_token(&cfg, cli.user, cli.admin, cli.ttl);
     config_cleanup(&cfg);

@@ -104,6 +104,45 @@ static const struct metric_def defs[M_COUNT] = {
     [M_HTTP_CONNECTIONS_SHED] = {"ticketd_http_connections_shed_total", "", "counter",
                                  "Connections closed near the connection cap, the longest "
                                  "without a whole request first."},
+    [M_PARTITIONS_DROPPED_OUTBOX] = {"ticketd_partitions_dropped_total", "table=\"outbox\"",
+                                     "counter",
+                                     "Day partitions this process dropped past their retention."},
+    [M_PARTITIONS_DROPPED_CONSUME] = {"ticketd_partitions_dropped_total",
+                                      "table=\"consume_records\"", NULL, NULL},
+    [M_PARTITIONS_DROPPED_DEAD_LETTERS] = {"ticketd_partitions_dropped_total",
+                                           "table=\"dead_letters\"", NULL, NULL},
+    [M_PARTITIONS_DROPPED_IDEM] = {"ticketd_partitions_dropped_total",
+                                   "table=\"idempotency_records\"", NULL, NULL},
+    [M_RETAINED_ROWS_OUTBOX] = {"ticketd_retained_rows", "table=\"outbox\"", "gauge",
+                                "Rows of a retained table (InnoDB's estimate), at the retention "
+                                "job's last round."},
+    [M_RETAINED_ROWS_CONSUME] = {"ticketd_retained_rows", "table=\"consume_records\"", NULL, NULL},
+    [M_RETAINED_ROWS_DEAD_LETTERS] = {"ticketd_retained_rows", "table=\"dead_letters\"", NULL,
+                                      NULL},
+    [M_RETAINED_ROWS_IDEM] = {"ticketd_retained_rows", "table=\"idempotency_records\"", NULL, NULL},
+    [M_RETAINED_OLDEST_OUTBOX] = {"ticketd_retained_oldest_age_seconds", "table=\"outbox\"",
+                                  "gauge",
+                                  "Age of a retained table's oldest row (-1: none), at the "
+                                  "retention job's last round."},
+    [M_RETAINED_OLDEST_CONSUME] = {"ticketd_retained_oldest_age_seconds",
+                                   "table=\"consume_records\"", NULL, NULL},
+    [M_RETAINED_OLDEST_DEAD_LETTERS] = {"ticketd_retained_oldest_age_seconds",
+                                        "table=\"dead_letters\"", NULL, NULL},
+    [M_RETAINED_OLDEST_IDEM] = {"ticketd_retained_oldest_age_seconds",
+                                "table=\"idempotency_records\"", NULL, NULL},
+    [M_REFUSAL_DB_LOOKUPS] = {"ticketd_refusal_db_lookups_total", "", "counter",
+                              "Refusals Redis decided that the database was asked about (does "
+                              "the key have an order?)."},
+    [M_BLOOM_SAVED] = {"ticketd_bloom_checks_total", "answer=\"saved\"", "counter",
+                       "Order-key filter answers on the refusal path: saved (a trusted "
+                       "'certainly not', no query), maybe, untrusted (not complete)."},
+    [M_BLOOM_MAYBE] = {"ticketd_bloom_checks_total", "answer=\"maybe\"", NULL, NULL},
+    [M_BLOOM_UNTRUSTED] = {"ticketd_bloom_checks_total", "answer=\"untrusted\"", NULL, NULL},
+    [M_BLOOM_BUILDS] = {"ticketd_bloom_builds_total", "", "counter",
+                        "Order-key filters this process built from the orders table."},
+    [M_REDIS_LOST_RECORDS] = {"ticketd_redis_lost_records_total", "", "counter",
+                              "Beats that found this instance's liveness key gone within its "
+                              "TTL: Redis lost records."},
 };
 
 static _Atomic int64_t values[M_COUNT];

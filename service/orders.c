@@ -1,6 +1,7 @@
 #include "orders.h"
 
 #include "app.h"
+#include "bloom.h"
 #include "cache.h"
 #include "defenses.h"
 #include "err.h"
@@ -15,6 +16,7 @@
 #include "txretry.h"
 #include "util.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,6 +507,56 @@ static bool remember_failure(struct app *app, const struct order_request *rq, co
     return true;
 }
 
+/* The order-key filter (bloom.h), asked before the refusal's database
+ * look-up: may this user have an order under this key? Its "certainly
+ * not" is only as good as what it has seen, so it is taken only from a
+ * filter that is complete (built from the orders table since Redis last
+ * lost its records, bloom_job.h) and only while this process has told it
+ * of every order it recorded. A "maybe", true or false, costs the query
+ * it would have cost without a filter: never a wrong answer. Returns
+ * false when the look-up can be skipped. */
+static bool may_have_order(struct app *app, const struct order_request *rq)
+{
+    uint64_t pos[BLOOM_MAX_K];
+    bool trusted = false, maybe = true;
+    if (!(app->defenses & DEFENSE_BLOOM) || app->bloom.m == 0)
+        return true;
+    bloom_positions(app->bloom, rq->user_id, rq->key, pos);
+    if (cache_bloom_check(app->bloom_shape, pos, app->bloom.k, &trusted, &maybe) != TD_OK)
+        return true;
+    /* DEMO ONLY (bloom-liveness switched off): any filter is believed,
+     * the empty one a flushed Redis starts with included. */
+    if (!(app->defenses & DEFENSE_BLOOM_LIVENESS))
+        trusted = true;
+    if (maybe) {
+        metrics_inc(M_BLOOM_MAYBE);
+        return true;
+    }
+    if (!trusted || atomic_load(&app->bloom_missed)) {
+        metrics_inc(M_BLOOM_UNTRUSTED);
+        return true;
+    }
+    metrics_inc(M_BLOOM_SAVED);
+    return false;
+}
+
+/* The key has, or may have in a moment, an order: the filter must know
+ * it. Told before the order's transaction, not after its COMMIT: a copy
+ * refused between the COMMIT and a later add would be believed ("no
+ * order") though the order exists, and a process dying there would leave
+ * the key out for good. A transaction that then fails leaves a false
+ * positive, which costs one query. When the filter cannot be told, it
+ * stops being trusted (app->bloom_missed). */
+static void bloom_note(struct app *app, const struct order_request *rq)
+{
+    uint64_t pos[BLOOM_MAX_K];
+    if (!(app->defenses & DEFENSE_BLOOM) || app->bloom.m == 0)
+        return;
+    bloom_positions(app->bloom, rq->user_id, rq->key, pos);
+    if (cache_bloom_add(pos, app->bloom.k) != TD_OK)
+        atomic_store(&app->bloom_missed, true);
+}
+
 /* The refusals that only Redis vouches for. */
 static bool refused_by_redis(enum order_outcome oc)
 {
@@ -528,19 +580,24 @@ void orders_create(struct app *app, const struct order_request *rq, order_render
          * is told its request failed, the database is asked whether this
          * key already has its order; a client told "no" for an order that
          * exists would buy again. */
-        if (refused_by_redis(res->outcome))
+        if (refused_by_redis(res->outcome) && may_have_order(app, rq)) {
+            metrics_inc(M_REFUSAL_DB_LOOKUPS);
             from_db = replay_from_database(app, rq, render, res);
+        }
         goto out;
     }
     if (!cl.redis_ok)
         metrics_inc(M_REDIS_DEGRADED);
     (void)FAULT_POINT("order.after_redis"); /* delay: a downstream slower than the TTLs */
+    bloom_note(app, rq);
     write_order(app, rq, render, res);
     from_db = res->outcome == ORDER_CREATED || res->outcome == ORDER_REPLAYED;
     if (res->outcome == ORDER_CREATED)
         (void)FAULT_POINT("order.after_commit"); /* crash: committed, nothing stored or sent */
 
 out:
+    if (from_db && res->outcome != ORDER_CREATED)
+        bloom_note(app, rq); /* found in the database: maybe older than the filter */
     if (from_db) {
         /* Remember the completed response for the key's retries (a replay
          * from a cache layer is remembered already). Tried even after a

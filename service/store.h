@@ -76,6 +76,12 @@ int store_order_create(const struct order_draft *d, struct order *out);
  * is never said of an order about to be committed. */
 int store_order_find_request(int64_t user_id, const char *request_id, struct order *out);
 
+/* The orders' users and Idempotency-Keys with id > after_id, in id order,
+ * at most limit: each(id, user_id, request_id, ctx) per order (a non-zero
+ * return stops and is returned). For building the order-key filter. */
+typedef int (*store_order_key_fn)(int64_t id, int64_t user_id, const char *request_id, void *ctx);
+int store_order_keys(int64_t after_id, int limit, store_order_key_fn each, void *ctx);
+
 /* The order with this number, if it belongs to user_id (any user when
  * user_id is 0). TD_ENOTFOUND otherwise. */
 int store_order_get(const char *order_no, int64_t user_id, struct order *out);

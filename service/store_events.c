@@ -64,6 +64,9 @@ static const char sql_points_add[] =
     "INSERT INTO user_points (user_id, points, updated_at) VALUES (?, ?, ?) "
     "ON DUPLICATE KEY UPDATE points = points + VALUES(points), updated_at = VALUES(updated_at)";
 
+static const char sql_points_ledger[] =
+    "INSERT INTO points_ledger (order_no, user_id, points, created_at) VALUES (?, ?, ?, ?)";
+
 static const char sql_points_get[] = "SELECT points FROM user_points WHERE user_id = ?";
 
 static const char sql_order_lock[] =
@@ -331,22 +334,42 @@ static int consume_tx(const char *consumer, const char *dedup_key, int64_t redri
 }
 
 struct points_credit {
+    const char *order_no;
     int64_t user_id;
     int64_t points;
 };
+
+/* The ledger row is the business key that outlives the dedup row. The
+ * demos of the consumer's own dedup (switched off, or keyed by the stream
+ * entry) run without it, so that each shows what its own mistake costs;
+ * business-key-after-expiry switches off the ledger alone. */
+static bool ledger_on(void)
+{
+    return store_defense_on(DEFENSE_BUSINESS_KEY_AFTER_EXPIRY) &&
+           store_defense_on(DEFENSE_CONSUMER_DEDUP) &&
+           store_defense_on(DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY);
+}
 
 static int points_effect(struct db_conn *c, const void *ctx)
 {
     const struct points_credit *pc = ctx;
     char db_now[32], api_now[TIME_LEN + 1];
     store_now(db_now, api_now);
+    if (ledger_on()) {
+        struct db_arg row[] = {DB_S(pc->order_no), DB_I(pc->user_id), DB_I(pc->points),
+                               DB_S(db_now)};
+        int rc = db_exec(c, sql_points_ledger, row, 4, NULL, NULL);
+        if (rc != TD_OK)
+            return rc; /* TD_EDUP: credited before; the dedup row is still committed */
+    }
     struct db_arg add[] = {DB_I(pc->user_id), DB_I(pc->points), DB_S(db_now)};
     return db_exec(c, sql_points_add, add, 3, NULL, NULL);
 }
 
-int store_points_credit(const char *dedup_key, int64_t user_id, int64_t points, int64_t redrive_id)
+int store_points_credit(const char *dedup_key, const char *order_no, int64_t user_id,
+                        int64_t points, int64_t redrive_id)
 {
-    struct points_credit pc = {user_id, points};
+    struct points_credit pc = {order_no, user_id, points};
     return consume_tx(EVENTS_GROUP_POINTS, dedup_key, redrive_id, points_effect, &pc);
 }
 

@@ -89,8 +89,12 @@ int store_outbox_stats(int64_t *unpublished, int64_t *max_id);
  * exactly-once rests on that row. When the effect fails the letter stays
  * open. */
 
-/* The points consumer: adds points to the user's total. */
-int store_points_credit(const char *dedup_key, int64_t user_id, int64_t points, int64_t redrive_id);
+/* The points consumer: records the credit in the points ledger under its
+ * business key, the order, and adds points to the user's total. TD_EDUP
+ * also when the ledger already holds the order: a redelivery after its
+ * dedup row was dropped (or written on another day) credits nothing. */
+int store_points_credit(const char *dedup_key, const char *order_no, int64_t user_id,
+                        int64_t points, int64_t redrive_id);
 
 /* The ticketing consumer: moves the order PAID -> TICKETED by
  * compare-and-set with its history row. Also TD_EDUP when the order was

@@ -404,6 +404,31 @@ int store_order_find_request(int64_t user_id, const char *request_id, struct ord
     return order_query(sql[S_ORDER_BY_REQUEST_WAIT], args, 2, out);
 }
 
+static const char sql_order_keys[] =
+    "SELECT id, user_id, request_id FROM orders WHERE id > ? ORDER BY id LIMIT ?";
+
+struct keys_ctx {
+    int64_t id, user_id;
+    char request_id[REQUEST_ID_MAX + 1];
+    store_order_key_fn each;
+    void *ctx;
+};
+
+static int keys_each(void *p)
+{
+    struct keys_ctx *k = p;
+    return k->each(k->id, k->user_id, k->request_id, k->ctx);
+}
+
+int store_order_keys(int64_t after_id, int limit, store_order_key_fn each, void *ctx)
+{
+    struct keys_ctx k = {.each = each, .ctx = ctx};
+    struct db_arg args[] = {DB_I(after_id), DB_I(limit)};
+    struct db_col cols[] = {DB_COL_I(&k.id), DB_COL_I(&k.user_id), DB_COL_S(k.request_id)};
+    int rc = db_read(sql_order_keys, args, 2, cols, 3, keys_each, &k);
+    return rc == TD_ENOTFOUND ? TD_OK : rc;
+}
+
 int store_order_get(const char *order_no, int64_t user_id, struct order *out)
 {
     if (user_id == 0) {

@@ -318,3 +318,58 @@ void hmac_sha256(const void *key, size_t key_len, const void *data, size_t n,
         crypto_fail("HMAC-SHA256");
     EVP_MAC_CTX_free(ctx);
 }
+
+/* Howard Hinnant's days_from_civil and civil_from_days: exact for every
+ * Gregorian date, no tables, no time zone. */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+bool parse_day(const char *s, int64_t *day)
+{
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    char y[5], m[3], d[3];
+    int64_t yy, mm, dd;
+    if (s == NULL || strlen(s) != DAY_LEN || s[4] != '-' || s[7] != '-')
+        return false;
+    memcpy(y, s, 4);
+    y[4] = '\0';
+    memcpy(m, s + 5, 2);
+    m[2] = '\0';
+    memcpy(d, s + 8, 2);
+    d[2] = '\0';
+    if (!parse_i64(y, 1970, 9999, &yy) || !parse_i64(m, 1, 12, &mm) ||
+        !parse_i64(d, 1, mdays[mm - 1], &dd))
+        return false;
+    bool leap = (yy % 4 == 0 && yy % 100 != 0) || yy % 400 == 0;
+    if (mm == 2 && dd == 29 && !leap)
+        return false;
+    *day = days_from_civil(yy, mm, dd);
+    return true;
+}
+
+void format_day(int64_t day, char out[DAY_LEN + 1])
+{
+    int64_t z = day + 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int64_t d = doy - (153 * mp + 2) / 5 + 1;
+    int64_t m = mp < 10 ? mp + 3 : mp - 9;
+    int64_t y = yoe + era * 400 + (m <= 2);
+    /* Days outside 0000-9999 are clamped: no DATE holds them anyway. */
+    if (y < 0 || y > 9999) {
+        y = y < 0 ? 0 : 9999;
+        m = y == 0 ? 1 : 12;
+        d = y == 0 ? 1 : 31;
+    }
+    snprintf(out, DAY_LEN + 1, "%04d-%02d-%02d", (int)y, (int)m, (int)d);
+}

@@ -50,6 +50,13 @@ void sleep_ms(int64_t ms);
  * no spaces, no leading '+'. Returns true and sets *out on success. */
 bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 
+/* Days since 1970-01-01 (UTC, proleptic Gregorian). parse_day reads a whole
+ * "YYYY-MM-DD" of a year from 1970 to 9999 and returns true with *day set;
+ * format_day writes one as "YYYY-MM-DD" (DAY_LEN characters and a NUL). */
+#define DAY_LEN 10
+bool parse_day(const char *s, int64_t *day);
+void format_day(int64_t day, char out[DAY_LEN + 1]);
+
 /* SHA-256 and HMAC-SHA256 into out (32 bytes). OpenSSL 3's one-shot
  * SHA256() and HMAC() look the algorithm up by name on every call, which
  * costs more than hashing a request's few hundred bytes; these look it up

@@ -91,10 +91,11 @@ static int effect(const char *dedup_key, bool *apply)
     return TD_OK;
 }
 
-int store_points_credit(const char *dedup_key, int64_t user_id, int64_t points, int64_t redrive_id)
+int store_points_credit(const char *dedup_key, const char *order_no, int64_t user_id,
+                        int64_t points, int64_t redrive_id)
 {
     bool apply;
-    (void)redrive_id;
+    (void)order_no, (void)redrive_id;
     fake_call("points_credit");
     int rc = effect(dedup_key, &apply);
     if (apply) {

@@ -87,6 +87,11 @@ struct fake_cache {
     /* cache_instance_alive and cache_order_take_over answer these. */
     int alive_rc;
     int take_over_rc;
+    /* cache_bloom_check answers bloom_rc with these (all zero: an
+     * untrusted filter, so the database is asked as without one). */
+    int bloom_rc;
+    bool bloom_trusted, bloom_maybe;
+    int bloom_checks, bloom_adds;
 
     /* Recorded: the last call of each. */
     struct {

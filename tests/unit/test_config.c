@@ -533,6 +533,44 @@ static void test_validate(void **state)
     }
 }
 
+/* Consumer rows must outlive the stream's redelivery window, and the
+ * retention job's clock moves only in tests and demos. */
+static void test_validate_retention(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *value, *env;
+        int want;
+        const char *why;
+    } cases[] = {
+        {"TICKETD_RETAIN_CONSUME_RECORDS_H", "1", "production", TD_OK, ""},
+        {"TICKETD_CLAIM_IDLE_MS", "3600000", "production", TD_EINVAL, "redelivery window"},
+        {"TICKETD_RETENTION_TODAY", "2026-12-09", "test", TD_OK, ""},
+        {"TICKETD_RETENTION_TODAY", "2026-12-09", "demo", TD_OK, ""},
+        {"TICKETD_RETENTION_TODAY", "2026-12-09", "production", TD_EINVAL, "tests and demos"},
+        {"TICKETD_RETENTION_TODAY", "2026-02-30", "test", TD_EINVAL, "YYYY-MM-DD"},
+        {"TICKETD_RETENTION_TODAY", "tomorrow", "test", TD_EINVAL, "YYYY-MM-DD"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct config cfg;
+        char err[256] = "";
+        config_defaults(&cfg);
+        config_set(&cfg, "TICKETD_JWT_SECRET", "0123456789abcdef0123456789abcdef", err, sizeof err);
+        config_set(&cfg, "TICKETD_ENV", cases[i].env, err, sizeof err);
+        /* An hour of consumer rows: enough for 5 s x 5 deliveries (the
+         * defaults), not for 1 h x 5. */
+        config_set(&cfg, "TICKETD_RETAIN_CONSUME_RECORDS_H", "1", err, sizeof err);
+        assert_int_equal(config_set(&cfg, cases[i].name, cases[i].value, err, sizeof err), TD_OK);
+        err[0] = '\0';
+        int rc = config_validate(&cfg, err, sizeof err);
+        if (rc != cases[i].want)
+            fail_msg("case %zu: rc %d, want %d (%s)", i, rc, cases[i].want, err);
+        if (strstr(err, cases[i].why) == NULL)
+            fail_msg("case %zu: reason '%s', want '%s'", i, err, cases[i].why);
+        config_cleanup(&cfg);
+    }
+}
+
 /* A Sentinel list needs a master name and the reverse; a bad list or name
  * stops start-up naming the setting. A single address needs neither. */
 static void test_validate_sentinels(void **state)
@@ -580,6 +618,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_validate_sentinels),
+        cmocka_unit_test(test_validate_retention),
         cmocka_unit_test(test_set_table),
         cmocka_unit_test(test_set_string_is_copied),
         cmocka_unit_test(test_file_format),

@@ -46,6 +46,10 @@ static void test_parse_table(void **state)
         {"-consumer-dedup-business-key", TD_OK, ALL & ~DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY},
         {"-state-cas", TD_OK, ALL & ~DEFENSE_STATE_CAS},
         {"-forget-failures", TD_OK, ALL & ~DEFENSE_FORGET_FAILURES},
+        {"-business-key-after-expiry", TD_OK, ALL & ~DEFENSE_BUSINESS_KEY_AFTER_EXPIRY},
+        /* bloom is not a prefix of bloom-liveness. */
+        {"-bloom", TD_OK, ALL & ~DEFENSE_BLOOM},
+        {"-bloom-liveness", TD_OK, ALL & ~DEFENSE_BLOOM_LIVENESS},
         {"-session-lock,-token-atomic", TD_OK,
          ALL & ~(DEFENSE_SESSION_LOCK | DEFENSE_TOKEN_ATOMIC)},
         /* consumer-dedup is not a prefix of its two details: each is its own bit. */
@@ -118,6 +122,9 @@ static void test_names(void **state)
         {DEFENSE_STATE_CAS, "state-cas"},
         {DEFENSE_FORGET_FAILURES, "forget-failures"},
         {DEFENSE_ITEM_KEYS, "item-keys"},
+        {DEFENSE_BUSINESS_KEY_AFTER_EXPIRY, "business-key-after-expiry"},
+        {DEFENSE_BLOOM, "bloom"},
+        {DEFENSE_BLOOM_LIVENESS, "bloom-liveness"},
     };
     unsigned all = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -27,6 +27,7 @@
 #include "respcache.h"
 #include "util.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -930,16 +931,105 @@ static void test_result_cleanup(void **state)
     order_result_cleanup(&res);
 }
 
+/* --- the order-key filter in front of the refusal's look-up ------------ */
+
+/* A refusal Redis decided (another request holds the session), with the
+ * filter answering trusted / maybe as given. */
+static void refused_with_filter(bool trusted, bool maybe, unsigned off, struct order_result *res)
+{
+    struct order_request rq = {
+        .user_id = USER, .key = KEY, .session_id = SESSION, .quantity = QTY, .token = TOKEN};
+    app.bloom = bloom_size(1000, 10000);
+    snprintf(app.bloom_shape, sizeof app.bloom_shape, "%llu:%d", (unsigned long long)app.bloom.m,
+             app.bloom.k);
+    app.defenses = DEFENSES_ALL & ~off;
+    fake_cache.lock_rc = TD_ECONFLICT;
+    fake_cache.bloom_trusted = trusted;
+    fake_cache.bloom_maybe = maybe;
+    orders_create(&app, &rq, render, res);
+    assert_int_equal(res->outcome, ORDER_DUPLICATE_SUBMISSION);
+}
+
+static void test_filter_trusted_no_skips_the_database(void **state)
+{
+    struct order_result res;
+    (void)state;
+    refused_with_filter(true, false, 0, &res);
+    assert_calls("order_begin");
+    assert_int_equal(delta(M_BLOOM_SAVED), 1);
+    assert_int_equal(delta(M_REFUSAL_DB_LOOKUPS), 0);
+    order_result_cleanup(&res);
+}
+
+/* A "maybe" (true or false), an incomplete filter, or one this process
+ * could not tell of an order: the database is asked, as without a filter. */
+static void test_filter_doubt_asks_the_database(void **state)
+{
+    struct order_result res;
+    (void)state;
+    refused_with_filter(true, true, 0, &res);
+    assert_calls("order_begin order_find_request");
+    assert_int_equal(delta(M_BLOOM_MAYBE), 1);
+    order_result_cleanup(&res);
+    fakes_reset();
+    refused_with_filter(false, false, 0, &res);
+    assert_calls("order_begin order_find_request");
+    assert_int_equal(delta(M_BLOOM_UNTRUSTED), 1);
+    order_result_cleanup(&res);
+    fakes_reset();
+    atomic_store(&app.bloom_missed, true);
+    refused_with_filter(true, false, 0, &res);
+    assert_calls("order_begin order_find_request");
+    assert_int_equal(delta(M_BLOOM_UNTRUSTED), 2);
+    assert_int_equal(delta(M_REFUSAL_DB_LOOKUPS), 3);
+    atomic_store(&app.bloom_missed, false);
+    order_result_cleanup(&res);
+}
+
+/* DEMO ONLY: bloom-liveness off believes an incomplete filter; bloom off
+ * asks the database every time. */
+static void test_filter_switched_off(void **state)
+{
+    struct order_result res;
+    (void)state;
+    refused_with_filter(false, false, DEFENSE_BLOOM_LIVENESS, &res);
+    assert_calls("order_begin");
+    order_result_cleanup(&res);
+    fakes_reset();
+    refused_with_filter(true, false, DEFENSE_BLOOM, &res);
+    assert_calls("order_begin order_find_request");
+    assert_int_equal(fake_cache.bloom_checks, 0);
+    order_result_cleanup(&res);
+}
+
+/* The step that records a completed order tells the filter of its key. */
+static void test_created_order_is_added(void **state)
+{
+    struct order_request rq = {
+        .user_id = USER, .key = KEY, .session_id = SESSION, .quantity = QTY, .token = TOKEN};
+    struct order_result res;
+    (void)state;
+    app.bloom = bloom_size(1000, 10000);
+    orders_create(&app, &rq, render, &res);
+    assert_int_equal(res.outcome, ORDER_CREATED);
+    assert_int_equal(fake_cache.bloom_adds, 1);
+    order_result_cleanup(&res);
+}
+
 int main(void)
 {
     /* The malformed-record row logs a warning by design. */
     log_set_level(LOG_ERROR);
-    struct CMUnitTest tests[NCASES + 2] = {
+    struct CMUnitTest tests[NCASES + 6] = {
         cmocka_unit_test_setup_teardown(test_order_numbers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_result_cleanup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_filter_trusted_no_skips_the_database, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_filter_doubt_asks_the_database, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_filter_switched_off, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_created_order_is_added, setup, teardown),
     };
     for (size_t i = 0; i < NCASES; i++)
-        tests[i + 2] = (struct CMUnitTest){.name = cases[i].name,
+        tests[i + 6] = (struct CMUnitTest){.name = cases[i].name,
                                            .test_func = run_row,
                                            .setup_func = setup,
                                            .teardown_func = teardown,

@@ -1,0 +1,137 @@
+/* bloom_job.c - building the order-key filter (bloom_job.h). */
+#include "bloom_job.h"
+
+#include "app.h"
+#include "bgthread.h"
+#include "bloom.h"
+#include "cache.h"
+#include "defenses.h"
+#include "err.h"
+#include "log.h"
+#include "metrics.h"
+#include "store.h"
+#include "util.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define PAGE 500
+/* A build left by a dead builder expires after this, and another starts. */
+#define BUILD_TTL_MS 60000
+
+struct bloom_job {
+    struct app *app;
+    struct bgthread bg;
+};
+
+struct page {
+    const struct app *app;
+    uint64_t *pos;
+    int n; /* keys in pos */
+    int64_t last_id;
+};
+
+static int collect(int64_t id, int64_t user_id, const char *request_id, void *p)
+{
+    struct page *pg = p;
+    bloom_positions(pg->app->bloom, user_id, request_id, pg->pos + (size_t)pg->n * BLOOM_MAX_K);
+    pg->n++;
+    pg->last_id = id;
+    return 0;
+}
+
+/* Adds the page's keys: their k positions each, packed. */
+static int add_page(const struct page *pg, uint64_t *packed)
+{
+    int k = pg->app->bloom.k, n = 0;
+    for (int i = 0; i < pg->n; i++)
+        for (int j = 0; j < k; j++)
+            packed[n++] = pg->pos[(size_t)i * BLOOM_MAX_K + j];
+    return n > 0 ? cache_bloom_add(packed, n) : TD_OK;
+}
+
+/* Every order's key, then complete. Returns TD_OK when built, TD_ECONFLICT
+ * when the build was voided under it (Redis flushed, untrusted). */
+static int build(struct bloom_job *j, const char *building, int64_t *keys)
+{
+    struct page pg = {.app = j->app, .pos = xcalloc(PAGE, BLOOM_MAX_K * sizeof(uint64_t))};
+    uint64_t *packed = xcalloc(PAGE, BLOOM_MAX_K * sizeof(uint64_t));
+    int rc;
+    *keys = 0;
+    do {
+        pg.n = 0;
+        rc = store_order_keys(pg.last_id, PAGE, collect, &pg);
+        if (rc == TD_OK)
+            rc = add_page(&pg, packed);
+        if (rc == TD_OK)
+            rc = cache_bloom_build_progress(building, BUILD_TTL_MS);
+        *keys += pg.n;
+    } while (rc == TD_OK && pg.n == PAGE && !atomic_load(&j->bg.stopper.stop));
+    free(packed);
+    free(pg.pos);
+    return rc;
+}
+
+static void round_once(struct bloom_job *j)
+{
+    struct app *app = j->app;
+    char building[96], complete[96];
+    int64_t keys = 0;
+    if (atomic_load(&app->bloom_missed) && cache_bloom_untrust() == TD_OK) {
+        atomic_store(&app->bloom_missed, false);
+        log_warn("order-key filter: an order was recorded without it; untrusted until rebuilt");
+    }
+    long long born = (long long)wall_s() * 1000;
+    snprintf(building, sizeof building, "%s:%lld:0", app->bloom_shape, born);
+    snprintf(complete, sizeof complete, "%s:%lld:1", app->bloom_shape, born);
+    if (cache_bloom_build_begin(building, BUILD_TTL_MS) != TD_OK)
+        return; /* there is one, or one being built, or Redis is away */
+    int rc = build(j, building, &keys);
+    if (rc == TD_OK)
+        rc = cache_bloom_build_complete(building, complete);
+    if (rc == TD_OK) {
+        metrics_inc(M_BLOOM_BUILDS);
+        log_info("order-key filter built: %lld keys, %s (m:k)", (long long)keys, app->bloom_shape);
+    } else {
+        log_warn("order-key filter build abandoned: %s", td_strerror(rc));
+    }
+}
+
+static void *job_main(void *p)
+{
+    struct bloom_job *j = p;
+    do {
+        round_once(j);
+    } while (!stopper_sleep(&j->bg.stopper, j->app->cfg->bloom_check_ms));
+    store_thread_release();
+    cache_thread_release();
+    return NULL;
+}
+
+struct bloom_job *bloom_job_start(struct app *app)
+{
+    struct bloom_job *j = xcalloc(1, sizeof *j);
+    j->app = app;
+    if (!(app->defenses & DEFENSE_BLOOM))
+        return j; /* nothing to keep: the handle only */
+    if (!bgthread_start(&j->bg, job_main, j, "order-key filter")) {
+        free(j);
+        return NULL;
+    }
+    log_info("order-key filter: %s (m:k) for %d keys at %d per million, checked every %d ms",
+             app->bloom_shape, app->cfg->bloom_expected_keys, app->cfg->bloom_fp_per_million,
+             app->cfg->bloom_check_ms);
+    return j;
+}
+
+void bloom_job_stop(struct bloom_job *j)
+{
+    if (j == NULL)
+        return;
+    if (j->app->defenses & DEFENSE_BLOOM) {
+        bgthread_request_stop(&j->bg);
+        bgthread_join(&j->bg);
+    }
+    free(j);
+}

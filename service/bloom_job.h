@@ -1,0 +1,26 @@
+/* bloom_job.h - keeps the order-key filter (bloom.h) worth trusting:
+ * every TICKETD_BLOOM_CHECK_MS, in every `serve` (TICKETD_WORKERS=1) and
+ * `worker`, it looks at the filter's state in Redis. With no state at all
+ * (a fresh, flushed or restarted Redis, or a filter declared untrusted
+ * after Redis lost records: liveness.h) one process wins the build: it
+ * empties the bits, adds the key of every order in the orders table, page
+ * by page, and only then marks the filter complete. Orders recorded while
+ * it builds add their own keys (orders.c), so a complete filter has seen
+ * every order, the ones older than the filter included.
+ *
+ * It also carries this process's app->bloom_missed (an order the filter
+ * could not be told of) to Redis: the state is deleted, every process
+ * stops trusting the filter, and the next round builds it again. */
+#ifndef TICKETD_BLOOM_JOB_H
+#define TICKETD_BLOOM_JOB_H
+
+struct app;
+struct bloom_job;
+
+/* Starts the thread; app is borrowed and must outlive it. Returns a new
+ * handle, or NULL (logged). */
+struct bloom_job *bloom_job_start(struct app *app);
+/* Stops, joins and frees j. NULL is accepted. */
+void bloom_job_stop(struct bloom_job *j);
+
+#endif

@@ -1,0 +1,48 @@
+/* retention_job.h - the retention job (retention.h): every
+ * TICKETD_RETENTION_INTERVAL_MS, in every `serve` (TICKETD_WORKERS=1) and
+ * `worker`, and once by `ticketd partitions`, it goes through the retained
+ * tables: splits off the partitions of the next TICKETD_RETENTION_AHEAD_DAYS
+ * days, drops the day partitions past the table's TICKETD_RETAIN_*_H (not
+ * one that still holds rows the table's guard keeps), and sets the metrics
+ * ticketd_partitions_dropped_total, ticketd_retained_rows and
+ * ticketd_retained_oldest_age_seconds.
+ *
+ * Any number of instances may run it at once: the DDL of one that comes
+ * second fails harmlessly and the next round lists the partitions again.
+ * On Galera each ALTER replicates in total order, like the migrations. */
+#ifndef TICKETD_RETENTION_JOB_H
+#define TICKETD_RETENTION_JOB_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct app;
+struct config;
+struct retention_job;
+
+/* What one round did to one table. */
+struct retention_report {
+    const char *table; /* borrowed from retained_tables */
+    int partitions;    /* day partitions left, p_future not counted; 0: not partitioned */
+    int added, dropped;
+    int64_t kept_rows; /* rows the guard kept in the first partition past retention */
+    int64_t rows;      /* estimate */
+    int64_t oldest_s;  /* -1: none */
+    int rc;            /* TD_OK, or the first error */
+};
+
+/* One round at now_s (retention_now) over every retained table; out has
+ * RETAINED_TABLES entries. Returns TD_OK or the first table's error; the
+ * other tables are still done. Updates the metrics. */
+int retention_round(const struct config *cfg, int64_t now_s, struct retention_report *out);
+
+/* Prints a round's reports, one line per table. */
+void retention_print(FILE *f, const struct retention_report *r);
+
+/* Starts the job's thread; app is borrowed and must outlive it. Returns a
+ * new handle, or NULL (logged). */
+struct retention_job *retention_job_start(struct app *app);
+/* Stops, joins and frees j. NULL is accepted. */
+void retention_job_stop(struct retention_job *j);
+
+#endif

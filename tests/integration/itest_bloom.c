@@ -1,0 +1,240 @@
+/* The order-key filter in front of the refusals' database look-up, against
+ * the real binary, Redis and MariaDB: a trusted "certainly not" saves the
+ * query; a filter that has not seen every order (Redis flushed, the order
+ * older than the filter, Redis lost records) is not believed, and the
+ * order that exists is found; believed anyway (the demo's naive variant),
+ * the flushed filter refuses a retry whose order exists. */
+#include "harness.h"
+
+#include "util.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define WAIT_MS 20000
+#define STATE   "ticketd:bloom:{orders}:state"
+#define N       40
+
+/* A short check so a test waits for its build, not for the default. */
+#define FAST_BUILD "TICKETD_BLOOM_CHECK_MS=200"
+/* No build after the first: what a flush leaves stays as it is. */
+#define NO_REBUILD "TICKETD_BLOOM_CHECK_MS=3600000"
+
+static int setup(void **state)
+{
+    return th_setup_fresh(state);
+}
+
+/* An order of user under key on a new session; its session into *session. */
+static void place(const struct th_server *s, int64_t user, const char *key, int64_t *session)
+{
+    char tok[96];
+    *session = th_session(s, 100, 1500);
+    th_order_token(s, user, tok);
+    struct th_resp r = th_order(s, user, key, tok, *session, 1);
+    if (r.status != 201)
+        fail_msg("order: %ld %s", r.status, r.body);
+    th_resp_free(&r);
+}
+
+/* Another request of user holds the session: the next order on it is
+ * refused by Redis (DUPLICATE_SUBMISSION) unless the database has it. */
+static void hold_session(int64_t user, int64_t session)
+{
+    assert_int_equal(th_redis_int("SET lock:order:{%lld}:%lld someone-else PX 60000",
+                                  (long long)user, (long long)session),
+                     0);
+}
+
+static struct th_resp retry(const struct th_server *s, int64_t user, const char *key,
+                            int64_t session)
+{
+    char tok[96];
+    th_order_token(s, user, tok);
+    return th_order(s, user, key, tok, session, 1);
+}
+
+/* N refusals of keys that have no order, while another request holds the
+ * session. Returns the database look-ups they cost. */
+static long long refusal_storm(const struct th_server *s, int64_t user, int64_t session)
+{
+    char key[48];
+    long long before = th_metric(s, "ticketd_refusal_db_lookups_total");
+    hold_session(user, session);
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "storm-%d", i);
+        struct th_resp r = retry(s, user, key, session);
+        th_expect_problem(&r, 409, "DUPLICATE_SUBMISSION");
+        th_resp_free(&r);
+    }
+    return th_metric(s, "ticketd_refusal_db_lookups_total") - before;
+}
+
+static void test_trusted_filter_saves_the_lookups(void **state)
+{
+    int64_t session;
+    (void)state;
+    const char *env[] = {FAST_BUILD, NULL};
+    struct th_server *s = th_serve(0, env);
+    th_wait_metric(s, "ticketd_bloom_builds_total", 1, WAIT_MS);
+    place(s, 5101, "first", &session);
+    long long lookups = refusal_storm(s, 5101, session);
+    long long saved = th_metric(s, "ticketd_bloom_checks_total{answer=\"saved\"}");
+    print_message("filter on: %lld look-ups for %d refusals\n", lookups, N);
+    /* A false positive costs a look-up; at 1% two in forty would be rare. */
+    assert_true(lookups <= 2);
+    assert_int_equal(saved + lookups, N);
+}
+
+/* -bloom (demo): every refusal asks the database, as before the filter. */
+static void test_without_the_filter_every_refusal_asks(void **state)
+{
+    int64_t session;
+    (void)state;
+    const char *env[] = {"TICKETD_ENV=demo", "TICKETD_DEFENSES=-bloom", NULL};
+    struct th_server *s = th_serve(1, env);
+    place(s, 5102, "first", &session);
+    long long lookups = refusal_storm(s, 5102, session);
+    print_message("filter off: %lld look-ups for %d refusals\n", lookups, N);
+    assert_int_equal(lookups, N);
+}
+
+/* A false positive (here: every bit set) costs one query, never a wrong
+ * answer: the refusal stands. */
+static void test_false_positive_costs_a_query(void **state)
+{
+    int64_t session;
+    (void)state;
+    const char *env[] = {FAST_BUILD, NULL};
+    struct th_server *s = th_serve(2, env);
+    th_wait_metric(s, "ticketd_bloom_builds_total", 1, WAIT_MS);
+    place(s, 5103, "first", &session);
+    /* Every one of the filter's m bits (its state begins "m:"). */
+    char *st = th_redis_text("GET %s", STATE);
+    assert_non_null(st);
+    long long bytes = atoll(st) / 8 + 1;
+    free(st);
+    assert_true(bytes > 1);
+    assert_int_equal(th_redis_int("EVAL %s 1 ticketd:bloom:{orders} %lld",
+                                  "redis.call('SETRANGE', KEYS[1], 0, string.rep('\\255', "
+                                  "tonumber(ARGV[1]))) return 1",
+                                  bytes),
+                     1);
+    long long lookups = refusal_storm(s, 5103, session);
+    assert_int_equal(lookups, N);
+    assert_true(th_metric(s, "ticketd_bloom_checks_total{answer=\"maybe\"}") >= N);
+}
+
+/* Redis flushed: the filter is empty and has no state. Its "no" is not
+ * believed, and the order that exists is found. */
+static void test_flushed_filter_order_exists(void **state)
+{
+    int64_t session;
+    (void)state;
+    const char *env[] = {NO_REBUILD, NULL};
+    struct th_server *s = th_serve(3, env);
+    th_wait_metric(s, "ticketd_bloom_builds_total", 1, WAIT_MS);
+    place(s, 5104, "kept", &session);
+    /* Another process for the retry (the first remembers its answer
+     * in-process), started before the flush so that no build follows it. */
+    s = th_serve(8, env);
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    hold_session(5104, session);
+    struct th_resp r = retry(s, 5104, "kept", session);
+    assert_int_equal(r.status, 201);
+    th_expect_layer(&r, "unique-index");
+    th_resp_free(&r);
+    assert_true(th_metric(s, "ticketd_bloom_checks_total{answer=\"untrusted\"}") >= 1);
+}
+
+/* The naive variant believes the flushed filter: the retry whose order
+ * exists is refused. The wrong refusals are counted. */
+static void test_demo_believed_flushed_filter_refuses_wrongly(void **state)
+{
+    int64_t sessions[5];
+    char key[32];
+    int wrong = 0;
+    (void)state;
+    const char *env[] = {NO_REBUILD, "TICKETD_ENV=demo", "TICKETD_DEFENSES=-bloom-liveness", NULL};
+    struct th_server *s = th_serve(4, env);
+    th_wait_metric(s, "ticketd_bloom_builds_total", 1, WAIT_MS);
+    for (int i = 0; i < 5; i++) {
+        snprintf(key, sizeof key, "kept-%d", i);
+        place(s, 5105, key, &sessions[i]);
+    }
+    s = th_serve(9, env); /* the first process remembers its answers in-process */
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    for (int i = 0; i < 5; i++) {
+        snprintf(key, sizeof key, "kept-%d", i);
+        hold_session(5105, sessions[i]);
+        struct th_resp r = retry(s, 5105, key, sessions[i]);
+        wrong += r.status == 409; /* its order exists: 201 is the truth */
+        th_resp_free(&r);
+    }
+    print_message("believed flushed filter: %d of 5 retries wrongly refused\n", wrong);
+    assert_int_equal(wrong, 5);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE user_id = 5105"), 5);
+}
+
+/* An order older than the filter (written before any filter existed) is
+ * in it once the filter is built from the orders table. */
+static void test_orders_older_than_the_filter(void **state)
+{
+    int64_t session;
+    (void)state;
+    const char *bare[] = {"TICKETD_ENV=demo", "TICKETD_DEFENSES=-bloom", NULL};
+    struct th_server *old = th_serve(5, bare);
+    place(old, 5106, "older", &session);
+    th_stop_clean(old);
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+
+    const char *env[] = {FAST_BUILD, NULL};
+    struct th_server *s = th_serve(6, env);
+    th_wait_metric(s, "ticketd_bloom_builds_total", 1, WAIT_MS);
+    hold_session(5106, session);
+    struct th_resp r = retry(s, 5106, "older", session);
+    assert_int_equal(r.status, 201);
+    th_resp_free(&r);
+    assert_true(th_metric(s, "ticketd_bloom_checks_total{answer=\"maybe\"}") >= 1);
+}
+
+/* Redis lost records without losing the filter's state (a failover to a
+ * replica that had not seen them): the instance's liveness key is gone
+ * within its TTL, and the filter stops being trusted. */
+static void test_lost_liveness_key_untrusts_the_filter(void **state)
+{
+    (void)state;
+    const char *env[] = {NO_REBUILD, "TICKETD_INSTANCE_TTL_MS=600", NULL};
+    struct th_server *s = th_serve(7, env);
+    th_wait_metric(s, "ticketd_bloom_builds_total", 1, WAIT_MS);
+    assert_int_equal(th_redis_int("EXISTS %s", STATE), 1);
+    /* Every instance key: this test's server is the only one running. */
+    long long gone =
+        th_redis_int("EVAL %s 0", "local n = 0 for _, k in ipairs(redis.call('KEYS', "
+                                  "'ticketd:instance:*')) do n = n + redis.call('DEL', k) end "
+                                  "return n");
+    assert_int_equal(gone, 1);
+    th_wait_metric(s, "ticketd_redis_lost_records_total", 1, WAIT_MS);
+    assert_int_equal(th_redis_int("EXISTS %s", STATE), 0);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, th_teardown_stop)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_trusted_filter_saves_the_lookups),
+        T(test_without_the_filter_every_refusal_asks),
+        T(test_false_positive_costs_a_query),
+        T(test_flushed_filter_order_exists),
+        T(test_demo_believed_flushed_filter_refuses_wrongly),
+        T(test_orders_older_than_the_filter),
+        T(test_lost_liveness_key_untrusts_the_filter),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
