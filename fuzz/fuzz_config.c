@@ -40,15 +40,26 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-#define N_STRINGS 14
+#define N_STRINGS 15
 
 /* The string settings of c, so that they can be compared and cleared. */
 static void strings_of(struct config *c, char **out[N_STRINGS])
 {
-    char **all[N_STRINGS] = {
-        &c->env,        &c->bind,           &c->log_level,       &c->redis_host,   &c->mysql_host,
-        &c->mysql_user, &c->mysql_password, &c->mysql_db,        &c->mysql_socket, &c->jwt_secret,
-        &c->pay_secret, &c->defenses,       &c->redis_sentinels, &c->redis_master};
+    char **all[N_STRINGS] = {&c->env,
+                             &c->bind,
+                             &c->log_level,
+                             &c->redis_host,
+                             &c->mysql_host,
+                             &c->mysql_user,
+                             &c->mysql_password,
+                             &c->mysql_db,
+                             &c->mysql_socket,
+                             &c->jwt_secret,
+                             &c->pay_secret,
+                             &c->defenses,
+                             &c->redis_sentinels,
+                             &c->redis_master,
+                             &c->retention_today};
     memcpy(out, all, sizeof all);
 }
 

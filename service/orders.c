@@ -557,6 +557,15 @@ static void bloom_note(struct app *app, const struct order_request *rq)
         atomic_store(&app->bloom_missed, true);
 }
 
+/* A marker names a request of this key past Redis: it may be writing the
+ * order now, or may have written it without Redis (its answer lost to a
+ * stall, the filter never told). The filter can only know what it was
+ * told, so for such a key the database is always asked. */
+static bool in_flight_elsewhere(const struct order_result *res)
+{
+    return res->outcome == ORDER_IN_PROGRESS;
+}
+
 /* The refusals that only Redis vouches for. */
 static bool refused_by_redis(enum order_outcome oc)
 {
@@ -580,7 +589,8 @@ void orders_create(struct app *app, const struct order_request *rq, order_render
          * is told its request failed, the database is asked whether this
          * key already has its order; a client told "no" for an order that
          * exists would buy again. */
-        if (refused_by_redis(res->outcome) && may_have_order(app, rq)) {
+        if (refused_by_redis(res->outcome) &&
+            (in_flight_elsewhere(res) || may_have_order(app, rq))) {
             metrics_inc(M_REFUSAL_DB_LOOKUPS);
             from_db = replay_from_database(app, rq, render, res);
         }
