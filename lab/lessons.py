@@ -244,11 +244,14 @@ LESSONS = [
     },
     {
         "name": "late-replay",
+        "expect": "zero",
         "kind": "lesson",
         "title": "Expiry and late replays",
         "articles": "004 §5.2",
-        "idea": "Records in Redis expire, and a retry after that is not a new request. The "
-        "unique index still answers it with the order.",
+        "idea": "Records in Redis expire, and a retry after that is not a new request: the "
+        "unique index still answers it with the order. Both passes show 0 on purpose: a "
+        "late retry races nothing, so even the naive look-up finds its order; watch the "
+        "late replays come from unique-index (or check-then-insert without it).",
         "defence": "unique-index",
         "where": "service/orders.c:write_order, replay_from_database",
         "unit": "duplicate orders",
@@ -299,18 +302,24 @@ LESSONS = [
         "title": "Concurrent replay as the minimum test",
         "articles": "004 §4.4, 002 §2.3",
         "idea": "Send the same request many times at the same moment and count what the "
-        "database holds. A sequential retry test proves nothing: here the code is broken "
-        "(check-then-insert) in both passes, and only the concurrent copies show it.",
+        "database holds; a sequential retry test proves nothing. Here the code is broken "
+        "(check-then-insert, no unique key) in both passes: copies one after another find "
+        "nothing wrong, copies at once find the duplicates.",
         "defence": "copies sent at once",
         "where": "loadtest/ (ticketd-load), tests/integration/itest_replaylab.c",
         "unit": "duplicate orders found",
         "figure": ["duplicate_orders"],
         # Inverted on purpose: the "defence" is the test's concurrency, and
         # the damage it finds is the point.
+        # The sequential test spreads each key's copies over 800 ms (about
+        # 110 ms apart, far above an order's latency), so each copy looks
+        # after the one before committed.
+        "expect": "found",
         "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB,
-                                   load=_storm(n, rounds=100) + ["--concurrency", "1"]),
+                                   load=_storm(n, rounds=50)
+                                   + ["--spread", "800", "--concurrency", "64"]),
         "with": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB,
-                                load=_storm(n, rounds=100)),
+                                load=_storm(n, rounds=50)),
     },
     {
         "name": "redis-flush",
@@ -328,12 +337,14 @@ LESSONS = [
     },
     {
         "name": "instance-kill",
+        "expect": "zero",
         "kind": "fault",
         "title": "One instance killed mid-storm",
         "articles": "000 §4.3",
         "idea": "kill -9 of the second instance: its connections drop and the clients send "
-        "the same requests to the first. It answers with the orders the dead one committed, "
-        "or creates them once.",
+        "the same requests to the first, which answers with the orders the dead one "
+        "committed or creates them once. Without the index it still shows 0 here: the "
+        "survivor's Redis layers catch the resent copies.",
         "defence": "unique-index",
         "where": "service/orders.c:take_over_dead, replay_from_database",
         "unit": "duplicate orders",
@@ -358,11 +369,14 @@ LESSONS = [
     },
     {
         "name": "slow-downstream",
+        "expect": "zero",
         "kind": "fault",
         "title": "A request slower than the TTLs",
         "articles": "000 §4.3, 004 §5.1",
-        "idea": "A marker or lock that expires while its request still runs lets a copy in. "
-        "The unique index must catch that copy.",
+        "idea": "A marker or lock that expires while its request still runs lets a copy in, "
+        "and the unique index must catch it. Without the index it shows 0 here: every "
+        "order is equally slow, so the late copy also looks late, after the first "
+        "committed.",
         "defence": "unique-index",
         "where": "service/orders.c:write_order, take_over_dead",
         "unit": "duplicate orders",
@@ -393,4 +407,6 @@ def scaler(size):
 def public(lesson):
     """What the page may see of a lesson (no callables)."""
     keys = ("name", "kind", "title", "articles", "idea", "defence", "where", "unit", "figure")
-    return {k: lesson[k] for k in keys}
+    out = {k: lesson[k] for k in keys}
+    out["expect"] = lesson.get("expect", "damage")
+    return out

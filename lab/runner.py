@@ -102,6 +102,7 @@ class Stack:
         self.jwt_secret = random_hex()
         self.pay_secret = random_hex()
         self.load_proc = None
+        self.closed = False
         os.makedirs(log_dir, exist_ok=True)
 
     # --- servers -------------------------------------------------------------
@@ -155,6 +156,9 @@ class Stack:
         self.services("reset", self.state, db=db)
 
     def down(self):
+        # A run's thread may be between two steps: it must not start
+        # instances once the stack is going down.
+        self.closed = True
         proc = self.load_proc
         if proc is not None and proc.poll() is None:
             proc.terminate()  # it stops starting requests and prints its verdict
@@ -198,6 +202,8 @@ class Stack:
         return env
 
     def start_instances(self, p, tag):
+        if self.closed:
+            raise LabError("the lab is stopping")
         binary = TICKETD_FAULTS if p["faults"] else TICKETD
         logs = []
         for port in self.http_ports:

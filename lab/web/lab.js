@@ -34,6 +34,13 @@ const LAYER_COLOURS = {
 };
 const SPARE = ["#332288", "#44AA99", "#999933", "#AA4499", "#117733", "#661100", "#6699CC", "#888888"];
 
+// What a run of the lesson shows, said on its card before it runs.
+const EXPECT = {
+  damage: "Expect: damage without the defence, 0 with it.",
+  zero: "Expect: 0 both ways (the card says why).",
+  found: "Expect: 0 found by copies one after another, damage found by copies at once.",
+};
+
 let TABLE = null; // what /api/lessons said
 let byName = {};
 let runId = null;
@@ -151,6 +158,7 @@ function card(lesson) {
     el("p", {}, lesson.idea),
     el("p", {}, el("b", {}, "Defence: "), lesson.defence, el("b", {}, " · damage in: "), lesson.unit),
     el("p", { class: "where" }, lesson.where),
+    el("p", { class: "expect" }, EXPECT[lesson.expect] || ""),
     el("div", {}, ...buttons));
 }
 
