@@ -114,8 +114,8 @@ format-check:
 # run-tests.sh also runs format-check, counted as one check, so that the
 # summary line stays the last thing `make test` prints.
 test: deps
-	@$(MAKE) --no-print-directory build/release/ticketd build/asan/ticketd unit-bins integration-bins \
-		fuzz-bins
+	@$(MAKE) --no-print-directory build/release/ticketd build/asan/ticketd build/faults/ticketd \
+		unit-bins integration-bins fuzz-bins
 	@$(MAKE) --no-print-directory -C loadtest
 	@scripts/run-tests.sh
 
