@@ -72,9 +72,9 @@ const faultPlugin = {
   afterDatasetsDraw(chart) {
     const marks = chart.options.plugins.faultMarks || [];
     const { ctx, chartArea, scales } = chart;
-    for (const m of marks) {
+    marks.forEach((m, i) => {
       const x = scales.x.getPixelForValue(m.t);
-      if (x < chartArea.left || x > chartArea.right) continue;
+      if (x < chartArea.left || x > chartArea.right) return;
       ctx.save();
       ctx.strokeStyle = "#b00020";
       ctx.lineWidth = 3;
@@ -85,9 +85,10 @@ const faultPlugin = {
       ctx.stroke();
       ctx.fillStyle = "#b00020";
       ctx.font = "bold 14px DejaVu Sans, sans-serif";
-      ctx.fillText(m.label, Math.min(x + 4, chartArea.right - 90), chartArea.top + 14);
+      // each label on its own line: a flush starts and ends at once
+      ctx.fillText(m.label, Math.min(x + 5, chartArea.right - 120), chartArea.top + 15 + 17 * i);
       ctx.restore();
-    }
+    });
   },
 };
 
@@ -104,7 +105,7 @@ function makeChart(canvas, title) {
       elements: { point: { radius: 0 }, line: { borderWidth: 3, tension: 0 } },
       plugins: {
         title: { display: true, text: title, font: { size: 16, weight: "bold" }, color: "#111" },
-        legend: { position: "right", labels: { font: { size: 13 }, boxWidth: 16, color: "#111" } },
+        legend: { position: "bottom", labels: { font: { size: 14 }, boxWidth: 18, color: "#111" } },
         faultMarks: [],
       },
       scales: {
@@ -229,8 +230,7 @@ function updatePass(w, lesson, d) {
     addPoints(charts["out-" + w], OUTCOME_COLOURS, t.t, t.out);
     addPoints(charts["layer-" + w], LAYER_COLOURS, t.t, t.layer);
   }
-  const marks = d.faults.filter((f) => f.edge === "start").map((f) => ({ t: f.t, label: "fault" }))
-    .concat(d.faults.filter((f) => f.edge === "end").map((f) => ({ t: f.t, label: "fault over" })));
+  const marks = d.faults.map((f) => ({ t: f.t, label: (f.edge === "start" ? "fault at " : "fault over at ") + f.t.toFixed(1) + " s" }));
   for (const kind of ["out-", "layer-"]) {
     charts[kind + w].options.plugins.faultMarks = marks;
     charts[kind + w].update("none");
@@ -268,7 +268,9 @@ function endTables(lesson, data) {
   cmp.replaceChildren(el("caption", {}, "The two runs side by side"),
     row(["", "without " + lesson.defence, "with it"], true),
     row([lesson.unit + " (the lesson's figure)", ...res.map((r) => (r ? { text: String(r.figure), cls: "n" + (r.figure > 0 ? " bad" : " ok") } : "–"))]),
-    ...TABLE.damage.map(([k, unit]) => row([unit, ...res.map((r) => dmgCell(r, k))])),
+    // the lesson's own kind is the row above when it is a single kind
+    ...TABLE.damage.filter(([k]) => !(lesson.figure.length === 1 && lesson.figure[0] === k))
+      .map(([k, unit]) => row([unit, ...res.map((r) => dmgCell(r, k))])),
     row(["orders created", ...res.map((r) => val(r, (x) => x.orders_created))]),
     row(["requests", ...res.map((r) => val(r, (x) => x.requests))]),
     row(["p99 latency (ms)", ...res.map((r) => val(r, (x) => x.p99_ms.toFixed(1)))]),
