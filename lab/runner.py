@@ -18,6 +18,7 @@ the verdict: the live counters only show the damage as it appears.
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import threading
@@ -253,7 +254,8 @@ class Stack:
         redis = "redis-cli -h 127.0.0.1 -p %d FLUSHALL" % self.redis_port
         svc = "env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET " \
               "-u TICKETD_CONFIG scripts/services.sh"
-        mysql = "%s stop-mysql %s && %s start-mysql %s" % (svc, self.state, svc, self.state)
+        state = shlex.quote(self.state)  # ticketd-load runs --fault with /bin/sh
+        mysql = "%s stop-mysql %s && %s start-mysql %s" % (svc, state, svc, state)
         out = []
         for w in words:
             if w == "@redeliver":
