@@ -10,6 +10,16 @@
 #                running) and seed the demo session again
 #   make bench   side-by-side figures (loadtest/)
 #   make build   just the release binary (build/release/ticketd)
+#   make lab     the replay lab's live page on http://127.0.0.1:8090/ (lab/):
+#                its own Redis, MariaDB and two instances; Ctrl-C stops all
+#   make lesson  the lessons' names; make lesson L=<name> runs one without its
+#                defence, then with it, and prints both figures
+#   make lessons-run
+#                every lesson, both ways, into docs/lessons-run.md (the
+#                figures the docs quote)
+#   make test-lab
+#                the lab's tests: the page in headless Chromium, make lesson,
+#                and what the lab refuses (also part of make test)
 #   make test-cluster
 #                three ticketd on a 3-node Galera cluster and a Redis that
 #                fails over (Sentinel), storms and faults (tests/cluster/run.sh;
@@ -56,7 +66,8 @@ TEST_MYSQL_PORT := 23306
 # only what the user exported, never config/ticketd.env.
 SERVICES := scripts/services.sh
 
-.PHONY: all build deps run stop reset test test-cluster image test-image unit integration format format-check bench demo valgrind clean
+.PHONY: all build deps run stop reset test test-cluster image test-image unit integration format format-check bench \
+	demo lab lesson lessons-run lab-bins test-lab valgrind clean
 
 all: build
 
@@ -110,8 +121,8 @@ format-check:
 # run-tests.sh also runs format-check, counted as one check, so that the
 # summary line stays the last thing `make test` prints.
 test: deps
-	@$(MAKE) --no-print-directory build/release/ticketd build/asan/ticketd unit-bins integration-bins \
-		fuzz-bins
+	@$(MAKE) --no-print-directory build/release/ticketd build/asan/ticketd build/faults/ticketd \
+		unit-bins integration-bins fuzz-bins
 	@$(MAKE) --no-print-directory -C loadtest
 	@scripts/run-tests.sh
 
@@ -167,6 +178,32 @@ bench: deps build
 demo: deps build build/faults/ticketd
 	@$(MAKE) --no-print-directory -C loadtest
 	@loadtest/demo.sh
+
+# --- the replay lab (lab/ticketd-lab; LAB_ARGS adds its options, e.g.
+# LAB_ARGS="--port 8091 --size 0.5") -----------------------------------------
+
+LAB := lab/ticketd-lab
+
+lab-bins: build/release/ticketd build/faults/ticketd
+	@$(MAKE) --no-print-directory -C loadtest
+
+lab: deps
+	@$(MAKE) --no-print-directory lab-bins
+	@exec $(LAB) serve $(LAB_ARGS)
+
+# Without L only the names, so that listing them builds nothing.
+lesson:
+	@if [[ -z "$(L)" ]]; then exec $(LAB) lesson; fi; \
+	    scripts/deps.sh && $(MAKE) --no-print-directory lab-bins >/dev/null && \
+	    exec $(LAB) lesson "$(L)" $(LAB_ARGS)
+
+lessons-run: deps
+	@$(MAKE) --no-print-directory lab-bins
+	@$(LAB) record $(LAB_ARGS)
+
+test-lab: deps
+	@$(MAKE) --no-print-directory lab-bins
+	@tests/lab/run.sh
 
 valgrind: deps unit-bins-release build/release/ticketd
 	@scripts/valgrind.sh

@@ -40,6 +40,11 @@ PACKAGES=(
     python3
     wrk
     gnuplot-nox
+    # the replay lab (lab/): its program, the charts it serves offline, and
+    # the headless browser its test drives
+    python3
+    libjs-chart.js
+    chromium
     clang-format
     clang-14
     libfuzzer-14-dev

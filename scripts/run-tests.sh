@@ -8,6 +8,8 @@
 #   scripts/run-tests.sh --unit-only  unit tests and fuzz harnesses only (no
 #                                     servers needed)
 #   TICKETD_TEST_ONLY=itest_orders scripts/run-tests.sh
+#                                     (TICKETD_TEST_ONLY=lab: only the replay
+#                                     lab's tests, tests/lab/run.sh)
 #                                     only the test binaries whose name
 #                                     contains that text (a quick loop)
 #
@@ -139,6 +141,24 @@ if [[ $unit_only -eq 0 ]]; then
         failed=$((failed + 1))
     fi
     scripts/services.sh down "$STATE" || true
+
+    # The replay lab (tests/lab/run.sh): its own stack on the same ports,
+    # now that the integration tests' servers are down; each of its checks
+    # counts as one.
+    if [[ -z "$ONLY" || "$ONLY" == *lab* ]]; then
+        echo "== replay lab (the page in headless Chromium, make lesson, what it refuses)"
+        out="$LOGS/lab.out"
+        tests/lab/run.sh 2>&1 | tee "$out" | grep -E '^(ok|FAIL) '
+        p=$(sed -n 's/^lab: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$out")
+        f=$(sed -n 's/^lab: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$out")
+        if [[ -z "$p" ]]; then
+            p=0
+            f=1 # it stopped before its summary
+        fi
+        passed=$((passed + p))
+        failed=$((failed + f))
+        ((f == 0)) || failures+=("replay lab (see $out)")
+    fi
 fi
 
 if [[ ${#failures[@]} -gt 0 ]]; then

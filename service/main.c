@@ -1,5 +1,5 @@
-/* main.c - ticketd's commands: serve, worker, token, dead-letters, version,
- * help. Help and unknown commands are answered before any setting is read.
+/* main.c - ticketd's commands: serve, worker, token, dead-letters, lab,
+ * version, help. Help and unknown commands are answered before any setting is read.
  * Boot order is config, log, ports (store, cache), then the HTTP server;
  * shutdown runs it backwards after draining. */
 #include "app.h"
@@ -24,6 +24,7 @@
 #include "sweep.h"
 #include "util.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -44,6 +45,7 @@ static void usage(FILE *f)
                "       ticketd dead-letters replay [--config FILE] (--id N | --all) "
                "[--consumer NAME]\n"
                "       ticketd partitions [--config FILE]\n"
+               "       ticketd lab [serve | lesson [NAME] | record] [OPTIONS]\n"
                "       ticketd version\n"
                "       ticketd help [COMMAND]    (or: ticketd COMMAND --help)\n"
                "\n"
@@ -97,6 +99,13 @@ static const struct command commands[] = {
      "Exits 1 when a table could not be done.\n"
      "\n"
      "  --config FILE  KEY=VALUE settings (the environment wins over them)\n"},
+    {"lab", 0,
+     "usage: ticketd lab [serve | lesson [NAME] | record] [OPTIONS]\n"
+     "\n"
+     "Runs the replay lab of this checkout (lab/ticketd-lab, beside build/): serve\n"
+     "shows the lessons live on http://127.0.0.1:8090/, lesson NAME runs one\n"
+     "without its defence and with it. `ticketd lab serve --help` lists the options.\n"
+     "It starts servers of its own; the service itself runs none of its code.\n"},
     {"version", 0,
      "usage: ticketd version\n"
      "\n"
@@ -127,7 +136,7 @@ static void unknown_command(const char *name)
 {
     fprintf(stderr,
             "ticketd: unknown command '%s' (choices: serve, worker, token, dead-letters, "
-            "partitions, version, help)\n",
+            "partitions, lab, version, help)\n",
             name);
     usage(stderr);
 }
@@ -350,6 +359,43 @@ static unsigned option_bit(int c)
     }
 }
 
+/* `ticketd lab ...`: the lab is a program of its own, lab/ticketd-lab of
+ * the checkout this binary was built in (build/<flavour>/ticketd), so that
+ * no demo code is linked into the service. It gets the remaining words. */
+static int lab_exec(int argc, char **argv)
+{
+    char exe[4096], path[4200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    char *slash;
+
+    if (n <= 0) {
+        fprintf(stderr, "ticketd lab: cannot find this binary's path\n");
+        return 1;
+    }
+    exe[n] = '\0';
+    /* build/<flavour>/ticketd -> the checkout is two folders up */
+    for (int up = 0; up < 3; up++) {
+        slash = strrchr(exe, '/');
+        if (slash == NULL) {
+            fprintf(stderr, "ticketd lab: %s is not inside a checkout\n", exe);
+            return 1;
+        }
+        *slash = '\0';
+    }
+    snprintf(path, sizeof(path), "%s/lab/ticketd-lab", exe);
+    char **args = calloc((size_t)argc, sizeof(*args));
+    if (args == NULL)
+        return 1;
+    args[0] = path;
+    for (int i = 2; i < argc; i++)
+        args[i - 1] = argv[i];
+    execv(path, args);
+    fprintf(stderr, "ticketd lab: cannot run %s: %s (the lab runs from a checkout: make lab)\n",
+            path, strerror(errno));
+    free(args);
+    return 1;
+}
+
 /* The commands that need no settings: help, version, dead-letters (which
  * reads its own), and unknown names. Returns the exit status, or -1 when
  * argv[1] is a command that goes on; *command is then set. */
@@ -379,6 +425,8 @@ static int answer_early(int argc, char **argv, const struct command **command)
     }
     if (strcmp(cmd, "dead-letters") == 0)
         return deadletters_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "lab") == 0)
+        return lab_exec(argc, argv);
     if (strcmp(cmd, "version") == 0) {
         if (argc == 3 && is_help_flag(argv[2]))
             return command_help(cmd);

@@ -1,0 +1,412 @@
+"""The one table of the replay lab's lessons and fault runs.
+
+The live page (ticketd-lab serve), `make lesson L=<name>` and the recorded
+run the docs quote (ticketd-lab record) all read this table and nothing
+else: a name the page sends is looked up here, and only the argv lists
+below (with the lab's own ports filled in) are ever executed.
+
+Each lesson runs twice on the lab's private stack: once without its
+defence, once with it. A pass names the defences it switches off
+(TICKETD_DEFENSES), the database (the main one, or the one without the
+unique keys on orders), the binary (release, or the faults build for
+TICKETD_FAULT), extra settings, and the ticketd-load arguments. `n(x)`
+scales a count by the lab's size setting, so that the tests can run the
+same lessons smaller.
+
+Words in the load arguments that start with '@' are filled in by the
+runner: @redeliver (--after-load with loadtest/redeliver.sh), @flush,
+@kill2 and @mysql-restart (--fault with the lab's own Redis, second
+instance or MariaDB).
+"""
+
+# The damage kinds of ticketd-load's JSON report ("damage": {...}), with
+# the unit each is counted in, in the order the page shows them.
+DAMAGE = [
+    ("duplicate_orders", "duplicate orders"),
+    ("token_reused_orders", "orders beyond one per token"),
+    ("oversold_seats", "oversold seats"),
+    ("refunded_applied_payments", "applied payments also refunded"),
+    ("double_applied_payments", "payments applied twice"),
+    ("paid_cancelled_orders", "orders both paid and cancelled"),
+    ("double_credited_points", "points credited twice"),
+    ("missing_points", "points lost"),
+    ("lock_bypassed_orders", "orders past a held session lock"),
+    ("failures_replayed", "retries refused forever"),
+    ("forbidden_answers", "answers the contract forbids"),
+    ("audit_failed_checks", "failed audit checks"),
+]
+
+MAIN_DB = "main"
+NOINDEX_DB = "noindex"
+REDIS_LAYERS = "response-cache,inflight-key,session-lock,token"
+
+
+def _storm(n, rounds=300, copies=8):
+    return ["retry-storm", "--rounds", str(n(rounds)), "--copies", str(copies), "--stock", "1000000"]
+
+
+def _click(n, rounds=150):
+    return ["double-click", "--shared-token", "--rounds", str(n(rounds)), "--stock", "1000000"]
+
+
+def _sale(n):
+    return ["flash-sale", "--users", str(n(500)), "--seats", "50", "--rounds", "2"]
+
+
+def _gateway(n, orders=150):
+    return ["gateway-retry", "--orders", str(n(orders)), "--retries", "3"]
+
+
+def _mq(n, orders=60):
+    return ["mq-redelivery", "--orders", str(n(orders)), "--settle", "20"]
+
+
+def _pass(off="", db=MAIN_DB, faults=False, env=(), load=None):
+    return {"off": off, "db": db, "faults": faults, "env": list(env), "load": load}
+
+
+# The fault runs fire their fault a third of the way through the storm's
+# answers (600 keys x 8 copies), so that it lands mid-load on a machine of
+# any speed: the moment is counted in answers, not in ms.
+def _fstorm(n):
+    return _storm(n, rounds=600) + ["--fault-after", str(n(1600))]
+
+
+LESSONS = [
+    {
+        "name": "four-layers",
+        "kind": "lesson",
+        "title": "The four layers",
+        "articles": "000 §2, 002 §6.3, 004 §6.3",
+        "idea": "Duplicates are stopped at the entry (key, token), in the business (lock), "
+        "in the data (unique index) and in the consumers (dedup rows). Each cheaper layer "
+        "in front only saves work; the data layer is the one that must hold.",
+        "defence": "the four layers",
+        "where": "service/orders.c:orders_create, service/consume.c:consume_apply",
+        "unit": "duplicate orders",
+        "figure": ["duplicate_orders"],
+        "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB, load=_storm(n)),
+        "with": lambda n: _pass(load=_storm(n)),
+    },
+    {
+        "name": "token-atomic",
+        "kind": "lesson",
+        "title": "Token atomicity",
+        "articles": "000 §3, 002 §3.2, §4.3",
+        "idea": "Checking a one-time token and spending it must be one step. A GET and a "
+        "later write leave a window in which two requests both see it unspent.",
+        "defence": "token-atomic",
+        "where": "service/cache_redis.c:SPEND_LUA (inside begin_lua, or cache_token_take)",
+        "unit": "orders beyond one per token",
+        "figure": ["token_reused_orders"],
+        "without": lambda n: _pass("session-lock,token-atomic", load=_click(n)),
+        "with": lambda n: _pass("session-lock", load=_click(n)),
+    },
+    {
+        "name": "lock-owner-check",
+        "kind": "lesson",
+        "title": "Lock vs idempotency",
+        "articles": "000 §4.3, 004 §5.5",
+        "idea": "A lock keeps two copies from running at once; it does not remember "
+        "results, and it must be released by its owner only. A plain DEL frees a lock "
+        "that expired and was taken by someone else.",
+        "defence": "lock-owner-check",
+        "where": "service/cache_redis.c:complete_lua, release_lua (compare-and-delete)",
+        "unit": "orders past a held session lock",
+        "figure": ["lock_bypassed_orders"],
+        "without": lambda n: _pass(
+            "lock-owner-check", faults=True,
+            env=["TICKETD_LOCK_TTL_MS=400", "TICKETD_FAULT=order.after_redis:delay:600"],
+            load=["double-click", "--burst", "3", "--gaps", "450,250", "--lock-ttl", "400",
+                  "--rounds", str(n(6))]),
+        "with": lambda n: _pass(
+            faults=True,
+            env=["TICKETD_LOCK_TTL_MS=400", "TICKETD_FAULT=order.after_redis:delay:600"],
+            load=["double-click", "--burst", "3", "--gaps", "450,250", "--lock-ttl", "400",
+                  "--rounds", str(n(6))]),
+    },
+    {
+        "name": "stable-key",
+        "kind": "lesson",
+        "title": "Stable request id across retries",
+        "articles": "000 §5.4, 004 §3.2",
+        "idea": "The client makes the id once per intent and sends it again on every retry. "
+        "A new id per attempt defeats every layer.",
+        "defence": "one Idempotency-Key per intent",
+        "where": "service/api_orders.c:api_orders_create (Idempotency-Key)",
+        "unit": "orders beyond one per purchase",
+        # Both passes have the session lock and the token off; only the key
+        # the client sends differs (a new one per click, or one per intent).
+        "figure": ["token_reused_orders", "duplicate_orders"],
+        "without": lambda n: _pass("session-lock,token", load=_click(n)),
+        "with": lambda n: _pass("session-lock,token", load=_storm(n, rounds=150, copies=2)),
+    },
+    {
+        "name": "insert-first",
+        "kind": "lesson",
+        "title": "Insert first, read back",
+        "articles": "000 §5.3, 002 §2.1",
+        "idea": "Insert and let the unique key refuse the copy (1062), then read the existing "
+        "row and answer with it. Looking first and inserting after races.",
+        "defence": "unique-index",
+        "where": "service/store_mysql.c:store_order_create, service/orders.c:replay_from_database",
+        "unit": "duplicate orders",
+        "figure": ["duplicate_orders"],
+        "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB, load=_storm(n)),
+        "with": lambda n: _pass(REDIS_LAYERS, load=_storm(n)),
+    },
+    {
+        "name": "stock-cas",
+        "kind": "lesson",
+        "title": "CAS vs read-modify-write",
+        "articles": "002 §5, 004 §3.3",
+        "idea": "Stock changes only by UPDATE ... WHERE <what I read is still true>; 0 rows "
+        "means someone else won. Reading, deciding in the process and writing blindly lets "
+        "both writers win.",
+        "defence": "stock-cas",
+        "where": "service/store_mysql.c:store_order_create (S_ORDER_PLACE), "
+        "service/store_naive.c:store_tx_move",
+        "unit": "oversold seats",
+        "figure": ["oversold_seats"],
+        "without": lambda n: _pass("stock-cas", load=_sale(n)),
+        "with": lambda n: _pass(load=_sale(n)),
+    },
+    {
+        "name": "state-cas",
+        "kind": "lesson",
+        "title": "Version and state machine",
+        "articles": "002 §5, 004 §3.4",
+        "idea": "Every transition is allowed by one table and written with status = ? AND "
+        "version = ?, on a row locked first. Without it, a cancel and a payment that race "
+        "both apply.",
+        "defence": "state-cas",
+        "where": "service/statemachine.c:statemachine_next, store_tx_transition, "
+        "service/store_naive.c:store_tx_move",
+        "unit": "orders both paid and cancelled",
+        "figure": ["paid_cancelled_orders"],
+        "without": lambda n: _pass("state-cas", faults=True,
+                                   env=["TICKETD_FAULT=order.before_transition:delay:50"],
+                                   load=_gateway(n)),
+        "with": lambda n: _pass(faults=True,
+                                env=["TICKETD_FAULT=order.before_transition:delay:50"],
+                                load=_gateway(n)),
+    },
+    {
+        "name": "callback-dedup",
+        "kind": "lesson",
+        "title": "The triple-credited callback",
+        "articles": "004 §2",
+        "idea": "A gateway retries its callback, and each copy must get the first outcome, "
+        "not a second payment. The txn_id is unique and recorded in the payment's "
+        "transaction.",
+        "defence": "callback-dedup",
+        "where": "service/payments.c:payments_callback, "
+        "service/store_payments.c:store_payment_insert",
+        "unit": "applied payments also refunded",
+        "figure": ["refunded_applied_payments"],
+        "without": lambda n: _pass("callback-dedup", load=_gateway(n)),
+        "with": lambda n: _pass(load=_gateway(n)),
+    },
+    {
+        "name": "consumer-dedup-same-tx",
+        "kind": "lesson",
+        "title": "Dedup in the same transaction",
+        "articles": "000 §6.2, 004 §3.5",
+        "idea": "The consumer's dedup row and its effect commit together or not at all. "
+        "Committed first on its own, a failed effect leaves the row and the redelivery "
+        "skips it: the effect is lost.",
+        "defence": "consumer-dedup-same-tx",
+        "where": "service/store_events.c:consume_tx",
+        "unit": "points lost",
+        "figure": ["missing_points"],
+        "without": lambda n: _pass(
+            "consumer-dedup-same-tx", faults=True,
+            env=["TICKETD_CLAIM_IDLE_MS=300", "TICKETD_FAULT=consumer.effect:fail:10"],
+            load=_mq(n)),
+        "with": lambda n: _pass(
+            faults=True,
+            env=["TICKETD_CLAIM_IDLE_MS=300", "TICKETD_FAULT=consumer.effect:fail:10"],
+            load=_mq(n)),
+    },
+    {
+        "name": "consumer-dedup-business-key",
+        "kind": "lesson",
+        "title": "Message id vs business key",
+        "articles": "004 §5.3",
+        "idea": "Deduplicate by what the effect is about (points for order N), not by the "
+        "message's id. A republished event arrives under a new id.",
+        "defence": "consumer-dedup-business-key",
+        "where": "service/consume.c:consume_dedup_key, service/consumers.c:dedup_key",
+        "unit": "points credited twice",
+        "figure": ["double_credited_points"],
+        "without": lambda n: _pass("consumer-dedup-business-key",
+                                   load=_mq(n) + ["@redeliver"]),
+        "with": lambda n: _pass(load=_mq(n) + ["@redeliver"]),
+    },
+    {
+        "name": "late-replay",
+        "expect": "zero",
+        "kind": "lesson",
+        "title": "Expiry and late replays",
+        "articles": "004 §5.2",
+        "idea": "Records in Redis expire, and a retry after that is not a new request: the "
+        "unique index still answers it with the order. Both passes show 0 on purpose: a "
+        "late retry races nothing, so even the naive look-up finds its order; watch the "
+        "late replays come from unique-index (or check-then-insert without it).",
+        "defence": "unique-index",
+        "where": "service/orders.c:write_order, replay_from_database",
+        "unit": "duplicate orders",
+        "figure": ["duplicate_orders"],
+        # Without the index the copies of the storm race the look-up; the
+        # late retries themselves find their orders either way.
+        "without": lambda n: _pass("unique-index", NOINDEX_DB, env=["TICKETD_IDEM_TTL_S=1"],
+                                   load=_storm(n, rounds=100, copies=4) + ["--late", "2500"]),
+        "with": lambda n: _pass(env=["TICKETD_IDEM_TTL_S=1"],
+                                load=_storm(n, rounds=100, copies=4) + ["--late", "2500"]),
+    },
+    {
+        "name": "forget-failures",
+        "kind": "lesson",
+        "title": "Only successes are remembered",
+        "articles": "004 §5.4, 000 §3.3",
+        "idea": "A failure must leave the key free, so that the retry after the dependency "
+        "is back succeeds. A stored 503 is replayed forever.",
+        "defence": "forget-failures",
+        "where": "service/orders.c:orders_create (the out: branch), remember_failure",
+        "unit": "retries refused forever",
+        "figure": ["failures_replayed"],
+        "without": lambda n: _pass("forget-failures", faults=True,
+                                   env=["TICKETD_FAULT=order.commit_lost:fail:5"],
+                                   load=_storm(n, rounds=40, copies=4)
+                                   + ["--client-retries", "2"]),
+        "with": lambda n: _pass(faults=True, env=["TICKETD_FAULT=order.commit_lost:fail:5"],
+                                load=_storm(n, rounds=40, copies=4) + ["--client-retries", "2"]),
+    },
+    {
+        "name": "status-codes",
+        "kind": "lesson",
+        "title": "Which status code for a duplicate",
+        "articles": "004 §5.1, §5.4",
+        "idea": "A completed duplicate gets the original answer (201, replayed), a copy still "
+        "in flight 409 REQUEST_IN_PROGRESS. A client told it failed for an order that exists "
+        "buys again.",
+        "defence": "inflight-key",
+        "where": "service/api_orders.c:api_orders_create, service/orders.c:answer_from_record",
+        "unit": "answers the contract forbids",
+        "figure": ["forbidden_answers"],
+        "without": lambda n: _pass("response-cache,inflight-key", load=_storm(n, rounds=100)),
+        "with": lambda n: _pass("response-cache", load=_storm(n, rounds=100)),
+    },
+    {
+        "name": "replay-test",
+        "kind": "lesson",
+        "title": "Concurrent replay as the minimum test",
+        "articles": "004 §4.4, 002 §2.3",
+        "idea": "Send the same request many times at the same moment and count what the "
+        "database holds; a sequential retry test proves nothing. Here the code is broken "
+        "(check-then-insert, no unique key) in both passes: copies one after another find "
+        "nothing wrong, copies at once find the duplicates.",
+        "defence": "copies sent at once",
+        "where": "loadtest/ (ticketd-load), tests/integration/itest_replaylab.c",
+        "unit": "duplicate orders found",
+        "figure": ["duplicate_orders"],
+        # Inverted on purpose: the "defence" is the test's concurrency, and
+        # the damage it finds is the point.
+        # The sequential test spreads each key's copies over 800 ms (about
+        # 110 ms apart, far above an order's latency), so each copy looks
+        # after the one before committed.
+        "expect": "found",
+        "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB,
+                                   load=_storm(n, rounds=50)
+                                   + ["--spread", "800", "--concurrency", "64"]),
+        "with": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB,
+                                load=_storm(n, rounds=50)),
+    },
+    {
+        "name": "redis-flush",
+        "kind": "fault",
+        "title": "Redis flushed mid-storm",
+        "articles": "000 §3.3, 002 §3.3",
+        "idea": "Redis is an accelerator, not the arbiter: flushed, its records, locks and "
+        "tokens are gone. The database must still decide.",
+        "defence": "unique-index",
+        "where": "service/orders.c:redis_failed, spend_token",
+        "unit": "duplicate orders",
+        "figure": ["duplicate_orders"],
+        "without": lambda n: _pass("unique-index", NOINDEX_DB, load=_fstorm(n) + ["@flush"]),
+        "with": lambda n: _pass(load=_fstorm(n) + ["@flush"]),
+    },
+    {
+        "name": "instance-kill",
+        "expect": "zero",
+        "kind": "fault",
+        "title": "One instance killed mid-storm",
+        "articles": "000 §4.3",
+        "idea": "kill -9 of the second instance: its connections drop and the clients send "
+        "the same requests to the first, which answers with the orders the dead one "
+        "committed or creates them once. Without the index it still shows 0 here: the "
+        "survivor's Redis layers catch the resent copies.",
+        "defence": "unique-index",
+        "where": "service/orders.c:take_over_dead, replay_from_database",
+        "unit": "duplicate orders",
+        "figure": ["duplicate_orders"],
+        "without": lambda n: _pass("unique-index", NOINDEX_DB, load=_fstorm(n) + ["@kill2"]),
+        "with": lambda n: _pass(load=_fstorm(n) + ["@kill2"]),
+    },
+    {
+        "name": "mysql-restart",
+        "kind": "fault",
+        "title": "MariaDB restarted mid-storm",
+        "articles": "004 §5.4",
+        "idea": "While MariaDB is down ticketd answers 503 with Retry-After, and the clients "
+        "retry with the same key and token. Remembered, that 503 would be replayed to every "
+        "retry.",
+        "defence": "forget-failures",
+        "where": "service/orders.c:orders_create (the out: branch)",
+        "unit": "retries refused forever",
+        "figure": ["failures_replayed"],
+        "without": lambda n: _pass("forget-failures", load=_fstorm(n) + ["@mysql-restart"]),
+        "with": lambda n: _pass(load=_fstorm(n) + ["@mysql-restart"]),
+    },
+    {
+        "name": "slow-downstream",
+        "kind": "fault",
+        "title": "A request slower than the TTLs",
+        "articles": "000 §4.3, 004 §5.1",
+        "idea": "A marker or lock that expires while its request still runs lets a copy in, "
+        "and the unique index must catch it. Without the index only the few copies that "
+        "look before the first one commits get through (every order is equally slow), so "
+        "the figure is small, and some runs show 0.",
+        "defence": "unique-index",
+        "where": "service/orders.c:write_order, take_over_dead",
+        "unit": "duplicate orders",
+        "figure": ["duplicate_orders"],
+        "without": lambda n: _pass(
+            "unique-index", NOINDEX_DB, faults=True,
+            env=["TICKETD_THREADS=32", "TICKETD_INFLIGHT_TTL_MS=300", "TICKETD_LOCK_TTL_MS=300",
+                 "TICKETD_FAULT=order.after_redis:delay:800:%d" % n(40)],
+            load=["retry-storm", "--rounds", str(n(60)), "--copies", "6", "--spread", "1000",
+                  "--concurrency", "60", "--stock", "1000000"]),
+        "with": lambda n: _pass(
+            faults=True,
+            env=["TICKETD_THREADS=32", "TICKETD_INFLIGHT_TTL_MS=300", "TICKETD_LOCK_TTL_MS=300",
+                 "TICKETD_FAULT=order.after_redis:delay:800:%d" % n(40)],
+            load=["retry-storm", "--rounds", str(n(60)), "--copies", "6", "--spread", "1000",
+                  "--concurrency", "60", "--stock", "1000000"]),
+    },
+]
+
+BY_NAME = {lesson["name"]: lesson for lesson in LESSONS}
+
+
+def scaler(size):
+    """n(x) for a size factor: at least 1, so that a small lab still runs."""
+    return lambda x: max(1, int(round(x * size)))
+
+
+def public(lesson):
+    """What the page may see of a lesson (no callables)."""
+    keys = ("name", "kind", "title", "articles", "idea", "defence", "where", "unit", "figure")
+    out = {k: lesson[k] for k in keys}
+    out["expect"] = lesson.get("expect", "damage")
+    return out

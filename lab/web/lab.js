@@ -1,0 +1,338 @@
+// The lab's page: cards from /api/lessons, runs through POST /api/runs, and
+// /api/state polled about six times a second while a run goes. The lab
+// aggregates answers over 200 ms ticks; each tick adds a point to the charts.
+"use strict";
+
+const POLL_MS = 150;
+const PASSES = ["without", "with"];
+
+// One colour per outcome and per layer, the same on every chart (Okabe-Ito
+// and Tol colours: distinct for colour-blind eyes and on a projector).
+const OUTCOME_COLOURS = {
+  "201 created": "#0072B2",
+  "201 replayed": "#56B4E9",
+  "200": "#009E73",
+  "200 replayed": "#7fd6b8",
+  "409 REQUEST_IN_PROGRESS": "#E69F00",
+  "409 DUPLICATE_SUBMISSION": "#CC79A7",
+  "409 ORDER_TOKEN_INVALID": "#D55E00",
+  "409 SOLD_OUT": "#6b6b6b",
+  "503 SERVICE_UNAVAILABLE": "#000000",
+  "no answer": "#b00020",
+  "token 201": "#9aa5b1",
+};
+const LAYER_COLOURS = {
+  "response-cache": "#0072B2",
+  "inflight-key": "#E69F00",
+  "session-lock": "#CC79A7",
+  "token": "#D55E00",
+  "unique-index": "#009E73",
+  "check-then-insert": "#8c6d1f",
+  "callback-dedup": "#56B4E9",
+  "state-machine": "#000000",
+  "consumer-dedup": "#882255",
+};
+const SPARE = ["#332288", "#44AA99", "#999933", "#AA4499", "#117733", "#661100", "#6699CC", "#888888"];
+
+// What a run of the lesson shows, said on its card before it runs.
+const EXPECT = {
+  damage: "Expect: damage without the defence, 0 with it.",
+  zero: "Expect: 0 both ways (the card says why).",
+  found: "Expect: 0 found by copies one after another, damage found by copies at once.",
+};
+
+let TABLE = null; // what /api/lessons said
+let byName = {};
+let runId = null;
+let have = { without: 0, with: 0 };
+let charts = {};
+let spareUsed = {};
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k);
+  return e;
+}
+
+function colourOf(map, key) {
+  if (map[key]) return map[key];
+  if (key.startsWith("503")) return "#000000";
+  if (!spareUsed[key]) spareUsed[key] = SPARE[Object.keys(spareUsed).length % SPARE.length];
+  return spareUsed[key];
+}
+
+// Draws each fault of the pass as a dashed red line with its label.
+const faultPlugin = {
+  id: "faultMarks",
+  afterDatasetsDraw(chart) {
+    const marks = chart.options.plugins.faultMarks || [];
+    const { ctx, chartArea, scales } = chart;
+    marks.forEach((m, i) => {
+      const x = scales.x.getPixelForValue(m.t);
+      if (x < chartArea.left || x > chartArea.right) return;
+      ctx.save();
+      ctx.strokeStyle = "#b00020";
+      ctx.lineWidth = 3;
+      ctx.setLineDash([8, 5]);
+      ctx.beginPath();
+      ctx.moveTo(x, chartArea.top);
+      ctx.lineTo(x, chartArea.bottom);
+      ctx.stroke();
+      ctx.fillStyle = "#b00020";
+      ctx.font = "bold 14px DejaVu Sans, sans-serif";
+      // each label on its own line: a flush starts and ends at once
+      ctx.fillText(m.label, Math.min(x + 5, chartArea.right - 120), chartArea.top + 15 + 17 * i);
+      ctx.restore();
+    });
+  },
+};
+
+function makeChart(canvas, title) {
+  return new Chart(canvas, {
+    type: "line",
+    data: { datasets: [] },
+    plugins: [faultPlugin],
+    options: {
+      animation: false,
+      maintainAspectRatio: false,
+      parsing: false,
+      normalized: true,
+      elements: { point: { radius: 0 }, line: { borderWidth: 3, tension: 0 } },
+      plugins: {
+        title: { display: true, text: title, font: { size: 16, weight: "bold" }, color: "#111" },
+        legend: { position: "bottom", labels: { font: { size: 14 }, boxWidth: 18, color: "#111" } },
+        faultMarks: [],
+      },
+      scales: {
+        x: { type: "linear", min: 0, title: { display: true, text: "seconds since the load started",
+             font: { size: 14 }, color: "#111" }, ticks: { font: { size: 13 }, color: "#111" } },
+        y: { beginAtZero: true, title: { display: true, text: "answers per second", font: { size: 14 },
+             color: "#111" }, ticks: { font: { size: 13 }, color: "#111" } },
+      },
+    },
+  });
+}
+
+function resetCharts() {
+  for (const c of Object.values(charts)) c.destroy();
+  charts = {};
+  for (const w of PASSES) {
+    charts["out-" + w] = makeChart(document.getElementById("out-" + w), "answers by outcome (HTTP status, code)");
+    charts["layer-" + w] = makeChart(document.getElementById("layer-" + w), "duplicates caught, by Idempotency-Layer");
+  }
+}
+
+function addPoints(chart, map, t, values) {
+  const seen = new Set();
+  for (const [k, v] of Object.entries(values)) {
+    let ds = chart.data.datasets.find((d) => d.label === k);
+    if (!ds) {
+      ds = { label: k, data: [], borderColor: colourOf(map, k), backgroundColor: colourOf(map, k) };
+      // a series that starts late starts from zero, not from nowhere
+      if (chart.data.datasets.length && chart.data.datasets[0].data.length) ds.data.push({ x: 0, y: 0 });
+      chart.data.datasets.push(ds);
+    }
+    ds.data.push({ x: t, y: v });
+    seen.add(k);
+  }
+  for (const ds of chart.data.datasets) if (!seen.has(ds.label)) ds.data.push({ x: t, y: 0 });
+}
+
+// --- cards --------------------------------------------------------------
+
+function card(lesson) {
+  const buttons = [
+    el("button", { class: "without", onclick: () => start(lesson.name, "without"),
+                   "data-lesson": lesson.name, "data-passes": "without" }, "run without"),
+    el("button", { class: "with", onclick: () => start(lesson.name, "with"),
+                   "data-lesson": lesson.name, "data-passes": "with" }, "run with"),
+    el("button", { class: "both", onclick: () => start(lesson.name, "both"),
+                   "data-lesson": lesson.name, "data-passes": "both" }, "without, then with"),
+  ];
+  return el("div", { class: "card", id: "card-" + lesson.name },
+    el("h4", {}, lesson.title + " ", el("small", {}, lesson.name + " · articles " + lesson.articles)),
+    el("p", {}, lesson.idea),
+    el("p", {}, el("b", {}, "Defence: "), lesson.defence, el("b", {}, " · damage in: "), lesson.unit),
+    el("p", { class: "where" }, lesson.where),
+    el("p", { class: "expect" }, EXPECT[lesson.expect] || ""),
+    el("div", {}, ...buttons));
+}
+
+async function start(name, passes) {
+  const msg = document.getElementById("message");
+  msg.textContent = "";
+  const r = await fetch("/api/runs", { method: "POST", headers: { "Content-Type": "application/json" },
+                                       body: JSON.stringify({ lesson: name, passes: passes }) });
+  if (!r.ok) {
+    const p = await r.json().catch(() => ({}));
+    msg.textContent = (p.title || r.status) + ": " + (p.detail || "");
+    msg.dataset.status = String(r.status);
+  }
+}
+
+// --- the run --------------------------------------------------------------
+
+function showLesson(name, passes) {
+  const l = byName[name];
+  document.querySelectorAll(".card.active").forEach((c) => c.classList.remove("active"));
+  const c = document.getElementById("card-" + name);
+  if (c) c.classList.add("active");
+  document.getElementById("run-title").textContent = l.title + " (" + l.name + ")";
+  document.getElementById("run-idea").textContent = l.idea;
+  for (const w of PASSES) {
+    const p = document.getElementById("pass-" + w);
+    p.querySelector(".defence").textContent = l.defence;
+    p.querySelector(".unit").textContent = l.unit;
+    p.querySelector(".source").textContent = passes === "both" || passes === w ? "waiting" : "not run";
+    const n = document.getElementById("figure-" + w);
+    n.textContent = "–";
+    n.className = "num";
+    n.dataset.final = "0";
+    p.querySelector(".command").textContent = "";
+    document.getElementById("chips-" + w).replaceChildren();
+  }
+  document.getElementById("compare").replaceChildren();
+  document.getElementById("checks").replaceChildren();
+}
+
+function unitOf(kind) {
+  const d = TABLE.damage.find((x) => x[0] === kind);
+  return d ? d[1] : kind;
+}
+
+function setFigure(w, lesson, value, final) {
+  const n = document.getElementById("figure-" + w);
+  const p = document.getElementById("pass-" + w);
+  n.textContent = value === null ? "…" : String(value);
+  n.className = "num" + (value === null ? "" : value > 0 ? " bad" : " zero");
+  n.dataset.final = final ? "1" : "0";
+  p.querySelector(".source").textContent = final ? "the verdict of ticketd-load (its JSON report)"
+    : value === null ? "counted by the verdict at the end of the run" : "live, from the database";
+}
+
+function chips(w, damage) {
+  const box = document.getElementById("chips-" + w);
+  // Only what was found: a row of zeros would hide the one that is not.
+  const found = TABLE.damage.filter(([k]) => damage[k] > 0);
+  box.replaceChildren(...(found.length ? found.map(([k, unit]) => el("span", { class: "bad" }, damage[k] + " " + unit))
+    : [el("span", {}, "no damage of any kind")]));
+}
+
+function updatePass(w, lesson, d) {
+  const p = document.getElementById("pass-" + w);
+  if (d.command) p.querySelector(".command").textContent = d.command;
+  for (const t of d.ticks) {
+    addPoints(charts["out-" + w], OUTCOME_COLOURS, t.t, t.out);
+    addPoints(charts["layer-" + w], LAYER_COLOURS, t.t, t.layer);
+  }
+  const marks = d.faults.map((f) => ({ t: f.t, label: (f.edge === "start" ? "fault at " : "fault over at ") + f.t.toFixed(1) + " s" }));
+  for (const kind of ["out-", "layer-"]) {
+    charts[kind + w].options.plugins.faultMarks = marks;
+    charts[kind + w].update("none");
+  }
+  have[w] = d.from + d.ticks.length;
+  if (d.result) {
+    setFigure(w, lesson, d.result.figure, true);
+    const dmg = {};
+    for (const [k] of TABLE.damage) dmg[k] = d.result.damage[k] || 0;
+    chips(w, dmg);
+  } else if (d.ticks.length) {
+    const live = d.ticks[d.ticks.length - 1].damage;
+    if (live) {
+      const kinds = lesson.figure.filter((k) => TABLE.live.includes(k));
+      setFigure(w, lesson, kinds.length ? kinds.reduce((s, k) => s + (live[k] || 0), 0) : null, false);
+      chips(w, live);
+    }
+  }
+}
+
+function row(cells, head) {
+  return el("tr", {}, ...cells.map((c) => {
+    const td = el(head ? "th" : "td", typeof c === "object" && c !== null ? { class: c.cls } : {},
+      typeof c === "object" && c !== null ? c.text : String(c));
+    return td;
+  }));
+}
+
+function endTables(lesson, data) {
+  const res = PASSES.map((w) => data[w].result);
+  if (!res[0] && !res[1]) return;
+  const val = (r, f) => (r ? f(r) : "–");
+  const dmgCell = (r, k) => (r ? { text: String(r.damage[k] || 0), cls: "n" + ((r.damage[k] || 0) > 0 ? " bad" : "") } : "–");
+  const cmp = document.getElementById("compare");
+  cmp.replaceChildren(el("caption", {}, "The two runs side by side"),
+    row(["", "without " + lesson.defence, "with it"], true),
+    row([lesson.unit + " (the lesson's figure)", ...res.map((r) => (r ? { text: String(r.figure), cls: "n" + (r.figure > 0 ? " bad" : " ok") } : "–"))]),
+    // the lesson's own kind is the row above when it is a single kind
+    ...TABLE.damage.filter(([k]) => !(lesson.figure.length === 1 && lesson.figure[0] === k))
+      .map(([k, unit]) => row([unit, ...res.map((r) => dmgCell(r, k))])),
+    row(["orders created", ...res.map((r) => val(r, (x) => x.orders_created))]),
+    row(["requests", ...res.map((r) => val(r, (x) => x.requests))]),
+    row(["p99 latency (ms)", ...res.map((r) => val(r, (x) => x.p99_ms.toFixed(1)))]),
+    row(["load time (s)", ...res.map((r) => val(r, (x) => x.elapsed_s.toFixed(1)))]),
+    row(["verdict (exit code)", ...res.map((r) => val(r, (x) => x.verdict + " (" + x.exit_code + ")"))]));
+  const names = [];
+  for (const r of res) if (r) for (const c of r.checks) if (!names.includes(c.name)) names.push(c.name);
+  const mark = (r, n) => {
+    if (!r) return "–";
+    const c = r.checks.find((x) => x.name === n);
+    return c ? { text: c.ok ? "ok" : "FAILED", cls: c.ok ? "ok" : "bad" } : "–";
+  };
+  const chk = document.getElementById("checks");
+  chk.replaceChildren(el("caption", {}, "The audit's checks (GET /api/v1/admin/audit)"),
+    row(["check", "without", "with"], true), ...names.map((n) => row([n, mark(res[0], n), mark(res[1], n)])));
+}
+
+function update(s) {
+  const status = document.getElementById("run-status");
+  status.dataset.status = s.status;
+  status.textContent = s.status === "idle" ? "idle" : s.status + (s.lesson ? ": " + s.lesson : "");
+  if (s.status === "idle") return;
+  if (s.run !== runId) {
+    runId = s.run;
+    have = { without: 0, with: 0 };
+    resetCharts();
+    showLesson(s.lesson, s.passes);
+  }
+  document.getElementById("phase").textContent = (s.current ? s.current + ": " : "") + s.phase;
+  const lesson = byName[s.lesson];
+  for (const w of PASSES) updatePass(w, lesson, s.data[w]);
+  endTables(lesson, s.data);
+  if (s.status === "error") document.getElementById("message").textContent = "the run failed: " + s.error;
+}
+
+async function poll() {
+  try {
+    const q = runId === null ? "" : "?run=" + runId + "&without=" + have.without + "&with=" + have.with;
+    const r = await fetch("/api/state" + q);
+    update(await r.json());
+  } catch (e) {
+    document.getElementById("phase").textContent = "the lab does not answer (" + e + ")";
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+async function main() {
+  TABLE = await (await fetch("/api/lessons")).json();
+  for (const l of TABLE.lessons) byName[l.name] = l;
+  document.getElementById("lesson-cards").replaceChildren(...TABLE.lessons.filter((l) => l.kind === "lesson").map(card));
+  document.getElementById("fault-cards").replaceChildren(...TABLE.lessons.filter((l) => l.kind === "fault").map(card));
+  resetCharts();
+  // ?autorun=NAME[&passes=both] clicks a lesson's button once the page is up:
+  // the browser test drives the page this way, through its own buttons.
+  const q = new URLSearchParams(location.search);
+  if (q.get("autorun")) {
+    const b = document.querySelector('button[data-lesson="' + CSS.escape(q.get("autorun")) +
+      '"][data-passes="' + CSS.escape(q.get("passes") || "both") + '"]');
+    if (b) b.click();
+    else document.getElementById("message").textContent = "no lesson named " + q.get("autorun");
+  }
+  poll();
+}
+
+main();

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The replay lab's tests (make test-lab; scripts/run-tests.sh runs them too):
+#
+#   - a non-loopback bind is refused unless --bind-any is given;
+#   - the page's API refuses an unknown lesson (422) and a second run while
+#     one goes (409), both as RFC 9457 problems;
+#   - headless Chromium loads the page, runs a lesson without its defence and
+#     with it, and reads from the page that the damage is above zero, then
+#     zero (tests/lab/browser.py; screenshots in build/test-logs/lab/);
+#   - Ctrl-C stops everything the lab started;
+#   - `make lesson` for three lessons ends with its one line.
+#
+# Ports: the lab's stack takes TICKETD_TEST_REDIS_PORT and
+# TICKETD_TEST_MYSQL_PORT (under .state/labtest, after the integration
+# tests stopped theirs), the instances TICKETD_TEST_HTTP_PORT+1 and +2, the
+# page +3. Lessons run small (--size). Prints "ok"/"FAIL" per check and ends
+# with "lab: N passed, N failed".
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+ROOT=$(pwd)
+LAB=lab/ticketd-lab
+STATE=${ROOT}/.state/labtest
+REDIS_PORT=${TICKETD_TEST_REDIS_PORT:-26379}
+MYSQL_PORT=${TICKETD_TEST_MYSQL_PORT:-23306}
+HTTP_PORT=${TICKETD_TEST_HTTP_PORT:-24000}
+I1=$((HTTP_PORT + 1))
+I2=$((HTTP_PORT + 2))
+PAGE=$((HTTP_PORT + 3))
+LOGS=${ROOT}/build/test-logs/lab
+SIZE=${TICKETD_LAB_TEST_SIZE:-0.3}
+ARGS=(--state "${STATE}" --redis-port "${REDIS_PORT}" --mysql-port "${MYSQL_PORT}"
+    --instance-ports "${I1},${I2}" --logs "${LOGS}/runs" --size "${SIZE}")
+mkdir -p "${LOGS}"
+
+passed=0
+failed=0
+LAB_PID=""
+LAB_KILLED=0
+
+ok() {
+    passed=$((passed + 1))
+    echo "ok    lab: $*"
+}
+fail() {
+    failed=$((failed + 1))
+    echo "FAIL  lab: $*"
+}
+
+stop_lab() {
+    [[ -n "${LAB_PID}" ]] || return 0
+    kill -INT "${LAB_PID}" 2>/dev/null
+    for _ in $(seq 1 300); do
+        kill -0 "${LAB_PID}" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -KILL "${LAB_PID}" 2>/dev/null; then
+        LAB_KILLED=1
+    fi
+    wait "${LAB_PID}" 2>/dev/null
+    LAB_PID=""
+}
+
+cleanup() {
+    stop_lab
+    env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET \
+        scripts/services.sh down "${STATE}" >/dev/null 2>&1
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+listening() { timeout 1 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null; }
+
+# curl_json METHOD PATH [BODY]: prints "STATUS CONTENT-TYPE" then the body.
+api() {
+    local method=$1 path=$2 body=${3:-}
+    local args=(-s -o "${LOGS}/api.body" -w '%{http_code} %{content_type}' -X "${method}")
+    [[ -n "${body}" ]] && args+=(-H 'Content-Type: application/json' --data "${body}")
+    curl "${args[@]}" "http://127.0.0.1:${PAGE}${path}"
+}
+
+# --- 1. the bind -----------------------------------------------------------
+out=$("${LAB}" serve --bind 0.0.0.0 --port "${PAGE}" "${ARGS[@]}" 2>&1)
+rc=$?
+if ((rc == 2)) && [[ "${out}" == *"--bind-any"* ]] && ! listening "${PAGE}"; then
+    ok "a non-loopback bind is refused without --bind-any"
+else
+    fail "serve --bind 0.0.0.0 exited ${rc}: ${out}"
+fi
+
+# --- 2. the page ---------------------------------------------------------------
+"${LAB}" serve --port "${PAGE}" "${ARGS[@]}" >"${LOGS}/serve.log" 2>&1 &
+LAB_PID=$!
+for _ in $(seq 1 600); do
+    listening "${PAGE}" && break
+    kill -0 "${LAB_PID}" 2>/dev/null || break
+    sleep 0.1
+done
+if ! listening "${PAGE}"; then
+    fail "the lab did not serve on :${PAGE} (see ${LOGS}/serve.log)"
+    tail -5 "${LOGS}/serve.log" | sed 's/^/      /'
+    echo "lab: ${passed} passed, $((failed + 1)) failed"
+    exit 1
+fi
+
+got=$(api POST /api/runs '{"lesson":"no-such-lesson"}')
+if [[ "${got}" == "422 application/problem+json" ]] && grep -q 'Unknown lesson' "${LOGS}/api.body"; then
+    ok "an unknown lesson is refused (422 problem)"
+else
+    fail "unknown lesson: ${got} $(cat "${LOGS}/api.body")"
+fi
+
+first=$(api POST /api/runs '{"lesson":"stock-cas","passes":"without"}')
+second=$(api POST /api/runs '{"lesson":"callback-dedup","passes":"with"}')
+if [[ "${first}" == 202* && "${second}" == "409 application/problem+json" ]] &&
+    grep -q 'one run at a time' "${LOGS}/api.body"; then
+    ok "a second run while one goes is refused (409 problem)"
+else
+    fail "concurrent runs: first ${first}, second ${second} $(cat "${LOGS}/api.body")"
+fi
+# The first run ends on its own; the browser's run may start only then.
+for _ in $(seq 1 1200); do
+    curl -s "http://127.0.0.1:${PAGE}/api/state" | grep -q '"status": "running"' || break
+    sleep 0.1
+done
+
+if python3 tests/lab/browser.py --url "http://127.0.0.1:${PAGE}/" --lesson stock-cas \
+    --shots "${LOGS}" >"${LOGS}/browser.log" 2>&1; then
+    ok "the page shows damage without the defence, zero with it ($(tail -1 "${LOGS}/browser.log" | sed 's/^browser: //'))"
+else
+    fail "browser test (see ${LOGS}/browser.log)"
+    tail -5 "${LOGS}/browser.log" | sed 's/^/      /'
+fi
+
+stop_lab
+if ((LAB_KILLED == 0)) && ! env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST scripts/services.sh status "${STATE}" \
+    >/dev/null 2>&1 && ! listening "${I1}" && ! listening "${I2}" && ! listening "${PAGE}"; then
+    ok "Ctrl-C stopped the page, both instances, Redis and MariaDB"
+else
+    fail "the lab ignored Ctrl-C for 30 s, or something it started still runs"
+fi
+
+# --- 3. make lesson --------------------------------------------------------------
+# lesson, defence, unit: the line must read exactly so, N > 0 and M = 0.
+while IFS='|' read -r name defence unit; do
+    log=${LOGS}/lesson-${name}.log
+    make --no-print-directory lesson L="${name}" LAB_ARGS="${ARGS[*]}" >"${log}" 2>&1
+    rc=$?
+    last=$(tail -n 1 "${log}")
+    re="^lesson ${name}: without ${defence}: ([0-9]+) ${unit}; with it: ([0-9]+) ${unit}\$"
+    if ((rc == 0)) && [[ "${last}" =~ ${re} ]] && ((BASH_REMATCH[1] > 0 && BASH_REMATCH[2] == 0)); then
+        ok "make lesson L=${name}: ${last}"
+    else
+        fail "make lesson L=${name} exited ${rc}, last line: ${last} (see ${log})"
+    fi
+done <<'EOF'
+stock-cas|stock-cas|oversold seats
+callback-dedup|callback-dedup|applied payments also refunded
+token-atomic|token-atomic|orders beyond one per token
+EOF
+
+echo "lab: ${passed} passed, ${failed} failed"
+((failed == 0))
