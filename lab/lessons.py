@@ -53,6 +53,10 @@ def _sale(n):
     return ["flash-sale", "--users", str(n(500)), "--seats", "50", "--rounds", "2"]
 
 
+def _cart(n, rounds=40):
+    return ["cart-storm", "--rounds", str(n(rounds)), "--copies", "4"]
+
+
 def _gateway(n, orders=150):
     return ["gateway-retry", "--orders", str(n(orders)), "--retries", "3"]
 
@@ -321,6 +325,21 @@ LESSONS = [
                                    + ["--spread", "800", "--concurrency", "64"]),
         "with": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB,
                                 load=_storm(n, rounds=50)),
+    },
+    {
+        "name": "item-keys",
+        "kind": "lesson",
+        "title": "A key per item, a key for the batch",
+        "articles": "004 §6.2",
+        "idea": "A cart must not share one idempotency key: when some items succeed and "
+        "some fail, one key cannot record the state in between. Each item is an order "
+        "under its own key; the batch key guards the batch.",
+        "defence": "item-keys",
+        "where": "service/cart.c:cart_run (each item through orders_create)",
+        "unit": "cart items bought twice",
+        "figure": ["cart_items_bought_twice"],
+        "without": lambda n: _pass("item-keys", load=_cart(n)),
+        "with": lambda n: _pass(load=_cart(n)),
     },
     {
         "name": "redis-flush",
