@@ -498,6 +498,19 @@ static void test_load_refuses(void **state)
     free(path);
 }
 
+/* Case i of a table: config_validate gives want, and its reason holds why.
+ * Takes cfg (cleaned up here). */
+static void expect_validate(struct config *cfg, size_t i, int want, const char *why)
+{
+    char err[256] = "";
+    int rc = config_validate(cfg, err, sizeof err);
+    if (rc != want)
+        fail_msg("case %zu: rc %d, want %d (%s)", i, rc, want, err);
+    if (strstr(err, why) == NULL)
+        fail_msg("case %zu: reason '%s', want '%s'", i, err, why);
+    config_cleanup(cfg);
+}
+
 static void test_validate(void **state)
 {
     (void)state;
@@ -523,13 +536,7 @@ static void test_validate(void **state)
         config_defaults(&cfg);
         config_set(&cfg, "TICKETD_JWT_SECRET", cases[i].secret, err, sizeof err);
         config_set(&cfg, "TICKETD_LOG_LEVEL", cases[i].log_level, err, sizeof err);
-        err[0] = '\0';
-        int rc = config_validate(&cfg, err, sizeof err);
-        if (rc != cases[i].want)
-            fail_msg("case %zu: rc %d, want %d", i, rc, cases[i].want);
-        if (strstr(err, cases[i].why) == NULL)
-            fail_msg("case %zu: reason '%s', want '%s'", i, err, cases[i].why);
-        config_cleanup(&cfg);
+        expect_validate(&cfg, i, cases[i].want, cases[i].why);
     }
 }
 
@@ -561,13 +568,7 @@ static void test_validate_retention(void **state)
          * defaults), not for 1 h x 5. */
         config_set(&cfg, "TICKETD_RETAIN_CONSUME_RECORDS_H", "1", err, sizeof err);
         assert_int_equal(config_set(&cfg, cases[i].name, cases[i].value, err, sizeof err), TD_OK);
-        err[0] = '\0';
-        int rc = config_validate(&cfg, err, sizeof err);
-        if (rc != cases[i].want)
-            fail_msg("case %zu: rc %d, want %d (%s)", i, rc, cases[i].want, err);
-        if (strstr(err, cases[i].why) == NULL)
-            fail_msg("case %zu: reason '%s', want '%s'", i, err, cases[i].why);
-        config_cleanup(&cfg);
+        expect_validate(&cfg, i, cases[i].want, cases[i].why);
     }
 }
 
@@ -603,13 +604,7 @@ static void test_validate_sentinels(void **state)
             TD_OK);
         assert_int_equal(config_set(&cfg, "TICKETD_REDIS_MASTER", cases[i].master, err, sizeof err),
                          TD_OK);
-        err[0] = '\0';
-        int rc = config_validate(&cfg, err, sizeof err);
-        if (rc != cases[i].want)
-            fail_msg("case %zu: rc %d, want %d (%s)", i, rc, cases[i].want, err);
-        if (strstr(err, cases[i].why) == NULL)
-            fail_msg("case %zu: reason '%s', want '%s'", i, err, cases[i].why);
-        config_cleanup(&cfg);
+        expect_validate(&cfg, i, cases[i].want, cases[i].why);
     }
 }
 
