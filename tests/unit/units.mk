@@ -48,7 +48,7 @@ UNIT_EVENTS_FAKES := tests/unit/fake_stream.c tests/unit/fake_store_events.c \
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
 unit_relay_SRCS := service/relay.c service/bgthread.c service/stopper.c service/metrics.c service/router.c \
 	service/log.c service/util.c $(UNIT_EVENTS_FAKES)
-unit_consumers_SRCS := service/consumers.c service/consume.c service/event_payload.c \
+unit_consumers_SRCS := service/consumers.c service/consume.c service/consume_naive.c service/event_payload.c \
 	service/bgthread.c service/stopper.c service/txretry.c service/faults.c service/metrics.c service/router.c \
 	service/config.c service/sentinel.c service/log.c service/util.c $(UNIT_EVENTS_FAKES)
 unit_event_payload_SRCS := service/event_payload.c
