@@ -594,6 +594,20 @@ static void then_stored_without_claims(const struct order_result *res)
     assert_non_null(strstr(fake_cache.complete.record, res->body));
 }
 
+/* The naive remembering of a failure: the API layer's failure body, kept
+ * under the key like a success (in Redis and in process). */
+static void then_failure_remembered(const struct order_result *res)
+{
+    char want[64], body[256];
+    (void)res;
+    snprintf(want, sizeof want, "{\"failure\":%d}", (int)ORDER_SOLD_OUT);
+    assert_int_equal(fake_cache.complete.calls, 1);
+    assert_int_equal(fake_cache.release.calls, 0);
+    assert_non_null(strstr(fake_cache.complete.record, want));
+    assert_true(locally_cached(body, sizeof body));
+    assert_string_equal(body, want);
+}
+
 static void then_no_lock_completed(const struct order_result *res)
 {
     (void)res;
@@ -883,6 +897,10 @@ static const struct order_case cases[] = {
      .outcome = ORDER_CREATED, .calls = FULL_PATH, .recorded = RECORDED_SENT},
     {"stock CAS and unique index off: the same order asked for",
      .off = DEFENSE_STOCK_CAS | DEFENSE_UNIQUE_INDEX, .outcome = ORDER_CREATED, .calls = FULL_PATH},
+    {"forget-failures off: a sold out is kept, rendered by the API layer",
+     .off = DEFENSE_FORGET_FAILURES, .create_rc = TD_ECONFLICT, .outcome = ORDER_SOLD_OUT,
+     .calls = "order_begin order_create order_complete", .claims = CLAIMS_COMPLETED,
+     .then = then_failure_remembered},
     /* The others are not the order transaction's business. */
     {"callback and consumer dedup off: the order is untouched",
      .off = DEFENSE_CALLBACK_DEDUP | DEFENSE_CONSUMER_DEDUP, .outcome = ORDER_CREATED,
