@@ -1,8 +1,9 @@
 /* store_mysql.h - the MySQL adapters' shared pieces, defined in
- * store_mysql.c: the clock and order reading every store_*.c uses, and the
- * table of the transaction steps that have a second, naive implementation.
- * Internal to the MySQL adapters (store_*.c, and main.c, which picks the
- * steps at boot); the domain never sees it. */
+ * store_mysql.c (but for the two real event steps at the end, which
+ * store_events.c defines): the clock and order reading every store_*.c
+ * uses, and the table of the transaction steps that have a second, naive
+ * implementation. Internal to the MySQL adapters (store_*.c, and main.c,
+ * which picks the steps at boot); the domain never sees it. */
 #ifndef TICKETD_STORE_MYSQL_H
 #define TICKETD_STORE_MYSQL_H
 
