@@ -100,7 +100,8 @@ LESSONS = [
         "idea": "Checking a one-time token and spending it must be one step. A GET and a "
         "later write leave a window in which two requests both see it unspent.",
         "defence": "token-atomic",
-        "where": "service/cache_redis.c:SPEND_LUA (inside begin_lua, or cache_token_take)",
+        "where": "service/cache_redis.c:SPEND_LUA (inside begin_lua, or cache_token_take); "
+        "the naive one service/cache_naive.c:cache_naive_token_take",
         "unit": "orders beyond one per token",
         "figure": ["token_reused_orders"],
         "without": lambda n: _pass("session-lock,token-atomic", load=_click(n)),
@@ -169,7 +170,7 @@ LESSONS = [
         "both writers win.",
         "defence": "stock-cas",
         "where": "service/store_mysql.c:store_order_create (S_ORDER_PLACE), "
-        "service/store_naive.c:store_tx_move",
+        "service/store_naive.c:store_naive_place_read_stock",
         "unit": "oversold seats",
         "figure": ["oversold_seats"],
         "without": lambda n: _pass("stock-cas", load=_sale(n)),
@@ -185,7 +186,7 @@ LESSONS = [
         "both apply.",
         "defence": "state-cas",
         "where": "service/statemachine.c:statemachine_next, store_tx_transition, "
-        "service/store_naive.c:store_tx_move",
+        "service/store_naive.c:store_naive_move_blind",
         "unit": "orders both paid and cancelled",
         "figure": ["paid_cancelled_orders"],
         "without": lambda n: _pass("state-cas", faults=True,
@@ -220,7 +221,7 @@ LESSONS = [
         "Committed first on its own, a failed effect leaves the row and the redelivery "
         "skips it: the effect is lost.",
         "defence": "consumer-dedup-same-tx",
-        "where": "service/store_events.c:consume_tx",
+        "where": "service/store_events.c:store_events_consume",
         "unit": "points lost",
         "figure": ["missing_points"],
         "without": lambda n: _pass(
@@ -240,7 +241,8 @@ LESSONS = [
         "idea": "Deduplicate by what the effect is about (points for order N), not by the "
         "message's id. A republished event arrives under a new id.",
         "defence": "consumer-dedup-business-key",
-        "where": "service/consume.c:consume_dedup_key, service/consumers.c:dedup_key",
+        "where": "service/consume.c:consume_dedup_key, "
+        "service/consumers.c:consumers_key_by_business",
         "unit": "points credited twice",
         "figure": ["double_credited_points"],
         "without": lambda n: _pass("consumer-dedup-business-key",

@@ -96,7 +96,7 @@ void api_orders_batch(struct req *r, struct resp *w)
         .n = in->body.n,
     };
     struct cart_result res;
-    cart_run(r->app, &rq, api_order_render, render_batch, &res);
+    cart_run(r->app, &rq, &api_order_views, render_batch, &res);
     const char *layer = order_layer_name(res.layer);
     w->layer = layer;
     switch (res.outcome) {

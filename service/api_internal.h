@@ -34,6 +34,10 @@ void api_orders_batch(struct req *r, struct resp *w);
  * required (*token borrowed from r, NULL when not required), or false
  * after writing its problem. */
 char *api_order_render(const struct order *o, int *status, size_t *len);
+/* The renderers the order flow keeps answers with: api_order_render, and
+ * the problem of a failure the demo remembers (orders.h). */
+struct order_render;
+extern const struct order_render api_order_views;
 struct order_request;
 struct order_result;
 void api_order_answer(struct resp *w, const struct order_request *rq, struct order_result *res);

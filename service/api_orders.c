@@ -31,6 +31,21 @@ char *api_order_render(const struct order *o, int *status, size_t *len)
     return s;
 }
 
+/* A failure the demo keeps under its key (forget-failures off): the
+ * problem's bare RFC 9457 fields, as replays of the key give them. */
+static char *failure_render(enum order_outcome oc, int *status, size_t *len)
+{
+    const struct problem_info *pi =
+        problem_info(oc == ORDER_SOLD_OUT ? PROBLEM_SOLD_OUT : PROBLEM_DEPENDENCY_UNAVAILABLE);
+    char *body = xasprintf("{\"type\":\"%s\",\"title\":\"%s\",\"status\":%d,\"code\":\"%s\"}",
+                           pi->type, pi->title, pi->status, pi->code);
+    *status = pi->status;
+    *len = strlen(body);
+    return body;
+}
+
+const struct order_render api_order_views = {api_order_render, failure_render};
+
 /* Location of an answer. A replay of a record's bytes has only its body:
  * api_order_json writes order_no first, so a body of ours starts with it;
  * anything else (a record from another version) is parsed. */
@@ -149,7 +164,7 @@ void api_orders_create(struct req *r, struct resp *w)
 {
     struct create_input *in = r->ctx;
     struct order_result res;
-    orders_create(r->app, &in->rq, api_order_render, &res);
+    orders_create(r->app, &in->rq, &api_order_views, &res);
     api_order_answer(w, &in->rq, &res);
 }
 

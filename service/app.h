@@ -11,7 +11,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+struct consume_group;
 struct respcache;
+struct stream_entry;
 
 struct app {
     const struct config *cfg; /* borrowed from main */
@@ -25,6 +27,9 @@ struct app {
      * failed): the filter must not be trusted, here at once and, once
      * Redis answers again, everywhere (bloom_job.h). */
     _Atomic bool bloom_missed;
+    /* How the consumers name an entry's dedup row (consumers.h), chosen
+     * at boot with the other adapters (main.c). */
+    char *(*dedup_key)(const struct consume_group *g, const struct stream_entry *en);
 };
 
 #endif

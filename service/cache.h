@@ -69,13 +69,6 @@ enum key_begin cache_order_begin(int64_t user_id, const char *key, const char *m
                                  int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
                                  char **existing);
 
-/* Which defences are on (defenses.h), for the two that live in this
- * adapter: with DEFENSE_TOKEN_ATOMIC off a token is checked and spent in
- * two round trips, with DEFENSE_LOCK_OWNER_CHECK off the session lock is
- * released by a plain DEL. DEMO ONLY; everything is on until this is
- * called. Call before serving. */
-void cache_set_defenses(unsigned on);
-
 /* The user+session lock alone (SET NX PX), for when the key defences are
  * switched off. TD_OK when taken, TD_ECONFLICT when someone else holds it. */
 int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, int ttl_ms);

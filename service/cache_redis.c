@@ -1,9 +1,10 @@
-/* cache_redis.c - the cache port on Redis with hiredis. The only file
- * (with events' stream code) that includes <hiredis.h>. */
-#include "cache.h"
+/* cache_redis.c - the cache port on Redis with hiredis, and the table of
+ * its entries that the demo's naive variants may replace (cache_redis.h).
+ * With the naive cache (cache_naive.c) and events' stream code, the only
+ * files that include <hiredis.h>. */
+#include "cache_redis.h"
 #include "bloom.h"
 
-#include "defenses.h"
 #include "err.h"
 #include "faults.h"
 #include "log.h"
@@ -102,25 +103,6 @@ static const char take_over_lua[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] th
                                     "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])\n"
                                     "return 1\n";
 
-/* DEMO ONLY (lock-owner-check switched off): complete_lua and release_lua
- * with the lock released the way the articles warn against, `finally {
- * delete(lockKey) }`: a plain DEL, whoever holds the lock now. A request
- * slower than the lock's TTL frees the lock another request took since. */
-static const char complete_naive_lua[] =
-    "local cur = redis.call('GET', KEYS[1])\n"
-    "if (ARGV[1] ~= '' and cur == ARGV[1]) or (ARGV[1] == '' and not cur) then\n"
-    "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
-    "end\n"
-    "if ARGV[4] ~= '' then redis.call('DEL', KEYS[2]) end\n"
-    "return 1\n";
-
-static const char release_naive_lua[] =
-    "if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-    "  redis.call('DEL', KEYS[1])\n"
-    "end\n"
-    "if ARGV[2] ~= '' then redis.call('DEL', KEYS[2]) end\n"
-    "return 1\n";
-
 /* The Bloom filter (cache.h). KEYS: bits, state. ARGV[1]: "m:k:", then
  * the positions. Returns {trusted, maybe}. */
 static const char bloom_check_lua[] =
@@ -159,16 +141,6 @@ static struct redis_script take_over = {take_over_lua, ""};
 static struct redis_script token_take = {token_take_lua, ""};
 static struct redis_script complete = {complete_lua, ""};
 static struct redis_script release = {release_lua, ""};
-static struct redis_script complete_naive = {complete_naive_lua, ""};
-static struct redis_script release_naive = {release_naive_lua, ""};
-
-/* The defences of this adapter that are on; set once before serving. */
-static unsigned defenses_on = DEFENSES_ALL;
-
-void cache_set_defenses(unsigned on)
-{
-    defenses_on = on;
-}
 
 int cache_init(const struct config *cfg)
 {
@@ -184,8 +156,6 @@ int cache_init(const struct config *cfg)
     redis_script_prepare(&token_take);
     redis_script_prepare(&complete);
     redis_script_prepare(&release);
-    redis_script_prepare(&complete_naive);
-    redis_script_prepare(&release_naive);
     return TD_OK;
 }
 
@@ -208,17 +178,17 @@ int cache_ping(void)
     return rc;
 }
 
-static void token_key(char *out, size_t cap, int64_t user_id, const char *token)
+void cache_redis_token_key(char *out, size_t cap, int64_t user_id, const char *token)
 {
     snprintf(out, cap, "token:{%lld}:%s", (long long)user_id, token);
 }
 
-static void idem_key(char *out, size_t cap, int64_t user_id, const char *key)
+void cache_redis_idem_key(char *out, size_t cap, int64_t user_id, const char *key)
 {
     snprintf(out, cap, "idem:{%lld}:%s", (long long)user_id, key);
 }
 
-static void lock_key(char *out, size_t cap, int64_t user_id, int64_t session_id)
+void cache_redis_lock_key(char *out, size_t cap, int64_t user_id, int64_t session_id)
 {
     snprintf(out, cap, "lock:order:{%lld}:%lld", (long long)user_id, (long long)session_id);
 }
@@ -227,7 +197,7 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s)
 {
     char key[256], uid[24], ttl[24];
     redisReply *r = NULL;
-    token_key(key, sizeof key, user_id, token);
+    cache_redis_token_key(key, sizeof key, user_id, token);
     snprintf(uid, sizeof uid, "%lld", (long long)user_id);
     snprintf(ttl, sizeof ttl, "%d", ttl_s);
     const char *argv[] = {"SET", key, uid, "EX", ttl};
@@ -238,60 +208,22 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s)
     return rc;
 }
 
-/* DEMO ONLY (token-atomic switched off): the check and the spend the
- * articles warn about, GET and then a separate write. Between the two
- * round trips another request with the same token reads it unspent too,
- * and both pass. The second step marks the token spent by the key (where
- * the articles' version deletes it) so that nothing but the window differs
- * from token_take_lua: a deleted token would read as one Redis forgot. */
-static int token_take_naive(const char *key, const char *uid, const char *spent, const char *ttl)
-{
-    redisReply *r = NULL;
-    const char *get[] = {"GET", key};
-    int rc = redis_command(2, get, NULL, &r);
-    if (rc != TD_OK)
-        goto out;
-    if (r->type == REDIS_REPLY_NIL) {
-        rc = TD_ENOTFOUND;
-        goto out;
-    }
-    if (r->type != REDIS_REPLY_STRING) {
-        rc = TD_EINTERNAL;
-        goto out;
-    }
-    if (strcmp(r->str, spent) == 0)
-        goto out; /* spent before by this key: TD_OK */
-    if (strcmp(r->str, uid) != 0) {
-        rc = TD_ECONFLICT;
-        goto out;
-    }
-    freeReplyObject(r);
-    r = NULL;
-    const char *set[] = {"SET", key, spent, "EX", ttl};
-    rc = redis_command(5, set, NULL, &r);
-out:
-    freeReplyObject(r);
-    return rc;
-}
-
 /* The port's answer for spend's verdict. */
 static int token_verdict(long long v)
 {
     return v == 1 || v == 2 ? TD_OK : v == 3 ? TD_ECONFLICT : v == 0 ? TD_ENOTFOUND : TD_EINTERNAL;
 }
 
-int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
+static int entry_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
 {
     char key[256], uid[24], spent[24 + 1 + 128], ttl[24];
     redisReply *r = NULL;
-    token_key(key, sizeof key, user_id, token);
+    cache_redis_token_key(key, sizeof key, user_id, token);
     snprintf(uid, sizeof uid, "%lld", (long long)user_id);
     snprintf(spent, sizeof spent, "%lld|%s", (long long)user_id, idem_key);
     snprintf(ttl, sizeof ttl, "%d", ttl_s);
     const char *keys[] = {key};
     const char *args[] = {uid, spent, ttl};
-    if (!(defenses_on & DEFENSE_TOKEN_ATOMIC))
-        return token_take_naive(key, uid, spent, ttl);
     int rc = redis_eval(&token_take, 1, keys, 3, args, &r);
     if (rc == TD_OK) {
         long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
@@ -310,23 +242,23 @@ int cache_token_take(int64_t user_id, const char *token, const char *idem_key, i
     return rc;
 }
 
-enum key_begin cache_order_begin(int64_t user_id, const char *key, const char *marker,
-                                 int marker_ttl_ms, int64_t session_id, const char *owner,
-                                 int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                                 char **existing)
+static enum key_begin entry_order_begin(int64_t user_id, const char *key, const char *marker,
+                                        int marker_ttl_ms, int64_t session_id, const char *owner,
+                                        int lock_ttl_ms, const struct token_spend *tok,
+                                        int *token_rc, char **existing)
 {
     char ik[256], lk[128], tk[256], uid[24], spent[24 + 1 + 128], mttl[24], lttl[24], tttl[24];
     redisReply *r = NULL;
     *existing = NULL;
     *token_rc = TOKEN_UNCHECKED;
-    idem_key(ik, sizeof ik, user_id, key);
-    lock_key(lk, sizeof lk, user_id, session_id);
+    cache_redis_idem_key(ik, sizeof ik, user_id, key);
+    cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
     snprintf(mttl, sizeof mttl, "%d", marker_ttl_ms);
     snprintf(lttl, sizeof lttl, "%d", lock_ttl_ms);
     uid[0] = spent[0] = tttl[0] = '\0';
     snprintf(tk, sizeof tk, "%s", lk);
     if (tok != NULL) {
-        token_key(tk, sizeof tk, user_id, tok->token);
+        cache_redis_token_key(tk, sizeof tk, user_id, tok->token);
         snprintf(uid, sizeof uid, "%lld", (long long)user_id);
         snprintf(spent, sizeof spent, "%lld|%s", (long long)user_id, key);
         snprintf(tttl, sizeof tttl, "%d", tok->ttl_s);
@@ -372,7 +304,7 @@ int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, i
 {
     char k[128], ttl[24];
     redisReply *r = NULL;
-    lock_key(k, sizeof k, user_id, session_id);
+    cache_redis_lock_key(k, sizeof k, user_id, session_id);
     snprintf(ttl, sizeof ttl, "%d", ttl_ms);
     const char *argv[] = {"SET", k, owner, "NX", "PX", ttl};
     int rc = redis_command(6, argv, NULL, &r);
@@ -388,33 +320,32 @@ int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, i
     return rc;
 }
 
-int cache_order_complete(int64_t user_id, const char *key, const char *marker, const char *record,
-                         int ttl_s, int64_t session_id, const char *owner)
+static int entry_order_complete(int64_t user_id, const char *key, const char *marker,
+                                const char *record, int ttl_s, int64_t session_id,
+                                const char *owner)
 {
     char ik[256], lk[128], ttl[24];
     redisReply *r = NULL;
-    idem_key(ik, sizeof ik, user_id, key);
-    lock_key(lk, sizeof lk, user_id, session_id);
+    cache_redis_idem_key(ik, sizeof ik, user_id, key);
+    cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
     snprintf(ttl, sizeof ttl, "%d", ttl_s);
     const char *keys[] = {ik, lk};
     const char *args[] = {marker ? marker : "", record, ttl, owner ? owner : ""};
-    bool owner_check = (defenses_on & DEFENSE_LOCK_OWNER_CHECK) != 0;
-    int rc = redis_eval(owner_check ? &complete : &complete_naive, 2, keys, 4, args, &r);
+    int rc = redis_eval(&complete, 2, keys, 4, args, &r);
     freeReplyObject(r);
     return rc;
 }
 
-int cache_order_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
-                        const char *owner)
+static int entry_order_release(int64_t user_id, const char *key, const char *marker,
+                               int64_t session_id, const char *owner)
 {
     char ik[256], lk[128];
     redisReply *r = NULL;
-    idem_key(ik, sizeof ik, user_id, key);
-    lock_key(lk, sizeof lk, user_id, session_id);
+    cache_redis_idem_key(ik, sizeof ik, user_id, key);
+    cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
     const char *keys[] = {ik, lk};
     const char *args[] = {marker ? marker : "", owner ? owner : ""};
-    bool owner_check = (defenses_on & DEFENSE_LOCK_OWNER_CHECK) != 0;
-    int rc = redis_eval(owner_check ? &release : &release_naive, 2, keys, 2, args, &r);
+    int rc = redis_eval(&release, 2, keys, 2, args, &r);
     freeReplyObject(r);
     return rc;
 }
@@ -425,8 +356,8 @@ int cache_order_take_over(int64_t user_id, const char *key, const char *stale, c
 {
     char ik[256], lk[128], mttl[24], lttl[24];
     redisReply *r = NULL;
-    idem_key(ik, sizeof ik, user_id, key);
-    lock_key(lk, sizeof lk, user_id, session_id);
+    cache_redis_idem_key(ik, sizeof ik, user_id, key);
+    cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
     snprintf(mttl, sizeof mttl, "%d", marker_ttl_ms);
     snprintf(lttl, sizeof lttl, "%d", lock_ttl_ms);
     const char *keys[] = {ik, lk};
@@ -501,7 +432,8 @@ static char *positions_text(const uint64_t *pos, int n, const char **args)
     return buf;
 }
 
-int cache_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe)
+static int entry_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted,
+                             bool *maybe)
 {
     const char *keys[] = {BLOOM_BITS, BLOOM_STATE};
     const char *args[1 + BLOOM_MAX_K];
@@ -587,4 +519,53 @@ int cache_bloom_untrust(void)
     int rc = redis_command(2, argv, NULL, &r);
     freeReplyObject(r);
     return rc;
+}
+
+const struct cache_entries cache_redis_entries = {
+    .token_take = entry_token_take,
+    .order_begin = entry_order_begin,
+    .order_complete = entry_order_complete,
+    .order_release = entry_order_release,
+    .bloom_check = entry_bloom_check,
+};
+
+/* Written once at boot, before any thread uses the cache; read only after. */
+static struct cache_entries chosen;
+static const struct cache_entries *entries = &cache_redis_entries;
+
+void cache_redis_use(const struct cache_entries *e)
+{
+    chosen = *e;
+    entries = &chosen;
+}
+
+int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
+{
+    return entries->token_take(user_id, token, idem_key, ttl_s);
+}
+
+enum key_begin cache_order_begin(int64_t user_id, const char *key, const char *marker,
+                                 int marker_ttl_ms, int64_t session_id, const char *owner,
+                                 int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                                 char **existing)
+{
+    return entries->order_begin(user_id, key, marker, marker_ttl_ms, session_id, owner, lock_ttl_ms,
+                                tok, token_rc, existing);
+}
+
+int cache_order_complete(int64_t user_id, const char *key, const char *marker, const char *record,
+                         int ttl_s, int64_t session_id, const char *owner)
+{
+    return entries->order_complete(user_id, key, marker, record, ttl_s, session_id, owner);
+}
+
+int cache_order_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
+                        const char *owner)
+{
+    return entries->order_release(user_id, key, marker, session_id, owner);
+}
+
+int cache_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe)
+{
+    return entries->bloom_check(shape, pos, k, trusted, maybe);
 }

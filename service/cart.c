@@ -119,7 +119,7 @@ static bool begin_in_redis(struct app *app, const struct cart_request *rq, const
         return true;
     char *marker = (on & DEFENSE_INFLIGHT_KEY) ? idem_marker(fp, bc->owner) : NULL;
     struct token_spend tok = {rq->token, app->cfg->token_ttl_s};
-    bool with_token = rq->token != NULL && (on & DEFENSE_TOKEN) && (on & DEFENSE_TOKEN_ATOMIC);
+    bool with_token = rq->token != NULL && (on & DEFENSE_TOKEN);
     char *existing = NULL;
     bool go_on = true;
     enum key_begin kb =
@@ -203,8 +203,8 @@ static bool spend_token(struct app *app, const struct cart_request *rq, struct b
  * batch key would, so nothing tells a retry which items were bought.
  * Returns true when every item has its order; *fresh when this run bought
  * at least one of them. */
-static bool run_items(struct app *app, const struct cart_request *rq, order_render_fn item_render,
-                      struct order_result *out, bool *fresh)
+static bool run_items(struct app *app, const struct cart_request *rq,
+                      const struct order_render *item_render, struct order_result *out, bool *fresh)
 {
     bool complete = true;
     *fresh = false;
@@ -251,8 +251,9 @@ static void keep_answer(struct app *app, const struct cart_request *rq, const ch
     bc->marker = NULL;
 }
 
-void cart_run(struct app *app, const struct cart_request *rq, order_render_fn item_render,
-              cart_render_fn render, struct cart_result *res)
+void cart_run(struct app *app, const struct cart_request *rq,
+              const struct order_render *item_render, cart_render_fn render,
+              struct cart_result *res)
 {
     char fp[IDEM_FP_LEN + 1];
     struct batch_claim bc = {.redis_ok = true, .token_rc = TOKEN_UNCHECKED};

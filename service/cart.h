@@ -64,8 +64,9 @@ struct cart_result {
 
 /* Runs the batch. item_render renders each item's order (as for POST
  * /orders), render the whole answer. Always fills *res (cleared on entry). */
-void cart_run(struct app *app, const struct cart_request *rq, order_render_fn item_render,
-              cart_render_fn render, struct cart_result *res);
+void cart_run(struct app *app, const struct cart_request *rq,
+              const struct order_render *item_render, cart_render_fn render,
+              struct cart_result *res);
 
 void cart_result_cleanup(struct cart_result *res);
 

@@ -53,17 +53,9 @@ static enum entry_outcome ack(const struct consume_group *g, const char *id)
     return stream_ack(g->name, id) == TD_OK ? ENTRY_DONE : ENTRY_UNAVAIL;
 }
 
-/* The dedup key of an entry: its business key, so that every copy of one
- * event (a redelivery, the relay publishing again, a re-drive) finds the
- * same row. A new string. */
-static char *dedup_key(const struct app *app, const struct consume_group *g,
-                       const struct stream_entry *en)
+char *consumers_key_by_business(const struct consume_group *g, const struct stream_entry *en)
 {
-    /* DEMO ONLY: with consumer-dedup-business-key switched off the key
-     * names the stream entry instead: a copy of the event under another
-     * entry id is taken for a new event, and applied again. */
-    bool by_business_key = (app->defenses & DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY) != 0;
-    return consume_dedup_key(g, by_business_key ? en->biz_key : en->id);
+    return consume_dedup_key(g, en->biz_key);
 }
 
 /* Applies an order.paid entry; acked only once its effect is committed. */
@@ -73,9 +65,10 @@ static enum entry_outcome apply(const struct app *app, const struct consume_grou
 {
     if (FAULT_POINT("consumer.before_effect"))
         return ENTRY_KEPT;
-    char *key = dedup_key(app, g, en);
-    /* DEMO ONLY: with consumer-dedup switched off the effect is applied
-     * without its dedup row, so every redelivery applies it again. */
+    char *key = app->dedup_key(g, en);
+    /* With consumer-dedup switched off (the demo) the layer is skipped:
+     * the effect is applied without its dedup row, so every redelivery
+     * applies it again. */
     const char *dedup = (app->defenses & DEFENSE_CONSUMER_DEDUP) ? key : NULL;
     int rc = consume_apply(g, pe, dedup, 0, app->cfg->tx_retries);
     enum entry_outcome oc = ENTRY_KEPT;

@@ -39,6 +39,16 @@ enum entry_outcome {
     ENTRY_UNAVAIL /* the stream or the database is away: stop and back off */
 };
 
+/* Names an entry's dedup row for group g (a new string): how a consumer
+ * tells two copies of one event apart from two events. app->dedup_key
+ * holds the one in use, chosen at boot. */
+typedef char *(*consumer_key_fn)(const struct consume_group *g, const struct stream_entry *en);
+
+/* The real one: the entry's business key, so that every copy of one event
+ * (a redelivery, the relay publishing again, a re-drive) finds the same
+ * row (consume_dedup_key). The demo's naive one is consume_naive.h's. */
+char *consumers_key_by_business(const struct consume_group *g, const struct stream_entry *en);
+
 /* Applies one entry for group g and acknowledges it, or dead-letters it,
  * or leaves it pending when its effect failed. deliveries: how often the
  * stream has handed it out (for a dead letter; 0 when not known). */

@@ -5,7 +5,10 @@
 #include "app.h"
 #include "auth.h"
 #include "cache.h"
+#include "cache_naive.h"
 #include "config.h"
+#include "consume_naive.h"
+#include "consumers.h"
 #include "deadletters.h"
 #include "defenses.h"
 #include "err.h"
@@ -17,6 +20,7 @@
 #include "log.h"
 #include "respcache.h"
 #include "store.h"
+#include "store_mysql.h"
 #include "store_naive.h"
 #include "bloom_job.h"
 #include "retention.h"
@@ -184,6 +188,55 @@ static void ports_cleanup(void)
     store_cleanup();
 }
 
+/* The adapters behind the ports, chosen once from the defences that are
+ * on: each entry is the real one, or with its defence switched off (the
+ * demo, defenses_check_env) the naive one that the defence exists to
+ * replace, as one TLS backend stands behind one table. A defence that
+ * skips a whole layer (the response cache, the token, ...) is the
+ * domain's to skip: it has no entry here. */
+static void choose_adapters(struct app *app)
+{
+    unsigned on = app->defenses;
+    struct cache_entries c = cache_redis_entries;
+    if (!(on & DEFENSE_TOKEN_ATOMIC)) {
+        c.token_take = cache_naive_token_take;
+        c.order_begin = cache_naive_order_begin;
+    }
+    if (!(on & DEFENSE_LOCK_OWNER_CHECK)) {
+        c.order_complete = cache_naive_order_complete;
+        c.order_release = cache_naive_order_release;
+    }
+    if (!(on & DEFENSE_BLOOM_LIVENESS))
+        c.bloom_check = cache_naive_bloom_check;
+    cache_naive_init();
+    cache_redis_use(&c);
+
+    struct store_mysql_steps s = store_mysql_steps;
+    bool look_first = !(on & DEFENSE_UNIQUE_INDEX), read_stock = !(on & DEFENSE_STOCK_CAS);
+    if (look_first || read_stock)
+        s.order_place = look_first && read_stock ? store_naive_place_both
+                        : look_first             ? store_naive_place_look_first
+                                                 : store_naive_place_read_stock;
+    if (!(on & DEFENSE_STATE_CAS)) {
+        s.read_for_move = store_naive_read_plain;
+        s.move = store_naive_move_blind;
+    }
+    if (!(on & DEFENSE_CONSUMER_DEDUP_SAME_TX))
+        s.consume = store_naive_consume_apart;
+    /* The ledger is the business key that outlives the dedup row. The
+     * lessons of the consumer's own dedup (skipped, or keyed by the stream
+     * entry) run without it, so that each shows what its own mistake costs;
+     * business-key-after-expiry takes the ledger away alone. */
+    unsigned ledger = DEFENSE_BUSINESS_KEY_AFTER_EXPIRY | DEFENSE_CONSUMER_DEDUP |
+                      DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY;
+    if ((on & ledger) != ledger)
+        s.points_ledger = store_naive_no_ledger;
+    store_mysql_use(&s);
+
+    app->dedup_key = (on & DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY) ? consumers_key_by_business
+                                                                : consume_naive_key_by_entry;
+}
+
 static int boot(struct app *app, struct config *cfg)
 {
     char err[256];
@@ -197,8 +250,7 @@ static int boot(struct app *app, struct config *cfg)
     }
     if (defenses_check_env(app->defenses, cfg->env) != TD_OK)
         return TD_EINVAL;
-    cache_set_defenses(app->defenses);
-    store_set_defenses(app->defenses);
+    choose_adapters(app);
     config_log(cfg);
     faults_announce();
     idem_new_instance(app->instance);

@@ -10,7 +10,6 @@
 #include "log.h"
 #include "metrics.h"
 #include "ordertoken.h"
-#include "problem.h"
 #include "respcache.h"
 #include "store.h"
 #include "txretry.h"
@@ -95,10 +94,11 @@ static void replay_bytes(struct order_result *res, int status, char *body, size_
 /* The answer made from the order itself: a new one, or one the database
  * found under the key. */
 static void answer_with_order(struct order_result *res, enum order_outcome oc,
-                              enum order_layer layer, const struct order *o, order_render_fn render)
+                              enum order_layer layer, const struct order *o,
+                              const struct order_render *render)
 {
     answer(res, oc, layer);
-    res->body = render(o, &res->status, &res->body_len);
+    res->body = render->order(o, &res->status, &res->body_len);
     snprintf(res->order_no, sizeof res->order_no, "%s", o->order_no);
 }
 
@@ -222,9 +222,8 @@ static enum key_begin begin_in_redis(struct app *app, const struct order_request
     unsigned on = app->defenses;
     bool want_lock = (on & DEFENSE_SESSION_LOCK) != 0;
     char *marker = (on & DEFENSE_INFLIGHT_KEY) ? idem_marker(fp, cl->owner) : NULL;
-    /* The demo's naive token check keeps its own two round trips. */
     struct token_spend tok = {rq->token, app->cfg->token_ttl_s};
-    bool with_token = rq->token != NULL && (on & DEFENSE_TOKEN) && (on & DEFENSE_TOKEN_ATOMIC);
+    bool with_token = rq->token != NULL && (on & DEFENSE_TOKEN);
     enum key_begin kb =
         cache_order_begin(rq->user_id, rq->key, marker, app->cfg->inflight_ttl_ms, rq->session_id,
                           want_lock ? cl->owner : NULL, app->cfg->lock_ttl_ms,
@@ -372,7 +371,7 @@ static bool spend_token(struct app *app, const struct order_request *rq, struct 
  * when an order was found and replayed; false with res untouched when
  * there is none, or with res set to the refusal or the failure. */
 static bool replay_from_database(struct app *app, const struct order_request *rq,
-                                 order_render_fn render, struct order_result *res)
+                                 const struct order_render *render, struct order_result *res)
 {
     struct order o;
     enum order_layer layer =
@@ -411,9 +410,10 @@ static int attempt_create(void *p)
 
 /* The token this order spends, for the database to record with it, so
  * that a token that bought an order stays spent when Redis forgets it.
- * Only with the token defence whole: the demo's switched-off token, and its
- * naive GET-then-spend (token-atomic off), show what Redis alone lets
- * through. Returns key, filled, or NULL when nothing is recorded. */
+ * The database's record is a layer of its own, behind the atomic spend:
+ * the demo skips it with the token switched off, and with token-atomic
+ * off, whose naive GET-then-spend (cache_naive.h) shows what Redis alone
+ * lets through. Returns key, filled, or NULL when nothing is recorded. */
 static const char *token_to_record(const struct app *app, const struct order_request *rq, char *key)
 {
     unsigned whole = DEFENSE_TOKEN | DEFENSE_TOKEN_ATOMIC;
@@ -424,8 +424,8 @@ static const char *token_to_record(const struct app *app, const struct order_req
 }
 
 /* Layers 5 and 6: the database transaction, retried after deadlocks. */
-static void write_order(struct app *app, const struct order_request *rq, order_render_fn render,
-                        struct order_result *res)
+static void write_order(struct app *app, const struct order_request *rq,
+                        const struct order_render *render, struct order_result *res)
 {
     char order_no[ORDER_NO_LEN + 1], token_key[ORDERTOKEN_KEY_LEN + 1];
     struct order o;
@@ -436,8 +436,6 @@ static void write_order(struct app *app, const struct order_request *rq, order_r
         .request_id = rq->key,
         .quantity = rq->quantity,
         .token_key = token_to_record(app, rq, token_key),
-        .read_then_write = !(app->defenses & DEFENSE_STOCK_CAS),
-        .check_then_insert = !(app->defenses & DEFENSE_UNIQUE_INDEX),
     };
     struct attempt at = {&d, order_no, &o};
     int rc = txretry_run(app->cfg->tx_retries, attempt_create, &at);
@@ -484,24 +482,20 @@ static void write_order(struct app *app, const struct order_request *rq, order_r
  * key is told the same failure until the record expires, long after the
  * dependency is back or seats were returned. Returns true when it was. */
 static bool remember_failure(struct app *app, const struct order_request *rq, const char *fp,
-                             const struct claims *cl, const struct order_result *res)
+                             const struct claims *cl, const struct order_render *render,
+                             const struct order_result *res)
 {
     if ((app->defenses & DEFENSE_FORGET_FAILURES) || cl->marker == NULL)
         return false;
-    enum problem p;
-    if (res->outcome == ORDER_SOLD_OUT)
-        p = PROBLEM_SOLD_OUT;
-    else if (res->outcome == ORDER_UNAVAILABLE)
-        p = PROBLEM_DEPENDENCY_UNAVAILABLE;
-    else
+    if (res->outcome != ORDER_SOLD_OUT && res->outcome != ORDER_UNAVAILABLE)
         return false;
-    const struct problem_info *pi = problem_info(p);
-    char *body = xasprintf("{\"type\":\"%s\",\"title\":\"%s\",\"status\":%d,\"code\":\"%s\"}",
-                           pi->type, pi->title, pi->status, pi->code);
-    char *done = idem_done(fp, pi->status, body, strlen(body));
+    int status = 0;
+    size_t len = 0;
+    char *body = render->failure(res->outcome, &status, &len);
+    char *done = idem_done(fp, status, body, len);
     cache_order_complete(rq->user_id, rq->key, cl->marker, done, app->cfg->idem_ttl_s,
                          rq->session_id, cl->locked ? cl->owner : NULL);
-    keep_in_process(app, rq, fp, pi->status, body, strlen(body));
+    keep_in_process(app, rq, fp, status, body, len);
     free(done);
     free(body);
     return true;
@@ -522,12 +516,10 @@ static bool may_have_order(struct app *app, const struct order_request *rq)
     if (!(app->defenses & DEFENSE_BLOOM) || app->bloom.m == 0)
         return true;
     bloom_positions(app->bloom, rq->user_id, rq->key, pos);
+    /* (The demo's naive cache, bloom-liveness off, calls any filter
+     * trusted: cache_naive.h.) */
     if (cache_bloom_check(app->bloom_shape, pos, app->bloom.k, &trusted, &maybe) != TD_OK)
         return true;
-    /* DEMO ONLY (bloom-liveness switched off): any filter is believed,
-     * the empty one a flushed Redis starts with included. */
-    if (!(app->defenses & DEFENSE_BLOOM_LIVENESS))
-        trusted = true;
     if (maybe) {
         metrics_inc(M_BLOOM_MAYBE);
         return true;
@@ -572,8 +564,8 @@ static bool refused_by_redis(enum order_outcome oc)
     return oc == ORDER_IN_PROGRESS || oc == ORDER_DUPLICATE_SUBMISSION || oc == ORDER_TOKEN_INVALID;
 }
 
-void orders_create(struct app *app, const struct order_request *rq, order_render_fn render,
-                   struct order_result *res)
+void orders_create(struct app *app, const struct order_request *rq,
+                   const struct order_render *render, struct order_result *res)
 {
     char fp[IDEM_FP_LEN + 1];
     struct claims cl = {.redis_ok = true, .token_rc = TOKEN_UNCHECKED};
@@ -624,7 +616,7 @@ out:
             free(done);
         }
         keep_in_process(app, rq, fp, res->status, res->body, res->body_len);
-    } else if (remember_failure(app, rq, fp, &cl, res)) {
+    } else if (remember_failure(app, rq, fp, &cl, render, res)) {
         /* the naive version: nothing given back */
     } else if (res->outcome != ORDER_REPLAYED && (cl.marker != NULL || cl.locked)) {
         /* Only a success is remembered: give the key back for a retry. */

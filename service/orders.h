@@ -17,7 +17,8 @@
  * failure removes this request's marker and lock so the key can be retried.
  *
  * Domain logic only: it calls the store and cache ports and never sees
- * HTTP or JSON. Thread-safe. */
+ * HTTP or JSON; the bytes of an answer come from the API layer's renderer
+ * (struct order_render). Thread-safe. */
 #ifndef TICKETD_ORDERS_H
 #define TICKETD_ORDERS_H
 
@@ -59,7 +60,7 @@ enum order_layer {
     LAYER_SESSION_LOCK,
     LAYER_TOKEN,
     LAYER_UNIQUE_INDEX,
-    LAYER_CHECK_THEN_INSERT, /* the demo's look-up, with the unique index off */
+    LAYER_CHECK_THEN_INSERT, /* the naive store's look-up, with the unique index off */
 };
 
 /* The layer's name (defense_name's for a defence); NULL for LAYER_NONE. */
@@ -69,6 +70,15 @@ const char *order_layer_name(enum order_layer layer);
  * caller frees). Given by the API layer, which chooses both, so the domain
  * stays free of HTTP and JSON; the domain keeps the bytes for replays. */
 typedef char *(*order_render_fn)(const struct order *o, int *status, size_t *len);
+
+/* The API layer's renderers of the answers the domain keeps: order for an
+ * order placed or found; failure for a failure kept under its key like a
+ * success (outcome ORDER_SOLD_OUT or ORDER_UNAVAILABLE), which only the
+ * demo does, with forget-failures switched off. */
+struct order_render {
+    order_render_fn order;
+    char *(*failure)(enum order_outcome oc, int *status, size_t *len);
+};
 
 struct order_result {
     enum order_outcome outcome;
@@ -89,8 +99,8 @@ struct order_result {
 bool orders_replay_local(struct app *app, const struct order_request *rq, struct order_result *res);
 
 /* Runs the whole create flow. Always fills *res (cleared on entry). */
-void orders_create(struct app *app, const struct order_request *rq, order_render_fn render,
-                   struct order_result *res);
+void orders_create(struct app *app, const struct order_request *rq,
+                   const struct order_render *render, struct order_result *res);
 
 void order_result_cleanup(struct order_result *res);
 

@@ -49,12 +49,6 @@ struct order_draft {
     /* The ordertoken_key of the token this order spends, recorded with the
      * order under a unique key; NULL when none is recorded. */
     const char *token_key;
-    /* The demo's switched-off defences (never in production): read the
-     * stock then write it back instead of the compare-and-set, and look for
-     * the key before inserting instead of trusting the unique index. Both
-     * are the classic races the real code exists to avoid. */
-    bool read_then_write;
-    bool check_then_insert;
 };
 
 /* One transaction, in one database round trip: insert the order priced
@@ -66,8 +60,8 @@ struct order_draft {
  * TD_ESPENT when another order spent the token already; TD_ECONFLICT when
  * the stock is too low;
  * or TD_ERETRY / TD_EUNAVAIL / TD_EINTERNAL. Nothing is written on error.
- * The demo's switched-off defences (read_then_write, check_then_insert)
- * take several round trips, as their races need. */
+ * (The demo's naive store, store_naive.h, takes several round trips
+ * instead, as the races it shows need.) */
 int store_order_create(const struct order_draft *d, struct order *out);
 
 /* The order a user placed under an Idempotency-Key (whatever its

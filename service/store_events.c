@@ -8,10 +8,8 @@
 #include "err.h"
 #include "event_payload.h"
 #include "faults.h"
-#include "defenses.h"
 #include "log.h"
-#include "store_naive.h"
-#include "store_tx.h"
+#include "store_mysql.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -72,7 +70,8 @@ static const char sql_points_get[] = "SELECT points FROM user_points WHERE user_
 static const char sql_order_lock[] =
     "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ? FOR UPDATE";
 
-/* DEMO ONLY (state-cas switched off): the naive version's unlocked read. */
+/* The unlocked read of the naive transition (store_naive.h), which the
+ * state-cas lesson runs in its place. */
 static const char sql_order_read[] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ?";
 
 static const char sql_dead_letter[] =
@@ -243,11 +242,6 @@ static int record_consumed(struct db_conn *c, const char *consumer, const char *
     return db_exec(c, sql_consume_record, args, 2, NULL, NULL);
 }
 
-/* The part of a consumer's transaction after its dedup row: TD_OK when
- * applied, TD_EDUP when there was nothing to change (what was written is
- * still committed), or an error (rolled back). */
-typedef int (*effect_fn)(struct db_conn *c, const void *ctx);
-
 /* A re-drive's first step: lock the dead letter. TD_EDUP when it was
  * re-driven already, TD_EINVAL when there is no such letter of consumer. */
 static int letter_lock(struct db_conn *c, const char *consumer, int64_t id)
@@ -271,31 +265,16 @@ static int letter_mark(struct db_conn *c, int64_t id, const char *result)
     return db_exec(c, sql_letter_mark, args, 3, NULL, NULL);
 }
 
-/* DEMO ONLY (consumer-dedup-same-tx switched off): the dedup row in a
- * transaction of its own, committed before the effect begins, as the
- * articles warn against. An effect that fails after it leaves the row
- * behind, and the redelivery that should apply the effect finds it and
- * skips: the effect is lost. TD_OK (row written) or as record_consumed. */
-static int record_consumed_alone(const char *consumer, const char *dedup_key)
-{
-    struct db_conn *c;
-    int rc = db_tx_begin(&c);
-    if (rc != TD_OK)
-        return rc;
-    return db_tx_end(c, record_consumed(c, consumer, dedup_key));
-}
-
 /* The consumer transaction's statements: [lock the dead letter,] the
  * dedup row, the effect, [stamp the letter]. *dup: the effect found
  * nothing to change, and what was written is to be committed. */
 static int consume_in_tx(struct db_conn *c, const char *consumer, const char *dedup_key,
-                         int64_t redrive_id, bool same_tx, effect_fn effect, const void *ctx,
-                         bool *dup)
+                         int64_t redrive_id, store_effect_fn effect, const void *ctx, bool *dup)
 {
     int rc = redrive_id != 0 ? letter_lock(c, consumer, redrive_id) : TD_OK;
     if (rc != TD_OK)
         return rc;
-    rc = same_tx ? record_consumed(c, consumer, dedup_key) : TD_OK;
+    rc = record_consumed(c, consumer, dedup_key);
     /* The test build can fail the effect after the dedup row, as a crash,
      * a timeout or a constraint would (TICKETD_FAULT=consumer.effect:fail). */
     if (rc == TD_OK && FAULT_POINT("consumer.effect"))
@@ -313,23 +292,19 @@ static int consume_in_tx(struct db_conn *c, const char *consumer, const char *de
     return rc;
 }
 
-/* One consumer transaction (store_events.h). */
-static int consume_tx(const char *consumer, const char *dedup_key, int64_t redrive_id,
-                      effect_fn effect, const void *ctx)
+/* One consumer transaction (store_events.h): the real consume step
+ * (store_mysql.h), the dedup row and the effect committed together. */
+int store_events_consume(const char *consumer, const char *dedup_key, int64_t redrive_id,
+                         store_effect_fn effect, const void *ctx)
 {
     struct db_conn *c;
     bool dup = false;
-    bool same_tx = redrive_id != 0 || store_defense_on(DEFENSE_CONSUMER_DEDUP_SAME_TX);
     if (redrive_id != 0 && dedup_key == NULL)
         return TD_EINVAL;
-    int rc = same_tx ? TD_OK : record_consumed_alone(consumer, dedup_key);
-    if (rc != TD_OK)
-        return rc; /* TD_EDUP: applied before, as far as the row says */
-    rc = db_tx_begin(&c);
+    int rc = db_tx_begin(&c);
     if (rc != TD_OK)
         return rc;
-    rc =
-        db_tx_end(c, consume_in_tx(c, consumer, dedup_key, redrive_id, same_tx, effect, ctx, &dup));
+    rc = db_tx_end(c, consume_in_tx(c, consumer, dedup_key, redrive_id, effect, ctx, &dup));
     return rc == TD_OK && dup ? TD_EDUP : rc;
 }
 
@@ -339,15 +314,13 @@ struct points_credit {
     int64_t points;
 };
 
-/* The ledger row is the business key that outlives the dedup row. The
- * demos of the consumer's own dedup (switched off, or keyed by the stream
- * entry) run without it, so that each shows what its own mistake costs;
- * business-key-after-expiry switches off the ledger alone. */
-static bool ledger_on(void)
+/* The ledger row is the business key that outlives the dedup row (the
+ * real points_ledger step, store_mysql.h). */
+int store_events_points_ledger(struct db_conn *c, const char *order_no, int64_t user_id,
+                               int64_t points, const char *db_now)
 {
-    return store_defense_on(DEFENSE_BUSINESS_KEY_AFTER_EXPIRY) &&
-           store_defense_on(DEFENSE_CONSUMER_DEDUP) &&
-           store_defense_on(DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY);
+    struct db_arg row[] = {DB_S(order_no), DB_I(user_id), DB_I(points), DB_S(db_now)};
+    return db_exec(c, sql_points_ledger, row, 4, NULL, NULL);
 }
 
 static int points_effect(struct db_conn *c, const void *ctx)
@@ -355,13 +328,9 @@ static int points_effect(struct db_conn *c, const void *ctx)
     const struct points_credit *pc = ctx;
     char db_now[32], api_now[TIME_LEN + 1];
     store_now(db_now, api_now);
-    if (ledger_on()) {
-        struct db_arg row[] = {DB_S(pc->order_no), DB_I(pc->user_id), DB_I(pc->points),
-                               DB_S(db_now)};
-        int rc = db_exec(c, sql_points_ledger, row, 4, NULL, NULL);
-        if (rc != TD_OK)
-            return rc; /* TD_EDUP: credited before; the dedup row is still committed */
-    }
+    int rc = store_tx_points_ledger(c, pc->order_no, pc->user_id, pc->points, db_now);
+    if (rc != TD_OK)
+        return rc; /* TD_EDUP: credited before; the dedup row is still committed */
     struct db_arg add[] = {DB_I(pc->user_id), DB_I(pc->points), DB_S(db_now)};
     return db_exec(c, sql_points_add, add, 3, NULL, NULL);
 }
@@ -370,7 +339,7 @@ int store_points_credit(const char *dedup_key, const char *order_no, int64_t use
                         int64_t points, int64_t redrive_id)
 {
     struct points_credit pc = {order_no, user_id, points};
-    return consume_tx(EVENTS_GROUP_POINTS, dedup_key, redrive_id, points_effect, &pc);
+    return store_tx_consume(EVENTS_GROUP_POINTS, dedup_key, redrive_id, points_effect, &pc);
 }
 
 static int ticket_effect(struct db_conn *c, const void *ctx)
@@ -380,8 +349,8 @@ static int ticket_effect(struct db_conn *c, const void *ctx)
     int rc = store_tx_read_for_move(c, sql_order_lock, sql_order_read, args, 1, &o);
     if (rc != TD_OK)
         return rc;
-    /* Ticketed before this key was recorded (the dedup row was off in a
-     * demo): the state machine already made it a no-op. */
+    /* Ticketed before this key was recorded (the dedup row was skipped, or
+     * committed apart from the effect): already a no-op. */
     if (o.status == ORDER_TICKETED || o.status == ORDER_COMPLETED)
         return TD_EDUP;
     return store_tx_move(c, &o, EVENT_TICKET);
@@ -389,7 +358,7 @@ static int ticket_effect(struct db_conn *c, const void *ctx)
 
 int store_ticket_issue(const char *dedup_key, const char *order_no, int64_t redrive_id)
 {
-    return consume_tx(EVENTS_GROUP_TICKETING, dedup_key, redrive_id, ticket_effect, order_no);
+    return store_tx_consume(EVENTS_GROUP_TICKETING, dedup_key, redrive_id, ticket_effect, order_no);
 }
 
 int store_dead_letter(const char *consumer, const char *dedup_key, int64_t outbox_id,

@@ -4,7 +4,7 @@
 
 #include "db.h"
 #include "err.h"
-#include "store_tx.h"
+#include "store_mysql.h"
 #include "util.h"
 
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 #include "db.h"
 #include "err.h"
 #include "log.h"
-#include "store_tx.h"
+#include "store_mysql.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,12 +1,16 @@
-/* store_mysql.c - the store port on MariaDB/MySQL. Every statement is a
- * prepared statement from the table below; every transaction that fails is
- * rolled back explicitly before the error is returned. */
+/* store_mysql.c - the store port on MariaDB/MySQL, and the MySQL adapters'
+ * shared pieces (store_mysql.h). Every statement comes from the table
+ * below and runs as a prepared statement, except the new order's
+ * one-round-trip transaction (S_ORDER_PLACE*): a text of several statements
+ * cannot be prepared, so db_batch inlines its arguments as escaped
+ * literals. Every transaction that fails is rolled back explicitly before
+ * the error is returned. */
 #include "store.h"
 
 #include "db.h"
 #include "err.h"
 #include "faults.h"
-#include "store_tx.h"
+#include "store_mysql.h"
 #include "log.h"
 #include "util.h"
 
@@ -19,36 +23,16 @@ enum stmt {
     S_SESSION_GET,
     S_ORDER_PLACE,
     S_ORDER_PLACE_TOKEN,
-    S_ORDER_INSERT,
-    S_TOKEN_SPEND,
-    S_STOCK_TAKE,
     S_HISTORY_INSERT,
-    S_ORDER_BY_REQUEST,
     S_ORDER_BY_REQUEST_WAIT,
     S_ORDER_BY_NO,
     S_ORDER_BY_NO_USER,
     S_ORDER_LIST,
     S_ORDER_LIST_BEFORE,
     S_TRANSITION,
-    S_STOCK_READ,
-    S_STOCK_WRITE,
     S_COUNT
 };
 
-/* The order, priced from its session (no row: no such session). */
-#define ORDER_INSERT                                                                               \
-    "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, amount_cents, "      \
-    "status, version, created_at, updated_at) "                                                    \
-    "SELECT ?, ?, id, ?, ?, price_cents * ?, 'PENDING_PAYMENT', 1, ?, ? FROM sessions WHERE id = " \
-    "? "                                                                                           \
-    "RETURNING id, amount_cents"
-/* The token the order spent, under its unique key (sql/006_order_tokens.sql):
- * one statement, after the order's own insert and before the stock row's
- * lock. It names the order by its key, so that an order that was not
- * inserted (no such session) spends no token. */
-#define TOKEN_SPEND                                                                                \
-    "INSERT INTO order_tokens (order_id, token_hash, created_at) "                                 \
-    "SELECT id, ?, ? FROM orders WHERE user_id = ? AND request_id = ?"
 #define STOCK_TAKE_ALL "UPDATE sessions SET stock = stock - ?, version = version + 1 WHERE id = ?"
 
 static const char *const sql[S_COUNT] = {
@@ -71,23 +55,13 @@ static const char *const sql[S_COUNT] = {
      * session into zero rows updated and a committed order without seats.
      * The hot session's row is locked by the last statement before COMMIT,
      * inside the server, for no client round trip at all. */
-    [S_ORDER_PLACE] = "START TRANSACTION; " ORDER_INSERT "; " STOCK_TAKE_ALL "; COMMIT",
+    [S_ORDER_PLACE] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STOCK_TAKE_ALL "; COMMIT",
     /* The same with the token the order spends: a second order for one
      * token is refused at its insert, and the batch rolled back. */
-    [S_ORDER_PLACE_TOKEN] =
-        "START TRANSACTION; " ORDER_INSERT "; " TOKEN_SPEND "; " STOCK_TAKE_ALL "; COMMIT",
-    /* The demo's step-by-step transaction, for the switched-off defences
-     * (check-then-insert, read-then-write): the same order statement on
-     * its own. In READ COMMITTED the session is read without a lock. */
-    [S_ORDER_INSERT] = ORDER_INSERT,
-    [S_TOKEN_SPEND] = TOKEN_SPEND,
-    /* The stock compare-and-set: never read-modify-write. */
-    [S_STOCK_TAKE] = "UPDATE sessions SET stock = stock - ?, version = version + 1 "
-                     "WHERE id = ? AND stock >= ?",
+    [S_ORDER_PLACE_TOKEN] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STORE_TOKEN_SPEND
+                            "; " STOCK_TAKE_ALL "; COMMIT",
     [S_HISTORY_INSERT] = "INSERT INTO order_history (order_id, from_status, to_status, version, "
                          "cause, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-    [S_ORDER_BY_REQUEST] = "SELECT " STORE_ORDER_COLS " FROM orders "
-                           "WHERE user_id = ? AND request_id = ?",
     /* A locking read waits for a copy of the request that has inserted its
      * order but not yet committed, and then sees it: the answer "no order
      * under this key" is never given while one is about to appear. */
@@ -100,11 +74,6 @@ static const char *const sql[S_COUNT] = {
                      "ORDER BY id DESC LIMIT ?",
     [S_ORDER_LIST_BEFORE] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE user_id = ? AND id < ? "
                             "ORDER BY id DESC LIMIT ?",
-    /* Only for the demo with the stock CAS switched off: read, then write
-     * back what was read minus the quantity. Two requests that read the
-     * same value both succeed, and one seat is sold twice. */
-    [S_STOCK_READ] = "SELECT stock FROM sessions WHERE id = ?",
-    [S_STOCK_WRITE] = "UPDATE sessions SET stock = ?, version = version + 1 WHERE id = ?",
     /* Every state change: a compare-and-set on status and version. */
     [S_TRANSITION] = "UPDATE orders SET status = ?, version = version + 1, updated_at = ? "
                      "WHERE id = ? AND status = ? AND version = ?",
@@ -264,71 +233,6 @@ static int order_query(const char *stmt, const struct db_arg *args, int nargs, s
     return rc;
 }
 
-/* The demo's switched-off stock CAS: a consistent (non-locking) read, then
- * a blind write. Exactly the read-modify-write that oversells. */
-static int stock_read_then_write(struct db_conn *c, const struct order_draft *d)
-{
-    int64_t stock = 0;
-    struct db_arg sid[] = {DB_I(d->session_id)};
-    struct db_col col[] = {DB_COL_I(&stock)};
-    int rc = db_row(c, sql[S_STOCK_READ], sid, 1, col, 1);
-    if (rc != TD_OK)
-        return rc;
-    if (stock < d->quantity)
-        return TD_ECONFLICT;
-    struct db_arg put[] = {DB_I(stock - d->quantity), DB_I(d->session_id)};
-    return db_exec(c, sql[S_STOCK_WRITE], put, 2, NULL, NULL);
-}
-
-/* The demo's switched-off defences need statements between the insert and
- * the commit, so their transaction goes step by step: (a look for the
- * key), the order, (a stock read and write back, or the stock
- * compare-and-set). */
-static int order_steps(struct db_conn *c, const struct order_draft *d, const char *db_now,
-                       int64_t *id, int64_t *amount)
-{
-    uint64_t affected = 0;
-    int rc;
-    if (d->check_then_insert) {
-        /* The race the unique index closes: between this look and the
-         * insert below, a concurrent copy can look too. */
-        struct order_row prior;
-        order_row_bind(&prior);
-        struct db_arg key[] = {DB_I(d->user_id), DB_S(d->request_id)};
-        rc = db_row(c, sql[S_ORDER_BY_REQUEST], key, 2, prior.cols, 11);
-        if (rc != TD_ENOTFOUND)
-            return rc == TD_OK ? TD_EDUP : rc;
-    }
-    struct db_arg ins[] = {DB_S(d->order_no), DB_I(d->user_id),   DB_S(d->request_id),
-                           DB_I(d->quantity), DB_I(d->quantity),  DB_S(db_now),
-                           DB_S(db_now),      DB_I(d->session_id)};
-    struct db_col made[] = {DB_COL_I(id), DB_COL_I(amount)};
-    rc = db_row(c, sql[S_ORDER_INSERT], ins, 8, made, 2);
-    if (rc != TD_OK)
-        return rc; /* TD_ENOTFOUND: no such session */
-    if (d->token_key != NULL) {
-        struct db_arg tok[] = {DB_S(d->token_key), DB_S(db_now), DB_I(d->user_id),
-                               DB_S(d->request_id)};
-        rc = db_exec(c, sql[S_TOKEN_SPEND], tok, 4, NULL, NULL);
-        if (rc != TD_OK)
-            return rc;
-    }
-    if (d->read_then_write)
-        return stock_read_then_write(c, d);
-    struct db_arg take[] = {DB_I(d->quantity), DB_I(d->session_id), DB_I(d->quantity)};
-    rc = db_exec(c, sql[S_STOCK_TAKE], take, 3, &affected, NULL);
-    return rc == TD_OK && affected != 1 ? TD_ECONFLICT : rc;
-}
-
-static int place_step_by_step(struct db_conn *c, const struct order_draft *d, const char *db_now,
-                              int64_t *id, int64_t *amount)
-{
-    int rc = db_begin(c);
-    if (rc != TD_OK)
-        return rc;
-    return db_tx_end(c, order_steps(c, d, db_now, id, amount));
-}
-
 /* The order transaction in one round trip (S_ORDER_PLACE, or
  * S_ORDER_PLACE_TOKEN with the token's arguments between the order's and
  * the stock's). */
@@ -357,6 +261,62 @@ static int place_in_one_trip(struct db_conn *c, const struct order_draft *d, con
     return rc; /* TD_ENOTFOUND: no such session (nothing was written) */
 }
 
+/* The real read_for_move: the row locked, so that a second transition
+ * waits for the first and then finds the new status. */
+static int read_locked(struct db_conn *c, const char *locking, const char *plain,
+                       const struct db_arg *args, int nargs, struct order *out)
+{
+    (void)plain; /* the naive version's statement */
+    return store_tx_order(c, locking, args, nargs, out);
+}
+
+const struct store_mysql_steps store_mysql_steps = {
+    .order_place = place_in_one_trip,
+    .read_for_move = read_locked,
+    .move = store_tx_transition,
+    .consume = store_events_consume,
+    .points_ledger = store_events_points_ledger,
+};
+
+/* Written once at boot, before any thread uses the store; read only after. */
+static struct store_mysql_steps chosen;
+static const struct store_mysql_steps *steps = &store_mysql_steps;
+
+void store_mysql_use(const struct store_mysql_steps *s)
+{
+    chosen = *s;
+    steps = &chosen;
+}
+
+int store_tx_read_for_move(struct db_conn *c, const char *locking, const char *plain,
+                           const struct db_arg *args, int nargs, struct order *out)
+{
+    int rc = steps->read_for_move(c, locking, plain, args, nargs, out);
+    /* The test build can widen the time between reading the order and
+     * writing it (delay), in both versions: under the row lock a second
+     * transition waits for the first; without it both go ahead. */
+    if (rc == TD_OK)
+        (void)FAULT_POINT("order.before_transition");
+    return rc;
+}
+
+int store_tx_move(struct db_conn *c, const struct order *o, enum order_event ev)
+{
+    return steps->move(c, o, ev);
+}
+
+int store_tx_consume(const char *consumer, const char *dedup_key, int64_t redrive_id,
+                     store_effect_fn effect, const void *ctx)
+{
+    return steps->consume(consumer, dedup_key, redrive_id, effect, ctx);
+}
+
+int store_tx_points_ledger(struct db_conn *c, const char *order_no, int64_t user_id, int64_t points,
+                           const char *db_now)
+{
+    return steps->points_ledger(c, order_no, user_id, points, db_now);
+}
+
 int store_order_create(const struct order_draft *d, struct order *out)
 {
     struct db_conn *c;
@@ -367,10 +327,7 @@ int store_order_create(const struct order_draft *d, struct order *out)
     if (rc != TD_OK)
         return rc;
     store_now(db_now, api_now);
-    if (d->check_then_insert || d->read_then_write)
-        rc = place_step_by_step(c, d, db_now, &id, &amount);
-    else
-        rc = place_in_one_trip(c, d, db_now, &id, &amount);
+    rc = steps->order_place(c, d, db_now, &id, &amount);
     if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_orders_order_no") == 0)
         rc = TD_ERETRY; /* a random order number collided: run again with a new one */
     else if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_order_tokens_token") == 0)

@@ -78,8 +78,6 @@ int store_order_create(const struct order_draft *d, struct order *out)
     fake_store.draft.session_id = d->session_id;
     fake_store.draft.quantity = d->quantity;
     snprintf(fake_store.draft.request_id, sizeof fake_store.draft.request_id, "%s", d->request_id);
-    fake_store.draft.read_then_write = d->read_then_write;
-    fake_store.draft.check_then_insert = d->check_then_insert;
     fake_store.draft.token_key.null = d->token_key == NULL;
     snprintf(fake_store.draft.token_key.s, sizeof fake_store.draft.token_key.s, "%s",
              d->token_key != NULL ? d->token_key : "");

@@ -63,7 +63,6 @@ struct fake_store {
     struct {
         int64_t user_id, session_id, quantity;
         char request_id[REQUEST_ID_MAX + 1];
-        bool read_then_write, check_then_insert;
         struct fake_str token_key; /* null: no token recorded */
     } draft;
     int find_calls;

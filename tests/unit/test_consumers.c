@@ -15,6 +15,7 @@
 #include "config.h"
 #include "consume.h"
 #include "consumers.h"
+#include "consume_naive.h"
 #include "defenses.h"
 #include "err.h"
 #include "event_payload.h"
@@ -36,7 +37,8 @@ static int setup(void **state)
     (void)state;
     config_defaults(&cfg);
     cfg.tx_retries = 2;
-    app = (struct app){.cfg = &cfg, .defenses = DEFENSES_ALL};
+    app =
+        (struct app){.cfg = &cfg, .defenses = DEFENSES_ALL, .dedup_key = consumers_key_by_business};
     fakes_reset();
     fake_events_reset();
     struct order o = {.id = 7, .user_id = 42, .session_id = 3, .quantity = 1, .amount_cents = 2599};
@@ -228,9 +230,10 @@ static void test_other_entries_acked(void **state)
 static void test_switched_off(void **state)
 {
     (void)state;
-    /* DEMO: dedup by stream entry id, a copy under another id is applied
+    /* DEMO: dedup by stream entry id (the naive key main.c picks with
+     * consumer-dedup-business-key off), a copy under another id is applied
      * again; without the dedup row at all, every delivery is. */
-    app.defenses = DEFENSES_ALL & ~DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY;
+    app.dedup_key = consume_naive_key_by_entry;
     struct stream_entry first = paid("1-0"), copy = paid("9-0");
     const struct consume_group *g = group(EVENTS_GROUP_POINTS);
     assert_int_equal(consumer_handle(&app, g, &first, 1), ENTRY_DONE);
@@ -239,6 +242,7 @@ static void test_switched_off(void **state)
     assert_int_equal(fake_events.points, 50);
 
     fake_events_reset();
+    app.dedup_key = consumers_key_by_business;
     app.defenses = DEFENSES_ALL & ~DEFENSE_CONSUMER_DEDUP;
     assert_int_equal(consumer_handle(&app, g, &first, 1), ENTRY_DONE);
     assert_true(fake_events.dedup_null);

@@ -87,8 +87,8 @@ static int64_t delta(enum metric m)
     return metrics_get(m) - metrics_before[m];
 }
 
-/* The API layer's renderer, reduced to what the tests look at. */
-static char *render(const struct order *o, int *status, size_t *len)
+/* The API layer's renderers, reduced to what the tests look at. */
+static char *render_order(const struct order *o, int *status, size_t *len)
 {
     *status = 201;
     char *s = xasprintf("{\"order_no\":\"%s\",\"session_id\":%lld,\"quantity\":%lld}", o->order_no,
@@ -96,6 +96,16 @@ static char *render(const struct order *o, int *status, size_t *len)
     *len = strlen(s);
     return s;
 }
+
+static char *render_failure(enum order_outcome oc, int *status, size_t *len)
+{
+    *status = oc == ORDER_SOLD_OUT ? 409 : 503;
+    char *s = xasprintf("{\"failure\":%d}", (int)oc);
+    *len = strlen(s);
+    return s;
+}
+
+static const struct order_render render = {render_order, render_failure};
 
 static void assert_calls(const char *want)
 {
@@ -151,9 +161,6 @@ enum claims {
  * an order was written (0: not looked at). */
 enum recorded { RECORDED_ANY, RECORDED_SENT /* the key of the token sent */, RECORDED_NONE };
 
-/* The shortcuts a switched-off database defence takes (fake_store.draft). */
-enum unprotected { READ_THEN_WRITE = 1, CHECK_THEN_INSERT = 2 };
-
 struct count {
     bool on;
     enum metric m;
@@ -180,11 +187,10 @@ struct order_case {
     int session_delta; /* the request's session, from SESSION */
     /* Then */
     enum order_outcome outcome;
-    const char *layer;    /* the defence that answered; NULL: none did */
-    int status;           /* 0: not looked at */
-    const char *body;     /* NULL: ORDER_CREATED's own order, otherwise none */
-    const char *calls;    /* the port calls, in order */
-    unsigned unprotected; /* the draft's shortcuts, when an order was written */
+    const char *layer; /* the defence that answered; NULL: none did */
+    int status;        /* 0: not looked at */
+    const char *body;  /* NULL: ORDER_CREATED's own order, otherwise none */
+    const char *calls; /* the port calls, in order */
     enum cached cached;
     enum claims claims;
     enum recorded recorded;
@@ -392,7 +398,7 @@ static void run_row(void **state)
     struct order_request rq = given(c, token);
     struct order_result res;
 
-    orders_create(&app, &rq, render, &res);
+    orders_create(&app, &rq, &render, &res);
 
     if (res.outcome != c->outcome)
         fail_msg("outcome %d, want %d", res.outcome, c->outcome);
@@ -412,11 +418,6 @@ static void run_row(void **state)
         assert_null(res.body);
     }
     assert_calls(c->calls);
-    if (fake_store.create_calls > 0) {
-        assert_int_equal(fake_store.draft.read_then_write, (c->unprotected & READ_THEN_WRITE) != 0);
-        assert_int_equal(fake_store.draft.check_then_insert,
-                         (c->unprotected & CHECK_THEN_INSERT) != 0);
-    }
     assert_cached(c->cached, &res);
     assert_claims(c->claims, &res);
     assert_recorded(c->recorded, &rq);
@@ -591,6 +592,20 @@ static void then_stored_without_claims(const struct order_result *res)
     assert_true(fake_cache.complete.marker.null);
     assert_true(fake_cache.complete.owner.null);
     assert_non_null(strstr(fake_cache.complete.record, res->body));
+}
+
+/* The naive remembering of a failure: the API layer's failure body, kept
+ * under the key like a success (in Redis and in process). */
+static void then_failure_remembered(const struct order_result *res)
+{
+    char want[64], body[256];
+    (void)res;
+    snprintf(want, sizeof want, "{\"failure\":%d}", (int)ORDER_SOLD_OUT);
+    assert_int_equal(fake_cache.complete.calls, 1);
+    assert_int_equal(fake_cache.release.calls, 0);
+    assert_non_null(strstr(fake_cache.complete.record, want));
+    assert_true(locally_cached(body, sizeof body));
+    assert_string_equal(body, want);
 }
 
 static void then_no_lock_completed(const struct order_result *res)
@@ -871,27 +886,27 @@ static const struct order_case cases[] = {
      .then = then_no_lock_completed},
     {"token off: an unknown token is not asked", .off = DEFENSE_TOKEN, .token_rc = TD_ENOTFOUND,
      .outcome = ORDER_CREATED, .calls = FULL_PATH, .recorded = RECORDED_NONE},
-    /* The naive GET-then-spend shows what Redis alone lets through. */
+    /* The naive GET-then-spend (the cache adapter's, cache_naive.h) shows
+     * what Redis alone lets through: the domain skips the database's
+     * record of the token, and leaves the spend to the port. */
     {"token-atomic off: the database records no token", .off = DEFENSE_TOKEN_ATOMIC,
-     .outcome = ORDER_CREATED, .calls = "order_begin token_take order_create order_complete",
-     .recorded = RECORDED_NONE},
+     .outcome = ORDER_CREATED, .calls = FULL_PATH, .recorded = RECORDED_NONE},
+    /* The naive transactions are the store adapter's (store_naive.h): the
+     * domain asks for the same order. */
     {"unique index off: the token is still recorded", .off = DEFENSE_UNIQUE_INDEX,
-     .outcome = ORDER_CREATED, .calls = FULL_PATH, .unprotected = CHECK_THEN_INSERT,
-     .recorded = RECORDED_SENT},
-    {"stock CAS off: read, then write", .off = DEFENSE_STOCK_CAS, .outcome = ORDER_CREATED,
-     .calls = FULL_PATH, .unprotected = READ_THEN_WRITE},
-    {"unique index off: check, then insert", .off = DEFENSE_UNIQUE_INDEX, .outcome = ORDER_CREATED,
-     .calls = FULL_PATH, .unprotected = CHECK_THEN_INSERT},
-    {"stock CAS and unique index off", .off = DEFENSE_STOCK_CAS | DEFENSE_UNIQUE_INDEX,
-     .outcome = ORDER_CREATED, .calls = FULL_PATH,
-     .unprotected = READ_THEN_WRITE | CHECK_THEN_INSERT},
+     .outcome = ORDER_CREATED, .calls = FULL_PATH, .recorded = RECORDED_SENT},
+    {"stock CAS and unique index off: the same order asked for",
+     .off = DEFENSE_STOCK_CAS | DEFENSE_UNIQUE_INDEX, .outcome = ORDER_CREATED, .calls = FULL_PATH},
+    {"forget-failures off: a sold out is kept, rendered by the API layer",
+     .off = DEFENSE_FORGET_FAILURES, .create_rc = TD_ECONFLICT, .outcome = ORDER_SOLD_OUT,
+     .calls = "order_begin order_create order_complete", .claims = CLAIMS_COMPLETED,
+     .then = then_failure_remembered},
     /* The others are not the order transaction's business. */
     {"callback and consumer dedup off: the order is untouched",
      .off = DEFENSE_CALLBACK_DEDUP | DEFENSE_CONSUMER_DEDUP, .outcome = ORDER_CREATED,
      .calls = FULL_PATH},
     /* Nothing but the (unprotected) transaction. */
-    {"all off", .off = ~0u, .local = LOCAL_SAME, .outcome = ORDER_CREATED, .calls = "order_create",
-     .unprotected = READ_THEN_WRITE | CHECK_THEN_INSERT},
+    {"all off", .off = ~0u, .local = LOCAL_SAME, .outcome = ORDER_CREATED, .calls = "order_create"},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])
@@ -921,7 +936,7 @@ static void test_result_cleanup(void **state)
     struct order_request rq = {
         .user_id = USER, .key = KEY, .session_id = SESSION, .quantity = QTY, .token = TOKEN};
     struct order_result res;
-    orders_create(&app, &rq, render, &res);
+    orders_create(&app, &rq, &render, &res);
     assert_non_null(res.body);
     order_result_cleanup(&res);
     assert_null(res.body);
@@ -946,7 +961,7 @@ static void refused_with_filter(bool trusted, bool maybe, unsigned off, struct o
     fake_cache.lock_rc = TD_ECONFLICT;
     fake_cache.bloom_trusted = trusted;
     fake_cache.bloom_maybe = maybe;
-    orders_create(&app, &rq, render, res);
+    orders_create(&app, &rq, &render, res);
     assert_int_equal(res->outcome, ORDER_DUPLICATE_SUBMISSION);
 }
 
@@ -986,14 +1001,15 @@ static void test_filter_doubt_asks_the_database(void **state)
     order_result_cleanup(&res);
 }
 
-/* DEMO ONLY: bloom-liveness off believes an incomplete filter; bloom off
- * asks the database every time. */
+/* bloom off asks the database every time. bloom-liveness off is the
+ * cache adapter's (cache_naive.h: any filter called trusted): the domain
+ * still takes an incomplete filter's "no" as doubt. */
 static void test_filter_switched_off(void **state)
 {
     struct order_result res;
     (void)state;
     refused_with_filter(false, false, DEFENSE_BLOOM_LIVENESS, &res);
-    assert_calls("order_begin");
+    assert_calls("order_begin order_find_request");
     order_result_cleanup(&res);
     fakes_reset();
     refused_with_filter(true, false, DEFENSE_BLOOM, &res);
@@ -1010,7 +1026,7 @@ static void test_created_order_is_added(void **state)
     struct order_result res;
     (void)state;
     app.bloom = bloom_size(1000, 10000);
-    orders_create(&app, &rq, render, &res);
+    orders_create(&app, &rq, &render, &res);
     assert_int_equal(res.outcome, ORDER_CREATED);
     assert_int_equal(fake_cache.bloom_adds, 1);
     order_result_cleanup(&res);

@@ -21,7 +21,7 @@ unit_idem_SRCS := service/idem.c service/util.c
 unit_cartbody_SRCS := service/cartbody.c service/jsonv.c service/idem.c service/util.c
 unit_respcache_SRCS := service/respcache.c service/util.c
 unit_defenses_SRCS := service/defenses.c service/log.c
-unit_orders_SRCS := service/orders.c service/bloom.c service/problem.c service/ordertoken.c service/faults.c service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c service/sentinel.c \
+unit_orders_SRCS := service/orders.c service/bloom.c service/ordertoken.c service/faults.c service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c service/sentinel.c \
 	service/router.c service/log.c service/util.c service/defenses.c \
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
 unit_util_SRCS := service/util.c
@@ -48,7 +48,7 @@ UNIT_EVENTS_FAKES := tests/unit/fake_stream.c tests/unit/fake_store_events.c \
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
 unit_relay_SRCS := service/relay.c service/bgthread.c service/stopper.c service/metrics.c service/router.c \
 	service/log.c service/util.c $(UNIT_EVENTS_FAKES)
-unit_consumers_SRCS := service/consumers.c service/consume.c service/event_payload.c \
+unit_consumers_SRCS := service/consumers.c service/consume.c service/consume_naive.c service/event_payload.c \
 	service/bgthread.c service/stopper.c service/txretry.c service/faults.c service/metrics.c service/router.c \
 	service/config.c service/sentinel.c service/log.c service/util.c $(UNIT_EVENTS_FAKES)
 unit_event_payload_SRCS := service/event_payload.c

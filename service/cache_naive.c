@@ -1,0 +1,126 @@
+/* cache_naive.c - the demo's naive cache entries (cache_naive.h), over the
+ * Redis adapter. */
+#include "cache_naive.h"
+
+#include "err.h"
+#include "redis.h"
+
+#include <hiredis.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The real scripts (cache_redis.c) with the lock released the way the
+ * articles warn against, `finally { delete(lockKey) }`: a plain DEL. The
+ * key's record is handled as there. KEYS: idem, lock. ARGV: marker,
+ * record, ttl_s, owner. */
+static const char complete_lua[] =
+    "local cur = redis.call('GET', KEYS[1])\n"
+    "if (ARGV[1] ~= '' and cur == ARGV[1]) or (ARGV[1] == '' and not cur) then\n"
+    "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
+    "end\n"
+    "if ARGV[4] ~= '' then redis.call('DEL', KEYS[2]) end\n"
+    "return 1\n";
+
+/* KEYS: idem, lock. ARGV: marker, owner ('' for one not taken). */
+static const char release_lua[] =
+    "if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "end\n"
+    "if ARGV[2] ~= '' then redis.call('DEL', KEYS[2]) end\n"
+    "return 1\n";
+
+static struct redis_script complete = {complete_lua, ""};
+static struct redis_script release = {release_lua, ""};
+
+void cache_naive_init(void)
+{
+    redis_script_prepare(&complete);
+    redis_script_prepare(&release);
+}
+
+/* GET, then a separate write. The second step marks the token spent by
+ * the key (where the articles' version deletes it) so that nothing but the
+ * window differs from the real script: a deleted token would read as one
+ * Redis forgot. */
+int cache_naive_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
+{
+    char key[256], uid[24], spent[24 + 1 + 128], ttl[24];
+    redisReply *r = NULL;
+    cache_redis_token_key(key, sizeof key, user_id, token);
+    snprintf(uid, sizeof uid, "%lld", (long long)user_id);
+    snprintf(spent, sizeof spent, "%lld|%s", (long long)user_id, idem_key);
+    snprintf(ttl, sizeof ttl, "%d", ttl_s);
+    const char *get[] = {"GET", key};
+    int rc = redis_command(2, get, NULL, &r);
+    if (rc != TD_OK)
+        goto out;
+    if (r->type == REDIS_REPLY_NIL) {
+        rc = TD_ENOTFOUND;
+        goto out;
+    }
+    if (r->type != REDIS_REPLY_STRING) {
+        rc = TD_EINTERNAL;
+        goto out;
+    }
+    if (strcmp(r->str, spent) == 0)
+        goto out; /* spent before by this key: TD_OK */
+    if (strcmp(r->str, uid) != 0) {
+        rc = TD_ECONFLICT;
+        goto out;
+    }
+    freeReplyObject(r);
+    r = NULL;
+    const char *set[] = {"SET", key, spent, "EX", ttl};
+    rc = redis_command(5, set, NULL, &r);
+out:
+    freeReplyObject(r);
+    return rc;
+}
+
+enum key_begin cache_naive_order_begin(int64_t user_id, const char *key, const char *marker,
+                                       int marker_ttl_ms, int64_t session_id, const char *owner,
+                                       int lock_ttl_ms, const struct token_spend *tok,
+                                       int *token_rc, char **existing)
+{
+    (void)tok; /* spent on its own, by cache_naive_token_take */
+    return cache_redis_entries.order_begin(user_id, key, marker, marker_ttl_ms, session_id, owner,
+                                           lock_ttl_ms, NULL, token_rc, existing);
+}
+
+int cache_naive_order_complete(int64_t user_id, const char *key, const char *marker,
+                               const char *record, int ttl_s, int64_t session_id, const char *owner)
+{
+    char ik[256], lk[128], ttl[24];
+    redisReply *r = NULL;
+    cache_redis_idem_key(ik, sizeof ik, user_id, key);
+    cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
+    snprintf(ttl, sizeof ttl, "%d", ttl_s);
+    const char *keys[] = {ik, lk};
+    const char *args[] = {marker ? marker : "", record, ttl, owner ? owner : ""};
+    int rc = redis_eval(&complete, 2, keys, 4, args, &r);
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_naive_order_release(int64_t user_id, const char *key, const char *marker,
+                              int64_t session_id, const char *owner)
+{
+    char ik[256], lk[128];
+    redisReply *r = NULL;
+    cache_redis_idem_key(ik, sizeof ik, user_id, key);
+    cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
+    const char *keys[] = {ik, lk};
+    const char *args[] = {marker ? marker : "", owner ? owner : ""};
+    int rc = redis_eval(&release, 2, keys, 2, args, &r);
+    freeReplyObject(r);
+    return rc;
+}
+
+int cache_naive_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted,
+                            bool *maybe)
+{
+    int rc = cache_redis_entries.bloom_check(shape, pos, k, trusted, maybe);
+    if (rc == TD_OK)
+        *trusted = true;
+    return rc;
+}

@@ -1,0 +1,47 @@
+/* cache_redis.h - the Redis adapter's pieces that its naive variants
+ * (cache_naive.h) build on: the key names, and the table of the entries
+ * of the cache port (cache.h) that have a second implementation.
+ * Internal to the Redis adapters and main.c, which picks the entries at
+ * boot; the domain never sees it. */
+#ifndef TICKETD_CACHE_REDIS_H
+#define TICKETD_CACHE_REDIS_H
+
+#include "cache.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The keys of a token, an Idempotency-Key's record and a user+session
+ * lock (cache.h), into out (cap bytes). */
+void cache_redis_token_key(char *out, size_t cap, int64_t user_id, const char *token);
+void cache_redis_idem_key(char *out, size_t cap, int64_t user_id, const char *key);
+void cache_redis_lock_key(char *out, size_t cap, int64_t user_id, int64_t session_id);
+
+/* The cache port's entries that the demo's naive variants replace, with
+ * the port's signatures and contracts (cache.h). cache_redis.c answers
+ * every one of them through the table cache_redis_use was given; main.c
+ * fills it once at boot from TICKETD_DEFENSES, taking each entry from
+ * cache_redis_entries unless its defence is switched off. No adapter asks
+ * which defences are on. */
+struct cache_entries {
+    int (*token_take)(int64_t user_id, const char *token, const char *idem_key, int ttl_s);
+    enum key_begin (*order_begin)(int64_t user_id, const char *key, const char *marker,
+                                  int marker_ttl_ms, int64_t session_id, const char *owner,
+                                  int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                                  char **existing);
+    int (*order_complete)(int64_t user_id, const char *key, const char *marker, const char *record,
+                          int ttl_s, int64_t session_id, const char *owner);
+    int (*order_release)(int64_t user_id, const char *key, const char *marker, int64_t session_id,
+                         const char *owner);
+    int (*bloom_check)(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe);
+};
+
+/* The real entries: every defence on. */
+extern const struct cache_entries cache_redis_entries;
+
+/* The entries to answer with from now on (copied). Call once, before any
+ * thread uses the cache; until then the real entries answer. */
+void cache_redis_use(const struct cache_entries *e);
+
+#endif
