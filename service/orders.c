@@ -417,9 +417,10 @@ static int attempt_create(void *p)
 static const char *token_to_record(const struct app *app, const struct order_request *rq, char *key)
 {
     unsigned whole = DEFENSE_TOKEN | DEFENSE_TOKEN_ATOMIC;
-    if (rq->token == NULL || (app->defenses & whole) != whole)
+    const char *token = rq->token != NULL ? rq->token : rq->spent_token;
+    if (token == NULL || (app->defenses & whole) != whole)
         return NULL;
-    ordertoken_key(rq->token, key);
+    ordertoken_key(token, key);
     return key;
 }
 
