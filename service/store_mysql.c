@@ -19,6 +19,9 @@ enum stmt {
     S_SESSION_GET,
     S_ORDER_PLACE,
     S_ORDER_PLACE_TOKEN,
+    S_ORDER_PLACE_MISSED,
+    S_ORDER_PLACE_TOKEN_MISSED,
+    S_FILTER_MISS,
     S_ORDER_INSERT,
     S_TOKEN_SPEND,
     S_STOCK_TAKE,
@@ -49,6 +52,11 @@ enum stmt {
 #define TOKEN_SPEND                                                                                \
     "INSERT INTO order_tokens (order_id, token_hash, created_at) "                                 \
     "SELECT id, ?, ? FROM orders WHERE user_id = ? AND request_id = ?"
+/* An order the order-key filter was not told of (sql/012): in the order's
+ * own transaction, so the row exists exactly when the order does. */
+#define FILTER_MISS                                                                                \
+    "INSERT INTO order_key_filter_misses (order_id, created_at) "                                  \
+    "SELECT id, ? FROM orders WHERE user_id = ? AND request_id = ?"
 #define STOCK_TAKE_ALL "UPDATE sessions SET stock = stock - ?, version = version + 1 WHERE id = ?"
 
 static const char *const sql[S_COUNT] = {
@@ -76,6 +84,12 @@ static const char *const sql[S_COUNT] = {
      * token is refused at its insert, and the batch rolled back. */
     [S_ORDER_PLACE_TOKEN] =
         "START TRANSACTION; " ORDER_INSERT "; " TOKEN_SPEND "; " STOCK_TAKE_ALL "; COMMIT",
+    /* Both, with the filter's miss after the order's insert (and token). */
+    [S_ORDER_PLACE_MISSED] =
+        "START TRANSACTION; " ORDER_INSERT "; " FILTER_MISS "; " STOCK_TAKE_ALL "; COMMIT",
+    [S_ORDER_PLACE_TOKEN_MISSED] = "START TRANSACTION; " ORDER_INSERT "; " TOKEN_SPEND
+                                   "; " FILTER_MISS "; " STOCK_TAKE_ALL "; COMMIT",
+    [S_FILTER_MISS] = FILTER_MISS,
     /* The demo's step-by-step transaction, for the switched-off defences
      * (check-then-insert, read-then-write): the same order statement on
      * its own. In READ COMMITTED the session is read without a lock. */
@@ -313,6 +327,12 @@ static int order_steps(struct db_conn *c, const struct order_draft *d, const cha
         if (rc != TD_OK)
             return rc;
     }
+    if (d->filter_missed) {
+        struct db_arg miss[] = {DB_S(db_now), DB_I(d->user_id), DB_S(d->request_id)};
+        rc = db_exec(c, sql[S_FILTER_MISS], miss, 3, NULL, NULL);
+        if (rc != TD_OK)
+            return rc;
+    }
     if (d->read_then_write)
         return stock_read_then_write(c, d);
     struct db_arg take[] = {DB_I(d->quantity), DB_I(d->session_id), DB_I(d->quantity)};
@@ -331,12 +351,15 @@ static int place_step_by_step(struct db_conn *c, const struct order_draft *d, co
 
 /* The order transaction in one round trip (S_ORDER_PLACE, or
  * S_ORDER_PLACE_TOKEN with the token's arguments between the order's and
- * the stock's). */
+ * the stock's, and the _MISSED variants with the filter's miss after
+ * those). */
 static int place_in_one_trip(struct db_conn *c, const struct order_draft *d, const char *db_now,
                              int64_t *id, int64_t *amount)
 {
+    static const enum stmt place[2][2] = {{S_ORDER_PLACE, S_ORDER_PLACE_MISSED},
+                                          {S_ORDER_PLACE_TOKEN, S_ORDER_PLACE_TOKEN_MISSED}};
     bool tok = d->token_key != NULL;
-    struct db_arg args[14] = {DB_S(d->order_no), DB_I(d->user_id),   DB_S(d->request_id),
+    struct db_arg args[17] = {DB_S(d->order_no), DB_I(d->user_id),   DB_S(d->request_id),
                               DB_I(d->quantity), DB_I(d->quantity),  DB_S(db_now),
                               DB_S(db_now),      DB_I(d->session_id)};
     int n = 8;
@@ -346,10 +369,15 @@ static int place_in_one_trip(struct db_conn *c, const struct order_draft *d, con
         args[n++] = DB_I(d->user_id);
         args[n++] = DB_S(d->request_id);
     }
+    if (d->filter_missed) {
+        args[n++] = DB_S(db_now);
+        args[n++] = DB_I(d->user_id);
+        args[n++] = DB_S(d->request_id);
+    }
     args[n++] = DB_I(d->quantity);
     args[n++] = DB_I(d->session_id);
     struct db_col made[] = {DB_COL_I(id), DB_COL_I(amount)};
-    int rc = db_batch(c, sql[tok ? S_ORDER_PLACE_TOKEN : S_ORDER_PLACE], args, n, 1, made, 2);
+    int rc = db_batch(c, sql[place[tok][d->filter_missed]], args, n, 1, made, 2);
     if (rc == TD_ECONFLICT && strcmp(db_dup_key(c), "ck_sessions_stock") != 0) {
         log_error("order %s: unexpected CHECK %s", d->order_no, db_dup_key(c));
         rc = TD_EINTERNAL;
@@ -478,4 +506,22 @@ int store_order_list(int64_t user_id, int64_t before_id, int limit, struct order
         rc = TD_OK;
     *n = l.n;
     return rc;
+}
+
+int store_filter_misses_last(int64_t *last_id)
+{
+    struct db_col cols[] = {DB_COL_I(last_id)};
+    *last_id = 0;
+    return db_read_row("SELECT COALESCE(MAX(id), 0) FROM order_key_filter_misses", NULL, 0, cols,
+                       1);
+}
+
+int store_filter_misses_clear(int64_t last_id)
+{
+    struct db_conn *c;
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg args[] = {DB_I(last_id)};
+    return db_exec(c, "DELETE FROM order_key_filter_misses WHERE id <= ?", args, 1, NULL, NULL);
 }
