@@ -222,14 +222,16 @@ static bool cart_holds_token(const struct cart_request *rq, size_t skip)
  * With item-keys switched off (DEMO ONLY) an item has no key of its own:
  * each run orders it under a fresh request id, as a service that knows
  * only the batch key would, so nothing tells a retry which items were
- * bought. Returns false, with *token_refused, when the token was spent by
- * another key's order: the first item was refused and nothing was bought.
- * Else *complete when every item has its order; *fresh when this run
- * bought at least one of them. */
+ * bought; nor is the token recorded, so that the run shows what one key
+ * for the batch lets through, not what the token's row would still catch
+ * (as with the token defence switched off). Returns false when the token
+ * was spent by another key's order: the item that met its row was refused
+ * and no item has an order. Else true, with *complete when every item has
+ * its order and *fresh when this run bought at least one of them. */
 static bool run_items(struct app *app, const struct cart_request *rq, order_render_fn item_render,
                       struct order_result *out, bool *complete, bool *fresh)
 {
-    const char *token = rq->token;
+    const char *token = (app->defenses & DEFENSE_ITEM_KEYS) ? rq->token : NULL;
     *complete = true;
     *fresh = false;
     for (size_t i = 0; i < rq->n; i++) {
