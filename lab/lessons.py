@@ -14,9 +14,13 @@ scales a count by the lab's size setting, so that the tests can run the
 same lessons smaller.
 
 Words in the load arguments that start with '@' are filled in by the
-runner: @redeliver (--after-load with loadtest/redeliver.sh), @flush,
-@kill2 and @mysql-restart (--fault with the lab's own Redis, second
-instance or MariaDB).
+runner: @redeliver (--after-load with loadtest/redeliver.sh), @late-redeliver
+(the same after `ticketd partitions` ran twelve days ahead, so that the
+consumers' dedup rows are dropped first), @flush, @kill2 and @mysql-restart
+(--fault with the lab's own Redis, second instance or MariaDB), and
+@midway-flush (refusal-storm's --midway, the lab's Redis flushed between
+its orders and its refusals). A pass's "sql" runs on its database after it
+is emptied, before the instances start.
 """
 
 # The damage kinds of ticketd-load's JSON report ("damage": {...}), with
@@ -33,6 +37,7 @@ DAMAGE = [
     ("lock_bypassed_orders", "orders past a held session lock"),
     ("failures_replayed", "retries refused forever"),
     ("forbidden_answers", "answers the contract forbids"),
+    ("wrong_refusals", "keys with an order refused"),
     ("audit_failed_checks", "failed audit checks"),
 ]
 
@@ -65,8 +70,22 @@ def _mq(n, orders=60):
     return ["mq-redelivery", "--orders", str(n(orders)), "--settle", "20"]
 
 
-def _pass(off="", db=MAIN_DB, faults=False, env=(), load=None):
-    return {"off": off, "db": db, "faults": faults, "env": list(env), "load": load}
+def _refusals(n, rounds=200):
+    return ["refusal-storm", "--rounds", str(n(rounds))]
+
+
+def _pass(off="", db=MAIN_DB, faults=False, env=(), load=None, sql=()):
+    return {"off": off, "db": db, "faults": faults, "env": list(env), "load": load,
+            "sql": list(sql)}
+
+
+# The consumers' dedup rows start in one partition for everything, as a
+# fresh database has them: the instances then split today's off, and the
+# late `ticketd partitions` drops it (a day split off by an earlier run's
+# moved clock would hold today's rows past that run's reach).
+FRESH_CONSUME_PARTITIONS = [
+    "ALTER TABLE consume_records PARTITION BY RANGE (TO_DAYS(created_day)) "
+    "(PARTITION p_future VALUES LESS THAN MAXVALUE)"]
 
 
 # The fault runs fire their fault a third of the way through the storm's
@@ -342,6 +361,64 @@ LESSONS = [
         "figure": ["cart_items_bought_twice"],
         "without": lambda n: _pass("item-keys", load=_cart(n)),
         "with": lambda n: _pass(load=_cart(n)),
+    },
+    {
+        "name": "business-key-after-expiry",
+        "kind": "lesson",
+        "title": "Records kept for their window, dropped by partition",
+        "articles": "004 §4.3 step 5, §5.2, §6.2",
+        "idea": "The rows that only deduplicate are kept for their window and dropped a day "
+        "at a time by DROP PARTITION. Beyond the window a replay must not become a new "
+        "request: the business table dedupes again by its own key (the points ledger, by "
+        "order). Here every event is redelivered after its consumers' dedup rows were "
+        "dropped.",
+        "defence": "business-key-after-expiry",
+        "where": "service/store_events.c:points_effect (points_ledger), service/retention_job.c",
+        "unit": "points credited twice",
+        "figure": ["double_credited_points"],
+        "without": lambda n: _pass("business-key-after-expiry", sql=FRESH_CONSUME_PARTITIONS,
+                                   load=_mq(n) + ["@late-redeliver"]),
+        "with": lambda n: _pass(sql=FRESH_CONSUME_PARTITIONS, load=_mq(n) + ["@late-redeliver"]),
+    },
+    {
+        "name": "bloom",
+        "kind": "lesson",
+        "title": "A Bloom filter in front of the database",
+        "articles": "004 §6.2",
+        "idea": "Before a refusal Redis decided, ticketd asks the database whether the key "
+        "already has its order. A filter of the keys that have orders answers \"certainly "
+        "not\" for most of those questions, without the query; a false positive costs the "
+        "query, never a wrong answer. The figure is a cost, not damage: look-ups for keys "
+        "that have no order.",
+        "defence": "bloom",
+        "where": "service/orders.c:may_have_order, bloom_note; service/bloom_job.c",
+        "unit": "database look-ups for refusals",
+        "figure": ["refusal_storm.refusal_db_lookups"],
+        "without": lambda n: _pass("bloom", load=_refusals(n)),
+        "with": lambda n: _pass(load=_refusals(n)),
+    },
+    {
+        "name": "bloom-liveness",
+        "kind": "lesson",
+        "title": "A filter's \"no\" after Redis forgot",
+        "articles": "004 §6.2",
+        "idea": "A filter only says \"no\" truthfully while it has seen every key. Redis "
+        "flushed, the filter is empty: believed, it refuses retries whose orders exist. "
+        "ticketd trusts it only once rebuilt from the orders table (here never: the "
+        "rebuild is put off), and asks the database meanwhile.",
+        "defence": "bloom-liveness",
+        "where": "service/orders.c:may_have_order, service/cache_redis.c:bloom_check_lua",
+        "unit": "keys with an order refused",
+        "figure": ["wrong_refusals"],
+        # No rebuild after the flush, and no in-process answers: every retry
+        # meets the flushed filter.
+        "without": lambda n: _pass("bloom-liveness",
+                                   env=["TICKETD_BLOOM_CHECK_MS=3600000",
+                                        "TICKETD_RESPCACHE_ENTRIES=0"],
+                                   load=_refusals(n) + ["@midway-flush"]),
+        "with": lambda n: _pass(env=["TICKETD_BLOOM_CHECK_MS=3600000",
+                                     "TICKETD_RESPCACHE_ENTRIES=0"],
+                                load=_refusals(n) + ["@midway-flush"]),
     },
     {
         "name": "redis-flush",

@@ -16,6 +16,7 @@ fault's moment. At the end it reads ticketd-load's JSON report, which is
 the verdict: the live counters only show the damage as it appears.
 """
 
+import datetime
 import json
 import os
 import shlex
@@ -261,6 +262,11 @@ class Stack:
             if w == "@redeliver":
                 out += ["--after-load", "loadtest/redeliver.sh --port %d --wait 20"
                         % self.redis_port]
+            elif w == "@late-redeliver":
+                out += ["--after-load", "%s && loadtest/redeliver.sh --port %d --wait 20"
+                        % (self.late_partitions(), self.redis_port)]
+            elif w == "@midway-flush":
+                out += ["--midway", redis]
             elif w == "@flush":
                 out += ["--fault", redis]
             elif w == "@kill2":
@@ -270,6 +276,21 @@ class Stack:
             else:
                 out.append(w)
         return out
+
+
+    def late_partitions(self):
+        """`ticketd partitions` twelve days ahead (TICKETD_RETENTION_TODAY,
+        demo only) on the main database: every day partition of today is
+        past its 7 days and dropped, as if the run were that old."""
+        day = (datetime.datetime.now(datetime.timezone.utc).date()
+               + datetime.timedelta(days=12)).isoformat()
+        env = ["TICKETD_ENV=demo", "TICKETD_RETENTION_TODAY=" + day,
+               "TICKETD_MYSQL_HOST=127.0.0.1", "TICKETD_MYSQL_PORT=%d" % self.mysql_port,
+               "TICKETD_MYSQL_USER=ticketd", "TICKETD_MYSQL_PASSWORD=ticketd",
+               "TICKETD_MYSQL_DB=" + DB_NAMES["main"], "TICKETD_REDIS_HOST=127.0.0.1",
+               "TICKETD_REDIS_PORT=%d" % self.redis_port, "TICKETD_JWT_SECRET=" + self.jwt_secret,
+               "TICKETD_PAY_SECRET=" + self.pay_secret]
+        return "env -i PATH=/usr/bin:/bin %s %s partitions" % (" ".join(env), shlex.quote(TICKETD))
 
 
 def port_busy(port):
@@ -353,6 +374,8 @@ def run_pass(stack, lesson, which, size_n, sink, tag):
     sink.phase(which, "emptying the database and Redis, starting two instances")
     stack.stop_instances()
     stack.reset(p["db"])
+    for statement in p.get("sql", []):
+        stack.sql(p["db"], statement)
     stack.start_instances(p, tag)
     json_path = os.path.join(stack.log_dir, "%s.json" % tag)
     if os.path.exists(json_path):
@@ -424,9 +447,12 @@ def read_result(lesson, json_path, rc, p):
     except (OSError, ValueError):
         raise LabError("ticketd-load exited %s without its JSON report (%s)" % (rc, json_path))
     damage = report.get("damage", {})
+    figures = report.get("figures", {})
     audit = report.get("audit", {})
     return {
-        "figure": sum(int(damage.get(k, 0)) for k in lesson["figure"]),
+        # A damage kind, or one of the scenario's figures (a cost, such as
+        # refusal-storm's database look-ups).
+        "figure": sum(int(damage.get(k, figures.get(k, 0))) for k in lesson["figure"]),
         "damage": damage,
         "checks": audit.get("checks", []) if isinstance(audit, dict) else [],
         "verdict": report.get("verdict"),

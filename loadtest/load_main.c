@@ -56,7 +56,8 @@ static void usage(FILE *out)
         "\n"
         "Scenario shape (0 or absent: the scenario's default)\n"
         "  --rounds N          retry-storm keys (50), double-click bursts (50), flash sales (1),\n"
-        "                      cart-storm users (40, two carts each)\n"
+        "                      cart-storm users (40, two carts each), refusal-storm\n"
+        "                      users (200)\n"
         "  --copies N          retry-storm copies of each request (8); cart-storm copies of\n"
         "                      each cart (4)\n"
         "  --burst N           double-click clicks per burst (2)\n"
@@ -81,6 +82,8 @@ static void usage(FILE *out)
         "  --gaps MS,MS...     double-click: each click leaves MS ms after the one before\n"
         "  --lock-ttl MS       double-click: the server's TICKETD_LOCK_TTL_MS; an order made\n"
         "                      while another click of the burst held the lock is damage\n"
+        "  --midway CMD        refusal-storm: run CMD (/bin/sh -c) after its orders and\n"
+        "                      before its refusals, and wait for it (e.g. flush Redis)\n"
         "  --allow CODE        also allow this problem code as an order's answer (a run\n"
         "                      with the defence that would have answered switched off);\n"
         "                      repeatable\n"
@@ -288,6 +291,7 @@ static int opts_parse_table(int argc, char **argv, struct load_opts *o, struct s
         N("settle", OPTABLE_SECONDS, settle_s, 0, 3600),
         N("no-audit", OPTABLE_FLAG, no_audit, 0, 0),
         N("after-load", OPTABLE_STR, after_load, 0, 0),
+        N("midway", OPTABLE_STR, midway, 0, 0),
         N("json", OPTABLE_STR, json_path, 0, 0),
         N("interval", OPTABLE_MS, series_interval_s, 50, 60000),
         N("scenario", OPTABLE_STR, scenario, 0, 0),

@@ -159,6 +159,8 @@ int scen_gateway_retry(struct scen *s);
 int scen_mq_redelivery(struct scen *s);
 /* load_scen_cart.c: carts sent again, sharing items, partly sold out. */
 int scen_cart_storm(struct scen *s);
+/* load_scen_refusals.c: refusals Redis decides, before the order-key filter. */
+int scen_refusal_storm(struct scen *s);
 /* load_scen_bench.c: open-ended new orders, for the benchmarks. */
 int scen_new_orders(struct scen *s);
 int scen_hot_session(struct scen *s);

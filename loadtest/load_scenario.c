@@ -36,15 +36,11 @@ struct scen_def {
 static int scen_mixed(struct scen *s);
 
 static const struct scen_def scen_defs[] = {
-    {"retry-storm", scen_retry_storm},
-    {"double-click", scen_double_click},
-    {"flash-sale", scen_flash_sale},
-    {"gateway-retry", scen_gateway_retry},
-    {"mq-redelivery", scen_mq_redelivery},
-    {"new-orders", scen_new_orders},
-    {"hot-session", scen_hot_session},
-    {"cart-storm", scen_cart_storm},
-    {"mixed", scen_mixed},
+    {"retry-storm", scen_retry_storm},     {"double-click", scen_double_click},
+    {"flash-sale", scen_flash_sale},       {"gateway-retry", scen_gateway_retry},
+    {"mq-redelivery", scen_mq_redelivery}, {"new-orders", scen_new_orders},
+    {"hot-session", scen_hot_session},     {"cart-storm", scen_cart_storm},
+    {"refusal-storm", scen_refusal_storm}, {"mixed", scen_mixed},
 };
 
 #define SCEN_DEF_COUNT (sizeof(scen_defs) / sizeof(scen_defs[0]))
@@ -60,7 +56,7 @@ bool scenario_known(const char *name)
 const char *scenario_names(void)
 {
     return "retry-storm, double-click, flash-sale, gateway-retry, mq-redelivery, new-orders, "
-           "hot-session, cart-storm, mixed";
+           "hot-session, cart-storm, refusal-storm, mixed";
 }
 
 static struct load_engine *engine_for(const struct scen_env *env, long long budget)

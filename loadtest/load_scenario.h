@@ -68,6 +68,7 @@ struct load_opts {
     double settle_s;
     bool no_audit;
     const char *after_load; /* shell command run after the load, before the checks */
+    const char *midway;     /* refusal-storm: shell command run after its orders */
     const char *fault;      /* shell command run once during the load */
     long long fault_after;  /* ... once this many load answers came (-1: by the clock) */
     double fault_at_s;      /* ... this long into the load (-1: by the answers) */

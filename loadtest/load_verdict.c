@@ -894,6 +894,7 @@ static const struct damage_row damage_rows[DAMAGE_COUNT] = {
     {DAMAGE_FAILURE_REPLAYED, "retries refused forever", "failures_replayed", NULL, NULL},
     {DAMAGE_FORBIDDEN_ANSWER, "forbidden answers", "forbidden_answers", NULL, NULL},
     {DAMAGE_CART_ITEM_TWICE, "cart items bought twice", "cart_items_bought_twice", NULL, NULL},
+    {DAMAGE_WRONG_REFUSAL, "keys with an order refused", "wrong_refusals", NULL, NULL},
 };
 
 static double ms(uint64_t us)
@@ -1122,8 +1123,9 @@ static void print_table(const struct verdict *v, const struct load_stats *st,
                 d->kind == DAMAGE_FORBIDDEN_ANSWER   ? "- (unit: answers; each is damage)"
                 : d->kind == DAMAGE_FAILURE_REPLAYED ? "- (unit: answers: a failure replayed)"
                 : d->kind == DAMAGE_CART_ITEM_TWICE  ? "- (unit: orders beyond one per item key)"
-                : d->check_a != NULL                 ? audit_word(v, d->check_a, d->check_b)
-                                                     : "-");
+                : d->kind == DAMAGE_WRONG_REFUSAL ? "- (unit: answers: 409 to a key with an order)"
+                : d->check_a != NULL              ? audit_word(v, d->check_a, d->check_b)
+                                                  : "-");
     }
     print_audit(v, out);
     print_messages(out, &v->damage_msgs);

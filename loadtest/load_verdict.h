@@ -41,6 +41,7 @@ enum verdict_damage {
     DAMAGE_FAILURE_REPLAYED, /* a failure replayed to a retry (unit: answers) */
     DAMAGE_FORBIDDEN_ANSWER, /* an answer the contract does not allow (unit: answers) */
     DAMAGE_CART_ITEM_TWICE,  /* a second order for one item key of a cart (unit: orders) */
+    DAMAGE_WRONG_REFUSAL,    /* a key with an order told 409 (unit: answers) */
     DAMAGE_COUNT,
 };
 

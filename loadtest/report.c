@@ -56,6 +56,7 @@ static const struct {
     {"forbidden_answers", "forbidden answers", "answers the contract forbids", "answers"},
     {"cart_items_bought_twice", "cart items twice (orders)",
      "cart items bought twice (orders beyond one per item key)", "orders"},
+    {"wrong_refusals", "wrong refusals (answers)", "keys with an order told 409", "answers"},
     {"audit_failed_checks", "audit failed (checks)", "failed audit checks", "checks"},
 };
 

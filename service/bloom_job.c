@@ -73,6 +73,24 @@ static int build(struct bloom_job *j, const char *building, int64_t *keys)
     return rc;
 }
 
+/* Any instance's orders recorded without the filter (sql/012), this one's
+ * after a restart included. The rows are deleted only once the filter is
+ * untrusted: a build that starts after that reads their orders, committed
+ * with them. A row written after the read stays for the next round. Run
+ * after the round's build, so that a fresh filter is begun without waiting
+ * for this query; the next round builds the one it untrusts. */
+static void untrust_for_misses(void)
+{
+    int64_t missed = 0;
+    if (store_filter_misses_last(&missed) != TD_OK || missed == 0 || cache_bloom_untrust() != TD_OK)
+        return;
+    metrics_inc(M_BLOOM_MISSES_SEEN);
+    log_warn("order-key filter: orders were recorded without it (an instance without Redis); "
+             "untrusted until rebuilt");
+    if (store_filter_misses_clear(missed) != TD_OK)
+        log_warn("order-key filter: its misses were not cleared; the next round sees them again");
+}
+
 static void round_once(struct bloom_job *j)
 {
     struct app *app = j->app;
@@ -85,8 +103,10 @@ static void round_once(struct bloom_job *j)
     long long born = (long long)wall_s() * 1000;
     snprintf(building, sizeof building, "%s:%lld:0", app->bloom_shape, born);
     snprintf(complete, sizeof complete, "%s:%lld:1", app->bloom_shape, born);
-    if (cache_bloom_build_begin(building, BUILD_TTL_MS) != TD_OK)
-        return; /* there is one, or one being built, or Redis is away */
+    if (cache_bloom_build_begin(building, BUILD_TTL_MS) != TD_OK) {
+        untrust_for_misses(); /* there is one, or one being built, or Redis is away */
+        return;
+    }
     int rc = build(j, building, &keys);
     if (rc == TD_OK)
         rc = cache_bloom_build_complete(building, complete);
@@ -96,6 +116,7 @@ static void round_once(struct bloom_job *j)
     } else {
         log_warn("order-key filter build abandoned: %s", td_strerror(rc));
     }
+    untrust_for_misses();
 }
 
 static void *job_main(void *p)

@@ -10,7 +10,14 @@
  *
  * It also carries this process's app->bloom_missed (an order the filter
  * could not be told of) to Redis: the state is deleted, every process
- * stops trusting the filter, and the next round builds it again. */
+ * stops trusting the filter, and the next round builds it again. The
+ * same for any instance's such orders, which each leave a row in
+ * order_key_filter_misses (sql/012) in their own transaction: an instance
+ * that cannot reach Redis cannot carry its flag there, and may die before
+ * it can, so every round of every instance that reaches Redis reads those
+ * rows, untrusts the filter and deletes them. The others believe the
+ * filter about such an order for at most one round of the first of them
+ * to look (TICKETD_BLOOM_CHECK_MS). */
 #ifndef TICKETD_BLOOM_JOB_H
 #define TICKETD_BLOOM_JOB_H
 

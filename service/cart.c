@@ -6,6 +6,7 @@
 #include "err.h"
 #include "log.h"
 #include "metrics.h"
+#include "store.h"
 #include "store_idem.h"
 #include "util.h"
 
@@ -197,16 +198,42 @@ static bool spend_token(struct app *app, const struct cart_request *rq, struct b
     return false;
 }
 
-/* Each item through the whole order flow, in the request's order. With
- * item-keys switched off (DEMO ONLY) an item has no key of its own: each
- * run orders it under a fresh request id, as a service that knows only the
- * batch key would, so nothing tells a retry which items were bought.
- * Returns true when every item has its order; *fresh when this run bought
- * at least one of them. */
-static bool run_items(struct app *app, const struct cart_request *rq,
-                      const struct order_render *item_render, struct order_result *out, bool *fresh)
+/* Whether one of the cart's items other than skip has its order already
+ * (under its own key, for the same session and quantity): then the token
+ * an item's transaction met in order_tokens is this cart's own, recorded
+ * with that order by an earlier run of the batch. */
+static bool cart_holds_token(const struct cart_request *rq, size_t skip)
 {
-    bool complete = true;
+    for (size_t i = 0; i < rq->n; i++) {
+        struct order o;
+        if (i == skip || store_order_find_request(rq->user_id, rq->items[i].key, &o) != TD_OK)
+            continue;
+        if (o.session_id == rq->items[i].session_id && o.quantity == rq->items[i].quantity)
+            return true;
+    }
+    return false;
+}
+
+/* Each item through the whole order flow, in the request's order. The
+ * token the batch key spent is recorded in the transaction of the first
+ * item that buys (order_tokens, sql/006), as a single order records its
+ * own: when Redis forgets the token, another key that presents it meets
+ * that row, and nothing is bought. Items carry it until one has its order.
+ * With item-keys switched off (DEMO ONLY) an item has no key of its own:
+ * each run orders it under a fresh request id, as a service that knows
+ * only the batch key would, so nothing tells a retry which items were
+ * bought; nor is the token recorded, so that the run shows what one key
+ * for the batch lets through, not what the token's row would still catch
+ * (as with the token defence switched off). Returns false when the token
+ * was spent by another key's order: the item that met its row was refused
+ * and no item has an order. Else true, with *complete when every item has
+ * its order and *fresh when this run bought at least one of them. */
+static bool run_items(struct app *app, const struct cart_request *rq,
+                      const struct order_render *item_render, struct order_result *out,
+                      bool *complete, bool *fresh)
+{
+    const char *token = (app->defenses & DEFENSE_ITEM_KEYS) ? rq->token : NULL;
+    *complete = true;
     *fresh = false;
     for (size_t i = 0; i < rq->n; i++) {
         char naive_key[IDEM_OWNER_LEN + 1];
@@ -216,18 +243,32 @@ static bool run_items(struct app *app, const struct cart_request *rq,
             .session_id = rq->items[i].session_id,
             .quantity = rq->items[i].quantity,
             .token = NULL, /* spent by the batch key */
+            .spent_token = token,
         };
         if (!(app->defenses & DEFENSE_ITEM_KEYS)) {
             idem_new_owner(app->instance, naive_key);
             irq.key = naive_key;
         }
         orders_create(app, &irq, item_render, &out[i]);
+        if (out[i].outcome == ORDER_TOKEN_INVALID && token != NULL) {
+            /* Refused by the token's row, not by Redis (the batch key's
+             * script let the token through). An earlier run of this batch
+             * that bought another item holds it: this item runs again
+             * without it. Otherwise another key's order spent it. */
+            if (!cart_holds_token(rq, i))
+                return false;
+            order_result_cleanup(&out[i]);
+            irq.spent_token = token = NULL;
+            orders_create(app, &irq, item_render, &out[i]);
+        }
+        if (out[i].outcome == ORDER_CREATED || out[i].outcome == ORDER_REPLAYED)
+            token = NULL; /* recorded with this order, or with an earlier one */
         if (out[i].outcome == ORDER_CREATED)
             *fresh = true;
         else if (out[i].outcome != ORDER_REPLAYED)
-            complete = false;
+            *complete = false;
     }
-    return complete;
+    return true;
 }
 
 /* The batch's answer, kept: in the database always (the record an
@@ -271,7 +312,11 @@ void cart_run(struct app *app, const struct cart_request *rq,
         goto out;
     if (!spend_token(app, rq, &bc, found, res))
         goto out;
-    res->complete = run_items(app, rq, item_render, items, &fresh);
+    if (!run_items(app, rq, item_render, items, &res->complete, &fresh)) {
+        /* Counted by the order flow, as a single order's refusal is. */
+        cart_answer(res, CART_TOKEN_INVALID, LAYER_UNIQUE_INDEX);
+        goto out;
+    }
     res->body = render(rq, items, res->complete, &res->body_len);
     /* Every item answered by its order, none bought now: a replay. */
     cart_answer(res, res->complete && !fresh ? CART_REPLAYED : CART_RAN,

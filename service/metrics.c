@@ -140,6 +140,9 @@ static const struct metric_def defs[M_COUNT] = {
     [M_BLOOM_UNTRUSTED] = {"ticketd_bloom_checks_total", "answer=\"untrusted\"", NULL, NULL},
     [M_BLOOM_BUILDS] = {"ticketd_bloom_builds_total", "", "counter",
                         "Order-key filters this process built from the orders table."},
+    [M_BLOOM_MISSES_SEEN] = {"ticketd_bloom_misses_untrusted_total", "", "counter",
+                             "Rounds in which this process found orders recorded without the "
+                             "order-key filter (order_key_filter_misses) and untrusted it."},
     [M_REDIS_LOST_RECORDS] = {"ticketd_redis_lost_records_total", "", "counter",
                               "Beats that found this instance's liveness key gone within its "
                               "TTL: Redis lost records."},

@@ -71,6 +71,7 @@ enum metric {
     M_BLOOM_MAYBE,
     M_BLOOM_UNTRUSTED,
     M_BLOOM_BUILDS,
+    M_BLOOM_MISSES_SEEN,
     M_REDIS_LOST_RECORDS,
     M_COUNT
 };

@@ -417,14 +417,17 @@ static int attempt_create(void *p)
 static const char *token_to_record(const struct app *app, const struct order_request *rq, char *key)
 {
     unsigned whole = DEFENSE_TOKEN | DEFENSE_TOKEN_ATOMIC;
-    if (rq->token == NULL || (app->defenses & whole) != whole)
+    const char *token = rq->token != NULL ? rq->token : rq->spent_token;
+    if (token == NULL || (app->defenses & whole) != whole)
         return NULL;
-    ordertoken_key(rq->token, key);
+    ordertoken_key(token, key);
     return key;
 }
 
-/* Layers 5 and 6: the database transaction, retried after deadlocks. */
-static void write_order(struct app *app, const struct order_request *rq,
+/* Layers 5 and 6: the database transaction, retried after deadlocks.
+ * filter_missed: the order-key filter was not told of this key, and the
+ * order records that it was not (store.h). */
+static void write_order(struct app *app, const struct order_request *rq, bool filter_missed,
                         const struct order_render *render, struct order_result *res)
 {
     char order_no[ORDER_NO_LEN + 1], token_key[ORDERTOKEN_KEY_LEN + 1];
@@ -436,6 +439,7 @@ static void write_order(struct app *app, const struct order_request *rq,
         .request_id = rq->key,
         .quantity = rq->quantity,
         .token_key = token_to_record(app, rq, token_key),
+        .filter_missed = filter_missed,
     };
     struct attempt at = {&d, order_no, &o};
     int rc = txretry_run(app->cfg->tx_retries, attempt_create, &at);
@@ -538,15 +542,19 @@ static bool may_have_order(struct app *app, const struct order_request *rq)
  * order") though the order exists, and a process dying there would leave
  * the key out for good. A transaction that then fails leaves a false
  * positive, which costs one query. When the filter cannot be told, it
- * stops being trusted (app->bloom_missed). */
-static void bloom_note(struct app *app, const struct order_request *rq)
+ * stops being trusted: here at once (app->bloom_missed), and everywhere
+ * else through the row the order writes (order_key_filter_misses), which
+ * outlives this process. Returns false when it could not be told. */
+static bool bloom_note(struct app *app, const struct order_request *rq)
 {
     uint64_t pos[BLOOM_MAX_K];
     if (!(app->defenses & DEFENSE_BLOOM) || app->bloom.m == 0)
-        return;
+        return true;
     bloom_positions(app->bloom, rq->user_id, rq->key, pos);
-    if (cache_bloom_add(pos, app->bloom.k) != TD_OK)
-        atomic_store(&app->bloom_missed, true);
+    if (cache_bloom_add(pos, app->bloom.k) == TD_OK)
+        return true;
+    atomic_store(&app->bloom_missed, true);
+    return false;
 }
 
 /* A marker names a request of this key past Redis: it may be writing the
@@ -591,15 +599,15 @@ void orders_create(struct app *app, const struct order_request *rq,
     if (!cl.redis_ok)
         metrics_inc(M_REDIS_DEGRADED);
     (void)FAULT_POINT("order.after_redis"); /* delay: a downstream slower than the TTLs */
-    bloom_note(app, rq);
-    write_order(app, rq, render, res);
+    bool told = bloom_note(app, rq);
+    write_order(app, rq, !told, render, res);
     from_db = res->outcome == ORDER_CREATED || res->outcome == ORDER_REPLAYED;
     if (res->outcome == ORDER_CREATED)
         (void)FAULT_POINT("order.after_commit"); /* crash: committed, nothing stored or sent */
 
 out:
     if (from_db && res->outcome != ORDER_CREATED)
-        bloom_note(app, rq); /* found in the database: maybe older than the filter */
+        (void)bloom_note(app, rq); /* found in the database: maybe older than the filter */
     if (from_db) {
         /* Remember the completed response for the key's retries (a replay
          * from a cache layer is remembered already). Tried even after a

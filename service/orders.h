@@ -36,6 +36,10 @@ struct order_request {
     int64_t session_id;
     int64_t quantity;
     const char *token; /* X-Order-Token, or NULL when not required */
+    /* A token spent already on this order's behalf (a cart's, by its batch
+     * key): not spent again, only recorded with the order in its
+     * transaction, so it stays spent when Redis forgets. NULL for none. */
+    const char *spent_token;
 };
 
 enum order_outcome {

@@ -14,8 +14,8 @@
 /* Order-related records default to 7 days, consumer rows to at least the
  * stream's redelivery window (config.c checks it). An outbox row still to
  * be relayed and a dead letter still open are work, not history: their
- * partitions wait. idempotency_records joins by being partitioned like the
- * others; until then the job finds no day partitions and leaves it. */
+ * partitions wait. A cart's record past its window goes too: its items'
+ * orders answer the retry (sql/010). */
 const struct retained_table retained_tables[RETAINED_TABLES] = {
     {"outbox", offsetof(struct config, retain_outbox_h),
      "SELECT COUNT(*) FROM outbox WHERE created_day < ? AND published_at IS NULL",

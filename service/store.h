@@ -49,6 +49,10 @@ struct order_draft {
     /* The ordertoken_key of the token this order spends, recorded with the
      * order under a unique key; NULL when none is recorded. */
     const char *token_key;
+    /* The order-key filter could not be told of this order (Redis out of
+     * reach): a row in order_key_filter_misses is written with it, so
+     * that every instance stops trusting the filter (bloom_job.h). */
+    bool filter_missed;
 };
 
 /* One transaction, in one database round trip: insert the order priced
@@ -75,6 +79,12 @@ int store_order_find_request(int64_t user_id, const char *request_id, struct ord
  * return stops and is returned). For building the order-key filter. */
 typedef int (*store_order_key_fn)(int64_t id, int64_t user_id, const char *request_id, void *ctx);
 int store_order_keys(int64_t after_id, int limit, store_order_key_fn each, void *ctx);
+
+/* The newest row of order_key_filter_misses (an order recorded without the
+ * order-key filter), 0 when there is none; and the rows up to last_id
+ * deleted once the filter was declared untrusted for them. */
+int store_filter_misses_last(int64_t *last_id);
+int store_filter_misses_clear(int64_t last_id);
 
 /* The order with this number, if it belongs to user_id (any user when
  * user_id is 0). TD_ENOTFOUND otherwise. */

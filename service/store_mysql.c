@@ -23,6 +23,8 @@ enum stmt {
     S_SESSION_GET,
     S_ORDER_PLACE,
     S_ORDER_PLACE_TOKEN,
+    S_ORDER_PLACE_MISSED,
+    S_ORDER_PLACE_TOKEN_MISSED,
     S_HISTORY_INSERT,
     S_ORDER_BY_REQUEST_WAIT,
     S_ORDER_BY_NO,
@@ -60,6 +62,11 @@ static const char *const sql[S_COUNT] = {
      * token is refused at its insert, and the batch rolled back. */
     [S_ORDER_PLACE_TOKEN] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STORE_TOKEN_SPEND
                             "; " STOCK_TAKE_ALL "; COMMIT",
+    /* Both, with the filter's miss after the order's insert (and token). */
+    [S_ORDER_PLACE_MISSED] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STORE_FILTER_MISS
+                             "; " STOCK_TAKE_ALL "; COMMIT",
+    [S_ORDER_PLACE_TOKEN_MISSED] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STORE_TOKEN_SPEND
+                                   "; " STORE_FILTER_MISS "; " STOCK_TAKE_ALL "; COMMIT",
     [S_HISTORY_INSERT] = "INSERT INTO order_history (order_id, from_status, to_status, version, "
                          "cause, created_at) VALUES (?, ?, ?, ?, ?, ?)",
     /* A locking read waits for a copy of the request that has inserted its
@@ -235,12 +242,15 @@ static int order_query(const char *stmt, const struct db_arg *args, int nargs, s
 
 /* The order transaction in one round trip (S_ORDER_PLACE, or
  * S_ORDER_PLACE_TOKEN with the token's arguments between the order's and
- * the stock's). */
+ * the stock's, and the _MISSED variants with the filter's miss after
+ * those). */
 static int place_in_one_trip(struct db_conn *c, const struct order_draft *d, const char *db_now,
                              int64_t *id, int64_t *amount)
 {
+    static const enum stmt place[2][2] = {{S_ORDER_PLACE, S_ORDER_PLACE_MISSED},
+                                          {S_ORDER_PLACE_TOKEN, S_ORDER_PLACE_TOKEN_MISSED}};
     bool tok = d->token_key != NULL;
-    struct db_arg args[14] = {DB_S(d->order_no), DB_I(d->user_id),   DB_S(d->request_id),
+    struct db_arg args[17] = {DB_S(d->order_no), DB_I(d->user_id),   DB_S(d->request_id),
                               DB_I(d->quantity), DB_I(d->quantity),  DB_S(db_now),
                               DB_S(db_now),      DB_I(d->session_id)};
     int n = 8;
@@ -250,10 +260,15 @@ static int place_in_one_trip(struct db_conn *c, const struct order_draft *d, con
         args[n++] = DB_I(d->user_id);
         args[n++] = DB_S(d->request_id);
     }
+    if (d->filter_missed) {
+        args[n++] = DB_S(db_now);
+        args[n++] = DB_I(d->user_id);
+        args[n++] = DB_S(d->request_id);
+    }
     args[n++] = DB_I(d->quantity);
     args[n++] = DB_I(d->session_id);
     struct db_col made[] = {DB_COL_I(id), DB_COL_I(amount)};
-    int rc = db_batch(c, sql[tok ? S_ORDER_PLACE_TOKEN : S_ORDER_PLACE], args, n, 1, made, 2);
+    int rc = db_batch(c, sql[place[tok][d->filter_missed]], args, n, 1, made, 2);
     if (rc == TD_ECONFLICT && strcmp(db_dup_key(c), "ck_sessions_stock") != 0) {
         log_error("order %s: unexpected CHECK %s", d->order_no, db_dup_key(c));
         rc = TD_EINTERNAL;
@@ -435,4 +450,22 @@ int store_order_list(int64_t user_id, int64_t before_id, int limit, struct order
         rc = TD_OK;
     *n = l.n;
     return rc;
+}
+
+int store_filter_misses_last(int64_t *last_id)
+{
+    struct db_col cols[] = {DB_COL_I(last_id)};
+    *last_id = 0;
+    return db_read_row("SELECT COALESCE(MAX(id), 0) FROM order_key_filter_misses", NULL, 0, cols,
+                       1);
+}
+
+int store_filter_misses_clear(int64_t last_id)
+{
+    struct db_conn *c;
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg args[] = {DB_I(last_id)};
+    return db_exec(c, "DELETE FROM order_key_filter_misses WHERE id <= ?", args, 1, NULL, NULL);
 }

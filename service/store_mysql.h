@@ -53,6 +53,13 @@ int store_tx_order(struct db_conn *c, const char *sql, const struct db_arg *args
     "INSERT INTO order_tokens (order_id, token_hash, created_at) "                                 \
     "SELECT id, ?, ? FROM orders WHERE user_id = ? AND request_id = ?"
 
+/* An order the order-key filter was not told of (sql/012): in the order's
+ * own transaction, so the row exists exactly when the order does.
+ * Arguments: now, user, request. */
+#define STORE_FILTER_MISS                                                                          \
+    "INSERT INTO order_key_filter_misses (order_id, created_at) "                                  \
+    "SELECT id, ? FROM orders WHERE user_id = ? AND request_id = ?"
+
 /* The part of a consumer's transaction after its dedup row (store_events.c):
  * TD_OK when applied, TD_EDUP when there was nothing to change (what was
  * written is still committed), or an error (rolled back). */

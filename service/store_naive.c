@@ -8,6 +8,7 @@
  * READ COMMITTED the session is read without a lock. */
 static const char sql_order_insert[] = STORE_ORDER_INSERT;
 static const char sql_token_spend[] = STORE_TOKEN_SPEND;
+static const char sql_filter_miss[] = STORE_FILTER_MISS;
 
 static const char sql_order_by_request[] =
     "SELECT " STORE_ORDER_COLS " FROM orders WHERE user_id = ? AND request_id = ?";
@@ -52,7 +53,7 @@ static int look_for_key(struct db_conn *c, const struct order_draft *d)
 }
 
 /* The statements of the step-by-step transaction: (a look for the key),
- * the order, its token, (a stock read and write back, or the stock
+ * the order, its token, the filter's miss, (a stock read and write back, or the stock
  * compare-and-set). */
 static int order_steps(struct db_conn *c, const struct order_draft *d, const char *db_now,
                        int64_t *id, int64_t *amount, bool look_first, bool read_stock)
@@ -72,6 +73,12 @@ static int order_steps(struct db_conn *c, const struct order_draft *d, const cha
         struct db_arg tok[] = {DB_S(d->token_key), DB_S(db_now), DB_I(d->user_id),
                                DB_S(d->request_id)};
         rc = db_exec(c, sql_token_spend, tok, 4, NULL, NULL);
+        if (rc != TD_OK)
+            return rc;
+    }
+    if (d->filter_missed) {
+        struct db_arg miss[] = {DB_S(db_now), DB_I(d->user_id), DB_S(d->request_id)};
+        rc = db_exec(c, sql_filter_miss, miss, 3, NULL, NULL);
         if (rc != TD_OK)
             return rc;
     }

@@ -869,6 +869,7 @@ char *th_redis_text(const char *fmt, ...)
 void th_reset(void)
 {
     static const char *const tables[] = {"idempotency_records",
+                                         "order_key_filter_misses",
                                          "dead_letters",
                                          "consume_records",
                                          "user_points",

@@ -223,6 +223,50 @@ static void test_lost_liveness_key_untrusts_the_filter(void **state)
     assert_int_equal(th_redis_int("EXISTS %s", STATE), 0);
 }
 
+/* One instance cannot reach Redis (its Redis port is closed) and, under
+ * policy degrade, still completes an order: the filter the other instance
+ * trusts was never told of it. The order leaves its row in
+ * order_key_filter_misses, the instance dies (nothing in its memory
+ * helps), and the other instance's next round untrusts and rebuilds the
+ * filter; its refusal of that key then asks the database and finds the
+ * order. */
+static void test_instance_without_redis_untrusts_the_filter(void **state)
+{
+    int64_t session;
+    char tok[96];
+    (void)state;
+    const char *env[] = {FAST_BUILD, NULL};
+    struct th_server *b = th_serve(8, env);
+    th_wait_metric(b, "ticketd_bloom_builds_total", 1, WAIT_MS);
+    session = th_session(b, 100, 1500);
+    th_order_token(b, 5109, tok);
+
+    const char *cut[] = {FAST_BUILD, "TICKETD_REDIS_POLICY=degrade", "TICKETD_REDIS_PORT=1", NULL};
+    struct th_server *a = th_serve(9, cut);
+    struct th_resp r = th_order(a, 5109, "cut-off", tok, session, 1);
+    assert_int_equal(r.status, 201);
+    th_resp_free(&r);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_key_filter_misses"), 1);
+    th_kill(a);
+
+    th_wait_metric(b, "ticketd_bloom_misses_untrusted_total", 1, WAIT_MS);
+    th_wait_metric(b, "ticketd_bloom_builds_total", 2, WAIT_MS);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_key_filter_misses"), 0);
+    long long lookups = th_metric(b, "ticketd_refusal_db_lookups_total");
+    hold_session(5109, session);
+    struct th_resp again = retry(b, 5109, "cut-off", session);
+    assert_int_equal(again.status, 201); /* the order A placed, not a refusal */
+    th_expect_layer(&again, "unique-index");
+    th_resp_free(&again);
+    assert_int_equal(th_metric(b, "ticketd_refusal_db_lookups_total") - lookups, 1);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE user_id = 5109"), 1);
+
+    /* A key with no order is still refused, the rebuilt filter trusted. */
+    struct th_resp none = retry(b, 5109, "never-ordered", session);
+    th_expect_problem(&none, 409, "DUPLICATE_SUBMISSION");
+    th_resp_free(&none);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, th_teardown_stop)
 
 int main(void)
@@ -235,6 +279,7 @@ int main(void)
         T(test_demo_believed_flushed_filter_refuses_wrongly),
         T(test_orders_older_than_the_filter),
         T(test_lost_liveness_key_untrusts_the_filter),
+        T(test_instance_without_redis_untrusts_the_filter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

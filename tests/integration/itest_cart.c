@@ -271,6 +271,95 @@ static void test_sold_out_item_fails_alone(void **state)
     th_resp_free(&final);
 }
 
+/* The token the batch key spent is recorded with the cart's first order
+ * (order_tokens), so it stays spent when Redis forgets it. */
+static int64_t tokens_of(int64_t user)
+{
+    return th_db_int("SELECT COUNT(*) FROM order_tokens t JOIN orders o ON o.id = t.order_id "
+                     "WHERE o.user_id = %lld",
+                     (long long)user);
+}
+
+static void test_cart_token_outlives_redis(void **state)
+{
+    char tok[96];
+    (void)state;
+    struct th_server *a = th_serve(0, NULL), *b = th_serve(1, NULL);
+    int64_t s1 = th_session(a, 10, 1000), s2 = th_session(a, 10, 500);
+    struct item items[] = {{"t-1", s1, 1}, {"t-2", s2, 2}};
+    th_order_token(a, 811, tok);
+    struct th_resp first = send_cart(a, 811, "cart-t", tok, items, 2);
+    expect_complete(&first, 811, items, 2);
+    assert_int_equal(tokens_of(811), 1); /* once for the cart, not per item */
+
+    /* Redis forgets the token. Another batch key presenting it, on either
+     * instance, is refused by the token's row, and buys nothing. */
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    struct item others[] = {{"t-3", s1, 1}, {"t-4", s2, 1}};
+    struct th_resp stolen = send_cart(b, 811, "cart-t2", tok, others, 2);
+    th_expect_problem(&stolen, 409, "ORDER_TOKEN_INVALID");
+    struct th_resp stolen2 = send_cart(a, 811, "cart-t2", tok, others, 2);
+    th_expect_problem(&stolen2, 409, "ORDER_TOKEN_INVALID");
+    assert_int_equal(orders_under(811, "t-3"), 0);
+    assert_int_equal(orders_under(811, "t-4"), 0);
+    assert_int_equal(th_stock_of(s1), 9);
+    assert_int_equal(th_stock_of(s2), 8);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM idempotency_records WHERE user_id = 811 "
+                               "AND idem_key = 'cart-t2'"),
+                     0);
+    /* A single order under another key is refused the same way. */
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    struct th_resp single = th_order(b, 811, "t-single", tok, s1, 1);
+    th_expect_problem(&single, 409, "ORDER_TOKEN_INVALID");
+    assert_int_equal(orders_under(811, "t-single"), 0);
+
+    /* The cart's own retry, key, token and body: the same answer. */
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    struct th_resp again = send_cart(b, 811, "cart-t", tok, items, 2);
+    assert_int_equal(again.status, 200);
+    assert_true(replayed(&again));
+    assert_string_equal(again.body, first.body);
+    assert_int_equal(th_stock_of(s1), 9);
+    assert_int_equal(th_stock_of(s2), 8);
+    assert_int_equal(tokens_of(811), 1);
+    th_resp_free(&first);
+    th_resp_free(&stolen);
+    th_resp_free(&stolen2);
+    th_resp_free(&single);
+    th_resp_free(&again);
+}
+
+/* The cart's first item sold out, its second bought with the token; the
+ * seat comes back and the retry buys the first: the token's row is the
+ * cart's own, so the item is bought, not refused. */
+static void test_cart_token_with_a_later_item(void **state)
+{
+    char tok[96];
+    (void)state;
+    struct th_server *a = th_serve(0, NULL);
+    int64_t gone = th_session(a, 0, 1000), plenty = th_session(a, 10, 500);
+    struct item items[] = {{"g-1", gone, 1}, {"g-2", plenty, 1}};
+    th_order_token(a, 812, tok);
+    struct th_resp r = send_cart(a, 812, "cart-g", tok, items, 2);
+    assert_int_equal(r.status, 200);
+    json_t *j = th_json(&r);
+    assert_false(is_complete(j));
+    assert_string_equal(item_code(j, 0), "SOLD_OUT");
+    assert_int_equal(item_status(j, 1), 201);
+    json_decref(j);
+    assert_int_equal(tokens_of(812), 1);
+
+    th_db_exec("UPDATE sessions SET capacity = 1, stock = 1 WHERE id = %lld", (long long)gone);
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    struct th_resp done = send_cart(a, 812, "cart-g", tok, items, 2);
+    expect_complete(&done, 812, items, 2);
+    assert_int_equal(th_stock_of(gone), 0);
+    assert_int_equal(th_stock_of(plenty), 9);
+    assert_int_equal(tokens_of(812), 1);
+    th_resp_free(&r);
+    th_resp_free(&done);
+}
+
 /* ---- the batch key ------------------------------------------------------ */
 
 static void test_another_list_is_422(void **state)
@@ -608,6 +697,7 @@ int main(void)
         T(test_copy_in_flight_is_409),     T(test_dead_copy_is_taken_over),
         T(test_bad_carts_change_nothing),  T(test_concurrent_copies_of_one_cart),
         T(test_overlapping_carts),         T(test_cart_through_flush_and_restart),
+        T(test_cart_token_outlives_redis), T(test_cart_token_with_a_later_item),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

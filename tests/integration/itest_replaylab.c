@@ -831,6 +831,25 @@ static void test_item_keys(void **state)
             args);
 }
 
+/* Redis flushed between the orders and the refusals: the order-key filter
+ * is empty. Believed anyway (-bloom-liveness), it refuses the retries whose
+ * orders exist; not believed until rebuilt (no rebuild here), the database
+ * is asked and each is answered with its order. No in-process answers, so
+ * that every retry meets the filter. */
+static void test_bloom_liveness(void **state)
+{
+    long long with, without;
+    char flush[128];
+    (void)state;
+    snprintf(flush, sizeof flush, "redis-cli -h 127.0.0.1 -p %s FLUSHALL >/dev/null",
+             getenv("TICKETD_TEST_REDIS_PORT") != NULL ? getenv("TICKETD_TEST_REDIS_PORT")
+                                                       : "26379");
+    const char *env[] = {"TICKETD_BLOOM_CHECK_MS=3600000", "TICKETD_RESPCACHE_ENTRIES=0", NULL};
+    const char *args[] = {"--rounds", "30", "--midway", flush, NULL};
+    pitfall("all", "-bloom-liveness", env, "wrong_refusals", &with, &without, "refusal-storm",
+            args);
+}
+
 static void test_expired_records_late_retries_meet_the_unique_index(void **state)
 {
     json_t *j = NULL;
@@ -903,6 +922,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_consumer_dedup_business_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forget_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_item_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bloom_liveness, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expired_records_late_retries_meet_the_unique_index,
                                         setup, teardown),
     };

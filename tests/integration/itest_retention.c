@@ -25,7 +25,8 @@
 #define WAIT_MS  20000
 #define FAST_ENV "TICKETD_CLAIM_IDLE_MS=500", "TICKETD_CONSUMER_BLOCK_MS=100"
 
-static const char *const retained[] = {"outbox", "consume_records", "dead_letters"};
+static const char *const retained[] = {"outbox", "consume_records", "dead_letters",
+                                       "idempotency_records"};
 
 /* Every test starts from the migrations' layout: one p_future partition
  * each, as a fresh database has (a test's moved clock leaves days ahead). */
@@ -267,6 +268,63 @@ static void test_demo_late_redelivery_credits_twice(void **state)
     th_stop_clean(srv);
 }
 
+/* A cart of two items under batch key "cart-late" for user, with a token. */
+static struct th_resp late_cart(const struct th_server *s, int64_t user, int64_t s1, int64_t s2)
+{
+    char tok[96], tok_h[160], body[256];
+    th_order_token(s, user, tok);
+    snprintf(tok_h, sizeof tok_h, "X-Order-Token: %s", tok);
+    snprintf(body, sizeof body,
+             "{\"items\":[{\"key\":\"late-1\",\"session_id\":%lld,\"quantity\":1},"
+             "{\"key\":\"late-2\",\"session_id\":%lld,\"quantity\":2}]}",
+             (long long)s1, (long long)s2);
+    const char *h[] = {th_auth_header(user, false), "Idempotency-Key: cart-late", tok_h, NULL};
+    return th_call(s, "POST", "/api/v1/orders/batch", h, body);
+}
+
+/* A cart's record past its window is dropped with its partition; the
+ * retry, Redis forgetful too, is answered the same from its items' orders
+ * (under their item keys), and buys nothing again. */
+static void test_cart_answered_after_its_record_is_dropped(void **state)
+{
+    (void)state;
+    const char *env[] = {"TICKETD_ENV=test", NULL};
+    const int64_t user = 4203;
+    struct th_server *srv = th_serve(0, env);
+    int64_t s1 = th_session(srv, 10, 1000), s2 = th_session(srv, 10, 500);
+    struct th_resp first = late_cart(srv, user, s1, s2);
+    assert_int_equal(first.status, 200);
+    assert_int_equal(
+        th_db_int("SELECT COUNT(*) FROM idempotency_records WHERE user_id = %lld", (long long)user),
+        1);
+    th_stop_clean(srv);
+
+    const char *late[] = {"TICKETD_ENV=test", today_plus(12), NULL};
+    char *out = partitions(late);
+    assert_non_null(strstr(out, "idempotency_records: 4 day partitions, 4 added, 4 dropped"));
+    free(out);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM idempotency_records"), 0);
+    assert_int_equal(day_partitions("idempotency_records"), 4);
+
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    srv = th_serve(1, env);
+    struct th_resp again = late_cart(srv, user, s1, s2);
+    assert_int_equal(again.status, 200);
+    th_expect_layer(&again, "unique-index");
+    assert_string_equal(again.body, first.body);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE user_id = %lld", (long long)user),
+                     2);
+    assert_int_equal(th_stock_of(s1), 9);
+    assert_int_equal(th_stock_of(s2), 8);
+    /* The answer is kept again, final, for the next retry. */
+    assert_int_equal(
+        th_db_int("SELECT complete FROM idempotency_records WHERE user_id = %lld", (long long)user),
+        1);
+    th_resp_free(&first);
+    th_resp_free(&again);
+    th_stop_clean(srv);
+}
+
 /* Rows still to be relayed, and open dead letters, keep their partition
  * past its retention; a dedup row's partition goes. Run by the command
  * alone, no server, so nothing relays while the test looks. */
@@ -316,6 +374,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_business_tables_answer_after_the_window),
         T(test_demo_late_redelivery_credits_twice),
+        T(test_cart_answered_after_its_record_is_dropped),
         T(test_guards_keep_work_not_history),
         T(test_moved_clock_refused_in_production),
     };

@@ -8,7 +8,7 @@
 #     with it, and reads from the page that the damage is above zero, then
 #     zero (tests/lab/browser.py; screenshots in build/test-logs/lab/);
 #   - Ctrl-C stops everything the lab started;
-#   - `make lesson` for three lessons ends with its one line.
+#   - `make lesson` for four lessons ends with its one line.
 #
 # Ports: the lab's stack takes TICKETD_TEST_REDIS_PORT and
 # TICKETD_TEST_MYSQL_PORT (under .state/labtest, after the integration
@@ -157,6 +157,7 @@ done <<'EOF'
 stock-cas|stock-cas|oversold seats
 callback-dedup|callback-dedup|applied payments also refunded
 token-atomic|token-atomic|orders beyond one per token
+bloom-liveness|bloom-liveness|keys with an order refused
 EOF
 
 echo "lab: ${passed} passed, ${failed} failed"

@@ -60,21 +60,29 @@ VALUES ('points', 'points:T0000000000000000001', UTC_TIMESTAMP(3) - INTERVAL 3 D
 INSERT INTO user_points (user_id, points) VALUES (7, 15);
 INSERT INTO dead_letters (consumer, biz_key, outbox_id, stream_id, deliveries, reason, created_at)
 VALUES ('points', 'points:T0000000000000000002', 2, '1-0', 5, 'test', UTC_TIMESTAMP(3) - INTERVAL 1 DAY);
+INSERT INTO idempotency_records (scope, user_id, idem_key, created_day, fingerprint, complete,
+                                 status, response, created_at, updated_at)
+VALUES ('batch', 7, 'b1', UTC_DATE() - INTERVAL 3 DAY, REPEAT('a', 64), 1, 200, '{}',
+        UTC_TIMESTAMP(3) - INTERVAL 3 DAY, UTC_TIMESTAMP(3) - INTERVAL 3 DAY),
+       ('batch', 8, 'b2', UTC_DATE(), REPEAT('b', 64), 0, 200, '{}', UTC_TIMESTAMP(3),
+        UTC_TIMESTAMP(3));
 SQL
 
 counts() {
     q "${DB}" -e "SELECT CONCAT_WS(' ', (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM orders),
         (SELECT COUNT(*) FROM order_history), (SELECT COUNT(*) FROM outbox),
         (SELECT COUNT(*) FROM consume_records), (SELECT COUNT(*) FROM user_points),
-        (SELECT COUNT(*) FROM dead_letters))"
+        (SELECT COUNT(*) FROM dead_letters), (SELECT COUNT(*) FROM idempotency_records))"
 }
 before=$(counts)
 scripts/services.sh migrate "${STATE}" || exit 1
-check "rows per table (sessions orders history outbox consume user_points dead_letters)" \
+check "rows per table (sessions orders history outbox consume user_points dead_letters idem)" \
     "$(counts)" "${before}"
 check "partitioned tables" "$(q "${DB}" -e "SELECT GROUP_CONCAT(DISTINCT TABLE_NAME ORDER BY TABLE_NAME)
     FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND PARTITION_NAME IS NOT NULL")" \
-    "consume_records,dead_letters,outbox"
+    "consume_records,dead_letters,idempotency_records,outbox"
+check "idempotency records keep their day" "$(q "${DB}" -e "SELECT GROUP_CONCAT(idem_key
+    ORDER BY idem_key) FROM idempotency_records WHERE created_day = DATE(created_at)")" "b1,b2"
 check "old rows keep their day" "$(q "${DB}" -e "SELECT COUNT(*) FROM outbox
     WHERE created_day = DATE(created_at)")" "2"
 check "points ledger from the points consumer's rows" "$(q "${DB}" -e "SELECT
