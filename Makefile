@@ -52,7 +52,7 @@ ASAN_CFLAGS = $(BASE_CFLAGS) -O1 -g $(SAN) -DTICKETD_FAULTS
 FAULTS_CFLAGS = $(RELEASE_CFLAGS) -DTICKETD_FAULTS
 
 SRCS := $(wildcard service/*.c)
-HDRS := $(wildcard service/*.h)
+HDRS := $(wildcard service/*.h service/*.def)
 
 # Private servers: `make run` and `make test` each have their own.
 RUN_STATE := .state/run

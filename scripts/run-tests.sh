@@ -78,6 +78,18 @@ else
     head -10 "$LOGS/format.out" | sed 's/^/      /'
 fi
 
+# The route table and the published contract name the same operations.
+echo "== route table against docs/openapi.yaml"
+if scripts/check-openapi.sh >"$LOGS/openapi.out" 2>&1; then
+    passed=$((passed + 1))
+    echo "ok    $(tail -1 "$LOGS/openapi.out")"
+else
+    failed=$((failed + 1))
+    failures+=("openapi (see $LOGS/openapi.out)")
+    echo "FAIL  openapi"
+    head -10 "$LOGS/openapi.out" | sed 's/^/      /'
+fi
+
 echo "== unit tests (release, then ASan+UBSan)"
 for bin in build/release/tests/test_* build/asan/tests/test_*; do
     [[ -x "$bin" ]] && run_one "$bin"

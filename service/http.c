@@ -347,7 +347,7 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct exchange *
     double secs = (double)(mono_ns() - x->start_ns) / 1e9;
     metrics_request(x->req.route, w->status, secs);
     if (x->srv->app->cfg->access_log)
-        log_access(x->request_id, x->req.method, router_pattern(x->req.route), w->status,
+        log_access(x->request_id, x->req.method, router_label(x->req.route), w->status,
                    secs * 1e3, w->code, w->layer);
     return ret;
 }
