@@ -55,6 +55,17 @@ unit_event_payload_SRCS := service/event_payload.c
 unit_lifecycle_SRCS := service/lifecycle.c service/statemachine.c service/txretry.c \
 	service/metrics.c service/config.c service/sentinel.c service/model.c service/log.c \
 	service/util.c tests/unit/fake_store_lifecycle.c
+# The API layer in process (test_api.c): every api_*.c over the domain it
+# calls, with every port faked.
+unit_api_SRCS := $(wildcard service/api*.c) service/router.c service/auth.c service/jsonv.c \
+	service/resp.c service/problem.c service/orders.c service/cart.c service/cartbody.c \
+	service/payments.c service/paysig.c service/lifecycle.c service/statemachine.c \
+	service/event_payload.c service/bloom.c service/ordertoken.c service/faults.c \
+	service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c \
+	service/sentinel.c service/defenses.c service/model.c service/err.c service/log.c \
+	service/util.c tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c \
+	tests/unit/fake_store_payments.c tests/unit/fake_store_lifecycle.c \
+	tests/unit/fake_store_api.c
 
 UNIT_HDRS := $(wildcard tests/unit/*.h)
 UNIT_LIBS = $(PKG_LIBS) -lcmocka
