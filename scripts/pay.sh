@@ -15,7 +15,7 @@
 #
 # The signature is the one ticketd checks: lowercase hex
 # HMAC-SHA256(secret, "<X-Pay-Timestamp>.<raw body>"), made by
-# build/loadtest/ticketd-paysign (loadtest/paysign.c, the signer the load
+# build/loadtest/ticketd-paysign (loadtest/common/paysign.c, the signer the load
 # tool and the integration tests use too; built here when missing).
 set -euo pipefail
 

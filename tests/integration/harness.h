@@ -108,7 +108,7 @@ struct th_resp {
  * body is given and no Content-Type header is. Returns status 0 when the
  * connection failed. Caller frees with th_resp_free. */
 /* The payment gateway's X-Pay-Signature of body, sent with X-Pay-Timestamp
- * ts, under secret, into out (65 bytes): made by loadtest/paysign.c, the
+ * ts, under secret, into out (65 bytes): made by loadtest/common/paysign.c, the
  * one signer of every client that plays the gateway, apart from the
  * service's own check. */
 void th_pay_sign(const char *secret, const char *ts, const char *body, char out[65]);
