@@ -52,7 +52,7 @@ ASAN_CFLAGS = $(BASE_CFLAGS) -O1 -g $(SAN) -DTICKETD_FAULTS
 FAULTS_CFLAGS = $(RELEASE_CFLAGS) -DTICKETD_FAULTS
 
 SRCS := $(wildcard service/*.c)
-HDRS := $(wildcard service/*.h)
+HDRS := $(wildcard service/*.h service/*.def)
 
 # Private servers: `make run` and `make test` each have their own.
 RUN_STATE := .state/run
@@ -108,7 +108,7 @@ build/release/obj build/asan/obj build/faults/obj build/release/tests build/asan
 -include tests/integration/integration.mk
 -include fuzz/fuzz.mk
 
-C_FILES = $(wildcard service/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch] loadtest/*.[ch] \
+C_FILES = $(wildcard service/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch] loadtest/*/*.[ch] \
 	fuzz/*.[ch])
 
 format:
@@ -145,6 +145,7 @@ image:
 	@scripts/image.sh build
 
 unit: unit-bins
+	@$(MAKE) --no-print-directory -C loadtest
 	@scripts/run-tests.sh --unit-only
 
 # --- running ----------------------------------------------------------------

@@ -332,7 +332,7 @@ LESSONS = [
         "(check-then-insert, no unique key) in both passes: copies one after another find "
         "nothing wrong, copies at once find the duplicates.",
         "defence": "copies sent at once",
-        "where": "loadtest/ (ticketd-load), tests/integration/itest_replaylab.c",
+        "where": "loadtest/ticketd-load/, tests/integration/itest_replaylab.c",
         "unit": "duplicate orders found",
         "figure": ["duplicate_orders"],
         # Inverted on purpose: the "defence" is the test's concurrency, and

@@ -14,11 +14,13 @@
 #                       config/ticketd.env (or the file named by TICKETD_CONFIG)
 #
 # The signature is the one ticketd checks: lowercase hex
-# HMAC-SHA256(secret, "<X-Pay-Timestamp>.<raw body>").
+# HMAC-SHA256(secret, "<X-Pay-Timestamp>.<raw body>"), made by
+# build/loadtest/ticketd-paysign (loadtest/common/paysign.c, the signer the load
+# tool and the integration tests use too; built here when missing).
 set -euo pipefail
 
 usage() {
-    sed -n '/^# Usage:/,/^# HMAC/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '/^# Usage:/,/^# tool and/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -40,9 +42,9 @@ txn_id=${4:-txn-$(date +%s)-$(openssl rand -hex 4)}
 # Kept to characters that need no JSON escaping here; ticketd accepts more.
 [[ "$txn_id" =~ ^[A-Za-z0-9._:-]{1,64}$ ]] || { echo "pay.sh: TXN_ID: 1 to 64 of A-Z a-z 0-9 . _ : -" >&2; exit 2; }
 
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 secret=${TICKETD_PAY_SECRET:-}
 if [[ -z "$secret" ]]; then
-    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
     env_file=${TICKETD_CONFIG:-$root/config/ticketd.env}
     if [[ -r "$env_file" ]]; then
         secret=$(sed -n 's/^[[:space:]]*TICKETD_PAY_SECRET=//p' "$env_file" | tail -n 1)
@@ -59,7 +61,13 @@ url=${TICKETD_URL:-http://127.0.0.1:8080}
 body=$(printf '{"txn_id":"%s","order_no":"%s","amount_cents":%s,"status":"%s"}' \
     "$txn_id" "$order_no" "$amount" "$status")
 ts=$(date +%s)
-sig=$(printf '%s.%s' "$ts" "$body" | openssl dgst -sha256 -hmac "$secret" | sed 's/^.*= *//')
+paysign=$root/build/loadtest/ticketd-paysign
+if [[ ! -x "$paysign" ]]; then
+    make -s -C "$root/loadtest" BUILD="$root/build/loadtest" "$paysign" >&2 || { echo "pay.sh: cannot build $paysign" >&2; exit 2; }
+fi
+# The secret goes through the environment: a command line is readable by
+# every user of the machine.
+sig=$(printf '%s' "$body" | TICKETD_PAY_SECRET=$secret "$paysign" "$ts")
 
 echo "pay.sh: txn_id $txn_id (send it again: scripts/pay.sh $order_no $amount $status $txn_id)" >&2
 curl -sS "${show_headers[@]}" -X POST "$url/api/v1/payments/callback" \

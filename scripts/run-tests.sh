@@ -78,10 +78,55 @@ else
     head -10 "$LOGS/format.out" | sed 's/^/      /'
 fi
 
+# The route table and the published contract name the same operations.
+echo "== route table against docs/openapi.yaml"
+if scripts/check-openapi.sh >"$LOGS/openapi.out" 2>&1; then
+    passed=$((passed + 1))
+    echo "ok    $(tail -1 "$LOGS/openapi.out")"
+else
+    failed=$((failed + 1))
+    failures+=("openapi (see $LOGS/openapi.out)")
+    echo "FAIL  openapi"
+    head -10 "$LOGS/openapi.out" | sed 's/^/      /'
+fi
+
 echo "== unit tests (release, then ASan+UBSan)"
 for bin in build/release/tests/test_* build/asan/tests/test_*; do
     [[ -x "$bin" ]] && run_one "$bin"
 done
+
+# The load tool's own checks (loadtest/selftest/): each check counts as
+# one; a crash, or no count line, as one failure.
+echo "== load tool selftest (build/loadtest/selftest)"
+selftest=build/loadtest/selftest
+if [[ -n "$ONLY" && "selftest" != *"$ONLY"* ]]; then
+    :
+elif [[ ! -x "$selftest" ]]; then
+    failed=$((failed + 1))
+    failures+=("selftest (not built: make -C loadtest)")
+    echo "FAIL  selftest: not built"
+else
+    out="$LOGS/selftest.out"
+    "$selftest" >"$out" 2>&1
+    rc=$?
+    line=$(grep -E '^selftest: [0-9]+ checks, [0-9]+ failed$' "$out" | tail -1)
+    n=$(echo "$line" | sed -n 's/^selftest: \([0-9]*\) checks.*/\1/p')
+    f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed$/\1/p')
+    n=${n:-0}
+    f=${f:-0}
+    if [[ -z "$line" || ( $rc -ne 0 && $f -eq 0 ) ]]; then
+        f=$((f + 1)) # crashed, or printed no count
+    fi
+    passed=$((passed + n - (f > n ? n : f)))
+    failed=$((failed + f))
+    if [[ $f -gt 0 ]]; then
+        failures+=("selftest (see $out)")
+        echo "FAIL  selftest: $f failed"
+        grep '^FAIL' "$out" | head -10 | sed 's/^/      /'
+    else
+        echo "ok    selftest: $n checks passed"
+    fi
+fi
 
 # Each libFuzzer harness (make fuzz-bins) replays its seed corpus, then
 # fuzzes for a few seconds; one check each. New inputs go to a scratch

@@ -14,43 +14,17 @@
 /* The longest member name a problem's `field` repeats. */
 #define API_FIELD_MAX 64
 
-enum access { ACCESS_PUBLIC, ACCESS_USER, ACCESS_ADMIN };
-enum body_rule {
-    BODY_NONE,     /* GET: a body is ignored */
-    BODY_OPTIONAL, /* empty accepted; a non-empty one must be JSON */
-    BODY_REQUIRED, /* must be JSON */
-};
-
+/* routes.def's handler and quick step; router.c has the rest of each row. */
 struct handler {
-    api_handler_fn fn; /* the route's work: on a worker, unless no_io */
-    enum access access;
-    enum body_rule body;
-    bool no_io;         /* touches no dependency: answered on the HTTP thread */
+    api_handler_fn fn;  /* the route's work: on a worker, unless thread IO */
     api_quick_fn quick; /* what of it needs no I/O, run first; may answer */
 };
 
-/* Who may call each route and what it takes. The payment callback is
- * public here: the gateway proves itself with an HMAC, checked by the
- * handler over the raw body. */
 static const struct handler handlers[ROUTE_COUNT] = {
-    [ROUTE_LIVEZ] = {api_livez, ACCESS_PUBLIC, BODY_NONE, .no_io = true},
-    [ROUTE_HEALTHZ] = {api_livez, ACCESS_PUBLIC, BODY_NONE, .no_io = true},
-    [ROUTE_READYZ] = {api_readyz, ACCESS_PUBLIC, BODY_NONE},
-    [ROUTE_METRICS] = {api_metrics, ACCESS_PUBLIC, BODY_NONE, .no_io = true},
-    [ROUTE_TOKENS_CREATE] = {api_tokens_create, ACCESS_USER, BODY_OPTIONAL},
-    [ROUTE_ORDERS_CREATE] = {api_orders_create, ACCESS_USER, BODY_REQUIRED,
-                             .quick = api_orders_create_quick},
-    [ROUTE_ORDERS_BATCH] = {api_orders_batch, ACCESS_USER, BODY_REQUIRED,
-                            .quick = api_orders_batch_quick},
-    [ROUTE_ORDERS_LIST] = {api_orders_list, ACCESS_USER, BODY_NONE},
-    [ROUTE_ORDER_GET] = {api_order_get, ACCESS_USER, BODY_NONE},
-    [ROUTE_ORDER_CANCEL] = {api_order_cancel, ACCESS_USER, BODY_OPTIONAL},
-    [ROUTE_ORDER_COMPLETE] = {api_order_complete, ACCESS_ADMIN, BODY_OPTIONAL},
-    [ROUTE_PAYMENT_CALLBACK] = {api_payment_callback, ACCESS_PUBLIC, BODY_REQUIRED},
-    [ROUTE_SESSIONS_CREATE] = {api_sessions_create, ACCESS_ADMIN, BODY_REQUIRED},
-    [ROUTE_SESSION_GET] = {api_session_get, ACCESS_PUBLIC, BODY_NONE},
-    [ROUTE_ME] = {api_me, ACCESS_USER, BODY_NONE},
-    [ROUTE_ADMIN_AUDIT] = {api_admin_audit, ACCESS_ADMIN, BODY_NONE},
+#define ROUTE(id, method, pattern, handler, quick, thread, access, body, label)                    \
+    [ROUTE_##id] = {handler, quick},
+#include "routes.def"
+#undef ROUTE
 };
 
 /* application/json, any case, parameters (charset) allowed. */
@@ -80,8 +54,9 @@ enum api_step api_begin(struct req *r, struct resp *w)
         resp_header(w, "Allow", r->match.allow);
         return API_ANSWERED;
     }
+    const struct route_info *ri = router_route(r->route);
     const struct handler *h = &handlers[r->route];
-    if (h->access != ACCESS_PUBLIC) {
+    if (ri->access != ROUTE_ACCESS_PUBLIC) {
         const struct config *cfg = r->app->cfg;
         if (auth_verify(req_header(r, "Authorization"), cfg->jwt_secret, wall_s(), &r->who) !=
             TD_OK) {
@@ -89,18 +64,18 @@ enum api_step api_begin(struct req *r, struct resp *w)
             resp_header(w, "WWW-Authenticate", "Bearer realm=\"ticketd\"");
             return API_ANSWERED;
         }
-        if (h->access == ACCESS_ADMIN && !r->who.admin) {
+        if (ri->access == ROUTE_ACCESS_ADMIN && !r->who.admin) {
             resp_problem(w, PROBLEM_FORBIDDEN, NULL, "this route is for administrators");
             return API_ANSWERED;
         }
     }
-    if ((h->body == BODY_REQUIRED || (h->body == BODY_OPTIONAL && r->body_len > 0)) &&
+    if ((ri->body == ROUTE_BODY_REQUIRED || (ri->body == ROUTE_BODY_OPTIONAL && r->body_len > 0)) &&
         !is_json_media_type(req_header(r, "Content-Type"))) {
         resp_problem(w, PROBLEM_UNSUPPORTED_MEDIA_TYPE, NULL,
                      "the body must be sent as Content-Type: application/json");
         return API_ANSWERED;
     }
-    if (h->no_io) {
+    if (ri->thread == ROUTE_THREAD_IO) {
         h->fn(r, w);
         return API_ANSWERED;
     }

@@ -1,5 +1,6 @@
 /* api_internal.h - what the api_*.c files share: the handlers the route
- * table names, and the JSON helpers they all use. Not a public interface. */
+ * table (routes.def) names, and the JSON helpers they all use. Not a public
+ * interface. */
 #ifndef TICKETD_API_INTERNAL_H
 #define TICKETD_API_INTERNAL_H
 
@@ -14,16 +15,14 @@ typedef void (*api_handler_fn)(struct req *r, struct resp *w);
 /* A route's quick step (no I/O): true when it answered into w. */
 typedef bool (*api_quick_fn)(struct req *r, struct resp *w);
 
-void api_livez(struct req *r, struct resp *w);
-void api_readyz(struct req *r, struct resp *w);
-void api_metrics(struct req *r, struct resp *w);
-void api_tokens_create(struct req *r, struct resp *w);
-void api_sessions_create(struct req *r, struct resp *w);
-void api_session_get(struct req *r, struct resp *w);
+/* Every handler routes.def names (two routes may share one). */
+#define ROUTE(id, method, pattern, handler, quick, thread, access, body, label)                    \
+    void handler(struct req *r, struct resp *w);
+#include "routes.def"
+#undef ROUTE
+/* The quick steps routes.def names. */
 bool api_orders_create_quick(struct req *r, struct resp *w);
-void api_orders_create(struct req *r, struct resp *w);
 bool api_orders_batch_quick(struct req *r, struct resp *w);
-void api_orders_batch(struct req *r, struct resp *w);
 
 /* The order flow's pieces the cart shares with POST /orders (api_orders.c).
  * api_order_render: the answer to an order placed or found, 201 and the
@@ -43,13 +42,6 @@ struct order_result;
 void api_order_answer(struct resp *w, const struct order_request *rq, struct order_result *res);
 bool api_read_key(struct req *r, struct resp *w, char *key);
 bool api_read_token(struct req *r, struct resp *w, const char **token);
-void api_orders_list(struct req *r, struct resp *w);
-void api_order_get(struct req *r, struct resp *w);
-void api_order_cancel(struct req *r, struct resp *w);
-void api_order_complete(struct req *r, struct resp *w);
-void api_payment_callback(struct req *r, struct resp *w);
-void api_me(struct req *r, struct resp *w);
-void api_admin_audit(struct req *r, struct resp *w);
 
 /* Parses the request body as one JSON object. Returns a new reference, or
  * NULL after writing the problem into w: 400 INVALID_JSON, or 400

@@ -1,10 +1,12 @@
-/* api_orders.c - the orders resource: JSON and headers in, the domain's
- * answer out. The defences themselves live in orders.c. */
+/* api_orders.c - the orders resource, every /api/v1/orders route but the
+ * cart's batch (api_cart.c): JSON and headers in, the domain's answer out.
+ * The defences live in orders.c, cancel and complete in lifecycle.c. */
 #include "api_internal.h"
 #include "app.h"
 #include "err.h"
 #include "idem.h"
 #include "jsonv.h"
+#include "lifecycle.h"
 #include "orders.h"
 #include "store.h"
 #include "util.h"
@@ -227,15 +229,22 @@ void api_order_answer(struct resp *w, const struct order_request *rq, struct ord
     order_result_cleanup(res);
 }
 
+/* An order number as sent in the path, exactly (see order_no_valid); else
+ * 404 before anything reads the body or the store: MariaDB would match
+ * "<order_no> " (trailing spaces) to the order. */
+static bool path_order_no(const struct req *r, struct resp *w)
+{
+    if (order_no_valid(r->match.params[0]))
+        return true;
+    resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no such order");
+    return false;
+}
+
 void api_order_get(struct req *r, struct resp *w)
 {
     struct order o;
-    /* Only an exact order number reaches the store: MariaDB would match
-     * "<order_no> " (trailing spaces) to the order. */
-    if (!order_no_valid(r->match.params[0])) {
-        resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no such order");
+    if (!path_order_no(r, w))
         return;
-    }
     int rc = store_order_get(r->match.params[0], r->who.user_id, &o);
     if (rc == TD_ENOTFOUND) {
         resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no order %s", r->match.params[0]);
@@ -289,4 +298,45 @@ void api_orders_list(struct req *r, struct resp *w)
     resp_json(w, 200, json_pack("{s:o,s:o}", "orders", arr, "next_cursor", next));
 out:
     free(rows);
+}
+
+/* The answer to a cancel or a complete. needs: the state the order must
+ * be in; verb: what the change does to it ("cancelled"); what: the action,
+ * for errors ("cancelling the order"). */
+static void answer_change(struct resp *w, int rc, const struct order *o, const char *order_no,
+                          const char *needs, const char *verb, const char *what)
+{
+    switch (rc) {
+    case TD_OK:
+        resp_json(w, 200, api_order_json(o));
+        return;
+    case TD_ENOTFOUND:
+        resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no order %s", order_no);
+        return;
+    case TD_ECONFLICT:
+        resp_problem(w, PROBLEM_INVALID_TRANSITION, NULL, "order is %s; only a %s order can be %s",
+                     order_status_name(o->status), needs, verb);
+        return;
+    default:
+        api_fail(w, rc, what);
+    }
+}
+
+void api_order_cancel(struct req *r, struct resp *w)
+{
+    struct order o;
+    if (!path_order_no(r, w) || !api_no_input(r, w))
+        return;
+    int rc = lifecycle_cancel(r->app, r->match.params[0], r->who.user_id, &o);
+    answer_change(w, rc, &o, r->match.params[0], "PENDING_PAYMENT", "cancelled",
+                  "cancelling the order");
+}
+
+void api_order_complete(struct req *r, struct resp *w)
+{
+    struct order o;
+    if (!path_order_no(r, w) || !api_no_input(r, w))
+        return;
+    int rc = lifecycle_complete(r->app, r->match.params[0], &o);
+    answer_change(w, rc, &o, r->match.params[0], "TICKETED", "completed", "completing the order");
 }

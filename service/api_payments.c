@@ -1,13 +1,10 @@
-/* api_payments.c - the payment gateway's callback, an order's cancel and
- * complete, and the admin's audit: JSON and headers in, the domain's
- * answer out. The rules live in payments.c and lifecycle.c. */
+/* api_payments.c - the payment gateway's callback: its signature, JSON in,
+ * the domain's answer out. The rules live in payments.c. */
 #include "api_internal.h"
 #include "app.h"
 #include "err.h"
 #include "jsonv.h"
-#include "lifecycle.h"
 #include "payments.h"
-#include "store_audit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -118,129 +115,4 @@ void api_payment_callback(struct req *r, struct resp *w)
         resp_header(w, "Idempotent-Replayed", "true");
 out:
     json_decref(body);
-}
-
-/* The answer to a cancel or a complete. needs: the state the order must
- * be in; verb: what the change does to it ("cancelled"); what: the action,
- * for errors ("cancelling the order"). */
-static void answer_change(struct resp *w, int rc, const struct order *o, const char *order_no,
-                          const char *needs, const char *verb, const char *what)
-{
-    switch (rc) {
-    case TD_OK:
-        resp_json(w, 200, api_order_json(o));
-        return;
-    case TD_ENOTFOUND:
-        resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no order %s", order_no);
-        return;
-    case TD_ECONFLICT:
-        resp_problem(w, PROBLEM_INVALID_TRANSITION, NULL, "order is %s; only a %s order can be %s",
-                     order_status_name(o->status), needs, verb);
-        return;
-    default:
-        api_fail(w, rc, what);
-    }
-}
-
-/* An order number as sent in the path, exactly (see order_no_valid); else
- * 404 before anything reads the body or the store. */
-static bool path_order_no(const struct req *r, struct resp *w)
-{
-    if (order_no_valid(r->match.params[0]))
-        return true;
-    resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no such order");
-    return false;
-}
-
-void api_order_cancel(struct req *r, struct resp *w)
-{
-    struct order o;
-    if (!path_order_no(r, w) || !api_no_input(r, w))
-        return;
-    int rc = lifecycle_cancel(r->app, r->match.params[0], r->who.user_id, &o);
-    answer_change(w, rc, &o, r->match.params[0], "PENDING_PAYMENT", "cancelled",
-                  "cancelling the order");
-}
-
-void api_order_complete(struct req *r, struct resp *w)
-{
-    struct order o;
-    if (!path_order_no(r, w) || !api_no_input(r, w))
-        return;
-    int rc = lifecycle_complete(r->app, r->match.params[0], &o);
-    answer_change(w, rc, &o, r->match.params[0], "TICKETED", "completed", "completing the order");
-}
-
-/* ?sessions=12,13: session ids joined by commas, each a positive integer,
- * at most AUDIT_SCOPE_MAX, rewritten canonically into scope ("" when the
- * argument is absent: the whole database). False after a 400 answer. */
-static bool audit_scope(struct req *r, struct resp *w, char *scope, size_t cap)
-{
-    const char *arg = req_query(r, "sessions");
-    size_t used = 0;
-    int count = 0;
-    scope[0] = '\0';
-    if (arg == NULL)
-        return true;
-    for (const char *p = arg;; count++) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
-        char one[24];
-        int64_t id = 0;
-        if (len == 0 || len >= sizeof one || count == AUDIT_SCOPE_MAX)
-            goto bad;
-        memcpy(one, p, len);
-        one[len] = '\0';
-        if (!api_parse_id(one, &id))
-            goto bad;
-        used += (size_t)snprintf(scope + used, cap - used, "%s%lld", count > 0 ? "," : "",
-                                 (long long)id);
-        if (comma == NULL)
-            return true;
-        p = comma + 1;
-    }
-bad:
-    resp_problem(w, PROBLEM_VALIDATION_FAILED, "sessions",
-                 "sessions must be up to %d session ids (positive integers) joined by commas",
-                 AUDIT_SCOPE_MAX);
-    return false;
-}
-
-/* The scope as the answer names it: null (the whole database) or the ids. */
-static json_t *scope_json(const char *scope)
-{
-    if (scope[0] == '\0')
-        return json_null();
-    json_t *ids = json_array();
-    for (const char *p = scope; p != NULL;) {
-        json_array_append_new(ids, json_integer(strtoll(p, NULL, 10)));
-        p = strchr(p, ',');
-        if (p != NULL)
-            p++;
-    }
-    return ids;
-}
-
-void api_admin_audit(struct req *r, struct resp *w)
-{
-    struct audit_check checks[AUDIT_MAX_CHECKS];
-    char scope[AUDIT_SCOPE_SIZE];
-    int n = 0;
-    if (!audit_scope(r, w, scope, sizeof scope))
-        return;
-    int rc = store_audit(scope, checks, &n);
-    if (rc != TD_OK) {
-        api_fail(w, rc, "the audit");
-        return;
-    }
-    bool all = true;
-    json_t *arr = json_array();
-    for (int i = 0; i < n; i++) {
-        all = all && checks[i].ok;
-        json_array_append_new(arr, json_pack("{s:s,s:b,s:s}", "name", checks[i].name, "ok",
-                                             checks[i].ok, "detail", checks[i].detail));
-    }
-    resp_json(w, 200,
-              json_pack("{s:b,s:o,s:{s:o}}", "ok", all, "checks", arr, "scope", "sessions",
-                        scope_json(scope)));
 }

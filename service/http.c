@@ -119,13 +119,13 @@ static bool blank(char c)
 
 /* RFC 9110 5.5: whitespace around a field value is not part of it. MHD
  * strips the leading blanks; the trailing ones are cut here, into a copy
- * that lives as long as the exchange. */
-const char *req_header(const struct req *r, const char *name)
+ * that lives as long as the exchange. ctx is the exchange (req_source). */
+static const char *exchange_header(void *ctx, const char *name)
 {
-    struct exchange *x = (struct exchange *)((char *)r - offsetof(struct exchange, req));
+    struct exchange *x = ctx;
     const char *v = NULL;
     size_t n = 0;
-    if (MHD_lookup_connection_value_n(r->transport, MHD_HEADER_KIND, name, strlen(name), &v, &n) !=
+    if (MHD_lookup_connection_value_n(x->conn, MHD_HEADER_KIND, name, strlen(name), &v, &n) !=
             MHD_YES ||
         v == NULL)
         return NULL;
@@ -140,10 +140,14 @@ const char *req_header(const struct req *r, const char *name)
     return copy;
 }
 
-const char *req_query(const struct req *r, const char *name)
+static const char *exchange_query(void *ctx, const char *name)
 {
-    return MHD_lookup_connection_value(r->transport, MHD_GET_ARGUMENT_KIND, name);
+    struct exchange *x = ctx;
+    return MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, name);
 }
+
+/* What the API reads of a request, through struct req. */
+static const struct req_source exchange_source = {exchange_header, exchange_query};
 
 /* An X-Request-Id from the client is echoed only if it is short and
  * harmless in logs and headers; otherwise we make one. */
@@ -303,7 +307,8 @@ static struct exchange *exchange_new(struct http_server *srv, struct MHD_Connect
     x->req.request_id = x->request_id;
     x->req.route = ROUTE_NOT_FOUND;
     x->req.app = srv->app;
-    x->req.transport = c;
+    x->req.src = &exchange_source;
+    x->req.transport = x;
     x->conn = c;
     return x;
 }
@@ -347,8 +352,8 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct exchange *
     double secs = (double)(mono_ns() - x->start_ns) / 1e9;
     metrics_request(x->req.route, w->status, secs);
     if (x->srv->app->cfg->access_log)
-        log_access(x->request_id, x->req.method, router_pattern(x->req.route), w->status,
-                   secs * 1e3, w->code, w->layer);
+        log_access(x->request_id, x->req.method, router_label(x->req.route), w->status, secs * 1e3,
+                   w->code, w->layer);
     return ret;
 }
 

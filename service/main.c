@@ -18,7 +18,9 @@
 #include "idem.h"
 #include "liveness.h"
 #include "log.h"
+#include "metrics.h"
 #include "respcache.h"
+#include "router.h"
 #include "store.h"
 #include "store_mysql.h"
 #include "store_naive.h"
@@ -237,6 +239,21 @@ static void choose_adapters(struct app *app)
                                                                 : consume_naive_key_by_entry;
 }
 
+/* http.c hands metrics the router's ids as they are. */
+_Static_assert(ROUTE_NOT_FOUND == METRICS_ROUTE_UNMATCHED, "unmatched ids differ");
+_Static_assert(ROUTE_METHOD_NOT_ALLOWED == METRICS_ROUTE_NOT_ALLOWED, "405 ids differ");
+_Static_assert(ROUTE_COUNT <= METRICS_ROUTES_MAX, "more routes than metrics slots");
+
+/* The route table's labels, for the request metrics: metrics know no
+ * router, so the composition root hands them over once. */
+static void label_routes(void)
+{
+    static const char *labels[ROUTE_COUNT];
+    for (int i = 0; i < ROUTE_COUNT; i++)
+        labels[i] = router_label(i);
+    metrics_routes(labels, ROUTE_COUNT);
+}
+
 static int boot(struct app *app, struct config *cfg)
 {
     char err[256];
@@ -244,6 +261,7 @@ static int boot(struct app *app, struct config *cfg)
     log_parse_level(cfg->log_level, &level);
     log_set_level(level);
     app->cfg = cfg;
+    label_routes();
     if (defenses_parse(cfg->defenses, &app->defenses, err, sizeof err) != TD_OK) {
         log_error("TICKETD_DEFENSES=%s: %s", cfg->defenses, err);
         return TD_EINVAL;

@@ -1,6 +1,5 @@
 #include "metrics.h"
 
-#include "router.h"
 #include "util.h"
 
 #include <stdarg.h>
@@ -158,8 +157,17 @@ static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 /* Statuses ticketd answers; anything else counts as "other". */
 static const int statuses[] = {200, 201, 204, 400, 401, 403, 404, 405,
                                409, 413, 415, 422, 500, 501, 503};
-#define N_STATUSES    (sizeof statuses / sizeof statuses[0])
-#define N_ROUTE_SLOTS (ROUTE_COUNT + 2) /* + not found, method not allowed */
+#define N_STATUSES (sizeof statuses / sizeof statuses[0])
+/* The routes' slots, then one for unmatched paths and one for methods not
+ * allowed. */
+#define N_ROUTE_SLOTS    (METRICS_ROUTES_MAX + 2)
+#define SLOT_UNMATCHED   METRICS_ROUTES_MAX
+#define SLOT_NOT_ALLOWED (METRICS_ROUTES_MAX + 1)
+
+/* The labels metrics_routes() was given at boot: written once before any
+ * request, read only afterwards. */
+static const char *route_labels[METRICS_ROUTES_MAX];
+static int n_routes;
 
 static _Atomic uint64_t req_count[N_ROUTE_SLOTS][N_STATUSES + 1];
 static _Atomic uint64_t req_bucket[N_ROUTE_SLOTS][N_BUCKETS + 1];
@@ -191,11 +199,20 @@ int64_t metrics_tx_retries(void)
            metrics_get(M_TX_RETRIES_CERTIFICATION) + metrics_get(M_TX_RETRIES_OTHER);
 }
 
+void metrics_routes(const char *const *labels, int n)
+{
+    if (n > METRICS_ROUTES_MAX)
+        abort(); /* a route table larger than the slots: raise METRICS_ROUTES_MAX */
+    for (int i = 0; i < n; i++)
+        route_labels[i] = labels[i];
+    n_routes = n;
+}
+
 static int route_slot(int route)
 {
-    if (route >= 0 && route < ROUTE_COUNT)
+    if (route >= 0 && route < n_routes)
         return route;
-    return route == ROUTE_METHOD_NOT_ALLOWED ? ROUTE_COUNT + 1 : ROUTE_COUNT;
+    return route == METRICS_ROUTE_NOT_ALLOWED ? SLOT_NOT_ALLOWED : SLOT_UNMATCHED;
 }
 
 void metrics_request(int route, int status, double seconds)
@@ -246,9 +263,9 @@ static void text_printf(struct text *t, const char *fmt, ...)
 
 static const char *slot_label(int slot)
 {
-    if (slot < ROUTE_COUNT)
-        return router_pattern(slot);
-    return slot == ROUTE_COUNT ? "(unmatched)" : "(method not allowed)";
+    if (slot < n_routes)
+        return route_labels[slot];
+    return slot == SLOT_NOT_ALLOWED ? "(method not allowed)" : "(unmatched)";
 }
 
 char *metrics_render(size_t *len)

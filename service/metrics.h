@@ -84,8 +84,21 @@ int64_t metrics_get(enum metric m);
 /* Every transaction retry, whatever its cause. */
 int64_t metrics_tx_retries(void);
 
-/* Records one finished request. route is a route id (router.h) or one of
- * the negative ROUTE_* values; status any HTTP status. */
+/* Routes are counted by their index in the table given at boot; a request
+ * that matched none is one of these. */
+#define METRICS_ROUTES_MAX        32
+#define METRICS_ROUTE_UNMATCHED   (-1)
+#define METRICS_ROUTE_NOT_ALLOWED (-2)
+
+/* The routes' labels, index by index, once at boot before any request
+ * (labels borrowed for the life of the process; n at most
+ * METRICS_ROUTES_MAX, or abort). Metrics know no router: the composition
+ * root hands them the route table's labels. */
+void metrics_routes(const char *const *labels, int n);
+
+/* Records one finished request. route is an index given to
+ * metrics_routes(), or METRICS_ROUTE_NOT_ALLOWED; anything else counts as
+ * unmatched. status is any HTTP status. */
 void metrics_request(int route, int status, double seconds);
 
 /* Returns the new text of every metric (caller frees). */

@@ -1,8 +1,11 @@
 /* req.h - one HTTP request as handlers see it, without the HTTP library.
  *
- * http.c owns every struct req and everything it points to; handlers borrow
- * them for the duration of the call. Not thread-safe: one request, one
- * thread. */
+ * The transport (http.c, or a test) owns every struct req and everything it
+ * points to; handlers borrow them for the duration of the call. Headers and
+ * query arguments are read through the transport's own functions
+ * (struct req_source), so the API calls nothing of the transport's by name
+ * and the transport is the only one of the two that knows the other. Not
+ * thread-safe: one request, one thread. */
 #ifndef TICKETD_REQ_H
 #define TICKETD_REQ_H
 
@@ -13,6 +16,14 @@
 #include <stddef.h>
 
 struct app;
+
+/* How the transport looks up what it parsed. Both return a borrowed value
+ * valid until the request ends, or NULL when absent; header names are
+ * case-insensitive. ctx is struct req's transport. */
+struct req_source {
+    const char *(*header)(void *ctx, const char *name);
+    const char *(*query)(void *ctx, const char *name);
+};
 
 struct req {
     const char *method;
@@ -25,7 +36,8 @@ struct req {
     struct route_match match;
     struct identity who; /* set by api_dispatch for authenticated routes */
     struct app *app;
-    void *transport; /* http.c's connection, for req_header and req_query */
+    const struct req_source *src; /* the transport's look-ups */
+    void *transport;              /* their ctx */
     /* What a route's quick step hands to its blocking step (api.h); freed
      * with ctx_free when the request ends. */
     void *ctx;
@@ -34,8 +46,15 @@ struct req {
 
 /* Returns the borrowed value of a request header (case-insensitive), or
  * NULL. Valid until the handler returns. */
-const char *req_header(const struct req *r, const char *name);
+static inline const char *req_header(const struct req *r, const char *name)
+{
+    return r->src->header(r->transport, name);
+}
+
 /* Returns the borrowed value of a query argument, or NULL. */
-const char *req_query(const struct req *r, const char *name);
+static inline const char *req_query(const struct req *r, const char *name)
+{
+    return r->src->query(r->transport, name);
+}
 
 #endif

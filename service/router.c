@@ -1,38 +1,16 @@
 #include "router.h"
 
-#include <stdbool.h>
 #include <string.h>
 
-struct route {
-    enum route_id id;
-    const char *method;
-    const char *pattern;
+/* routes.def's columns as this file reads them: everything but the handler
+ * and the quick step, which only api.c names. */
+static const struct route_info routes[ROUTE_COUNT] = {
+#define ROUTE(id, method, pattern, handler, quick, thread, access, body, label)                    \
+    [ROUTE_##id] = {                                                                               \
+        method, pattern, ROUTE_THREAD_##thread, ROUTE_ACCESS_##access, ROUTE_BODY_##body, label},
+#include "routes.def"
+#undef ROUTE
 };
-
-/* Order does not matter for correctness: a path matches a pattern or not,
- * and no two patterns of one method overlap (/api/v1/orders/batch is POST
- * only, /api/v1/orders/{order_no} GET only, and no order number is
- * "batch"). */
-static const struct route routes[] = {
-    {ROUTE_LIVEZ, "GET", "/livez"},
-    {ROUTE_HEALTHZ, "GET", "/healthz"},
-    {ROUTE_READYZ, "GET", "/readyz"},
-    {ROUTE_METRICS, "GET", "/metrics"},
-    {ROUTE_TOKENS_CREATE, "POST", "/api/v1/tokens"},
-    {ROUTE_ORDERS_CREATE, "POST", "/api/v1/orders"},
-    {ROUTE_ORDERS_BATCH, "POST", "/api/v1/orders/batch"},
-    {ROUTE_ORDERS_LIST, "GET", "/api/v1/orders"},
-    {ROUTE_ORDER_GET, "GET", "/api/v1/orders/{order_no}"},
-    {ROUTE_ORDER_CANCEL, "POST", "/api/v1/orders/{order_no}/cancel"},
-    {ROUTE_ORDER_COMPLETE, "POST", "/api/v1/orders/{order_no}/complete"},
-    {ROUTE_PAYMENT_CALLBACK, "POST", "/api/v1/payments/callback"},
-    {ROUTE_SESSIONS_CREATE, "POST", "/api/v1/sessions"},
-    {ROUTE_SESSION_GET, "GET", "/api/v1/sessions/{id}"},
-    {ROUTE_ME, "GET", "/api/v1/me"},
-    {ROUTE_ADMIN_AUDIT, "GET", "/api/v1/admin/audit"},
-};
-
-#define N_ROUTES (sizeof routes / sizeof routes[0])
 
 /* Walks pattern and path segment by segment, capturing {params}. */
 static bool match_path(const char *pattern, const char *path, struct route_match *m)
@@ -68,14 +46,14 @@ int router_match(const char *method, const char *path, struct route_match *m)
     bool path_known = false;
     bool allow_get = false, allow_post = false;
     struct route_match tmp;
-    for (size_t i = 0; i < N_ROUTES; i++) {
+    for (int i = 0; i < ROUTE_COUNT; i++) {
         memset(&tmp, 0, sizeof tmp);
         if (!match_path(routes[i].pattern, path, &tmp))
             continue;
         path_known = true;
         if (strcmp(routes[i].method, want) == 0) {
             *m = tmp;
-            return (int)routes[i].id;
+            return i;
         }
         if (strcmp(routes[i].method, "GET") == 0)
             allow_get = true;
@@ -93,11 +71,21 @@ int router_match(const char *method, const char *path, struct route_match *m)
     return ROUTE_METHOD_NOT_ALLOWED;
 }
 
+const struct route_info *router_route(int route)
+{
+    return route >= 0 && route < ROUTE_COUNT ? &routes[route] : NULL;
+}
+
 const char *router_pattern(int route)
 {
-    for (size_t i = 0; i < N_ROUTES; i++) {
-        if ((int)routes[i].id == route)
-            return routes[i].pattern;
-    }
+    if (route >= 0 && route < ROUTE_COUNT)
+        return routes[route].pattern;
+    return route == ROUTE_METHOD_NOT_ALLOWED ? "(method not allowed)" : "(unmatched)";
+}
+
+const char *router_label(int route)
+{
+    if (route >= 0 && route < ROUTE_COUNT)
+        return routes[route].label;
     return route == ROUTE_METHOD_NOT_ALLOWED ? "(method not allowed)" : "(unmatched)";
 }

@@ -1,31 +1,51 @@
-/* router.h - the static route table: which route a method and path name,
- * and 404 versus 405 with the Allow list. Pure; thread-safe. */
+/* router.h - the route table (routes.def) as data: which route a method and
+ * path name, 404 versus 405 with the Allow list, and each route's access,
+ * body kind, thread and metrics label. Pure (it names no handler, so it
+ * links alone); thread-safe. */
 #ifndef TICKETD_ROUTER_H
 #define TICKETD_ROUTER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum route_id {
-    ROUTE_LIVEZ,
-    ROUTE_HEALTHZ,
-    ROUTE_READYZ,
-    ROUTE_METRICS,
-    ROUTE_TOKENS_CREATE,
-    ROUTE_ORDERS_CREATE,
-    ROUTE_ORDERS_BATCH,
-    ROUTE_ORDERS_LIST,
-    ROUTE_ORDER_GET,
-    ROUTE_ORDER_CANCEL,
-    ROUTE_ORDER_COMPLETE,
-    ROUTE_PAYMENT_CALLBACK,
-    ROUTE_SESSIONS_CREATE,
-    ROUTE_SESSION_GET,
-    ROUTE_ME,
-    ROUTE_ADMIN_AUDIT,
+#define ROUTE(id, method, pattern, handler, quick, thread, access, body, label) ROUTE_##id,
+#include "routes.def"
+#undef ROUTE
     ROUTE_COUNT,
     /* Not routes: what router_match() answers when none fits. */
     ROUTE_NOT_FOUND = -1,
     ROUTE_METHOD_NOT_ALLOWED = -2,
+};
+
+/* Who may call a route. */
+enum route_access {
+    ROUTE_ACCESS_PUBLIC,
+    ROUTE_ACCESS_USER,  /* a valid bearer token */
+    ROUTE_ACCESS_ADMIN, /* ... of an administrator */
+};
+
+/* What a route takes as a body. */
+enum route_body {
+    ROUTE_BODY_NONE,     /* GET: a body is ignored */
+    ROUTE_BODY_OPTIONAL, /* empty accepted; a non-empty one must be JSON */
+    ROUTE_BODY_REQUIRED, /* must be JSON */
+};
+
+/* Where a route's handler runs. */
+enum route_thread {
+    ROUTE_THREAD_WORKER, /* it blocks on Redis or MySQL */
+    ROUTE_THREAD_IO,     /* it touches no dependency: on the HTTP thread */
+};
+
+/* One row of routes.def, without its handler (api.c has those). */
+struct route_info {
+    const char *method;
+    const char *pattern;
+    enum route_thread thread;
+    enum route_access access;
+    enum route_body body;
+    const char *label;
 };
 
 #define ROUTER_MAX_PARAMS 2
@@ -43,8 +63,17 @@ struct route_match {
  * HEAD matches GET routes. m is cleared on entry. */
 int router_match(const char *method, const char *path, struct route_match *m);
 
-/* The route's pattern, e.g. "/api/v1/orders/{order_no}": the label used in
- * metrics and logs (bounded, unlike raw paths). */
+/* The row of a route id in 0..ROUTE_COUNT-1; NULL for anything else. */
+const struct route_info *router_route(int route);
+
+/* The route's pattern, e.g. "/api/v1/orders/{order_no}"; "(unmatched)"
+ * or "(method not allowed)" for the negative ids and anything out of
+ * range. */
 const char *router_pattern(int route);
+
+/* The route's label, e.g. "/api/v1/orders/{order_no}": what metrics and
+ * logs name it by. "(unmatched)" or "(method not allowed)" for the
+ * negative ids and anything out of range. */
+const char *router_label(int route);
 
 #endif

@@ -1,5 +1,7 @@
 #include "harness.h"
 
+#include "paysign.h"
+
 #include "auth.h"
 
 #include <arpa/inet.h>
@@ -1026,4 +1028,11 @@ void th_parallel(int n, void (*fn)(int i, void *ctx), void *ctx)
 int th_port(int offset)
 {
     return atoi(env_or("TICKETD_TEST_HTTP_PORT", "24080")) + offset;
+}
+
+void th_pay_sign(const char *secret, const char *ts, const char *body, char out[65])
+{
+    _Static_assert(PAYSIGN_HEX_LEN == 65, "a signature's hex and its NUL");
+    if (paysign(secret, ts, body, strlen(body), out) != 0)
+        fail_msg("cannot sign a payment callback");
 }

@@ -107,6 +107,12 @@ struct th_resp {
  * NULL. body may be NULL. Content-Type: application/json is added when
  * body is given and no Content-Type header is. Returns status 0 when the
  * connection failed. Caller frees with th_resp_free. */
+/* The payment gateway's X-Pay-Signature of body, sent with X-Pay-Timestamp
+ * ts, under secret, into out (65 bytes): made by loadtest/common/paysign.c, the
+ * one signer of every client that plays the gateway, apart from the
+ * service's own check. */
+void th_pay_sign(const char *secret, const char *ts, const char *body, char out[65]);
+
 struct th_resp th_request(const char *method, const char *url, const char *const *headers,
                           const char *body);
 void th_resp_free(struct th_resp *r);

@@ -9,8 +9,6 @@
 #include "util.h"
 
 #include <hiredis.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -512,19 +510,13 @@ static int64_t me_points(const struct th_server *s, int64_t user)
 static struct th_resp pay(const struct th_server *s, const char *txn, const char *no,
                           int64_t amount)
 {
-    char url[128], body[256], ts[32], sig[2 * EVP_MAX_MD_SIZE + 1], hts[64], hsig[160];
-    unsigned char mac[EVP_MAX_MD_SIZE];
-    unsigned int mac_len = 0;
+    char url[128], body[256], ts[32], sig[65], hts[64], hsig[160];
     snprintf(url, sizeof url, "%s/api/v1/payments/callback", s->url);
     snprintf(body, sizeof body,
              "{\"txn_id\":\"%s\",\"order_no\":\"%s\",\"amount_cents\":%lld,\"status\":\"SUCCESS\"}",
              txn, no, (long long)amount);
     snprintf(ts, sizeof ts, "%lld", (long long)time(NULL));
-    char *signing = xasprintf("%s.%s", ts, body);
-    assert_non_null(HMAC(EVP_sha256(), TH_PAY_SECRET, (int)strlen(TH_PAY_SECRET),
-                         (const unsigned char *)signing, strlen(signing), mac, &mac_len));
-    free(signing);
-    hex_encode(mac, mac_len, sig);
+    th_pay_sign(TH_PAY_SECRET, ts, body, sig);
     snprintf(hts, sizeof hts, "X-Pay-Timestamp: %s", ts);
     snprintf(hsig, sizeof hsig, "X-Pay-Signature: %s", sig);
     const char *h[] = {hts, hsig, NULL};

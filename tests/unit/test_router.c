@@ -204,12 +204,53 @@ static void test_patterns(void **state)
     }
 }
 
+/* The columns api.c reads before a handler runs, for the routes whose
+ * answer depends on them: who may call, what body, which thread. */
+static void test_route_rows(void **state)
+{
+    (void)state;
+    static const struct {
+        int route;
+        enum route_access access;
+        enum route_body body;
+        enum route_thread thread;
+    } want[] = {
+        {ROUTE_LIVEZ, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_NONE, ROUTE_THREAD_IO},
+        {ROUTE_METRICS, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_NONE, ROUTE_THREAD_IO},
+        {ROUTE_READYZ, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_NONE, ROUTE_THREAD_WORKER},
+        {ROUTE_TOKENS_CREATE, ROUTE_ACCESS_USER, ROUTE_BODY_OPTIONAL, ROUTE_THREAD_WORKER},
+        {ROUTE_ORDERS_CREATE, ROUTE_ACCESS_USER, ROUTE_BODY_REQUIRED, ROUTE_THREAD_WORKER},
+        {ROUTE_ORDER_COMPLETE, ROUTE_ACCESS_ADMIN, ROUTE_BODY_OPTIONAL, ROUTE_THREAD_WORKER},
+        {ROUTE_PAYMENT_CALLBACK, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_REQUIRED, ROUTE_THREAD_WORKER},
+        {ROUTE_SESSIONS_CREATE, ROUTE_ACCESS_ADMIN, ROUTE_BODY_REQUIRED, ROUTE_THREAD_WORKER},
+        {ROUTE_ADMIN_AUDIT, ROUTE_ACCESS_ADMIN, ROUTE_BODY_NONE, ROUTE_THREAD_WORKER},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const struct route_info *ri = router_route(want[i].route);
+        assert_non_null(ri);
+        assert_int_equal(ri->access, want[i].access);
+        assert_int_equal(ri->body, want[i].body);
+        assert_int_equal(ri->thread, want[i].thread);
+    }
+    /* A GET takes no body; every label is the route's bounded name. */
+    for (int id = 0; id < ROUTE_COUNT; id++) {
+        const struct route_info *ri = router_route(id);
+        if (strcmp(ri->method, "GET") == 0)
+            assert_int_equal(ri->body, ROUTE_BODY_NONE);
+        assert_string_equal(router_label(id), ri->label);
+    }
+    assert_null(router_route(ROUTE_COUNT));
+    assert_null(router_route(ROUTE_NOT_FOUND));
+    assert_string_equal(router_label(ROUTE_NOT_FOUND), "(unmatched)");
+    assert_string_equal(router_label(ROUTE_METHOD_NOT_ALLOWED), "(method not allowed)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_route_table),  cmocka_unit_test(test_every_route_is_covered),
         cmocka_unit_test(test_param_bounds), cmocka_unit_test(test_match_is_cleared_on_entry),
-        cmocka_unit_test(test_patterns),
+        cmocka_unit_test(test_patterns),     cmocka_unit_test(test_route_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

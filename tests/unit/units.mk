@@ -22,7 +22,7 @@ unit_cartbody_SRCS := service/cartbody.c service/jsonv.c service/idem.c service/
 unit_respcache_SRCS := service/respcache.c service/util.c
 unit_defenses_SRCS := service/defenses.c service/log.c
 unit_orders_SRCS := service/orders.c service/bloom.c service/ordertoken.c service/faults.c service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c service/sentinel.c \
-	service/router.c service/log.c service/util.c service/defenses.c \
+	service/log.c service/util.c service/defenses.c \
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
 unit_util_SRCS := service/util.c
 unit_retention_SRCS := service/retention.c service/util.c
@@ -30,14 +30,14 @@ unit_bloom_SRCS := service/bloom.c service/util.c
 unit_breaker_SRCS := service/breaker.c service/log.c
 unit_stopper_SRCS := service/stopper.c
 unit_ordertoken_SRCS := service/ordertoken.c service/util.c
-unit_metrics_SRCS := service/metrics.c service/router.c service/util.c
+unit_metrics_SRCS := service/metrics.c service/util.c
 unit_log_SRCS := service/log.c
 unit_model_SRCS := service/model.c service/err.c
 unit_statemachine_SRCS := service/statemachine.c service/model.c
 unit_paysig_SRCS := service/paysig.c service/util.c
 unit_sentinel_SRCS := service/sentinel.c
-unit_txretry_SRCS := service/txretry.c service/metrics.c service/router.c service/util.c
-unit_payments_SRCS := service/payments.c service/event_payload.c service/paysig.c service/statemachine.c service/txretry.c service/metrics.c service/router.c \
+unit_txretry_SRCS := service/txretry.c service/metrics.c service/util.c
+unit_payments_SRCS := service/payments.c service/event_payload.c service/paysig.c service/statemachine.c service/txretry.c service/metrics.c \
 	service/config.c service/sentinel.c service/model.c service/log.c service/util.c \
 	tests/unit/fake_store_payments.c tests/unit/fake_store.c tests/unit/fake_cache.c \
 	tests/unit/fake_calls.c
@@ -46,15 +46,26 @@ unit_payments_SRCS := service/payments.c service/event_payload.c service/paysig.
 # the store's and the cache's thread release (fake_store.c, fake_cache.c).
 UNIT_EVENTS_FAKES := tests/unit/fake_stream.c tests/unit/fake_store_events.c \
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
-unit_relay_SRCS := service/relay.c service/bgthread.c service/stopper.c service/metrics.c service/router.c \
+unit_relay_SRCS := service/relay.c service/bgthread.c service/stopper.c service/metrics.c \
 	service/log.c service/util.c $(UNIT_EVENTS_FAKES)
 unit_consumers_SRCS := service/consumers.c service/consume.c service/consume_naive.c service/event_payload.c \
-	service/bgthread.c service/stopper.c service/txretry.c service/faults.c service/metrics.c service/router.c \
+	service/bgthread.c service/stopper.c service/txretry.c service/faults.c service/metrics.c \
 	service/config.c service/sentinel.c service/log.c service/util.c $(UNIT_EVENTS_FAKES)
 unit_event_payload_SRCS := service/event_payload.c
 unit_lifecycle_SRCS := service/lifecycle.c service/statemachine.c service/txretry.c \
-	service/metrics.c service/router.c service/config.c service/sentinel.c service/model.c service/log.c \
+	service/metrics.c service/config.c service/sentinel.c service/model.c service/log.c \
 	service/util.c tests/unit/fake_store_lifecycle.c
+# The API layer in process (test_api.c): every api_*.c over the domain it
+# calls, with every port faked.
+unit_api_SRCS := $(wildcard service/api*.c) service/router.c service/auth.c service/jsonv.c \
+	service/resp.c service/problem.c service/orders.c service/cart.c service/cartbody.c \
+	service/payments.c service/paysig.c service/lifecycle.c service/statemachine.c \
+	service/event_payload.c service/bloom.c service/ordertoken.c service/faults.c \
+	service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c \
+	service/sentinel.c service/defenses.c service/model.c service/err.c service/log.c \
+	service/util.c tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c \
+	tests/unit/fake_store_payments.c tests/unit/fake_store_lifecycle.c \
+	tests/unit/fake_store_api.c
 
 UNIT_HDRS := $(wildcard tests/unit/*.h)
 UNIT_LIBS = $(PKG_LIBS) -lcmocka

@@ -1,6 +1,6 @@
 /*
  * load_sign.h - the credentials ticketd-load presents: user and admin JWTs
- * (HS256) and the payment gateway's callback signature.
+ * (HS256). The payment gateway's callback signature is paysign.h's.
  *
  * ticketd-load mints these itself from the shared secrets so that it needs
  * nothing from the service under test. Thread-safe: no state besides the
@@ -14,8 +14,6 @@
 
 /* A JWT for user ids up to 2^53 fits in this many bytes with room to spare. */
 #define SIGN_JWT_MAX 512
-/* Lowercase hex of a SHA-256 HMAC plus the terminator. */
-#define SIGN_HEX_LEN 65
 
 /*
  * Writes an HS256 JWT with claims sub = user_id (decimal string),
@@ -28,13 +26,5 @@ int sign_jwt(const char *secret, uint64_t user_id, int admin, long ttl_s, char *
 /* The same with explicit iat and exp claims (for tests). */
 int sign_jwt_at(const char *secret, uint64_t user_id, int admin, long long iat, long long exp,
                 char *out, size_t outlen);
-
-/*
- * Writes the lowercase hex HMAC-SHA256(secret, "<timestamp>.<body>") into
- * hex (SIGN_HEX_LEN bytes), the X-Pay-Signature of a payment callback.
- * Returns 0, or -1 if the body is longer than the 4 KiB callbacks need.
- */
-int sign_payment(const char *secret, long long timestamp, const char *body, size_t body_len,
-                 char hex[SIGN_HEX_LEN]);
 
 #endif

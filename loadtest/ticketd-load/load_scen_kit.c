@@ -6,6 +6,7 @@
 #include "load_scen_kit.h"
 
 #include "load_sign.h"
+#include "paysign.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,9 +98,11 @@ struct load_req *req_callback(struct scen *s, const char *txn, const char *order
                              "amount_cents", (json_int_t)amount, "status", status);
     char *raw = json_dumps(body, JSON_COMPACT);
     long long ts = load_unix_now() - (mode == SIG_STALE ? 3600 : 0);
-    char sig[SIGN_HEX_LEN];
+    char ts_text[24];
+    char sig[PAYSIGN_HEX_LEN];
 
-    if (raw == NULL || sign_payment(s->o->pay_secret, ts, raw, strlen(raw), sig) != 0) {
+    snprintf(ts_text, sizeof(ts_text), "%lld", ts);
+    if (raw == NULL || paysign(s->o->pay_secret, ts_text, raw, strlen(raw), sig) != 0) {
         fprintf(stderr, "ticketd-load: cannot sign a callback\n");
         exit(1);
     }

@@ -90,24 +90,3 @@ int sign_jwt_at(const char *secret, uint64_t user_id, int admin, long long iat, 
         return -1;
     return 0;
 }
-
-int sign_payment(const char *secret, long long timestamp, const char *body, size_t body_len,
-                 char hex[SIGN_HEX_LEN])
-{
-    static const char digits[] = "0123456789abcdef";
-    unsigned char mac[32];
-    char msg[4096];
-    int plen;
-
-    plen = snprintf(msg, sizeof(msg), "%lld.", timestamp);
-    if (plen < 0 || (size_t)plen + body_len > sizeof(msg))
-        return -1;
-    memcpy(msg + plen, body, body_len);
-    hmac_sha256(secret, (const unsigned char *)msg, (size_t)plen + body_len, mac);
-    for (unsigned i = 0; i < sizeof(mac); i++) {
-        hex[2 * i] = digits[mac[i] >> 4];
-        hex[2 * i + 1] = digits[mac[i] & 15];
-    }
-    hex[2 * sizeof(mac)] = '\0';
-    return 0;
-}
