@@ -18,7 +18,7 @@
 
 #define FAULTS_MAX 8
 
-enum fault_mode { FAULT_CRASH, FAULT_FAIL, FAULT_DELAY };
+enum fault_mode { FAULT_CRASH, FAULT_FAIL, FAULT_DELAY, FAULT_HOLD };
 
 struct fault {
     char name[64];
@@ -33,7 +33,10 @@ static int nfaults;
 
 static const char *mode_name(enum fault_mode m)
 {
-    return m == FAULT_CRASH ? "crash" : m == FAULT_FAIL ? "fail" : "delay";
+    return m == FAULT_CRASH  ? "crash"
+           : m == FAULT_FAIL ? "fail"
+           : m == FAULT_HOLD ? "hold"
+                             : "delay";
 }
 
 /* Parses one "<name>[:mode...]" item of n bytes into f. */
@@ -60,11 +63,11 @@ static bool parse_one(const char *item, size_t n, struct fault *f)
         if (a2 != NULL || (a1 != NULL && !parse_i64(a1, 1, 1000000, &count)))
             return false;
         f->mode = FAULT_FAIL;
-    } else if (strcmp(mode, "delay") == 0) {
+    } else if (strcmp(mode, "delay") == 0 || strcmp(mode, "hold") == 0) {
         if (a1 == NULL || !parse_i64(a1, 0, 600000, &f->delay_ms) ||
             (a2 != NULL && !parse_i64(a2, 1, 1000000, &count)))
             return false;
-        f->mode = FAULT_DELAY;
+        f->mode = strcmp(mode, "hold") == 0 ? FAULT_HOLD : FAULT_DELAY;
     } else {
         return false;
     }
@@ -81,7 +84,8 @@ static void load(void)
     for (const char *p = setting; *p != '\0' && nfaults < FAULTS_MAX;) {
         size_t n = strcspn(p, ",");
         if (!parse_one(p, n, &faults[nfaults])) {
-            log_error("TICKETD_FAULT: '%.*s' is not <name>[:crash|:fail[:N]|:delay:MS[:N]]; "
+            log_error("TICKETD_FAULT: '%.*s' is not "
+                      "<name>[:crash|:fail[:N]|:delay:MS[:N]|:hold:MS[:N]]; "
                       "ignored",
                       (int)n, p);
         } else {
@@ -92,6 +96,22 @@ static void load(void)
         p += n;
         if (*p == ',')
             p++;
+    }
+}
+
+/* Hold mode: sleeps until the file TICKETD_FAULT_RELEASE names exists
+ * (looked for every 10 ms), or at most max_ms. A test releases the held
+ * step when the progress it waits for has happened, not after a guess of
+ * how long that takes on this machine. */
+static void hold(const char *name, int64_t max_ms)
+{
+    const char *release = getenv("TICKETD_FAULT_RELEASE");
+    log_warn("fault point %s: holding until %s exists (at most %lld ms)", name,
+             release != NULL ? release : "(TICKETD_FAULT_RELEASE unset)", (long long)max_ms);
+    for (int64_t waited = 0; waited < max_ms; waited += 10) {
+        if (release != NULL && access(release, F_OK) == 0)
+            return;
+        sleep_ms(10);
     }
 }
 
@@ -130,6 +150,9 @@ bool faults_hit(const char *name)
         case FAULT_DELAY:
             log_warn("fault point %s: sleeping %lld ms", name, (long long)f->delay_ms);
             sleep_ms(f->delay_ms);
+            break;
+        case FAULT_HOLD:
+            hold(name, f->delay_ms);
             break;
         }
     }

@@ -10,14 +10,17 @@
  * the binary.
  *
  * Armed by the environment, read once: a comma-separated list of
- *   TICKETD_FAULT=<name>[:crash|:fail[:N]|:delay:MS[:N]],...
+ *   TICKETD_FAULT=<name>[:crash|:fail[:N]|:delay:MS[:N]|:hold:MS[:N]],...
  *   crash      the process dies at once with _exit(137), as if SIGKILLed:
  *              no cleanup, no flush, no atexit handlers;
  *   fail       FAULT_POINT returns true, every time or for the first N hits,
  *              and the caller treats it as the step failing;
  *   delay:MS   the calling thread sleeps MS milliseconds (every time, or
  *              the first N hits), then FAULT_POINT returns false: the step
- *              goes on, only late.
+ *              goes on, only late;
+ *   hold:MS    the same, but the sleep ends as soon as the file named by
+ *              TICKETD_FAULT_RELEASE exists (at most MS): a test holds a
+ *              step until the progress it checks has happened.
  * The default mode is crash. Points in use:
  *   relay.after_xadd        entries are in the stream, outbox rows not yet marked
  *   consumer.before_effect  an entry was read, its effect not yet applied

@@ -494,10 +494,16 @@ static void test_slower_than_the_ttls(void **state)
 {
     char tok[96], a_no[32], b_no[32], la[64], lb[64];
     (void)state;
-    /* a's first order sleeps 2 s between the Redis defences and the
-     * database, past its marker's and its lock's 500 ms. */
-    const char *slow[] = {"TICKETD_FAULT=order.after_redis:delay:2000:1",
-                          "TICKETD_INFLIGHT_TTL_MS=500", "TICKETD_LOCK_TTL_MS=500", NULL};
+    /* a's first order is held between the Redis defences and the
+     * database, past its marker's and its lock's 500 ms, until the copy
+     * below has its answer (the release file appears). */
+    char release[128], release_env[160];
+    snprintf(release, sizeof release, "/tmp/ticketd-slow-%d.release", (int)getpid());
+    unlink(release);
+    snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
+    const char *slow[] = {"TICKETD_FAULT=order.after_redis:hold:300000:1",
+                          "TICKETD_INFLIGHT_TTL_MS=500", "TICKETD_LOCK_TTL_MS=500", release_env,
+                          NULL};
     const char *fast[] = {"TICKETD_INFLIGHT_TTL_MS=500", "TICKETD_LOCK_TTL_MS=500", NULL};
     struct th_server *a = th_serve(0, slow), *b = th_serve(1, fast);
     int64_t s = th_session(b, 10, 1000);
@@ -507,9 +513,9 @@ static void test_slower_than_the_ttls(void **state)
     pthread_create(&t, NULL, slow_order, &c);
     /* Not a guess at the clock: the original is held at the fault point,
      * and its marker and lock are gone from Redis (bounded). */
-    for (int i = 0; i < 100 && !th_log_contains(a, "fault point order.after_redis: sleeping"); i++)
+    for (int i = 0; i < 100 && !th_log_contains(a, "fault point order.after_redis: holding"); i++)
         usleep(20 * 1000);
-    assert_true(th_log_contains(a, "fault point order.after_redis: sleeping"));
+    assert_true(th_log_contains(a, "fault point order.after_redis: holding"));
     for (int i = 0; i < 100 && (th_redis_int("EXISTS idem:{67}:slow-1") != 0 ||
                                 th_redis_int("EXISTS lock:order:{67}:%lld", (long long)s) != 0);
          i++)
@@ -519,7 +525,11 @@ static void test_slower_than_the_ttls(void **state)
      * defence (the token was spent by this very key) and creates the
      * order; the slow original then meets the unique index. */
     struct th_resp copy = th_order(b, 67, "slow-1", tok, s, 1);
+    FILE *f = fopen(release, "w");
+    assert_non_null(f);
+    fclose(f);
     pthread_join(t, NULL);
+    unlink(release);
     order_no_of(&copy, b_no);
     order_no_of(&c.resp, a_no);
     assert_string_equal(a_no, b_no);
@@ -590,18 +600,27 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     static struct held_ctx c;
     memset(&c, 0, sizeof c);
     /* One HTTP thread, two workers; the first order is held at the fault
-     * point for 6 s, far longer than the other clients need. */
-    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_IO_THREADS=1",
-                         "TICKETD_THREADS=2", "TICKETD_FAULT=order.after_redis:delay:6000:1", NULL};
+     * point until every other client has all its answers (the file below
+     * appears), so the check holds however fast or slow the machine. */
+    char release[128], release_env[160];
+    snprintf(release, sizeof release, "/tmp/ticketd-held-%d.release", (int)getpid());
+    unlink(release);
+    snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0",
+                         "TICKETD_IO_THREADS=1",
+                         "TICKETD_THREADS=2",
+                         "TICKETD_FAULT=order.after_redis:hold:300000:1",
+                         release_env,
+                         NULL};
     struct th_server *a = th_serve(0, env);
     c.s = a;
     c.session = th_session(a, 100, 100);
     pthread_t t;
     pthread_create(&t, NULL, held_order, &c);
     /* The held order is in its worker before the others start. */
-    for (int i = 0; i < 100 && !th_log_contains(a, "fault point order.after_redis: sleeping"); i++)
+    for (int i = 0; i < 100 && !th_log_contains(a, "fault point order.after_redis: holding"); i++)
         usleep(50 * 1000);
-    assert_true(th_log_contains(a, "fault point order.after_redis: sleeping"));
+    assert_true(th_log_contains(a, "fault point order.after_redis: holding"));
     th_parallel(OTHER_CLIENTS, other_client, &c);
     /* Every other connection got all its answers while the one request was
      * held: the held request blocked one worker, not its HTTP thread, nor
@@ -609,7 +628,11 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     assert_int_equal(atomic_load(&c.answered), OTHER_CLIENTS * 4);
     assert_int_equal(atomic_load(&c.answered_while_held), OTHER_CLIENTS * 4);
     assert_false(atomic_load(&c.held_done));
+    FILE *f = fopen(release, "w");
+    assert_non_null(f);
+    fclose(f);
     pthread_join(t, NULL);
+    unlink(release);
     assert_int_equal(th_orders_of(c.session), OTHER_CLIENTS + 1);
 }
 
