@@ -772,8 +772,18 @@ static int batch_results(struct db_conn *c, int last, bool open, const struct ba
         if (more > 0) {
             ++*at;
             /* 1213 at the COMMIT is a Galera certification conflict. */
-            return fail(c, mysql_errno(c->m), mysql_error(c->m),
-                        *at == last && !open ? "COMMIT" : "batch");
+            int frc = fail(c, mysql_errno(c->m), mysql_error(c->m),
+                           *at == last && !open ? "COMMIT" : "batch");
+            if (lost) {
+                /* Statements ran outside the transaction before this one
+                 * failed: some of them may be kept. Running the batch
+                 * again would meet its own rows (a new order answered as
+                 * a replay); what holds is for the database to say. */
+                log_error("mysql: a batch's transaction was rolled back by the server and "
+                          "its statements ran on alone until one failed; answering unavailable");
+                return TD_EUNAVAIL;
+            }
+            return frc;
         }
         if (more == 0)
             ++*at;
