@@ -693,6 +693,55 @@ for c in "${LEVELS[@]}"; do
     sql_row "sqlhot@${c}" "sqlbase, one hot session" "${sc}" --hot
 done
 
+# --- the flash sale ------------------------------------------------------------
+
+# One session of FLASH_SEATS seats, FLASH_USERS buyers with a token each,
+# every buyer's order sent FLASH_COPIES times, FLASH_CONC at once, on the
+# merged ticketd and on the TICKETD_MERGE=0 one. The audit is the
+# database's: exactly the seats sold, no buyer with more than one order.
+declare -A FLASH=()
+flash_row() {
+    local key=$1 url=$2 pid=$3 json=${WORK}/flash-$1.json rc=0 session sold users_over t0 t1 m0 m1 r0 r1
+    log "flash sale (${key}): ${FLASH_SEATS} seats, ${FLASH_USERS} buyers x ${FLASH_COPIES}, c${FLASH_CONC}"
+    t0=$(cpu_ticks "${pid}")
+    m0=$(cpu_ticks "${MYSQL_PID}")
+    r0=$(cpu_ticks "${REDIS_PID}")
+    TICKETD_JWT_SECRET=${JWT_SECRET} TICKETD_PAY_SECRET=${PAY_SECRET} \
+        timeout 300 "${LOAD}" flash-sale --target "${url}" --users "${FLASH_USERS}" \
+        --seats "${FLASH_SEATS}" --copies "${FLASH_COPIES}" --concurrency "${FLASH_CONC}" \
+        --requests 1000000 --duration 240 --settle 0 --no-audit --json "${json}" \
+        >"${WORK}/flash-${key}.out" 2>&1 || rc=$?
+    t1=$(cpu_ticks "${pid}")
+    m1=$(cpu_ticks "${MYSQL_PID}")
+    r1=$(cpu_ticks "${REDIS_PID}")
+    [[ -s "${json}" ]] || {
+        cat "${WORK}/flash-${key}.out" >&2
+        die "ticketd-load flash-sale wrote no figures (exit ${rc})"
+    }
+    session=$(jq -r '.figures["flash_sale.session"] // 0' "${json}")
+    read -r sold users_over < <(sql_query "SELECT COALESCE(SUM(n), 0), COALESCE(SUM(n > 1), 0) FROM (SELECT user_id, SUM(quantity) n FROM orders WHERE session_id = ${session} GROUP BY user_id) u")
+    FLASH[${key}]=$(jq -r --arg sold "${sold:-?}" --arg over "${users_over:-?}" --arg rc "${rc}" \
+        --arg td "$(us_per "$((t1 - t0))" "${FLASH_SEATS}")" --arg my "$(us_per "$((m1 - m0))" "${FLASH_SEATS}")" \
+        --arg rd "$(us_per "$((r1 - r0))" "${FLASH_SEATS}")" \
+        '.figures as $f | "\($f["flash_sale.requests"] // 0) requests: sold out after \(($f["flash_sale.sold_out_ms"] // 0) / 1000) s, \($f["flash_sale.orders_per_s"] // "-") orders/s until then, \($f["flash_sale.answers_per_s_after"] // "-") answers/s after, p99 \(.latency_ms_by_kind.orders.p99 * 100 | round / 100) ms; sold \($sold) of \($f["flash_sale.seats"]), users over one order \($over); CPU us per seat sold ticketd \($td), MariaDB \($my), Redis \($rd); ticketd-load exit \($rc)"' "${json}")
+    log "flash sale (${key}): ${FLASH[${key}]}"
+}
+
+# sql_query SQL: one row of MariaDB's answer, tab-separated.
+sql_query() {
+    local sock=()
+    [[ -n "${SQL_SOCKET}" ]] && sock=(--socket="${SQL_SOCKET}")
+    mariadb --no-defaults -h "${MYSQL_HOST}" -P "${MYSQL_PORT}" "${sock[@]}" -u "${MYSQL_USER}" \
+        -p"${MYSQL_PASSWORD}" -D "${MYSQL_DB}" --batch --skip-column-names -e "$1" 2>/dev/null | head -n 1
+}
+
+if command -v mariadb >/dev/null; then
+    flash_row merged "${URL}" "${PID}"
+    [[ -n "${OFF_URL}" ]] && flash_row merge0 "${OFF_URL}" "${OFF_PID}"
+else
+    log "flash sale skipped: no mariadb client for its audit"
+fi
+
 # --- refusal storms: what the order-key filter saves ------------------------
 
 # metric NAME: one sample of ticketd's /metrics (0 when absent).
@@ -850,6 +899,11 @@ for t in "${TARGETS[@]}"; do
     [[ "${verdict}" == missed ]] && missed=$((missed + 1))
 done
 printf '\ntargets: %d met, %d missed\n' "${met}" "${missed}"
+for k in merged merge0; do
+    [[ -n "${FLASH[${k}]:-}" ]] || continue
+    printf '\nflash sale (%s), %s seats, %s buyers x %s copies, c%s: %s\n' "${k}" "${FLASH_SEATS}" \
+        "${FLASH_USERS}" "${FLASH_COPIES}" "${FLASH_CONC}" "${FLASH[${k}]}"
+done
 if ((${#REFUSAL_LOOKUPS[@]} > 0)); then
     printf '\nrefusal storms, c%s: database look-ups per 1,000 refusals: filter trusted %s, untrusted (as without a filter) %s\n' \
         "${CONC}" "${REFUSAL_LOOKUPS[trusted]}" "${REFUSAL_LOOKUPS[untrusted]}"
