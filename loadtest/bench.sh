@@ -76,13 +76,22 @@ BENCH_REDIS_PORT=30379
 BENCH_MYSQL_PORT=30306
 BENCH_HTTP_PORT=30080
 
-# Targets of the speed issue.
-T_NEW_OVER_SQL=0.75
-T_HOT_OVER_SQL=0.75
-T_P99_OVER_SQL=2
-T_REPLAY_OVER_LIVEZ=0.8
+# Targets, as ratios within one run (merged orders: README, Speed).
+T_NEW_OVER_SQL=1.3
+T_HOT_OVER_SQL=2
+T_P99_OVER_SQL=1
+T_REPLAY_OVER_LIVEZ=0.85
 T_CPU_PER_ORDER_US=150
 T_RSS_MB=20
+T_MERGED_OVER_OFF=1.8
+T_CPU_OVER_SQL=0.6
+# The flash sale: one session of FLASH_SEATS seats, FLASH_USERS buyers,
+# each sending FLASH_COPIES copies of its one order (the same key, token
+# and body: an impatient buyer's clicks), FLASH_CONC at once.
+FLASH_SEATS=2000
+FLASH_USERS=4000
+FLASH_COPIES=5
+FLASH_CONC=256
 
 die() {
     printf 'bench: error: %s\n' "$*" >&2
@@ -175,6 +184,10 @@ DB_CONNS=$(conf TICKETD_DB_CONNS 8)
 SQL_SOCKET="" # --unix: the MariaDB socket sqlbase uses
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ticketd-bench.XXXXXX")
 STARTED_TICKETD=""
+STARTED_OFF=""
+OFF_URL=""
+OFF_PID=""
+REDIS_PID=""
 STARTED_SERVICES=0
 SAMPLER=""
 
@@ -184,15 +197,16 @@ cleanup() {
         kill "${SAMPLER}" 2>/dev/null || true
         wait "${SAMPLER}" 2>/dev/null || true
     fi
-    if [[ -n "${STARTED_TICKETD}" ]]; then
-        kill -TERM "${STARTED_TICKETD}" 2>/dev/null || true
+    for started in "${STARTED_TICKETD}" "${STARTED_OFF}"; do
+        [[ -n "${started}" ]] || continue
+        kill -TERM "${started}" 2>/dev/null || true
         for _ in $(seq 1 50); do
-            kill -0 "${STARTED_TICKETD}" 2>/dev/null || break
+            kill -0 "${started}" 2>/dev/null || break
             sleep 0.1
         done
-        kill -KILL "${STARTED_TICKETD}" 2>/dev/null || true
-        wait "${STARTED_TICKETD}" 2>/dev/null || true
-    fi
+        kill -KILL "${started}" 2>/dev/null || true
+        wait "${started}" 2>/dev/null || true
+    done
     if ((STARTED_SERVICES)); then
         private_services down "${BENCH_STATE}" >/dev/null 2>&1 || true
     fi
@@ -240,31 +254,53 @@ if ((START)); then
         SQL_SOCKET=${BENCH_STATE}/mysql/mysqld.sock
         SOCKET_ENV=(TICKETD_MYSQL_SOCKET="${SQL_SOCKET}")
     fi
-    env "${SOCKET_ENV[@]}" \
-        TICKETD_ENV=dev TICKETD_PORT="${BENCH_HTTP_PORT}" TICKETD_BIND=127.0.0.1 \
+    # start_ticketd PORT LOG [KEY=VALUE...]: one ticketd of the run, in
+    # the background (its pid in $!).
+    start_ticketd() {
+        local port=$1 logfile=$2
+        shift 2
+        env "${SOCKET_ENV[@]}" \
+        TICKETD_ENV=dev TICKETD_PORT="${port}" TICKETD_BIND=127.0.0.1 \
         TICKETD_REDIS_HOST="${REDIS_AT}" TICKETD_REDIS_PORT="${BENCH_REDIS_PORT}" \
         TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT="${BENCH_MYSQL_PORT}" \
         TICKETD_MYSQL_USER="${MYSQL_USER}" TICKETD_MYSQL_PASSWORD="${MYSQL_PASSWORD}" \
         TICKETD_MYSQL_DB="${MYSQL_DB}" TICKETD_ORDER_TOKEN_REQUIRED=0 \
         TICKETD_IO_THREADS="${IO_THREADS}" TICKETD_THREADS="${WORKER_THREADS}" \
         TICKETD_DB_CONNS="${DB_CONNS}" TICKETD_BLOOM_CHECK_MS=3600000 \
-        TICKETD_JWT_SECRET="${JWT_SECRET}" TICKETD_PAY_SECRET="${PAY_SECRET}" \
-        "${TICKETD}" serve --config "${CONFIG}" >"${BENCH_STATE}/ticketd.log" 2>&1 &
+        TICKETD_JWT_SECRET="${JWT_SECRET}" TICKETD_PAY_SECRET="${PAY_SECRET}" "$@" \
+        "${TICKETD}" serve --config "${CONFIG}" >"${logfile}" 2>&1 &
+    }
+    # wait_ready URL PID LOG
+    wait_ready() {
+        local ready=0
+        for _ in $(seq 1 150); do
+            if curl -fsS -o /dev/null --max-time 1 "$1/readyz" 2>/dev/null; then
+                ready=1
+                break
+            fi
+            kill -0 "$2" 2>/dev/null || {
+                tail -n 20 "$3" >&2
+                die "ticketd exited during start-up"
+            }
+            sleep 0.2
+        done
+        ((ready)) || die "ticketd not ready after 30 s (see $3)"
+    }
+    start_ticketd "${BENCH_HTTP_PORT}" "${BENCH_STATE}/ticketd.log"
     STARTED_TICKETD=$!
     PID=${STARTED_TICKETD}
-    ready=0
-    for _ in $(seq 1 150); do
-        if curl -fsS -o /dev/null --max-time 1 "${URL}/readyz" 2>/dev/null; then
-            ready=1
-            break
-        fi
-        kill -0 "${STARTED_TICKETD}" 2>/dev/null || {
-            tail -n 20 "${BENCH_STATE}/ticketd.log" >&2
-            die "ticketd exited during start-up"
-        }
-        sleep 0.2
-    done
-    ((ready)) || die "ticketd not ready after 30 s (see ${BENCH_STATE}/ticketd.log)"
+    wait_ready "${URL}" "${PID}" "${BENCH_STATE}/ticketd.log"
+    # The same build with merging off, idle but for its own rows: the
+    # "TICKETD_MERGE=0" rows of the same run.
+    OFF_URL=http://127.0.0.1:$((BENCH_HTTP_PORT + 1))
+    if curl -fsS -o /dev/null --max-time 1 "${OFF_URL}/livez" 2>/dev/null; then
+        die "something already serves ${OFF_URL}; stop it first"
+    fi
+    start_ticketd $((BENCH_HTTP_PORT + 1)) "${BENCH_STATE}/ticketd-merge0.log" TICKETD_MERGE=0
+    STARTED_OFF=$!
+    OFF_PID=${STARTED_OFF}
+    wait_ready "${OFF_URL}" "${OFF_PID}" "${BENCH_STATE}/ticketd-merge0.log"
+    [[ -s "${BENCH_STATE}/redis/redis.pid" ]] && REDIS_PID=$(tr -d ' \n' <"${BENCH_STATE}/redis/redis.pid")
 fi
 
 URL=${URL:-http://127.0.0.1:8080}
@@ -280,6 +316,8 @@ if [[ -z "${PID}" ]]; then
     fi
 fi
 [[ -n "${MYSQL_PID}" ]] || log "no MariaDB process known (pass --mysql-pid): its CPU not shown"
+ROW_PID=${PID}
+ROW_URL=${URL}
 
 # The port ticketd listens on, to count the connections it accepts.
 HTTP_PORT=$(sed -E -e 's|^[a-z]+://||' -e 's|/.*$||' <<<"${URL}")
@@ -320,8 +358,8 @@ cpu_ticks() {
 }
 
 rss_kb() {
-    [[ -n "${PID}" && -r "/proc/${PID}/status" ]] || return 0
-    awk '/^VmRSS:/ {print $2}' "/proc/${PID}/status" 2>/dev/null || true
+    [[ -n "${ROW_PID}" && -r "/proc/${ROW_PID}/status" ]] || return 0
+    awk '/^VmRSS:/ {print $2}' "/proc/${ROW_PID}/status" 2>/dev/null || true
 }
 
 # The client ends of the connections ticketd has open now, one a line.
@@ -341,9 +379,10 @@ sampler_start() {
         for _ in $(seq 1 $(((DURATION + 70) * 5))); do
             rss_kb >>"${WORK}/rss"
             peers >>"${WORK}/peers"
-            t=$(cpu_ticks "${PID}")
+            t=$(cpu_ticks "${ROW_PID}")
             m=$(cpu_ticks "${MYSQL_PID}")
-            printf '%s %s %s\n' "${EPOCHREALTIME}" "${t:--}" "${m:--}" >>"${WORK}/cpu"
+            r=$(cpu_ticks "${REDIS_PID}")
+            printf '%s %s %s %s\n' "${EPOCHREALTIME}" "${t:--}" "${m:--}" "${r:--}" >>"${WORK}/cpu"
             sleep 0.2
         done
     ) &
@@ -351,7 +390,7 @@ sampler_start() {
 }
 
 # window_cpu FROM TO FIELD: the CPU ticks of column FIELD (2 ticketd, 3
-# MariaDB) between the first and the last sample within [FROM, TO] (Unix
+# MariaDB, 4 Redis) between the first and the last sample within [FROM, TO] (Unix
 # seconds), and the seconds between them: "TICKS SECONDS"; nothing if the
 # samples span less than a second.
 window_cpu() {
@@ -390,16 +429,20 @@ sampler_stop() {
 
 # measure_begin / measure_end: CPU of ticketd and MariaDB over a row.
 measure_begin() {
-    CPU0_T=$(cpu_ticks "${PID}")
+    CPU0_T=$(cpu_ticks "${ROW_PID}")
     CPU0_M=$(cpu_ticks "${MYSQL_PID}")
+    CPU0_R=$(cpu_ticks "${REDIS_PID}")
 }
 
 measure_end() {
     local t m
-    t=$(cpu_ticks "${PID}")
+    t=$(cpu_ticks "${ROW_PID}")
     m=$(cpu_ticks "${MYSQL_PID}")
+    r=$(cpu_ticks "${REDIS_PID}")
     CPU_T=""
     CPU_M=""
+    CPU_R=""
+    [[ -n "${CPU0_R}" && -n "${r}" ]] && CPU_R=$((r - CPU0_R))
     [[ -n "${CPU0_T}" && -n "${t}" ]] && CPU_T=$((t - CPU0_T))
     [[ -n "${CPU0_M}" && -n "${m}" ]] && CPU_M=$((m - CPU0_M))
 }
@@ -450,18 +493,21 @@ to_ms() {
 }
 
 ROWS=()
-declare -A RPS P99 CPU_TD
+declare -A RPS P99 CPU_TD CPU_MY CPU_LD CPU_RD
 : >"${WORK}/rows.jsonl"
 
 num() { if [[ "$1" =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; then printf '%s' "$1"; else printf 'null'; fi; }
 
 # row KEY NAME TOOL CONNS RPS P50 P99 REQUESTS TICKETD_US MARIADB_US LOAD_US
-#     RSS_MAX RSS_AFTER PEERS NOTE
+#     RSS_MAX RSS_AFTER PEERS NOTE REDIS_US
 row() {
-    ROWS+=("$2|$3|$4|$5|$6|$7|$9|${10}|${11}|${12}|${13}|${14}|${15}")
+    ROWS+=("$2|$3|$4|$5|$6|$7|$9|${10}|${11}|${12}|${13}|${14}|${15}|${16:-}")
     RPS[$1]=$5
     P99[$1]=$7
     CPU_TD[$1]=$9
+    CPU_MY[$1]=${10}
+    CPU_LD[$1]=${11}
+    CPU_RD[$1]=${16:-}
     jq -n -c --arg row "$2" --arg tool "$3" --arg note "${15}" \
         --argjson connections "$(num "$4")" --argjson rps "$(num "$5")" \
         --argjson p50 "$(num "$6")" --argjson p99 "$(num "$7")" --argjson requests "$(num "$8")" \
@@ -495,21 +541,24 @@ wrk_row() {
     grep -q "Socket errors" <<<"${out}" && note="${note:+${note}; }$(grep 'Socket errors' <<<"${out}" | sed 's/^ *//')"
     row "${key}" "${name}" wrk "${c}" "${rps:-0}" "${p50}" "${p99}" "${n}" \
         "$(us_per "${CPU_T}" "${n}")" "$(us_per "${CPU_M}" "${n}")" \
-        "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}"
+        "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}" \
+        "$(us_per "${CPU_R}" "${n}")"
 }
 
 # load_row KEY NAME CONNS SCENARIO ARGS...
 load_row() {
-    local key=$1 name=$2 c=$3 scenario=$4 json=${WORK}/$4-$3.json rc=0 note n from to rate td my
-    local tok=(--no-token)
+    local key=$1 name=$2 c=$3 scenario=$4 json=${WORK}/$4-$3.json rc=0 note n from to rate td my rd
+    local tok=(--no-token) b0 o0 b1 o1
     shift 4
     rm -f "${WORK}/load-cpu.times"
     ((TOKENS)) && tok=()
     log "row: ${name}, c${c}"
+    b0=$(metric_of "${ROW_URL}" ticketd_order_batches_total)
+    o0=$(metric_of "${ROW_URL}" ticketd_order_batch_orders_total)
     measure_begin
     sampler_start
     TICKETD_JWT_SECRET=${JWT_SECRET} TICKETD_PAY_SECRET=${PAY_SECRET} \
-        timed "${WORK}/load-cpu" timeout $((DURATION + 60)) "${LOAD}" "${scenario}" --target "${URL}" \
+        timed "${WORK}/load-cpu" timeout $((DURATION + 60)) "${LOAD}" "${scenario}" --target "${ROW_URL}" \
         "${tok[@]}" --duration "${DURATION}" --requests 5000000 --concurrency "${c}" --settle 0 \
         --no-audit --json "${json}" "$@" >"${WORK}/${scenario}.out" 2>&1 || rc=$?
     measure_end
@@ -524,6 +573,15 @@ load_row() {
     note="$(jq -r '"\(.orders_created) created" + ([.answers[] | select(.kind == "orders" and .status != 201)
         | "\(.status) \(.code) x\(.count)"] | if length > 0 then "; " + (.[:3] | join(", ")) else "" end)' "${json}")"
     ((rc == 0)) || note="${note}; ticketd-load exit ${rc}"
+    # The mean merged batch: orders per order transaction over the row.
+    b1=$(metric_of "${ROW_URL}" ticketd_order_batches_total)
+    o1=$(metric_of "${ROW_URL}" ticketd_order_batch_orders_total)
+    if ((b1 > b0)); then
+        BATCH[${key}]=$(awk -v b=$((b1 - b0)) -v o=$((o1 - o0)) 'BEGIN { printf "%.1f", o / b }')
+        note="${note}; batch ${BATCH[${key}]}"
+    else
+        note="${note}; one order per transaction"
+    fi
     # ticketd-load creates its sessions before the load and reads them
     # after it: ticketd's and MariaDB's CPU per request is taken over the
     # load alone, from the samples within it, at the load's rate of
@@ -534,16 +592,19 @@ load_row() {
         (.requests.total - .transport_errors) / (if .elapsed_s > 0 then .elapsed_s else 1 end))"' "${json}")
     td=$(window_us "${from}" "${to}" 2 "${rate}")
     my=$(window_us "${from}" "${to}" 3 "${rate}")
+    rd=$(window_us "${from}" "${to}" 4 "${rate}")
     if [[ -z "${td}" || -z "${my}" ]]; then
         n=$(jq -r '.requests.total + .requests.control - .transport_errors' "${json}")
         td=$(us_per "${CPU_T}" "${n}")
         my=$(us_per "${CPU_M}" "${n}")
+        rd=$(us_per "${CPU_R}" "${n}")
         note="${note}; CPU over the whole run"
     fi
     row "${key}" "${name}" ticketd-load "${c}" "$(jq -r '(.orders_created / .elapsed_s) | floor' "${json}")" \
         "$(jq -r '.latency_ms_by_kind.orders.p50 * 100 | round / 100' "${json}")" \
         "$(jq -r '.latency_ms_by_kind.orders.p99 * 100 | round / 100' "${json}")" "${n}" "${td}" "${my}" \
-        "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}"
+        "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}" \
+        "${rd}"
 }
 
 # sql_row KEY NAME CONNS SQLBASE-ARGS...
@@ -597,17 +658,89 @@ for c in "${LEVELS[@]}"; do
     wrk_row "replay@${c}" "replay of one completed key" "${c}" -s "${HERE}/wrk/replay.lua" "${URL}/api/v1/orders"
 done
 
+# metric_of URL NAME: one sample of a ticketd's /metrics (0 when absent).
+metric_of() {
+    curl -fsS --max-time 5 "$1/metrics" 2>/dev/null | awk -v n="$2" '$1 == n { v = $2 } END { print v + 0 }'
+}
+
+declare -A BATCH=()
 for c in "${LEVELS[@]}"; do
     load_row "new@${c}" "new orders, ${SESSIONS} sessions" "${c}" new-orders --sessions "${SESSIONS}"
 done
-load_row "hot@${CONC}" "new orders, one hot session" "${CONC}" hot-session
+for c in "${LEVELS[@]}"; do
+    load_row "hot@${c}" "new orders, one hot session" "${c}" hot-session
+done
+# The same rows on the same build with TICKETD_MERGE=0 (--start only).
+if [[ -n "${OFF_URL}" ]]; then
+    ROW_URL=${OFF_URL} ROW_PID=${OFF_PID}
+    for c in "${LEVELS[@]}"; do
+        load_row "newoff@${c}" "new, ${SESSIONS} sess, MERGE=0" "${c}" new-orders --sessions "${SESSIONS}"
+    done
+    for c in "${LEVELS[@]}"; do
+        load_row "hotoff@${c}" "new, hot, MERGE=0" "${c}" hot-session
+    done
+    ROW_URL=${URL} ROW_PID=${PID}
+fi
 
 for c in "${LEVELS[@]}"; do
     sc=${c}
     [[ "${c}" == "${CONC}" ]] && sc=${CONNS}
     sql_row "sql@${c}" "sqlbase, ${SESSIONS} sessions" "${sc}" --sessions "${SESSIONS}"
 done
-sql_row "sqlhot@${CONC}" "sqlbase, one hot session" "${CONNS}" --hot
+for c in "${LEVELS[@]}"; do
+    sc=${c}
+    [[ "${c}" == "${CONC}" ]] && sc=${CONNS}
+    sql_row "sqlhot@${c}" "sqlbase, one hot session" "${sc}" --hot
+done
+
+# --- the flash sale ------------------------------------------------------------
+
+# One session of FLASH_SEATS seats, FLASH_USERS buyers with a token each,
+# every buyer's order sent FLASH_COPIES times, FLASH_CONC at once, on the
+# merged ticketd and on the TICKETD_MERGE=0 one. The audit is the
+# database's: exactly the seats sold, no buyer with more than one order.
+declare -A FLASH=()
+flash_row() {
+    local key=$1 url=$2 pid=$3 json=${WORK}/flash-$1.json rc=0 session sold users_over t0 t1 m0 m1 r0 r1
+    log "flash sale (${key}): ${FLASH_SEATS} seats, ${FLASH_USERS} buyers x ${FLASH_COPIES}, c${FLASH_CONC}"
+    t0=$(cpu_ticks "${pid}")
+    m0=$(cpu_ticks "${MYSQL_PID}")
+    r0=$(cpu_ticks "${REDIS_PID}")
+    TICKETD_JWT_SECRET=${JWT_SECRET} TICKETD_PAY_SECRET=${PAY_SECRET} \
+        timeout 300 "${LOAD}" flash-sale --target "${url}" --users "${FLASH_USERS}" \
+        --seats "${FLASH_SEATS}" --copies "${FLASH_COPIES}" --concurrency "${FLASH_CONC}" \
+        --requests 1000000 --duration 240 --settle 0 --no-audit --json "${json}" \
+        >"${WORK}/flash-${key}.out" 2>&1 || rc=$?
+    t1=$(cpu_ticks "${pid}")
+    m1=$(cpu_ticks "${MYSQL_PID}")
+    r1=$(cpu_ticks "${REDIS_PID}")
+    [[ -s "${json}" ]] || {
+        cat "${WORK}/flash-${key}.out" >&2
+        die "ticketd-load flash-sale wrote no figures (exit ${rc})"
+    }
+    session=$(jq -r '.figures["flash_sale.session"] // 0' "${json}")
+    read -r sold users_over < <(sql_query "SELECT COALESCE(SUM(n), 0), COALESCE(SUM(n > 1), 0) FROM (SELECT user_id, SUM(quantity) n FROM orders WHERE session_id = ${session} GROUP BY user_id) u")
+    FLASH[${key}]=$(jq -r --arg sold "${sold:-?}" --arg over "${users_over:-?}" --arg rc "${rc}" \
+        --arg td "$(us_per "$((t1 - t0))" "${FLASH_SEATS}")" --arg my "$(us_per "$((m1 - m0))" "${FLASH_SEATS}")" \
+        --arg rd "$(us_per "$((r1 - r0))" "${FLASH_SEATS}")" \
+        '.figures as $f | "\($f["flash_sale.requests"] // 0) requests: sold out after \(($f["flash_sale.sold_out_ms"] // 0) / 1000) s, \($f["flash_sale.orders_per_s"] // "-") orders/s until then, \($f["flash_sale.answers_per_s_after"] // "-") answers/s after, p99 \(.latency_ms_by_kind.orders.p99 * 100 | round / 100) ms; sold \($sold) of \($f["flash_sale.seats"]), users over one order \($over); CPU us per seat sold ticketd \($td), MariaDB \($my), Redis \($rd); ticketd-load exit \($rc)"' "${json}")
+    log "flash sale (${key}): ${FLASH[${key}]}"
+}
+
+# sql_query SQL: one row of MariaDB's answer, tab-separated.
+sql_query() {
+    local sock=()
+    [[ -n "${SQL_SOCKET}" ]] && sock=(--socket="${SQL_SOCKET}")
+    mariadb --no-defaults -h "${MYSQL_HOST}" -P "${MYSQL_PORT}" "${sock[@]}" -u "${MYSQL_USER}" \
+        -p"${MYSQL_PASSWORD}" -D "${MYSQL_DB}" --batch --skip-column-names -e "$1" 2>/dev/null | head -n 1
+}
+
+if command -v mariadb >/dev/null; then
+    flash_row merged "${URL}" "${PID}"
+    [[ -n "${OFF_URL}" ]] && flash_row merge0 "${OFF_URL}" "${OFF_PID}"
+else
+    log "flash sale skipped: no mariadb client for its audit"
+fi
 
 # --- refusal storms: what the order-key filter saves ------------------------
 
@@ -678,16 +811,16 @@ fi
 printf 'CPU: us per request answered, utime+stime of ticketd (pid %s), MariaDB (pid %s) and the load tool\n' \
     "$(dash "${PID}")" "$(dash "${MYSQL_PID}")"
 printf 'RSS: ticketd VmRSS max during the row / 1 s after; conns: client connections ticketd had open (ss, every 0.2 s)\n'
-printf '\n%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %11s %5s  %s\n' "row" "tool" "conns" "req/s" "p50 ms" \
-    "p99 ms" "ticketd" "mariadb" "load" "RSS MB" "seen" "note"
-printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %11s %5s\n' "" "" "" "" "" "" "us/req" "us/req" "us/req" \
-    "max/after" "conns"
+printf '\n%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %11s %5s  %s\n' "row" "tool" "conns" "req/s" "p50 ms" \
+    "p99 ms" "ticketd" "mariadb" "redis" "load" "RSS MB" "seen" "note"
+printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %11s %5s\n' "" "" "" "" "" "" "us/req" "us/req" "us/req" \
+    "us/req" "max/after" "conns"
 for r in "${ROWS[@]}"; do
-    IFS='|' read -r name tool c rps p50 p99 td my ld rmax rafter peers note <<<"${r}"
+    IFS='|' read -r name tool c rps p50 p99 td my ld rmax rafter peers note rd <<<"${r}"
     rss="-"
     [[ -n "${rmax}${rafter}" ]] && rss="$(mb "${rmax}")/$(mb "${rafter}")"
-    printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %11s %5s  %s\n' "${name}" "${tool}" "${c}" "${rps}" \
-        "${p50}" "${p99}" "$(dash "${td}")" "$(dash "${my}")" "$(dash "${ld}")" "${rss}" \
+    printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %11s %5s  %s\n' "${name}" "${tool}" "${c}" "${rps}" \
+        "${p50}" "${p99}" "$(dash "${td}")" "$(dash "${my}")" "$(dash "${rd}")" "$(dash "${ld}")" "${rss}" \
         "$(dash "${peers}")" "${note}"
 done
 
@@ -707,21 +840,47 @@ for c in "${LEVELS[@]}"; do
     target "new orders / sqlbase, ${SESSIONS} sessions, c${c}" \
         "$(ratio "${RPS["new@${c}"]}" "${RPS["sql@${c}"]}")" ">=" "${T_NEW_OVER_SQL}"
 done
-target "new orders / sqlbase, hot session, c${CONC}" \
-    "$(ratio "${RPS["hot@${CONC}"]}" "${RPS["sqlhot@${CONC}"]}")" ">=" "${T_HOT_OVER_SQL}"
+for c in "${LEVELS[@]}"; do
+    target "new orders / sqlbase, hot session, c${c}" \
+        "$(ratio "${RPS["hot@${c}"]}" "${RPS["sqlhot@${c}"]}")" ">=" "${T_HOT_OVER_SQL}"
+done
+# Merged against one order per transaction, the same build in the same run.
+for c in "${LEVELS[@]}"; do
+    target "merged / MERGE=0, ${SESSIONS} sessions, c${c}" \
+        "$(ratio "${RPS["new@${c}"]}" "${RPS["newoff@${c}"]:-}")" ">=" "${T_MERGED_OVER_OFF}"
+    target "merged / MERGE=0, hot session, c${c}" \
+        "$(ratio "${RPS["hot@${c}"]}" "${RPS["hotoff@${c}"]:-}")" ">=" "${T_MERGED_OVER_OFF}"
+done
+# The machine's CPU per order: (ticketd + MariaDB + Redis) against
+# (sqlbase + MariaDB) for the same order transaction.
+cpu_ratio() {
+    awk -v t="${CPU_TD[$1]:-}" -v m="${CPU_MY[$1]:-}" -v r="${CPU_RD[$1]:-}" \
+        -v l="${CPU_LD[$2]:-}" -v n="${CPU_MY[$2]:-}" 'BEGIN {
+        if (t == "" || m == "" || l == "" || n == "" || l + n <= 0) { printf "n/a"; exit }
+        printf "%.2f", (t + m + r) / (l + n)
+    }'
+}
+for c in "${LEVELS[@]}"; do
+    target "CPU/order (td+db+redis)/(sqlbase+db), ${SESSIONS} s, c${c}" "$(cpu_ratio "new@${c}" "sql@${c}")" \
+        "<=" "${T_CPU_OVER_SQL}"
+    target "CPU/order (td+db+redis)/(sqlbase+db), hot, c${c}" "$(cpu_ratio "hot@${c}" "sqlhot@${c}")" \
+        "<=" "${T_CPU_OVER_SQL}"
+done
 for c in "${LEVELS[@]}"; do
     target "new orders p99 / sqlbase p99, ${SESSIONS} sessions, c${c}" \
         "$(ratio "${P99["new@${c}"]}" "${P99["sql@${c}"]}")" "<=" "${T_P99_OVER_SQL}"
 done
-target "new orders p99 / sqlbase p99, hot session, c${CONC}" \
-    "$(ratio "${P99["hot@${CONC}"]}" "${P99["sqlhot@${CONC}"]}")" "<=" "${T_P99_OVER_SQL}"
+for c in "${LEVELS[@]}"; do
+    target "new orders p99 / sqlbase p99, hot session, c${c}" \
+        "$(ratio "${P99["hot@${c}"]}" "${P99["sqlhot@${c}"]}")" "<=" "${T_P99_OVER_SQL}"
+done
 for c in "${LEVELS[@]}"; do
     # The issue asks for c16 and c256: the first and the last count.
     [[ "${c}" == "${CONC}" || "${c}" == "${TOP}" ]] || continue
     target "replay / livez, c${c}" "$(ratio "${RPS["replay@${c}"]}" "${RPS["livez@${c}"]}")" ">=" \
         "${T_REPLAY_OVER_LIVEZ}"
 done
-for k in "${LEVELS[@]/#/new@}" "hot@${CONC}"; do
+for k in "${LEVELS[@]/#/new@}" "${LEVELS[@]/#/hot@}"; do
     what="${SESSIONS} sessions"
     [[ "${k}" == hot@* ]] && what="hot session"
     target "ticketd CPU us per new order, ${what}, c${k#*@}" "${CPU_TD[${k}]}" "<=" "${T_CPU_PER_ORDER_US}"
@@ -740,6 +899,11 @@ for t in "${TARGETS[@]}"; do
     [[ "${verdict}" == missed ]] && missed=$((missed + 1))
 done
 printf '\ntargets: %d met, %d missed\n' "${met}" "${missed}"
+for k in merged merge0; do
+    [[ -n "${FLASH[${k}]:-}" ]] || continue
+    printf '\nflash sale (%s), %s seats, %s buyers x %s copies, c%s: %s\n' "${k}" "${FLASH_SEATS}" \
+        "${FLASH_USERS}" "${FLASH_COPIES}" "${FLASH_CONC}" "${FLASH[${k}]}"
+done
 if ((${#REFUSAL_LOOKUPS[@]} > 0)); then
     printf '\nrefusal storms, c%s: database look-ups per 1,000 refusals: filter trusted %s, untrusted (as without a filter) %s\n' \
         "${CONC}" "${REFUSAL_LOOKUPS[trusted]}" "${REFUSAL_LOOKUPS[untrusted]}"

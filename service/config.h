@@ -45,6 +45,8 @@ struct config {
     char *mysql_socket;
     int mysql_timeout_s;
     int tx_retries;
+    bool merge;    /* new orders that arrive together share one transaction */
+    int merge_max; /* the most orders one such transaction carries */
 
     char *jwt_secret;
     char *pay_secret;

@@ -734,34 +734,17 @@ static size_t inline_args(struct db_conn *c, const char *sql, const struct db_ar
     return used == nargs ? n : 0;
 }
 
-/* Copies a batch's row into cols, by db_rows' rules: the column count must
- * match and every value must fit its buffer (else TD_EINTERNAL, logged). */
-static int batch_row(MYSQL_RES *res, MYSQL_ROW row, const struct db_col *cols, int ncols)
-{
-    unsigned long *len = mysql_fetch_lengths(res);
-    if ((int)mysql_num_fields(res) != ncols) {
-        log_error("mysql: a batch's row has %u columns, expected %d", mysql_num_fields(res), ncols);
-        return TD_EINTERNAL;
-    }
-    for (int i = 0; i < ncols; i++) {
-        if (cols[i].type == DB_INT) {
-            *(int64_t *)cols[i].dst = row[i] != NULL ? strtoll(row[i], NULL, 10) : 0;
-            continue;
-        }
-        size_t n = row[i] != NULL ? len[i] : 0;
-        if (n >= cols[i].cap) {
-            log_error("mysql: a value of a batch's row does not fit its buffer");
-            return TD_EINTERNAL;
-        }
-        memcpy(cols[i].dst, row[i] != NULL ? row[i] : "", n);
-        ((char *)cols[i].dst)[n] = '\0';
-    }
-    return TD_OK;
-}
+/* How a batch's rows are read: each(ctx, at, row) for every row of every
+ * statement (at counts statements from 0). */
+struct batch_reader {
+    db_batch_row_fn each;
+    void *ctx;
+};
 
-/* Reads the results of a batch in order. *at is the statement being read. */
-static int batch_results(struct db_conn *c, int last, int row_at, const struct db_col *cols,
-                         int ncols, bool *got_row, int *at)
+/* Reads the results of a batch in order. *at is the statement being read;
+ * last is the index of the final statement, the COMMIT unless open. */
+static int batch_results(struct db_conn *c, int last, bool open, const struct batch_reader *rd,
+                         int *at)
 {
     int more;
     int rc = TD_OK;
@@ -770,10 +753,12 @@ static int batch_results(struct db_conn *c, int last, int row_at, const struct d
     do {
         MYSQL_RES *res = mysql_store_result(c->m);
         if (res != NULL) {
-            MYSQL_ROW row = mysql_fetch_row(res);
-            if (*at == row_at && row != NULL && rc == TD_OK) {
-                rc = batch_row(res, row, cols, ncols);
-                *got_row = rc == TD_OK;
+            struct db_batch_row br = {.nfields = (int)mysql_num_fields(res)};
+            MYSQL_ROW row;
+            while (rc == TD_OK && (row = mysql_fetch_row(res)) != NULL) {
+                br.vals = (const char *const *)row;
+                br.lens = mysql_fetch_lengths(res);
+                rc = rd->each(rd->ctx, *at, &br);
             }
             mysql_free_result(res);
         } else if (mysql_field_count(c->m) != 0) {
@@ -781,13 +766,24 @@ static int batch_results(struct db_conn *c, int last, int row_at, const struct d
         }
         /* Every statement between START TRANSACTION and COMMIT must end
          * inside the transaction (see lost_by_server). */
-        if (*at > 0 && *at < last && !server_in_tx(c))
+        if (*at > 0 && (*at < last || open) && !server_in_tx(c))
             lost = true;
         more = mysql_next_result(c->m);
         if (more > 0) {
             ++*at;
             /* 1213 at the COMMIT is a Galera certification conflict. */
-            return fail(c, mysql_errno(c->m), mysql_error(c->m), *at == last ? "COMMIT" : "batch");
+            int frc = fail(c, mysql_errno(c->m), mysql_error(c->m),
+                           *at == last && !open ? "COMMIT" : "batch");
+            if (lost) {
+                /* Statements ran outside the transaction before this one
+                 * failed: some of them may be kept. Running the batch
+                 * again would meet its own rows (a new order answered as
+                 * a replay); what holds is for the database to say. */
+                log_error("mysql: a batch's transaction was rolled back by the server and "
+                          "its statements ran on alone until one failed; answering unavailable");
+                return TD_EUNAVAIL;
+            }
+            return frc;
         }
         if (more == 0)
             ++*at;
@@ -805,10 +801,9 @@ static int batch_results(struct db_conn *c, int last, int row_at, const struct d
     return TD_OK;
 }
 
-static int batch_once(struct db_conn *c, const char *text, size_t len, int last, int row_at,
-                      const struct db_col *cols, int ncols, bool *got_row, int *at)
+static int batch_once(struct db_conn *c, const char *text, size_t len, int last, bool open,
+                      const struct batch_reader *rd, int *at)
 {
-    *got_row = false;
     *at = 0;
     if (c->m == NULL)
         return TD_EUNAVAIL;
@@ -820,15 +815,74 @@ static int batch_once(struct db_conn *c, const char *text, size_t len, int last,
     if (mysql_real_query(c->m, text, len) != 0)
         return fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
     c->in_tx = true;
-    return batch_results(c, last, row_at, cols, ncols, got_row, at);
+    return batch_results(c, last, open, rd, at);
+}
+
+/* The batch itself, its text already built: run, redialled once when the
+ * link was stale, rolled back on error. */
+static int batch_run(struct db_conn *c, const char *sql, const char *text, size_t len, bool open,
+                     const struct batch_reader *rd)
+{
+    int at;
+    int last = 0; /* the index of the final statement: statements are split by ';' */
+    for (const char *p = sql; *p != '\0'; p++)
+        last += *p == ';';
+    bool was_fresh = c->fresh;
+    int rc = batch_once(c, text, len, last, open, rd, &at);
+    /* A stale link fails at the first statement, before anything ran. If
+     * the batch did commit and only its answer was lost, running it again
+     * meets the unique index, which the caller reads as "already done". */
+    if (at == 0 && redial_stale(c, rc, was_fresh))
+        rc = batch_once(c, text, len, last, open, rd, &at);
+    c->fresh = false;
+    if (rc != TD_OK) {
+        db_rollback(c); /* the statement that failed left the transaction open */
+        return rc;
+    }
+    c->in_tx = open; /* the batch ended with its COMMIT, unless left open */
+    return TD_OK;
+}
+
+/* db_batch's reader: the first row of statement row_at into cols. */
+struct first_row {
+    int row_at;
+    const struct db_col *cols;
+    int ncols;
+    bool got;
+};
+
+static int first_row_each(void *ctx, int at, const struct db_batch_row *row)
+{
+    struct first_row *f = ctx;
+    if (at != f->row_at || f->got)
+        return TD_OK;
+    /* By db_rows' rules: the column count must match and every value
+     * must fit its buffer (else TD_EINTERNAL, logged). */
+    if (row->nfields != f->ncols) {
+        log_error("mysql: a batch's row has %d columns, expected %d", row->nfields, f->ncols);
+        return TD_EINTERNAL;
+    }
+    for (int i = 0; i < f->ncols && i < row->nfields; i++) {
+        if (f->cols[i].type == DB_INT) {
+            *(int64_t *)f->cols[i].dst = row->vals[i] != NULL ? strtoll(row->vals[i], NULL, 10) : 0;
+            continue;
+        }
+        size_t n = row->vals[i] != NULL ? row->lens[i] : 0;
+        if (n >= f->cols[i].cap) {
+            log_error("mysql: a value of a batch's row does not fit its buffer");
+            return TD_EINTERNAL;
+        }
+        memcpy(f->cols[i].dst, row->vals[i] != NULL ? row->vals[i] : "", n);
+        ((char *)f->cols[i].dst)[n] = '\0';
+    }
+    f->got = true;
+    return TD_OK;
 }
 
 int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs, int row_at,
              const struct db_col *cols, int ncols)
 {
     char text[DB_BATCH_MAX];
-    bool got_row;
-    int at;
     if (c->m == NULL)
         return TD_EUNAVAIL;
     size_t len = inline_args(c, sql, args, nargs, text, sizeof text);
@@ -836,23 +890,34 @@ int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int 
         log_error("mysql: a batch does not fit %d bytes or its arguments", DB_BATCH_MAX);
         return TD_EINTERNAL;
     }
-    int last = 0; /* the index of the final COMMIT: statements are split by ';' */
-    for (const char *p = sql; *p != '\0'; p++)
-        last += *p == ';';
-    bool was_fresh = c->fresh;
-    int rc = batch_once(c, text, len, last, row_at, cols, ncols, &got_row, &at);
-    /* A stale link fails at the first statement, before anything ran. If
-     * the batch did commit and only its answer was lost, running it again
-     * meets the unique index, which the caller reads as "already done". */
-    if (at == 0 && redial_stale(c, rc, was_fresh))
-        rc = batch_once(c, text, len, last, row_at, cols, ncols, &got_row, &at);
-    c->fresh = false;
-    if (rc != TD_OK) {
-        db_rollback(c); /* the statement that failed left the transaction open */
+    struct first_row f = {row_at, cols, ncols, false};
+    struct batch_reader rd = {first_row_each, &f};
+    int rc = batch_run(c, sql, text, len, false, &rd);
+    if (rc != TD_OK)
         return rc;
+    return f.got ? TD_OK : TD_ENOTFOUND;
+}
+
+int db_batch_each(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+                  bool open, db_batch_row_fn each, void *ctx)
+{
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    /* Every argument at its escaped worst case, and the text around them. */
+    size_t cap = strlen(sql) + 1;
+    for (int i = 0; i < nargs; i++)
+        cap += args[i].type == DB_STR ? 2 * args[i].len + 3 : 24;
+    char *text = xmalloc(cap);
+    size_t len = inline_args(c, sql, args, nargs, text, cap);
+    int rc = TD_EINTERNAL;
+    if (len == 0) {
+        log_error("mysql: a batch's arguments do not match its placeholders");
+    } else {
+        struct batch_reader rd = {each, ctx};
+        rc = batch_run(c, sql, text, len, open, &rd);
     }
-    c->in_tx = false; /* the batch ended with its COMMIT */
-    return got_row ? TD_OK : TD_ENOTFOUND;
+    free(text);
+    return rc;
 }
 
 int db_read(const char *sql, const struct db_arg *args, int nargs, const struct db_col *cols,

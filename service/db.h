@@ -134,4 +134,22 @@ int db_read_row(const char *sql, const struct db_arg *args, int nargs, const str
 int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs, int row_at,
              const struct db_col *cols, int ncols);
 
+/* A row of a batch's result: nfields values as text (NULL for SQL NULL)
+ * and their lengths, valid only during the call. */
+struct db_batch_row {
+    const char *const *vals;
+    const unsigned long *lens;
+    int nfields;
+};
+typedef int (*db_batch_row_fn)(void *ctx, int at, const struct db_batch_row *row);
+
+/* db_batch for a text built at run time (any length): every row of every
+ * statement is handed to each(ctx, at, row), at counting statements from
+ * 0; a non-zero return stops reading rows (the rest are drained) and is
+ * returned after the transaction was rolled back. With open, the text ends
+ * before its COMMIT and the transaction is left open on success for
+ * db_tx_end (the test build's crash between a batch and its COMMIT). */
+int db_batch_each(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+                  bool open, db_batch_row_fn each, void *ctx);
+
 #endif

@@ -133,6 +133,16 @@ void faults_announce(void)
     pthread_once(&once, load);
 }
 
+bool faults_armed(const char *name)
+{
+    pthread_once(&once, load);
+    for (int i = 0; i < nfaults; i++) {
+        if (strcmp(name, faults[i].name) == 0 && atomic_load(&faults[i].remaining) != 0)
+            return true;
+    }
+    return false;
+}
+
 bool faults_hit(const char *name)
 {
     pthread_once(&once, load);

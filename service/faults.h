@@ -36,6 +36,11 @@
  *                           ticket, complete, expire), not yet written
  *   order.after_commit      the order is committed, its answer not yet stored
  *                           in Redis nor sent
+ *   merge.wait_full         (fail) a merged batch's leader waits until the batch
+ *                           holds TICKETD_MERGE_MAX orders, so that the
+ *                           orders a test sends together share one batch
+ *   merge.killed_mid_batch  a merged batch's statements ran, its COMMIT not
+ *                           sent: the process dies holding the transaction
  *   redis.token_stall       the token script ran in Redis but its reply is
  *                           treated as a timeout (fail), as when Redis
  *                           stalls after executing a command
@@ -59,9 +64,14 @@ bool faults_hit(const char *name);
 
 #define FAULT_POINT(name) faults_hit(name)
 
+/* Whether name is armed, without taking a hit: for a point that needs the
+ * step before it done differently (merge.killed_mid_batch). */
+bool faults_armed(const char *name);
+
 #else
 
-#define FAULT_POINT(name) false
+#define FAULT_POINT(name)  false
+#define faults_armed(name) false
 
 #endif
 

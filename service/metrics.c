@@ -145,6 +145,14 @@ static const struct metric_def defs[M_COUNT] = {
     [M_REDIS_LOST_RECORDS] = {"ticketd_redis_lost_records_total", "", "counter",
                               "Beats that found this instance's liveness key gone within its "
                               "TTL: Redis lost records."},
+    [M_ORDER_BATCHES] = {"ticketd_order_batches_total", "", "counter",
+                         "Database transactions that placed new orders together (a lone "
+                         "order is a batch of one)."},
+    [M_ORDER_BATCH_ORDERS] = {"ticketd_order_batch_orders_total", "", "counter",
+                              "New orders those transactions carried: divided by the batches, "
+                              "the mean batch size."},
+    [M_ORDER_BATCH_QUEUED] = {"ticketd_order_batch_queued", "", "gauge",
+                              "New orders waiting for the next merged transaction."},
 };
 
 static _Atomic int64_t values[M_COUNT];

@@ -73,6 +73,10 @@ enum metric {
     M_BLOOM_BUILDS,
     M_BLOOM_MISSES_SEEN,
     M_REDIS_LOST_RECORDS,
+    /* Merged new orders (store_merge.h): the mean batch is their ratio. */
+    M_ORDER_BATCHES,
+    M_ORDER_BATCH_ORDERS,
+    M_ORDER_BATCH_QUEUED, /* gauge */
     M_COUNT
 };
 

@@ -55,7 +55,8 @@ struct order_draft {
     bool filter_missed;
 };
 
-/* One transaction, in one database round trip: insert the order priced
+/* One transaction, in one database round trip (shared with the other new
+ * orders due at the same moment, store_merge.h): insert the order priced
  * from its session (unique index first: a duplicate takes no stock row
  * lock), its history row, the token it spent (when token_key is set), the
  * stock compare-and-set, commit. Returns TD_OK with the new order in *out;

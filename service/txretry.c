@@ -13,6 +13,11 @@ void txretry_note(enum txretry_cause cause)
     last_cause = cause;
 }
 
+enum txretry_cause txretry_noted(void)
+{
+    return last_cause;
+}
+
 static enum metric cause_metric(enum txretry_cause cause)
 {
     switch (cause) {

@@ -23,6 +23,9 @@ enum txretry_cause {
 /* Notes the cause of the TD_ERETRY the calling thread is about to return
  * (thread-local; txretry_run clears it before each attempt). */
 void txretry_note(enum txretry_cause cause);
+/* The cause the calling thread noted last: a merged batch's leader hands
+ * it to every order of the batch (store_merge.h). */
+enum txretry_cause txretry_noted(void);
 
 /* Calls fn(ctx) until it returns anything but TD_ERETRY, at most
  * 1 + retries times, sleeping 1-2 ms, then up to 4, 8, ... 128 ms between

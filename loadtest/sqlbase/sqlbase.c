@@ -406,7 +406,8 @@ static const char ORDER_PLACE[] =
     "amount_cents, status, version, created_at, updated_at) "
     "SELECT '%s', %llu, id, '%s', %lld, price_cents * %lld, 'PENDING_PAYMENT', 1, '%s', '%s' "
     "FROM sessions WHERE id = %llu RETURNING id, amount_cents; "
-    "UPDATE sessions SET stock = stock - %lld, version = version + 1 WHERE id = %llu; "
+    "UPDATE sessions SET stock = stock - %lld, version = version + 1 WHERE id = %llu "
+    "AND EXISTS (SELECT 1 FROM orders WHERE order_no = '%s'); "
     "COMMIT";
 
 /* Reads every result of the batch; the INSERT's row gives the order id. */
@@ -457,7 +458,7 @@ static int order_tx_once(struct sqlbase_worker *w, unsigned *err)
     int n = snprintf(q, sizeof q, ORDER_PLACE, w->order_no, (unsigned long long)w->user_id,
                      w->request_id, (long long)w->quantity, (long long)w->quantity, now, now,
                      (unsigned long long)w->session_id, (long long)w->quantity,
-                     (unsigned long long)w->session_id);
+                     (unsigned long long)w->session_id, w->order_no);
     if (mysql_real_query(w->conn, q, (unsigned long)n) != 0) {
         *err = mysql_errno(w->conn);
         worker_note_error(w, *err, mysql_error(w->conn));

@@ -478,14 +478,22 @@ int scen_double_click(struct scen *s)
 /*
  * Many buyers, few seats: every buyer has a token first, then all orders
  * are released together. No more orders than seats may succeed, and every
- * seat should be sold while buyers are turned away.
+ * seat should be sold while buyers are turned away. With --copies N each
+ * buyer sends its one order N times (the same key, token and body, as an
+ * impatient buyer clicks again): the copies are answered with the order, a
+ * refusal of the copy in flight, or SOLD_OUT, and never buy a second seat.
  */
 struct sale_ctx {
     struct scen *s;
     int sidx;
+    bool copies; /* buyers send copies: replays and in-flight refusals are fine */
     long long created;
     long long sold_out;
     long long other;
+    /* When each answer came (monotonic seconds), for the sale's pace. */
+    double *ends;
+    size_t nends, cap;
+    double sold_at; /* the answer of the last order created */
 };
 
 static void sale_done(void *arg, struct load_req *r)
@@ -493,12 +501,19 @@ static void sale_done(void *arg, struct load_req *r)
     struct sale_ctx *c = arg;
     char text[160];
 
+    if (c->nends < c->cap)
+        c->ends[c->nends++] = r->t_end;
     /* A retry's replay is the order its own earlier attempt made. */
     if (r->status == 201 && (!r->replayed || r->attempts > 1)) {
         c->created++;
+        if (r->t_end > c->sold_at)
+            c->sold_at = r->t_end;
         verdict_session_held(c->s->v, c->sidx, c->s->o->quantity);
     } else if (r->status == 409 && strcmp(r->code, "SOLD_OUT") == 0) {
         c->sold_out++;
+    } else if (c->copies && (r->status == 201 || is_code(r, 409, "REQUEST_IN_PROGRESS") ||
+                             is_code(r, 409, "DUPLICATE_SUBMISSION"))) {
+        /* a copy: its buyer's order replayed, or refused while in flight */
     } else {
         c->other++;
         if (answer_uncertain(r) || is_code(r, 409, "REQUEST_IN_PROGRESS"))
@@ -512,15 +527,40 @@ static void sale_done(void *arg, struct load_req *r)
     }
 }
 
+/* The sale's pace, as figures: milliseconds until the last seat was
+ * sold, orders per second until then, answers per second after. */
+static void sale_pace(struct scen *s, const struct sale_ctx *c, double t0)
+{
+    double last = t0;
+    long long after = 0;
+    for (size_t i = 0; i < c->nends; i++) {
+        if (c->ends[i] > last)
+            last = c->ends[i];
+        if (c->created > 0 && c->ends[i] > c->sold_at)
+            after++;
+    }
+    if (c->created == 0)
+        return;
+    double until = c->sold_at - t0, rest = last - c->sold_at;
+    verdict_figure(s->v, "flash_sale.requests", (long long)c->nends);
+    verdict_figure(s->v, "flash_sale.sold_out_ms", (long long)(until * 1000));
+    if (until > 0)
+        verdict_figure(s->v, "flash_sale.orders_per_s", (long long)(c->created / until));
+    verdict_figure(s->v, "flash_sale.answers_after", after);
+    if (rest > 0)
+        verdict_figure(s->v, "flash_sale.answers_per_s_after", (long long)(after / rest));
+}
+
 int scen_flash_sale(struct scen *s)
 {
     const struct load_opts *o = s->o;
     int sales = o->rounds > 0 ? o->rounds : 1;
     int users = o->users > 0 ? o->users : 200;
     int seats = o->seats > 0 ? o->seats : 10;
+    int copies = o->copies > 0 ? o->copies : 1;
 
     for (int round = 0; round < sales && load_engine_budget_left(s->eng) > 0; round++) {
-        struct sale_ctx c = {.s = s};
+        struct sale_ctx c = {.s = s, .copies = copies > 1};
         struct buyer *bs = load_xcalloc((size_t)users, sizeof(*bs));
         struct batch b = {0};
         uint64_t session = 0;
@@ -535,17 +575,26 @@ int scen_flash_sale(struct scen *s)
         for (int i = 0; i < users; i++)
             bs[i].user = user_new(s);
         ready = tokens_fetch(s, bs, users);
-        for (int i = 0; i < users; i++) {
-            struct load_req *r;
-
-            if (!bs[i].token_ok)
-                continue;
+        for (int i = 0; i < users; i++)
             key_new(s, bs[i].key, sizeof(bs[i].key));
-            r = req_order(s, bs[i].user, bs[i].key, bs[i].token, session, o->quantity);
-            batch_add(&b, r, BATCH_SOLO);
+        /* Every buyer's first click, then every buyer's second, ... */
+        for (int k = 0; k < copies; k++) {
+            for (int i = 0; i < users; i++) {
+                if (!bs[i].token_ok)
+                    continue;
+                batch_add(&b,
+                          req_order(s, bs[i].user, bs[i].key, bs[i].token, session, o->quantity),
+                          BATCH_SOLO);
+            }
         }
+        c.cap = b.n;
+        c.ends = load_xcalloc(c.cap > 0 ? c.cap : 1, sizeof(*c.ends));
+        double t0 = load_now();
         batch_run(s, &b, sale_done, &c);
+        sale_pace(s, &c, t0);
+        free(c.ends);
         verdict_figure(s->v, "flash_sale.seats", seats);
+        verdict_figure(s->v, "flash_sale.session", (long long)session);
         verdict_figure(s->v, "flash_sale.orders", c.created);
         verdict_figure(s->v, "flash_sale.sold_out", c.sold_out);
         verdict_note(s->v,

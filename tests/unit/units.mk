@@ -24,6 +24,7 @@ unit_defenses_SRCS := service/defenses.c service/log.c
 unit_orders_SRCS := service/orders.c service/bloom.c service/ordertoken.c service/faults.c service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c service/sentinel.c \
 	service/log.c service/util.c service/defenses.c \
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
+unit_merge_batch_SRCS := service/merge_batch.c service/util.c
 unit_util_SRCS := service/util.c
 unit_retention_SRCS := service/retention.c service/util.c
 unit_bloom_SRCS := service/bloom.c service/util.c

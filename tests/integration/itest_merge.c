@@ -1,0 +1,335 @@
+/* Merged new orders (TICKETD_MERGE=1): many orders in one transaction,
+ * each with its own outcome, on the real binary, Redis and MariaDB.
+ *
+ * The tests that need orders to share one batch arm merge.wait_full: the
+ * batch's leader waits until TICKETD_MERGE_MAX orders are queued, so the
+ * batch is made by the requests arriving, never by a timer. Which order
+ * came first is made certain the same way: the next request is sent only
+ * once the queue gauge shows the previous one waiting in it. */
+#include "harness.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* One buyer: a user of its own, a key and a token, and what it was told. */
+struct buyer {
+    const struct th_server *srv;
+    int64_t user, session, quantity;
+    char key[32], token[96];
+    struct th_resp r;
+};
+
+static void buyer_init(struct buyer *b, const struct th_server *srv, const struct th_server *issuer,
+                       int64_t user, int64_t session, int64_t quantity, const char *key)
+{
+    memset(b, 0, sizeof *b);
+    b->srv = srv;
+    b->user = user;
+    b->session = session;
+    b->quantity = quantity;
+    snprintf(b->key, sizeof b->key, "%s", key);
+    th_order_token(issuer, user, b->token);
+}
+
+static void buy(struct buyer *b)
+{
+    th_resp_free(&b->r);
+    b->r = th_order(b->srv, b->user, b->key, b->token, b->session, b->quantity);
+}
+
+static void buy_each(int i, void *ctx)
+{
+    buy(&((struct buyer *)ctx)[i]);
+}
+
+static void *buy_thread(void *p)
+{
+    buy(p);
+    return NULL;
+}
+
+static long long batches(const struct th_server *s)
+{
+    return th_metric(s, "ticketd_order_batches_total");
+}
+
+static long long batch_orders(const struct th_server *s)
+{
+    return th_metric(s, "ticketd_order_batch_orders_total");
+}
+
+/* ---- the last seats -------------------------------------------------- */
+
+#define LAST_BUYERS 120
+#define LAST_SEATS  30
+
+/* Four times as many buyers as seats, over three instances at once:
+ * exactly the seats are sold, each to one buyer, every other buyer is told
+ * SOLD_OUT, and the books agree (orders, history rows, tokens, stock). */
+static void test_last_seats_three_instances(void **state)
+{
+    static struct buyer b[LAST_BUYERS];
+    struct th_server *srv[3];
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        srv[i] = th_serve(i, NULL);
+    int64_t s = th_session(srv[0], LAST_SEATS, 700);
+    for (int i = 0; i < LAST_BUYERS; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "last-%d", i);
+        buyer_init(&b[i], srv[i % 3], srv[0], 5000 + i, s, 1, key);
+    }
+    th_parallel(LAST_BUYERS, buy_each, b);
+    int created = 0, sold_out = 0;
+    for (int i = 0; i < LAST_BUYERS; i++) {
+        if (b[i].r.status == 201) {
+            created++;
+        } else if (b[i].r.status == 409 && strcmp(th_code(&b[i].r), "SOLD_OUT") == 0) {
+            sold_out++;
+        } else {
+            fail_msg("buyer %d: unexpected %ld %s", i, b[i].r.status, b[i].r.body);
+        }
+    }
+    long long nb = 0, no = 0;
+    for (int i = 0; i < 3; i++) {
+        nb += batches(srv[i]);
+        no += batch_orders(srv[i]);
+    }
+    print_message("last seats: %d created, %d sold out; %lld orders in %lld transactions\n",
+                  created, sold_out, no, nb);
+    assert_int_equal(created, LAST_SEATS);
+    assert_int_equal(sold_out, LAST_BUYERS - LAST_SEATS);
+    assert_int_equal(th_stock_of(s), 0);
+    assert_int_equal(th_orders_of(s), LAST_SEATS);
+    assert_int_equal(th_db_int("SELECT COUNT(DISTINCT user_id) FROM orders WHERE session_id = %lld",
+                               (long long)s),
+                     LAST_SEATS);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_history h JOIN orders o ON o.id = "
+                               "h.order_id WHERE o.session_id = %lld",
+                               (long long)s),
+                     LAST_SEATS);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_tokens t JOIN orders o ON o.id = "
+                               "t.order_id WHERE o.session_id = %lld",
+                               (long long)s),
+                     LAST_SEATS);
+    for (int i = 0; i < LAST_BUYERS; i++)
+        th_resp_free(&b[i].r);
+}
+
+/* ---- one batch, an outcome per order --------------------------------- */
+
+static const char *const batch_of_4[] = {"TICKETD_MERGE_MAX=4",
+                                         "TICKETD_FAULT=merge.wait_full:fail", NULL};
+
+/* One batch of four: a copy of an order that exists (Redis forgot it, so
+ * only the unique index knows), an order for a sold-out session, and two
+ * that fit. The copy is answered with its order, the sold-out one with
+ * SOLD_OUT, and both neighbours get their orders. */
+static void test_duplicate_and_sold_out_fail_alone(void **state)
+{
+    struct buyer b[4];
+    char no[32];
+    (void)state;
+    struct th_server *a = th_serve(0, batch_of_4), *plain = th_serve(1, NULL);
+    int64_t s = th_session(plain, 10, 500), gone = th_session(plain, 1, 500);
+    buyer_init(&b[0], a, plain, 6001, s, 1, "dup-1");
+    struct th_resp first = th_order(plain, 6001, "dup-1", b[0].token, s, 1);
+    assert_int_equal(first.status, 201);
+    json_t *j = th_json(&first);
+    snprintf(no, sizeof no, "%s", json_string_value(json_object_get(j, "order_no")));
+    json_decref(j);
+    char tok[96];
+    th_order_token(plain, 6099, tok);
+    struct th_resp last = th_order(plain, 6099, "last-seat", tok, gone, 1);
+    assert_int_equal(last.status, 201);
+    /* Redis forgets the copy's record and its spent token: the batch's
+     * unique index is what answers it. */
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    buyer_init(&b[1], a, plain, 6002, s, 2, "fits-1");
+    buyer_init(&b[2], a, plain, 6003, gone, 1, "gone-1");
+    buyer_init(&b[3], a, plain, 6004, s, 1, "fits-2");
+    long long before = batches(a);
+    th_parallel(4, buy_each, b);
+    assert_int_equal(batches(a) - before, 1);
+    assert_int_equal(batch_orders(a), 4);
+
+    assert_int_equal(b[0].r.status, 201);
+    th_expect_layer(&b[0].r, "unique-index");
+    j = th_json(&b[0].r);
+    assert_string_equal(json_string_value(json_object_get(j, "order_no")), no);
+    json_decref(j);
+    assert_int_equal(b[1].r.status, 201);
+    th_expect_problem(&b[2].r, 409, "SOLD_OUT");
+    assert_int_equal(b[3].r.status, 201);
+    assert_int_equal(th_orders_of(s), 3);
+    assert_int_equal(th_stock_of(s), 10 - 1 - 2 - 1);
+    assert_int_equal(th_orders_of(gone), 1);
+    assert_int_equal(th_stock_of(gone), 0);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_history"), 4);
+    for (int i = 0; i < 4; i++)
+        th_resp_free(&b[i].r);
+    th_resp_free(&first);
+    th_resp_free(&last);
+}
+
+/* A token that bought another order (Redis forgot it) refuses its batch
+ * whole at the token's unique key; each order then runs alone, and only
+ * the one with the spent token is refused. */
+static void test_spent_token_in_batch_fails_alone(void **state)
+{
+    struct buyer b[4];
+    (void)state;
+    struct th_server *a = th_serve(0, batch_of_4), *plain = th_serve(1, NULL);
+    int64_t s = th_session(plain, 10, 500);
+    buyer_init(&b[0], a, plain, 6101, s, 1, "second-key");
+    struct th_resp first = th_order(plain, 6101, "first-key", b[0].token, s, 1);
+    assert_int_equal(first.status, 201);
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    for (int i = 1; i < 4; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "ok-%d", i);
+        buyer_init(&b[i], a, plain, 6101 + i, s, 1, key);
+    }
+    th_parallel(4, buy_each, b);
+    assert_int_equal(batch_orders(a), 4);
+    th_expect_problem(&b[0].r, 409, "ORDER_TOKEN_INVALID");
+    for (int i = 1; i < 4; i++)
+        assert_int_equal(b[i].r.status, 201);
+    assert_int_equal(th_orders_of(s), 4);
+    assert_int_equal(th_stock_of(s), 6);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_tokens"), 4);
+    for (int i = 0; i < 4; i++)
+        th_resp_free(&b[i].r);
+    th_resp_free(&first);
+}
+
+/* First come, first served inside one batch: two seats, four buyers who
+ * join the batch one after another (each sent once the one before waits in
+ * the queue). The first two get the seats, the last two SOLD_OUT. */
+static void test_first_come_first_served(void **state)
+{
+    struct buyer b[4];
+    pthread_t t[4];
+    (void)state;
+    struct th_server *a = th_serve(0, batch_of_4), *plain = th_serve(1, NULL);
+    int64_t s = th_session(plain, 2, 500);
+    for (int i = 0; i < 4; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "fcfs-%d", i);
+        buyer_init(&b[i], a, plain, 6201 + i, s, 1, key);
+    }
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(pthread_create(&t[i], NULL, buy_thread, &b[i]), 0);
+        if (i < 3)
+            th_wait_metric(a, "ticketd_order_batch_queued", i + 1, 20000);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(batch_orders(a), 4);
+    assert_int_equal(b[0].r.status, 201);
+    assert_int_equal(b[1].r.status, 201);
+    th_expect_problem(&b[2].r, 409, "SOLD_OUT");
+    th_expect_problem(&b[3].r, 409, "SOLD_OUT");
+    assert_int_equal(th_stock_of(s), 0);
+    for (int i = 0; i < 4; i++)
+        th_resp_free(&b[i].r);
+}
+
+/* ---- a crash mid-batch ------------------------------------------------ */
+
+/* The process dies after its batch's statements ran and before their
+ * COMMIT: the server rolls the whole batch back (no order, history row,
+ * token or seat of it stays), and every client's retry with the same key,
+ * token and body on another instance gets its order, once. */
+static void test_killed_mid_batch(void **state)
+{
+    struct buyer b[3];
+    (void)state;
+    const char *crash[] = {"TICKETD_MERGE_MAX=3", "TICKETD_INSTANCE_TTL_MS=600",
+                           "TICKETD_FAULT=merge.wait_full:fail,merge.killed_mid_batch:crash", NULL};
+    struct th_server *a = th_serve(0, crash), *plain = th_serve(1, NULL);
+    int64_t s = th_session(plain, 10, 500);
+    for (int i = 0; i < 3; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "mid-%d", i);
+        buyer_init(&b[i], a, plain, 6301 + i, s, 1, key);
+    }
+    th_parallel(3, buy_each, b);
+    th_kill(a);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(b[i].r.status, 0);
+    assert_true(th_log_contains(a, "fault point merge.killed_mid_batch: crashing"));
+    assert_int_equal(th_orders_of(s), 0);
+    assert_int_equal(th_stock_of(s), 10);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_history"), 0);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_tokens"), 0);
+    /* The retries: the dead process's markers are taken over once its
+     * liveness key lapses; until then the answer is "in progress". Bounded
+     * by attempts; each waits for the one before to be answered. */
+    for (int i = 0; i < 3; i++) {
+        b[i].srv = plain;
+        for (int attempt = 0; attempt < 100; attempt++) {
+            buy(&b[i]);
+            if (b[i].r.status != 409 || strcmp(th_code(&b[i].r), "REQUEST_IN_PROGRESS") != 0)
+                break;
+            th_msleep(50);
+        }
+        if (b[i].r.status != 201)
+            fail_msg("retry %d: %ld %s", i, b[i].r.status, b[i].r.body);
+    }
+    assert_int_equal(th_orders_of(s), 3);
+    assert_int_equal(th_stock_of(s), 7);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_tokens"), 3);
+    for (int i = 0; i < 3; i++) {
+        buy(&b[i]);
+        assert_int_equal(b[i].r.status, 201);
+        th_resp_free(&b[i].r);
+    }
+    assert_int_equal(th_orders_of(s), 3);
+}
+
+/* TICKETD_MERGE=0: every order its own transaction, as before merging. */
+static void test_merge_off_one_per_transaction(void **state)
+{
+    struct buyer b[8];
+    (void)state;
+    const char *off[] = {"TICKETD_MERGE=0", NULL};
+    struct th_server *a = th_serve(0, off);
+    int64_t s = th_session(a, 5, 500);
+    for (int i = 0; i < 8; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "off-%d", i);
+        buyer_init(&b[i], a, a, 6401 + i, s, 1, key);
+    }
+    th_parallel(8, buy_each, b);
+    int created = 0;
+    for (int i = 0; i < 8; i++) {
+        created += b[i].r.status == 201;
+        th_resp_free(&b[i].r);
+    }
+    assert_int_equal(created, 5);
+    assert_int_equal(th_stock_of(s), 0);
+    assert_int_equal(batches(a), 0);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, th_setup_fresh, th_teardown_stop)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_last_seats_three_instances),
+        T(test_duplicate_and_sold_out_fail_alone),
+        T(test_spent_token_in_batch_fails_alone),
+        T(test_first_come_first_served),
+        T(test_merge_off_one_per_transaction),
+        cmocka_unit_test_setup_teardown(test_killed_mid_batch, th_setup_fresh, th_teardown_kill),
+    };
+    return cmocka_run_group_tests_name("merge", tests, NULL, NULL);
+}
