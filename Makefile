@@ -40,7 +40,10 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wvla -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
-BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) -Iservice $(PKG_CFLAGS)
+# service/ holds one folder per layer; headers are included by bare name.
+SERVICE_DIRS := $(sort $(dir $(wildcard service/*/*.[ch])))
+SERVICE_INC = $(SERVICE_DIRS:%/=-I%)
+BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(SERVICE_INC) $(PKG_CFLAGS)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 RELEASE_CFLAGS = $(BASE_CFLAGS) -O2 -g
@@ -51,8 +54,8 @@ ASAN_CFLAGS = $(BASE_CFLAGS) -O1 -g $(SAN) -DTICKETD_FAULTS
 # demo can slow a downstream step beyond the TTLs (TICKETD_FAULT=...:delay).
 FAULTS_CFLAGS = $(RELEASE_CFLAGS) -DTICKETD_FAULTS
 
-SRCS := $(wildcard service/*.c)
-HDRS := $(wildcard service/*.h)
+SRCS := $(wildcard service/*.c service/*/*.c)
+HDRS := $(wildcard service/*.h service/*/*.h)
 
 # Private servers: `make run` and `make test` each have their own.
 RUN_STATE := .state/run
@@ -78,13 +81,16 @@ build: build/release/ticketd
 
 # --- the service ------------------------------------------------------------
 
-build/release/obj/%.o: service/%.c $(HDRS) | build/release/obj
+build/release/obj/%.o: service/%.c $(HDRS)
+	@mkdir -p $(@D)
 	$(CC) $(RELEASE_CFLAGS) -c $< -o $@
 
-build/asan/obj/%.o: service/%.c $(HDRS) | build/asan/obj
+build/asan/obj/%.o: service/%.c $(HDRS)
+	@mkdir -p $(@D)
 	$(CC) $(ASAN_CFLAGS) -c $< -o $@
 
-build/faults/obj/%.o: service/%.c $(HDRS) | build/faults/obj
+build/faults/obj/%.o: service/%.c $(HDRS)
+	@mkdir -p $(@D)
 	$(CC) $(FAULTS_CFLAGS) -c $< -o $@
 
 build/release/ticketd: $(SRCS:service/%.c=build/release/obj/%.o)
@@ -96,7 +102,7 @@ build/asan/ticketd: $(SRCS:service/%.c=build/asan/obj/%.o)
 build/faults/ticketd: $(SRCS:service/%.c=build/faults/obj/%.o)
 	$(CC) $(FAULTS_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
-build/release/obj build/asan/obj build/faults/obj build/release/tests build/asan/tests:
+build/release/tests build/asan/tests:
 	@mkdir -p $@
 
 # --- tests ------------------------------------------------------------------
@@ -108,7 +114,7 @@ build/release/obj build/asan/obj build/faults/obj build/release/tests build/asan
 -include tests/integration/integration.mk
 -include fuzz/fuzz.mk
 
-C_FILES = $(wildcard service/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch] loadtest/*.[ch] \
+C_FILES = $(wildcard service/*.[ch] service/*/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch] loadtest/*.[ch] \
 	fuzz/*.[ch])
 
 format:

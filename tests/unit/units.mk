@@ -10,35 +10,35 @@ UNIT_TESTS := $(sort $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test
 
 # The service sources each test links besides its own .c (a new test adds
 # its line here).
-unit_router_SRCS := service/router.c
-unit_body_SRCS := service/body.c service/util.c
-unit_config_SRCS := service/config.c service/sentinel.c service/log.c service/util.c
-unit_auth_SRCS := service/auth.c service/util.c
-unit_problem_SRCS := service/problem.c
-unit_resp_SRCS := service/resp.c service/problem.c service/log.c service/util.c
-unit_jsonv_SRCS := service/jsonv.c
-unit_idem_SRCS := service/idem.c service/util.c
-unit_cartbody_SRCS := service/cartbody.c service/jsonv.c service/idem.c service/util.c
-unit_respcache_SRCS := service/respcache.c service/util.c
-unit_defenses_SRCS := service/defenses.c service/log.c
-unit_orders_SRCS := service/orders.c service/bloom.c service/problem.c service/ordertoken.c service/faults.c service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c service/sentinel.c \
-	service/router.c service/log.c service/util.c service/defenses.c \
+unit_router_SRCS := service/api/router.c
+unit_body_SRCS := service/http/body.c service/base/util.c
+unit_config_SRCS := service/base/config.c service/redis/sentinel.c service/base/log.c service/base/util.c
+unit_auth_SRCS := service/api/auth.c service/base/util.c
+unit_problem_SRCS := service/api/problem.c
+unit_resp_SRCS := service/api/resp.c service/api/problem.c service/base/log.c service/base/util.c
+unit_jsonv_SRCS := service/api/jsonv.c
+unit_idem_SRCS := service/model/idem.c service/base/util.c
+unit_cartbody_SRCS := service/api/cartbody.c service/api/jsonv.c service/model/idem.c service/base/util.c
+unit_respcache_SRCS := service/model/respcache.c service/base/util.c
+unit_defenses_SRCS := service/model/defenses.c service/base/log.c
+unit_orders_SRCS := service/domain/orders.c service/model/bloom.c service/api/problem.c service/model/ordertoken.c service/base/faults.c service/base/txretry.c service/model/idem.c service/model/respcache.c service/base/metrics.c service/base/config.c service/redis/sentinel.c \
+	service/api/router.c service/base/log.c service/base/util.c service/model/defenses.c \
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
-unit_util_SRCS := service/util.c
-unit_retention_SRCS := service/retention.c service/util.c
-unit_bloom_SRCS := service/bloom.c service/util.c
-unit_breaker_SRCS := service/breaker.c service/log.c
-unit_stopper_SRCS := service/stopper.c
-unit_ordertoken_SRCS := service/ordertoken.c service/util.c
-unit_metrics_SRCS := service/metrics.c service/router.c service/util.c
-unit_log_SRCS := service/log.c
-unit_model_SRCS := service/model.c service/err.c
-unit_statemachine_SRCS := service/statemachine.c service/model.c
-unit_paysig_SRCS := service/paysig.c service/util.c
-unit_sentinel_SRCS := service/sentinel.c
-unit_txretry_SRCS := service/txretry.c service/metrics.c service/router.c service/util.c
-unit_payments_SRCS := service/payments.c service/event_payload.c service/paysig.c service/statemachine.c service/txretry.c service/metrics.c service/router.c \
-	service/config.c service/sentinel.c service/model.c service/log.c service/util.c \
+unit_util_SRCS := service/base/util.c
+unit_retention_SRCS := service/model/retention.c service/base/util.c
+unit_bloom_SRCS := service/model/bloom.c service/base/util.c
+unit_breaker_SRCS := service/base/breaker.c service/base/log.c
+unit_stopper_SRCS := service/base/stopper.c
+unit_ordertoken_SRCS := service/model/ordertoken.c service/base/util.c
+unit_metrics_SRCS := service/base/metrics.c service/api/router.c service/base/util.c
+unit_log_SRCS := service/base/log.c
+unit_model_SRCS := service/model/model.c service/base/err.c
+unit_statemachine_SRCS := service/model/statemachine.c service/model/model.c
+unit_paysig_SRCS := service/model/paysig.c service/base/util.c
+unit_sentinel_SRCS := service/redis/sentinel.c
+unit_txretry_SRCS := service/base/txretry.c service/base/metrics.c service/api/router.c service/base/util.c
+unit_payments_SRCS := service/domain/payments.c service/model/event_payload.c service/model/paysig.c service/model/statemachine.c service/base/txretry.c service/base/metrics.c service/api/router.c \
+	service/base/config.c service/redis/sentinel.c service/model/model.c service/base/log.c service/base/util.c \
 	tests/unit/fake_store_payments.c tests/unit/fake_store.c tests/unit/fake_cache.c \
 	tests/unit/fake_calls.c
 # The relay and the consumers link fakes of the stream (fake_stream.c) and
@@ -46,15 +46,15 @@ unit_payments_SRCS := service/payments.c service/event_payload.c service/paysig.
 # the store's and the cache's thread release (fake_store.c, fake_cache.c).
 UNIT_EVENTS_FAKES := tests/unit/fake_stream.c tests/unit/fake_store_events.c \
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
-unit_relay_SRCS := service/relay.c service/bgthread.c service/stopper.c service/metrics.c service/router.c \
-	service/log.c service/util.c $(UNIT_EVENTS_FAKES)
-unit_consumers_SRCS := service/consumers.c service/consume.c service/event_payload.c \
-	service/bgthread.c service/stopper.c service/txretry.c service/faults.c service/metrics.c service/router.c \
-	service/config.c service/sentinel.c service/log.c service/util.c $(UNIT_EVENTS_FAKES)
-unit_event_payload_SRCS := service/event_payload.c
-unit_lifecycle_SRCS := service/lifecycle.c service/statemachine.c service/txretry.c \
-	service/metrics.c service/router.c service/config.c service/sentinel.c service/model.c service/log.c \
-	service/util.c tests/unit/fake_store_lifecycle.c
+unit_relay_SRCS := service/jobs/relay.c service/base/bgthread.c service/base/stopper.c service/base/metrics.c service/api/router.c \
+	service/base/log.c service/base/util.c $(UNIT_EVENTS_FAKES)
+unit_consumers_SRCS := service/jobs/consumers.c service/domain/consume.c service/model/event_payload.c \
+	service/base/bgthread.c service/base/stopper.c service/base/txretry.c service/base/faults.c service/base/metrics.c service/api/router.c \
+	service/base/config.c service/redis/sentinel.c service/base/log.c service/base/util.c $(UNIT_EVENTS_FAKES)
+unit_event_payload_SRCS := service/model/event_payload.c
+unit_lifecycle_SRCS := service/domain/lifecycle.c service/model/statemachine.c service/base/txretry.c \
+	service/base/metrics.c service/api/router.c service/base/config.c service/redis/sentinel.c service/model/model.c service/base/log.c \
+	service/base/util.c tests/unit/fake_store_lifecycle.c
 
 UNIT_HDRS := $(wildcard tests/unit/*.h)
 UNIT_LIBS = $(PKG_LIBS) -lcmocka
