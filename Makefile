@@ -41,9 +41,20 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wvla -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
 # service/ holds one folder per layer; headers are included by bare name.
-SERVICE_DIRS := $(sort $(dir $(wildcard service/*/*.[ch])))
-SERVICE_INC = $(SERVICE_DIRS:%/=-I%)
-BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(SERVICE_INC) $(PKG_CFLAGS)
+# Each service file is compiled with -I for its own folder and the folders
+# service/layers.mk lets it use, so an include that breaks the rule fails to
+# compile. Tests and tools outside service/ see every folder.
+include service/layers.mk
+SERVICE_INC = $(LAYERS:%=-Iservice/%)
+# $(1): a service source or module path -> its folder (main for main.c).
+layer_of = $(if $(filter service/,$(dir $(1))),main,$(patsubst service/%/,%,$(dir $(1))))
+# $(1): folder, $(2): folder/name of a module -> the folders the open
+# exceptions of either add.
+layer_extra = $(foreach e,$(filter $(1):% $(2):%,$(LAYER_EXCEPTIONS)),$(firstword $(subst /, ,$(word 2,$(subst :, ,$(e))))))
+# $(1): a service source -> its -I flags.
+layer_inc = $(addprefix -Iservice/,$(filter-out main,$(sort $(call layer_of,$(1)) $(LAYER_$(call layer_of,$(1))) \
+	$(call layer_extra,$(call layer_of,$(1)),$(call layer_of,$(1))/$(basename $(notdir $(1)))))))
+BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(PKG_CFLAGS)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 RELEASE_CFLAGS = $(BASE_CFLAGS) -O2 -g
@@ -69,7 +80,7 @@ TEST_MYSQL_PORT := 23306
 # only what the user exported, never config/ticketd.env.
 SERVICES := scripts/services.sh
 
-.PHONY: all build deps run stop reset test test-cluster image test-image unit integration format format-check bench \
+.PHONY: all build deps run stop reset test test-cluster image test-image unit integration format format-check layers-check bench \
 	demo lab lesson lessons-run lab-bins test-lab valgrind clean
 
 all: build
@@ -83,15 +94,15 @@ build: build/release/ticketd
 
 build/release/obj/%.o: service/%.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(RELEASE_CFLAGS) -c $< -o $@
+	$(CC) $(RELEASE_CFLAGS) $(call layer_inc,$<) -c $< -o $@
 
 build/asan/obj/%.o: service/%.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(ASAN_CFLAGS) -c $< -o $@
+	$(CC) $(ASAN_CFLAGS) $(call layer_inc,$<) -c $< -o $@
 
 build/faults/obj/%.o: service/%.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(FAULTS_CFLAGS) -c $< -o $@
+	$(CC) $(FAULTS_CFLAGS) $(call layer_inc,$<) -c $< -o $@
 
 build/release/ticketd: $(SRCS:service/%.c=build/release/obj/%.o)
 	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -123,6 +134,17 @@ format:
 format-check:
 	@clang-format --dry-run --Werror $(C_FILES)
 	@echo "format: ok"
+
+# The rule of service/layers.mk checked on the objects and on the include
+# paths (scripts/check-layers.sh); run-tests.sh counts it as one check.
+comma := ,
+empty :=
+space := $(empty) $(empty)
+layers-check: build/release/ticketd
+	@LAYER_RULES="$(foreach l,$(LAYERS) main,$(l):$(subst $(space),$(comma),$(strip $(LAYER_$(l)))))" \
+	LAYER_FLAGS="$(foreach l,$(LAYERS),$(l):$(subst $(space),$(comma),$(strip $(call layer_inc,service/$(l)/x.c))))" \
+	LAYER_ADAPTERS="$(LAYER_ADAPTERS)" LAYER_EXCEPTIONS="$(strip $(LAYER_EXCEPTIONS))" CC="$(CC)" \
+	scripts/check-layers.sh build/release/obj
 
 # run-tests.sh also runs format-check, counted as one check, so that the
 # summary line stays the last thing `make test` prints.

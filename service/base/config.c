@@ -2,7 +2,6 @@
 
 #include "err.h"
 #include "log.h"
-#include "sentinel.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -464,31 +463,6 @@ int config_validate(const struct config *cfg, char *err, size_t cap)
     if (log_parse_level(cfg->log_level, &lvl) != TD_OK) {
         snprintf(err, cap, "TICKETD_LOG_LEVEL=%s: expected debug, info, warn or error",
                  cfg->log_level);
-        return TD_EINVAL;
-    }
-    if (cfg->redis_sentinels[0] != '\0') {
-        struct sentinel_list list;
-        char why[160];
-        if (!sentinel_parse(cfg->redis_sentinels, &list, why, sizeof why)) {
-            snprintf(err, cap, "TICKETD_REDIS_SENTINELS=%s: %s", cfg->redis_sentinels, why);
-            return TD_EINVAL;
-        }
-        if (cfg->redis_master[0] == '\0') {
-            snprintf(err, cap,
-                     "TICKETD_REDIS_SENTINELS is set but TICKETD_REDIS_MASTER is not: name the "
-                     "primary the Sentinels monitor");
-            return TD_EINVAL;
-        }
-    } else if (cfg->redis_master[0] != '\0') {
-        snprintf(err, cap,
-                 "TICKETD_REDIS_MASTER=%s: without TICKETD_REDIS_SENTINELS there is no Sentinel "
-                 "to ask (a single Redis is TICKETD_REDIS_HOST/TICKETD_REDIS_PORT)",
-                 cfg->redis_master);
-        return TD_EINVAL;
-    }
-    if (cfg->redis_master[0] != '\0' && !sentinel_valid_name(cfg->redis_master)) {
-        snprintf(err, cap, "TICKETD_REDIS_MASTER=%s: expected 1-64 characters of A-Z a-z 0-9 . _ -",
-                 cfg->redis_master);
         return TD_EINVAL;
     }
     if (validate_retention(cfg, err, cap) != TD_OK)

@@ -9,11 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-int64_t consume_points_for(int64_t amount_cents)
-{
-    return amount_cents / CENTS_PER_POINT;
-}
-
 static int apply_points(const struct paid_event *pe, const char *dedup_key, int64_t redrive_id)
 {
     return store_points_credit(dedup_key, pe->order_no, pe->user_id,

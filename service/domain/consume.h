@@ -33,11 +33,6 @@ struct consume_group {
 #define CONSUME_GROUPS 2
 extern const struct consume_group consume_groups[CONSUME_GROUPS];
 
-/* The points rule: one point per whole CENTS_PER_POINT cents an order
- * cost (the audit's points check counts by the same constant). */
-#define CENTS_PER_POINT 100
-int64_t consume_points_for(int64_t amount_cents);
-
 /* The group called name, or NULL. */
 const struct consume_group *consume_group_find(const char *name);
 

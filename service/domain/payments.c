@@ -17,37 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const outcome_names[PAY_OUTCOME_COUNT] = {
-    [PAY_APPLIED] = "APPLIED",
-    [PAY_FAILED] = "PAYMENT_FAILED",
-    [PAY_DUPLICATE] = "DUPLICATE_PAYMENT",
-    [PAY_LATE] = "LATE_PAYMENT",
-    [PAY_MISMATCH] = "AMOUNT_MISMATCH",
-};
-
 static const enum metric outcome_metrics[PAY_OUTCOME_COUNT] = {
     [PAY_APPLIED] = M_PAYMENTS_APPLIED,     [PAY_FAILED] = M_PAYMENTS_FAILED,
     [PAY_DUPLICATE] = M_PAYMENTS_DUPLICATE, [PAY_LATE] = M_PAYMENTS_LATE,
     [PAY_MISMATCH] = M_PAYMENTS_MISMATCH,
 };
-
-const char *pay_outcome_name(enum pay_outcome oc)
-{
-    if ((int)oc < 0 || oc >= PAY_OUTCOME_COUNT)
-        return "UNKNOWN";
-    return outcome_names[oc];
-}
-
-bool pay_outcome_parse(const char *name, enum pay_outcome *out)
-{
-    for (int i = 0; i < PAY_OUTCOME_COUNT; i++) {
-        if (strcmp(name, outcome_names[i]) == 0) {
-            *out = (enum pay_outcome)i;
-            return true;
-        }
-    }
-    return false;
-}
 
 bool payments_txn_id_valid(const char *s)
 {

@@ -835,13 +835,13 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_warn("http: %s", msg);
 }
 
-struct http_server *http_start(struct app *app)
+struct http_server *http_start(struct app *app, const struct workers_thread_hooks *hooks)
 {
     const struct config *cfg = app->cfg;
     struct http_server *s = xcalloc(1, sizeof *s);
     s->app = app;
     pthread_mutex_init(&s->conns_mu, NULL);
-    s->workers = workers_start(cfg->threads, cfg->queue_max);
+    s->workers = workers_start(cfg->threads, cfg->queue_max, hooks);
     if (s->workers == NULL) {
         pthread_mutex_destroy(&s->conns_mu);
         free(s);

@@ -9,10 +9,13 @@
 
 struct app;
 struct http_server;
+struct workers_thread_hooks;
 
 /* Starts listening on cfg->bind:cfg->port and serving through
- * api_dispatch(). Returns a new server, or NULL (logged). */
-struct http_server *http_start(struct app *app);
+ * api_dispatch(), the blocking work on a pool whose threads run hooks
+ * (borrowed, workers.h) around their jobs. Returns a new server, or NULL
+ * (logged). */
+struct http_server *http_start(struct app *app, const struct workers_thread_hooks *hooks);
 
 /* Stops accepting new connections; requests in flight go on. */
 void http_quiesce(struct http_server *s);

@@ -1,8 +1,6 @@
 #include "workers.h"
 
-#include "cache.h"
 #include "log.h"
-#include "store.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -30,6 +28,7 @@ struct workers {
     atomic_int posting; /* submitters between their unlock and their post */
     int nthreads;
     pthread_t *threads;
+    struct workers_thread_hooks hooks; /* a copy; NULL members skipped */
 };
 
 /* Takes the next job; false once stopping and the queue is empty. */
@@ -54,20 +53,23 @@ static void *worker_main(void *p)
     struct workers *w = p;
     struct job j;
     bool cancelled;
-    store_thread_pooled();
+    if (w->hooks.begin != NULL)
+        w->hooks.begin();
     while (next_job(w, &j, &cancelled)) {
         j.fn(j.arg, cancelled);
-        store_thread_idle(); /* the MySQL connection back to the pool */
+        if (w->hooks.after_job != NULL)
+            w->hooks.after_job();
     }
-    /* The connections this worker owned. */
-    store_thread_release();
-    cache_thread_release();
+    if (w->hooks.end != NULL)
+        w->hooks.end();
     return NULL;
 }
 
-struct workers *workers_start(int n, int queue_max)
+struct workers *workers_start(int n, int queue_max, const struct workers_thread_hooks *hooks)
 {
     struct workers *w = xcalloc(1, sizeof *w);
+    if (hooks != NULL)
+        w->hooks = *hooks;
     pthread_mutex_init(&w->mu, NULL);
     sem_init(&w->ready, 0, 0);
     w->cap = queue_max;

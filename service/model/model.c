@@ -39,3 +39,8 @@ bool order_no_valid(const char *s)
     }
     return n == ORDER_NO_LEN;
 }
+
+int64_t consume_points_for(int64_t amount_cents)
+{
+    return amount_cents / CENTS_PER_POINT;
+}

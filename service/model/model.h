@@ -55,4 +55,9 @@ bool order_status_parse(const char *name, enum order_status *out);
  * refused before a query sees it. s may be NULL. */
 bool order_no_valid(const char *s);
 
+/* The points rule (consume.c credits them): one point per whole CENTS_PER_POINT cents an order
+ * cost (the audit's points check counts by the same constant). */
+#define CENTS_PER_POINT 100
+int64_t consume_points_for(int64_t amount_cents);
+
 #endif

@@ -3,11 +3,11 @@
  * check says where to look. */
 #include "store_audit.h"
 
-#include "consume.h"
 #include "db.h"
 #include "err.h"
 #include "event_payload.h"
-#include "payments.h"
+#include "model.h"
+#include "payment.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -52,7 +52,7 @@ enum stmt {
     "WHERE status <> 'CANCELLED' GROUP BY session_id) h ON h.session_id = s.id "                   \
     "WHERE " IN_SCOPE_OF("s.id") " "
 
-/* What each user's points must be: consume_points_for (consume.h), one
+/* What each user's points must be: consume_points_for (model.h), one
  * per whole CENTS_PER_POINT cents, of each paid order. Scoped, the users
  * are those who ordered on the sessions; their points count all their
  * orders, as points belong to the user. */

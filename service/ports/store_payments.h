@@ -9,7 +9,7 @@
 #ifndef TICKETD_STORE_PAYMENTS_H
 #define TICKETD_STORE_PAYMENTS_H
 
-#include "payments.h"
+#include "payment.h"
 #include "statemachine.h"
 
 #include <stdbool.h>

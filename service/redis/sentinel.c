@@ -143,3 +143,35 @@ bool sentinel_read_master(const char *host, const char *port, struct sentinel_ad
     memcpy(out->host, host, hlen + 1);
     return true;
 }
+
+/* The settings' checks: the same wording config_load's own checks use, so
+ * that start-up names the setting either way. */
+bool sentinel_settings_valid(const char *sentinels, const char *master, char *err, size_t cap)
+{
+    if (sentinels[0] != '\0') {
+        struct sentinel_list list;
+        char why[160];
+        if (!sentinel_parse(sentinels, &list, why, sizeof why)) {
+            snprintf(err, cap, "TICKETD_REDIS_SENTINELS=%s: %s", sentinels, why);
+            return false;
+        }
+        if (master[0] == '\0') {
+            snprintf(err, cap,
+                     "TICKETD_REDIS_SENTINELS is set but TICKETD_REDIS_MASTER is not: name the "
+                     "primary the Sentinels monitor");
+            return false;
+        }
+    } else if (master[0] != '\0') {
+        snprintf(err, cap,
+                 "TICKETD_REDIS_MASTER=%s: without TICKETD_REDIS_SENTINELS there is no Sentinel "
+                 "to ask (a single Redis is TICKETD_REDIS_HOST/TICKETD_REDIS_PORT)",
+                 master);
+        return false;
+    }
+    if (master[0] != '\0' && !sentinel_valid_name(master)) {
+        snprintf(err, cap, "TICKETD_REDIS_MASTER=%s: expected 1-64 characters of A-Z a-z 0-9 . _ -",
+                 master);
+        return false;
+    }
+    return true;
+}

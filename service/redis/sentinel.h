@@ -41,4 +41,12 @@ int sentinel_pick(int preferred, int attempt, int n);
  * (host, port text): true with *out filled when both are sane. */
 bool sentinel_read_master(const char *host, const char *port, struct sentinel_addr *out);
 
+/* Checks TICKETD_REDIS_SENTINELS and TICKETD_REDIS_MASTER together: a
+ * list needs a master name and a name needs a list; the list as
+ * sentinel_parse takes it, the name as sentinel_valid_name. Returns true,
+ * or false with the reason, naming the setting, in err. main.c runs it
+ * right after config_load, so that config (base/) needs nothing of the
+ * Redis adapter. */
+bool sentinel_settings_valid(const char *sentinels, const char *master, char *err, size_t cap);
+
 #endif

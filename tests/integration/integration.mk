@@ -8,7 +8,7 @@ ITEST_LIBS := $(PKG_LIBS) $(shell pkg-config --libs libcurl cmocka 2>/dev/null)
 ITEST_DEPS := tests/integration/harness.c service/api/auth.c service/base/util.c
 
 build/release/tests/itest_%: tests/integration/itest_%.c $(ITEST_DEPS) tests/integration/harness.h $(HDRS) | build/release/tests
-	$(CC) $(RELEASE_CFLAGS) -Itests/integration -o $@ $< $(ITEST_DEPS) $(ITEST_LIBS)
+	$(CC) $(RELEASE_CFLAGS) $(SERVICE_INC) -Itests/integration -o $@ $< $(ITEST_DEPS) $(ITEST_LIBS)
 
 .PHONY: integration-bins
 integration-bins: $(ITEST_BINS)

@@ -572,47 +572,10 @@ static void test_validate_retention(void **state)
     }
 }
 
-/* A Sentinel list needs a master name and the reverse; a bad list or name
- * stops start-up naming the setting. A single address needs neither. */
-static void test_validate_sentinels(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *sentinels;
-        const char *master;
-        int want;
-        const char *why;
-    } cases[] = {
-        {"", "", TD_OK, ""},
-        {"127.0.0.1:26379", "mymaster", TD_OK, ""},
-        {"a:1, b:2 ,c:3", "ticketd-primary_1", TD_OK, ""},
-        {"127.0.0.1:26379", "", TD_EINVAL, "TICKETD_REDIS_MASTER is not"},
-        {"", "mymaster", TD_EINVAL, "without TICKETD_REDIS_SENTINELS"},
-        {"127.0.0.1", "m", TD_EINVAL, "TICKETD_REDIS_SENTINELS=127.0.0.1: "},
-        {"127.0.0.1:0", "m", TD_EINVAL, "1-65535"},
-        {"a:1,,b:2", "m", TD_EINVAL, "empty item"},
-        {"a:1,a:1", "m", TD_EINVAL, "twice"},
-        {"a:1", "my master", TD_EINVAL, "TICKETD_REDIS_MASTER=my master"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct config cfg;
-        char err[256] = "";
-        config_defaults(&cfg);
-        config_set(&cfg, "TICKETD_JWT_SECRET", "0123456789abcdef0123456789abcdef", err, sizeof err);
-        assert_int_equal(
-            config_set(&cfg, "TICKETD_REDIS_SENTINELS", cases[i].sentinels, err, sizeof err),
-            TD_OK);
-        assert_int_equal(config_set(&cfg, "TICKETD_REDIS_MASTER", cases[i].master, err, sizeof err),
-                         TD_OK);
-        expect_validate(&cfg, i, cases[i].want, cases[i].why);
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_validate_sentinels),
         cmocka_unit_test(test_validate_retention),
         cmocka_unit_test(test_set_table),
         cmocka_unit_test(test_set_string_is_copied),

@@ -142,12 +142,44 @@ static void test_read_master(void **state)
     assert_false(sentinel_read_master("bad host", "1", &a));
 }
 
+/* A Sentinel list needs a master name and the reverse; a bad list or name
+ * stops start-up naming the setting. A single address needs neither. */
+static void test_settings_valid(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *sentinels;
+        const char *master;
+        bool want;
+        const char *why;
+    } cases[] = {
+        {"", "", true, ""},
+        {"127.0.0.1:26379", "mymaster", true, ""},
+        {"a:1, b:2 ,c:3", "ticketd-primary_1", true, ""},
+        {"127.0.0.1:26379", "", false, "TICKETD_REDIS_MASTER is not"},
+        {"", "mymaster", false, "without TICKETD_REDIS_SENTINELS"},
+        {"127.0.0.1", "m", false, "TICKETD_REDIS_SENTINELS=127.0.0.1: "},
+        {"127.0.0.1:0", "m", false, "1-65535"},
+        {"a:1,,b:2", "m", false, "empty item"},
+        {"a:1,a:1", "m", false, "twice"},
+        {"a:1", "my master", false, "TICKETD_REDIS_MASTER=my master"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[512] = "";
+        bool got = sentinel_settings_valid(cases[i].sentinels, cases[i].master, err, sizeof err);
+        if (got != cases[i].want || strstr(err, cases[i].why) == NULL)
+            fail_msg("case %zu (%s / %s): got %d (%s), want %d with \"%s\"", i, cases[i].sentinels,
+                     cases[i].master, got, err, cases[i].want, cases[i].why);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_accepts), cmocka_unit_test(test_parse_refuses),
-        cmocka_unit_test(test_parse_bounds),  cmocka_unit_test(test_valid_name),
-        cmocka_unit_test(test_pick_order),    cmocka_unit_test(test_read_master),
+        cmocka_unit_test(test_parse_accepts),  cmocka_unit_test(test_parse_refuses),
+        cmocka_unit_test(test_parse_bounds),   cmocka_unit_test(test_valid_name),
+        cmocka_unit_test(test_pick_order),     cmocka_unit_test(test_read_master),
+        cmocka_unit_test(test_settings_valid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,7 @@ UNIT_TESTS := $(sort $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test
 # its line here).
 unit_router_SRCS := service/api/router.c
 unit_body_SRCS := service/http/body.c service/base/util.c
-unit_config_SRCS := service/base/config.c service/redis/sentinel.c service/base/log.c service/base/util.c
+unit_config_SRCS := service/base/config.c service/base/log.c service/base/util.c
 unit_auth_SRCS := service/api/auth.c service/base/util.c
 unit_problem_SRCS := service/api/problem.c
 unit_resp_SRCS := service/api/resp.c service/api/problem.c service/base/log.c service/base/util.c
@@ -37,7 +37,7 @@ unit_statemachine_SRCS := service/model/statemachine.c service/model/model.c
 unit_paysig_SRCS := service/model/paysig.c service/base/util.c
 unit_sentinel_SRCS := service/redis/sentinel.c
 unit_txretry_SRCS := service/base/txretry.c service/base/metrics.c service/api/router.c service/base/util.c
-unit_payments_SRCS := service/domain/payments.c service/model/event_payload.c service/model/paysig.c service/model/statemachine.c service/base/txretry.c service/base/metrics.c service/api/router.c \
+unit_payments_SRCS := service/domain/payments.c service/model/payment.c service/model/event_payload.c service/model/paysig.c service/model/statemachine.c service/base/txretry.c service/base/metrics.c service/api/router.c \
 	service/base/config.c service/redis/sentinel.c service/model/model.c service/base/log.c service/base/util.c \
 	tests/unit/fake_store_payments.c tests/unit/fake_store.c tests/unit/fake_cache.c \
 	tests/unit/fake_calls.c
@@ -48,7 +48,7 @@ UNIT_EVENTS_FAKES := tests/unit/fake_stream.c tests/unit/fake_store_events.c \
 	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
 unit_relay_SRCS := service/jobs/relay.c service/base/bgthread.c service/base/stopper.c service/base/metrics.c service/api/router.c \
 	service/base/log.c service/base/util.c $(UNIT_EVENTS_FAKES)
-unit_consumers_SRCS := service/jobs/consumers.c service/domain/consume.c service/model/event_payload.c \
+unit_consumers_SRCS := service/jobs/consumers.c service/domain/consume.c service/model/model.c service/model/event_payload.c \
 	service/base/bgthread.c service/base/stopper.c service/base/txretry.c service/base/faults.c service/base/metrics.c service/api/router.c \
 	service/base/config.c service/redis/sentinel.c service/base/log.c service/base/util.c $(UNIT_EVENTS_FAKES)
 unit_event_payload_SRCS := service/model/event_payload.c
@@ -62,10 +62,10 @@ UNIT_LIBS = $(PKG_LIBS) -lcmocka
 # $(1): the test name. One rule per build flavour and test.
 define unit_test_rules
 build/release/tests/test_$(1): tests/unit/test_$(1).c $$(unit_$(1)_SRCS) $$(HDRS) $$(UNIT_HDRS) | build/release/tests
-	$$(CC) $$(RELEASE_CFLAGS) -Itests/unit -o $$@ $$< $$(unit_$(1)_SRCS) $$(UNIT_LIBS)
+	$$(CC) $$(RELEASE_CFLAGS) $$(SERVICE_INC) -Itests/unit -o $$@ $$< $$(unit_$(1)_SRCS) $$(UNIT_LIBS)
 
 build/asan/tests/test_$(1): tests/unit/test_$(1).c $$(unit_$(1)_SRCS) $$(HDRS) $$(UNIT_HDRS) | build/asan/tests
-	$$(CC) $$(ASAN_CFLAGS) -Itests/unit -o $$@ $$< $$(unit_$(1)_SRCS) $$(UNIT_LIBS)
+	$$(CC) $$(ASAN_CFLAGS) $$(SERVICE_INC) -Itests/unit -o $$@ $$< $$(unit_$(1)_SRCS) $$(UNIT_LIBS)
 endef
 
 $(foreach t,$(UNIT_TESTS),$(eval $(call unit_test_rules,$(t))))
