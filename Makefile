@@ -118,14 +118,15 @@ build/release/tests build/asan/tests:
 
 # --- tests ------------------------------------------------------------------
 #
-# Unit tests link the pure modules they test plus link-time fakes of the
-# ports (tests/unit/fake_*.c) in place of the Redis and MySQL adapters.
+# Unit tests link the objects of their folder and the folders below it plus
+# link-time fakes of the ports (tests/unit/fakes/) in place of the Redis and
+# MySQL adapters (tests/unit/units.mk).
 
 -include tests/unit/units.mk
 -include tests/integration/integration.mk
 -include fuzz/fuzz.mk
 
-C_FILES = $(wildcard service/*.[ch] service/*/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch] loadtest/*.[ch] \
+C_FILES = $(wildcard service/*.[ch] service/*/*.[ch] tests/unit/*/*.[ch] tests/integration/*.[ch] loadtest/*.[ch] \
 	fuzz/*.[ch])
 
 format:
