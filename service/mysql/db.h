@@ -1,7 +1,8 @@
 /* db.h - a thin layer over the MariaDB/MySQL C API's prepared statements:
  * one connection per thread, statements prepared once per connection from
  * a table of SQL, arguments and result columns described by small arrays.
- * Only store_*.c include this; only db.c includes <mysql.h>.
+ * Only store_*.c include this; only db.c, db_stmt.c and db_batch.c (through
+ * db_conn.h) include <mysql.h>.
  *
  * Every call maps MySQL's error numbers onto td_err: 1062 is TD_EDUP,
  * a failed CHECK constraint (4025) TD_ECONFLICT, 1213 and 1205 TD_ERETRY, lost or refused
