@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include "envfile.h"
 #include "err.h"
 #include "log.h"
 #include "util.h"
@@ -286,145 +287,24 @@ void config_defaults(struct config *cfg)
     }
 }
 
-static char *trim(char *s)
+/* An env file's pair (envfile_walk): the environment wins and is checked
+ * on its own; a name that is no setting is warned about and skipped. */
+static int file_pair(const char *key, const char *value, const char *where, void *ctx, char *why,
+                     size_t cap)
 {
-    while (*s == ' ' || *s == '\t')
-        s++;
-    size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
-        s[--n] = '\0';
-    return s;
-}
-
-/* Reads a value the way Compose reads an env_file, in place: unquoted up to
- * an inline " #" comment; 'single' quotes literal; "double" quotes with \n,
- * \t, \\ and \" escapes; after a closing quote only a comment may follow. */
-static int env_value(char *raw, char **out, char *why, size_t cap)
-{
-    char q = raw[0];
-    *out = raw;
-    if (q != '"' && q != '\'') {
-        for (char *p = raw; *p != '\0'; p++) {
-            if (*p == '#' && p > raw && (p[-1] == ' ' || p[-1] == '\t')) {
-                *p = '\0';
-                break;
-            }
-        }
-        *out = trim(raw);
+    if (getenv(key) != NULL)
+        return TD_OK;
+    if (config_unknown_warning(key, where, why, cap)) {
+        fprintf(stderr, "ticketd: warning: %s\n", why);
         return TD_OK;
     }
-    char *w = raw; /* unescaped text is written over the quoted text */
-    char *p = raw + 1;
-    for (; *p != '\0' && *p != q; p++) {
-        if (q == '"' && *p == '\\' && p[1] != '\0') {
-            p++;
-            *w++ = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p;
-        } else {
-            *w++ = *p;
-        }
-    }
-    if (*p != q) {
-        snprintf(why, cap, "unterminated quote");
-        return TD_EINVAL;
-    }
-    char *rest = trim(p + 1);
-    if (*rest != '\0' && *rest != '#') {
-        snprintf(why, cap, "unexpected text after the closing quote");
-        return TD_EINVAL;
-    }
-    *w = '\0';
-    return TD_OK;
+    return config_set(ctx, key, value, why, cap);
 }
 
 int config_parse_file_text(struct config *cfg, const char *text, const char *origin, char *err,
                            size_t cap)
 {
-    int rc = TD_OK;
-    char *copy = xstrdup(text);
-    int lineno = 0;
-    /* strtok_r would skip empty lines and so miscount; walk lines by hand. */
-    char *line = copy;
-    while (line != NULL) {
-        char *next = strchr(line, '\n');
-        if (next != NULL)
-            *next++ = '\0';
-        lineno++;
-        char *l = trim(line);
-        line = next;
-        if (*l == '\0' || *l == '#')
-            continue;
-        char *eq = strchr(l, '=');
-        if (eq == NULL) {
-            snprintf(err, cap, "%s:%d: expected KEY=VALUE", origin, lineno);
-            rc = TD_EINVAL;
-            goto out;
-        }
-        *eq = '\0';
-        char *key = trim(l);
-        if (*key == '\0') {
-            snprintf(err, cap, "%s:%d: expected KEY=VALUE, not an empty KEY", origin, lineno);
-            rc = TD_EINVAL;
-            goto out;
-        }
-        char *value;
-        char why[256];
-        if (env_value(trim(eq + 1), &value, why, sizeof why) != TD_OK) {
-            snprintf(err, cap, "%s:%d: %s: %s", origin, lineno, key, why);
-            rc = TD_EINVAL;
-            goto out;
-        }
-        if (getenv(key) != NULL)
-            continue; /* the environment wins, and is checked on its own */
-        char where[300];
-        snprintf(where, sizeof where, "%s:%d", origin, lineno);
-        if (config_unknown_warning(key, where, why, sizeof why)) {
-            fprintf(stderr, "ticketd: warning: %s\n", why);
-            continue;
-        }
-        if (config_set(cfg, key, value, why, sizeof why) != TD_OK) {
-            snprintf(err, cap, "%s:%d: %s", origin, lineno, why);
-            rc = TD_EINVAL;
-            goto out;
-        }
-    }
-out:
-    free(copy);
-    return rc;
-}
-
-static int read_file(const char *path, char **out)
-{
-    int rc = TD_EINVAL;
-    char *buf = NULL;
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        goto out;
-    size_t len = 0, cap = 4096;
-    buf = xmalloc(cap);
-    for (;;) {
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0)
-            break;
-        if (len + 1 == cap) {
-            if (cap >= (1u << 20))
-                goto out; /* a config file is not a megabyte */
-            cap *= 2;
-            buf = xrealloc(buf, cap);
-        }
-    }
-    if (ferror(f))
-        goto out;
-    buf[len] = '\0';
-    *out = buf;
-    buf = NULL;
-    rc = TD_OK;
-out:
-    if (f != NULL)
-        fclose(f);
-    free(buf);
-    return rc;
+    return envfile_walk(text, origin, file_pair, cfg, err, cap);
 }
 
 /* A consumer's dedup row must outlive every redelivery of its event: the
@@ -505,7 +385,7 @@ int config_load(struct config *cfg, const char *path)
     char *text = NULL;
     config_defaults(cfg);
     if (path != NULL) {
-        if (read_file(path, &text) != TD_OK) {
+        if (envfile_read(path, &text) != TD_OK) {
             fprintf(stderr, "ticketd: cannot read config file %s\n", path);
             goto out;
         }
