@@ -1,7 +1,7 @@
 /* payment.h - the values a payment callback is made of, shared by the
  * domain (payments.h) and the store_payments port: the outcomes and their
  * names, a validated callback, and the payment row recorded for a txn_id.
- * Pure. */
+ * Pure; the names are model.c's, with the orders' statuses. */
 #ifndef TICKETD_PAYMENT_H
 #define TICKETD_PAYMENT_H
 
