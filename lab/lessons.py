@@ -86,7 +86,7 @@ LESSONS = [
         "in the data (unique index) and in the consumers (dedup rows). Each cheaper layer "
         "in front only saves work; the data layer is the one that must hold.",
         "defence": "the four layers",
-        "where": "service/orders.c:orders_create, service/consume.c:consume_apply",
+        "where": "service/domain/orders.c:orders_create, service/domain/consume.c:consume_apply",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB, load=_storm(n)),
@@ -100,7 +100,7 @@ LESSONS = [
         "idea": "Checking a one-time token and spending it must be one step. A GET and a "
         "later write leave a window in which two requests both see it unspent.",
         "defence": "token-atomic",
-        "where": "service/cache_redis.c:SPEND_LUA (inside begin_lua, or cache_token_take)",
+        "where": "service/redis/cache_redis.c:SPEND_LUA (inside begin_lua, or cache_token_take)",
         "unit": "orders beyond one per token",
         "figure": ["token_reused_orders"],
         "without": lambda n: _pass("session-lock,token-atomic", load=_click(n)),
@@ -115,7 +115,7 @@ LESSONS = [
         "results, and it must be released by its owner only. A plain DEL frees a lock "
         "that expired and was taken by someone else.",
         "defence": "lock-owner-check",
-        "where": "service/cache_redis.c:complete_lua, release_lua (compare-and-delete)",
+        "where": "service/redis/cache_redis.c:complete_lua, release_lua (compare-and-delete)",
         "unit": "orders past a held session lock",
         "figure": ["lock_bypassed_orders"],
         "without": lambda n: _pass(
@@ -137,7 +137,7 @@ LESSONS = [
         "idea": "The client makes the id once per intent and sends it again on every retry. "
         "A new id per attempt defeats every layer.",
         "defence": "one Idempotency-Key per intent",
-        "where": "service/api_orders.c:api_orders_create (Idempotency-Key)",
+        "where": "service/api/api_orders.c:api_orders_create (Idempotency-Key)",
         "unit": "orders beyond one per purchase",
         # Both passes have the session lock and the token off; only the key
         # the client sends differs (a new one per click, or one per intent).
@@ -153,7 +153,7 @@ LESSONS = [
         "idea": "Insert and let the unique key refuse the copy (1062), then read the existing "
         "row and answer with it. Looking first and inserting after races.",
         "defence": "unique-index",
-        "where": "service/store_mysql.c:store_order_create, service/orders.c:replay_from_database",
+        "where": "service/mysql/store_mysql.c:store_order_create, service/domain/orders.c:replay_from_database",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB, load=_storm(n)),
@@ -168,8 +168,8 @@ LESSONS = [
         "means someone else won. Reading, deciding in the process and writing blindly lets "
         "both writers win.",
         "defence": "stock-cas",
-        "where": "service/store_mysql.c:store_order_create (S_ORDER_PLACE), "
-        "service/store_naive.c:store_tx_move",
+        "where": "service/mysql/store_mysql.c:store_order_create (S_ORDER_PLACE), "
+        "service/naive/store_naive.c:store_tx_move",
         "unit": "oversold seats",
         "figure": ["oversold_seats"],
         "without": lambda n: _pass("stock-cas", load=_sale(n)),
@@ -184,8 +184,8 @@ LESSONS = [
         "version = ?, on a row locked first. Without it, a cancel and a payment that race "
         "both apply.",
         "defence": "state-cas",
-        "where": "service/statemachine.c:statemachine_next, store_tx_transition, "
-        "service/store_naive.c:store_tx_move",
+        "where": "service/model/statemachine.c:statemachine_next, store_tx_transition, "
+        "service/naive/store_naive.c:store_tx_move",
         "unit": "orders both paid and cancelled",
         "figure": ["paid_cancelled_orders"],
         "without": lambda n: _pass("state-cas", faults=True,
@@ -204,8 +204,8 @@ LESSONS = [
         "not a second payment. The txn_id is unique and recorded in the payment's "
         "transaction.",
         "defence": "callback-dedup",
-        "where": "service/payments.c:payments_callback, "
-        "service/store_payments.c:store_payment_insert",
+        "where": "service/domain/payments.c:payments_callback, "
+        "service/mysql/store_payments.c:store_payment_insert",
         "unit": "applied payments also refunded",
         "figure": ["refunded_applied_payments"],
         "without": lambda n: _pass("callback-dedup", load=_gateway(n)),
@@ -220,7 +220,7 @@ LESSONS = [
         "Committed first on its own, a failed effect leaves the row and the redelivery "
         "skips it: the effect is lost.",
         "defence": "consumer-dedup-same-tx",
-        "where": "service/store_events.c:consume_tx",
+        "where": "service/mysql/store_events.c:consume_tx",
         "unit": "points lost",
         "figure": ["missing_points"],
         "without": lambda n: _pass(
@@ -240,7 +240,7 @@ LESSONS = [
         "idea": "Deduplicate by what the effect is about (points for order N), not by the "
         "message's id. A republished event arrives under a new id.",
         "defence": "consumer-dedup-business-key",
-        "where": "service/consume.c:consume_dedup_key, service/consumers.c:dedup_key",
+        "where": "service/domain/consume.c:consume_dedup_key, service/jobs/consumers.c:dedup_key",
         "unit": "points credited twice",
         "figure": ["double_credited_points"],
         "without": lambda n: _pass("consumer-dedup-business-key",
@@ -258,7 +258,7 @@ LESSONS = [
         "late retry races nothing, so even the naive look-up finds its order; watch the "
         "late replays come from unique-index (or check-then-insert without it).",
         "defence": "unique-index",
-        "where": "service/orders.c:write_order, replay_from_database",
+        "where": "service/domain/orders.c:write_order, replay_from_database",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         # Without the index the copies of the storm race the look-up; the
@@ -276,7 +276,7 @@ LESSONS = [
         "idea": "A failure must leave the key free, so that the retry after the dependency "
         "is back succeeds. A stored 503 is replayed forever.",
         "defence": "forget-failures",
-        "where": "service/orders.c:orders_create (the out: branch), remember_failure",
+        "where": "service/domain/orders.c:orders_create (the out: branch), remember_failure",
         "unit": "retries refused forever",
         "figure": ["failures_replayed"],
         "without": lambda n: _pass("forget-failures", faults=True,
@@ -295,7 +295,7 @@ LESSONS = [
         "in flight 409 REQUEST_IN_PROGRESS. A client told it failed for an order that exists "
         "buys again.",
         "defence": "inflight-key",
-        "where": "service/api_orders.c:api_orders_create, service/orders.c:answer_from_record",
+        "where": "service/api/api_orders.c:api_orders_create, service/domain/orders.c:answer_from_record",
         "unit": "answers the contract forbids",
         "figure": ["forbidden_answers"],
         "without": lambda n: _pass("response-cache,inflight-key", load=_storm(n, rounds=100)),
@@ -335,7 +335,7 @@ LESSONS = [
         "some fail, one key cannot record the state in between. Each item is an order "
         "under its own key; the batch key guards the batch.",
         "defence": "item-keys",
-        "where": "service/cart.c:cart_run (each item through orders_create)",
+        "where": "service/domain/cart.c:cart_run (each item through orders_create)",
         "unit": "cart items bought twice",
         "figure": ["cart_items_bought_twice"],
         "without": lambda n: _pass("item-keys", load=_cart(n)),
@@ -349,7 +349,7 @@ LESSONS = [
         "idea": "Redis is an accelerator, not the arbiter: flushed, its records, locks and "
         "tokens are gone. The database must still decide.",
         "defence": "unique-index",
-        "where": "service/orders.c:redis_failed, spend_token",
+        "where": "service/domain/orders.c:redis_failed, spend_token",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass("unique-index", NOINDEX_DB, load=_fstorm(n) + ["@flush"]),
@@ -366,7 +366,7 @@ LESSONS = [
         "committed or creates them once. Without the index it still shows 0 here: the "
         "survivor's Redis layers catch the resent copies.",
         "defence": "unique-index",
-        "where": "service/orders.c:take_over_dead, replay_from_database",
+        "where": "service/domain/orders.c:take_over_dead, replay_from_database",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass("unique-index", NOINDEX_DB, load=_fstorm(n) + ["@kill2"]),
@@ -381,7 +381,7 @@ LESSONS = [
         "retry with the same key and token. Remembered, that 503 would be replayed to every "
         "retry.",
         "defence": "forget-failures",
-        "where": "service/orders.c:orders_create (the out: branch)",
+        "where": "service/domain/orders.c:orders_create (the out: branch)",
         "unit": "retries refused forever",
         "figure": ["failures_replayed"],
         "without": lambda n: _pass("forget-failures", load=_fstorm(n) + ["@mysql-restart"]),
@@ -397,7 +397,7 @@ LESSONS = [
         "look before the first one commits get through (every order is equally slow), so "
         "the figure is small, and some runs show 0.",
         "defence": "unique-index",
-        "where": "service/orders.c:write_order, take_over_dead",
+        "where": "service/domain/orders.c:write_order, take_over_dead",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass(
