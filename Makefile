@@ -145,7 +145,7 @@ layers-check: build/release/ticketd
 	@LAYER_RULES="$(foreach l,$(LAYERS) main,$(l):$(subst $(space),$(comma),$(strip $(LAYER_$(l)))))" \
 	LAYER_FLAGS="$(foreach l,$(LAYERS),$(l):$(subst $(space),$(comma),$(strip $(call layer_inc,service/$(l)/x.c))))" \
 	LAYER_ADAPTERS="$(LAYER_ADAPTERS)" LAYER_EXCEPTIONS="$(strip $(LAYER_EXCEPTIONS))" CC="$(CC)" \
-	scripts/check-layers.sh build/release/obj
+	scripts/check-layers.sh build/release/obj $(SRCS:service/%.c=build/release/obj/%.o)
 
 # run-tests.sh also runs format-check, counted as one check, so that the
 # summary line stays the last thing `make test` prints.

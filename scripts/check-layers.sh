@@ -2,6 +2,7 @@
 # check-layers.sh - checks the rule of service/layers.mk on the built objects.
 #
 #   make layers-check      (run by make test through scripts/run-tests.sh)
+#   scripts/check-layers.sh OBJDIR OBJECT...   (what make layers-check runs)
 #
 # The Makefile already compiles each folder with -I for the folders it may
 # use only; this checks what the compiler cannot see:
@@ -20,7 +21,10 @@
 # per breach and exits 1 when there is any.
 set -uo pipefail
 
-obj=${1:?usage: check-layers.sh OBJDIR}
+# OBJDIR and the objects of the service's current sources (a stale object
+# of a removed file must not count).
+obj=${1:?usage: check-layers.sh OBJDIR OBJECT...}
+shift
 cc=${CC:-cc}
 cd "$(dirname "$0")/.."
 
@@ -43,7 +47,7 @@ exceptions=" ${LAYER_EXCEPTIONS:-} "
 # A module's folder: folder/name -> folder; main.c is main.
 folder_of() { [[ $1 == */* ]] && echo "${1%%/*}" || echo main; }
 
-mapfile -t objects < <(find "$obj" -name '*.o' | sort)
+objects=("$@")
 declare -A used
 if [[ ${#objects[@]} -eq 0 ]]; then
     breach "no objects under $obj (build first)"
