@@ -40,7 +40,21 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wvla -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
-BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) -Iservice $(PKG_CFLAGS)
+# service/ holds one folder per layer; headers are included by bare name.
+# Each service file is compiled with -I for its own folder and the folders
+# service/layers.mk lets it use, so an include that breaks the rule fails to
+# compile. Tests and tools outside service/ see every folder.
+include service/layers.mk
+SERVICE_INC = $(LAYERS:%=-Iservice/%)
+# $(1): a service source or module path -> its folder (main for main.c).
+layer_of = $(if $(filter service/,$(dir $(1))),main,$(patsubst service/%/,%,$(dir $(1))))
+# $(1): folder, $(2): folder/name of a module -> the folders the open
+# exceptions of either add.
+layer_extra = $(foreach e,$(filter $(1):% $(2):%,$(LAYER_EXCEPTIONS)),$(firstword $(subst /, ,$(word 2,$(subst :, ,$(e))))))
+# $(1): a service source -> its -I flags.
+layer_inc = $(addprefix -Iservice/,$(filter-out main,$(sort $(call layer_of,$(1)) $(LAYER_$(call layer_of,$(1))) \
+	$(call layer_extra,$(call layer_of,$(1)),$(call layer_of,$(1))/$(basename $(notdir $(1)))))))
+BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(PKG_CFLAGS)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 RELEASE_CFLAGS = $(BASE_CFLAGS) -O2 -g
@@ -51,8 +65,8 @@ ASAN_CFLAGS = $(BASE_CFLAGS) -O1 -g $(SAN) -DTICKETD_FAULTS
 # demo can slow a downstream step beyond the TTLs (TICKETD_FAULT=...:delay).
 FAULTS_CFLAGS = $(RELEASE_CFLAGS) -DTICKETD_FAULTS
 
-SRCS := $(wildcard service/*.c)
-HDRS := $(wildcard service/*.h service/*.def)
+SRCS := $(wildcard service/*.c service/*/*.c)
+HDRS := $(wildcard service/*.h service/*/*.h service/*/*.def)
 
 # Private servers: `make run` and `make test` each have their own.
 RUN_STATE := .state/run
@@ -66,7 +80,7 @@ TEST_MYSQL_PORT := 23306
 # only what the user exported, never config/ticketd.env.
 SERVICES := scripts/services.sh
 
-.PHONY: all build deps run stop reset test test-cluster image test-image unit integration format format-check bench \
+.PHONY: all build deps run stop reset test test-cluster image test-image unit integration format format-check layers-check bench \
 	demo lab lesson lessons-run lab-bins test-lab valgrind clean
 
 all: build
@@ -78,14 +92,17 @@ build: build/release/ticketd
 
 # --- the service ------------------------------------------------------------
 
-build/release/obj/%.o: service/%.c $(HDRS) | build/release/obj
-	$(CC) $(RELEASE_CFLAGS) -c $< -o $@
+build/release/obj/%.o: service/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(RELEASE_CFLAGS) $(call layer_inc,$<) -c $< -o $@
 
-build/asan/obj/%.o: service/%.c $(HDRS) | build/asan/obj
-	$(CC) $(ASAN_CFLAGS) -c $< -o $@
+build/asan/obj/%.o: service/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_CFLAGS) $(call layer_inc,$<) -c $< -o $@
 
-build/faults/obj/%.o: service/%.c $(HDRS) | build/faults/obj
-	$(CC) $(FAULTS_CFLAGS) -c $< -o $@
+build/faults/obj/%.o: service/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(FAULTS_CFLAGS) $(call layer_inc,$<) -c $< -o $@
 
 build/release/ticketd: $(SRCS:service/%.c=build/release/obj/%.o)
 	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -96,19 +113,20 @@ build/asan/ticketd: $(SRCS:service/%.c=build/asan/obj/%.o)
 build/faults/ticketd: $(SRCS:service/%.c=build/faults/obj/%.o)
 	$(CC) $(FAULTS_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
-build/release/obj build/asan/obj build/faults/obj build/release/tests build/asan/tests:
+build/release/tests build/asan/tests:
 	@mkdir -p $@
 
 # --- tests ------------------------------------------------------------------
 #
-# Unit tests link the pure modules they test plus link-time fakes of the
-# ports (tests/unit/fake_*.c) in place of the Redis and MySQL adapters.
+# Unit tests link the objects of their folder and the folders below it plus
+# link-time fakes of the ports (tests/unit/fakes/) in place of the Redis and
+# MySQL adapters (tests/unit/units.mk).
 
 -include tests/unit/units.mk
 -include tests/integration/integration.mk
 -include fuzz/fuzz.mk
 
-C_FILES = $(wildcard service/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch] loadtest/*/*.[ch] \
+C_FILES = $(wildcard service/*.[ch] service/*/*.[ch] tests/unit/*/*.[ch] tests/integration/*.[ch] loadtest/*/*.[ch] \
 	fuzz/*.[ch])
 
 format:
@@ -117,6 +135,17 @@ format:
 format-check:
 	@clang-format --dry-run --Werror $(C_FILES)
 	@echo "format: ok"
+
+# The rule of service/layers.mk checked on the objects and on the include
+# paths (scripts/check-layers.sh); run-tests.sh counts it as one check.
+comma := ,
+empty :=
+space := $(empty) $(empty)
+layers-check: build/release/ticketd
+	@LAYER_RULES="$(foreach l,$(LAYERS) main,$(l):$(subst $(space),$(comma),$(strip $(LAYER_$(l)))))" \
+	LAYER_FLAGS="$(foreach l,$(LAYERS),$(l):$(subst $(space),$(comma),$(strip $(call layer_inc,service/$(l)/x.c))))" \
+	LAYER_ADAPTERS="$(LAYER_ADAPTERS)" LAYER_EXCEPTIONS="$(strip $(LAYER_EXCEPTIONS))" CC="$(CC)" \
+	scripts/check-layers.sh build/release/obj $(SRCS:service/%.c=build/release/obj/%.o)
 
 # run-tests.sh also runs format-check, counted as one check, so that the
 # summary line stays the last thing `make test` prints.

@@ -14,7 +14,7 @@ FUZZ_CC ?= clang-14
 FUZZ_SECONDS ?= 300
 FUZZ_PKGS := jansson libjwt libcrypto
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	-fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE $(WARN) -Iservice -Ifuzz \
+	-fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE $(WARN) $(SERVICE_INC) -Ifuzz \
 	$(shell pkg-config --cflags $(FUZZ_PKGS) 2>/dev/null)
 FUZZ_LIBS = $(shell pkg-config --libs $(FUZZ_PKGS) 2>/dev/null)
 
@@ -23,23 +23,23 @@ FUZZERS := $(sort $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c)))
 
 # The service sources each harness links, and the largest input worth
 # trying (a little past the limits the parser enforces).
-fuzz_idem_key_SRCS := service/idem.c service/util.c
+fuzz_idem_key_SRCS := service/model/idem.c service/base/util.c
 fuzz_idem_key_MAXLEN := 160
-fuzz_idem_record_SRCS := service/idem.c service/util.c
+fuzz_idem_record_SRCS := service/model/idem.c service/base/util.c
 fuzz_idem_record_MAXLEN := 1024
-fuzz_jsonv_SRCS := service/jsonv.c
+fuzz_jsonv_SRCS := service/api/jsonv.c
 fuzz_jsonv_MAXLEN := 4096
-fuzz_auth_SRCS := service/auth.c service/util.c
+fuzz_auth_SRCS := service/api/auth.c service/base/util.c
 fuzz_auth_MAXLEN := 4400
-fuzz_paysig_SRCS := service/paysig.c service/util.c
+fuzz_paysig_SRCS := service/model/paysig.c service/base/util.c
 fuzz_paysig_MAXLEN := 2048
-fuzz_router_SRCS := service/router.c
+fuzz_router_SRCS := service/api/router.c
 fuzz_router_MAXLEN := 256
-fuzz_config_SRCS := service/config.c service/sentinel.c service/log.c service/util.c
+fuzz_config_SRCS := service/base/config.c service/base/envfile.c service/base/log.c service/base/util.c
 fuzz_config_MAXLEN := 4096
-fuzz_body_SRCS := service/body.c service/util.c
+fuzz_body_SRCS := service/http/body.c service/base/util.c
 fuzz_body_MAXLEN := 8192
-fuzz_parse_i64_SRCS := service/util.c
+fuzz_parse_i64_SRCS := service/base/util.c
 fuzz_parse_i64_MAXLEN := 48
 
 define fuzz_rules

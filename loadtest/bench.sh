@@ -176,7 +176,7 @@ MYSQL_USER=$(conf TICKETD_MYSQL_USER ticketd)
 MYSQL_PASSWORD=$(conf TICKETD_MYSQL_PASSWORD ticketd)
 MYSQL_DB=$(conf TICKETD_MYSQL_DB ticketd)
 # What ticketd --start runs with (the environment, else --config, else the
-# defaults of service/config.c); shown in the header.
+# defaults of service/base/config.c); shown in the header.
 IO_THREADS=$(conf TICKETD_IO_THREADS 2)
 WORKER_THREADS=$(conf TICKETD_THREADS 8)
 DB_CONNS=$(conf TICKETD_DB_CONNS 8)

@@ -90,6 +90,19 @@ else
     head -10 "$LOGS/openapi.out" | sed 's/^/      /'
 fi
 
+# The house rule (service/layers.mk) on the release objects: who calls whom
+# across folders, and the include paths refusing a wrong include.
+echo "== layers (service/layers.mk)"
+if make --no-print-directory layers-check >"$LOGS/layers.out" 2>&1; then
+    passed=$((passed + 1))
+    echo "ok    $(tail -1 "$LOGS/layers.out")"
+else
+    failed=$((failed + 1))
+    failures+=("layers-check (see $LOGS/layers.out)")
+    echo "FAIL  layers-check"
+    grep '^layers: ' "$LOGS/layers.out" | head -10 | sed 's/^/      /'
+fi
+
 echo "== unit tests (release, then ASan+UBSan)"
 for bin in build/release/tests/test_* build/asan/tests/test_*; do
     [[ -x "$bin" ]] && run_one "$bin"

@@ -27,8 +27,10 @@
 #include "bloom_job.h"
 #include "retention.h"
 #include "retention_job.h"
+#include "sentinel.h"
 #include "sweep.h"
 #include "util.h"
+#include "workers.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -223,8 +225,11 @@ static void choose_adapters(struct app *app)
         s.read_for_move = store_naive_read_plain;
         s.move = store_naive_move_blind;
     }
+    store_mysql_use(&s);
+
+    struct store_events_steps e = store_events_steps;
     if (!(on & DEFENSE_CONSUMER_DEDUP_SAME_TX))
-        s.consume = store_naive_consume_apart;
+        e.consume = store_naive_consume_apart;
     /* The ledger is the business key that outlives the dedup row. The
      * lessons of the consumer's own dedup (skipped, or keyed by the stream
      * entry) run without it, so that each shows what its own mistake costs;
@@ -232,8 +237,8 @@ static void choose_adapters(struct app *app)
     unsigned ledger = DEFENSE_BUSINESS_KEY_AFTER_EXPIRY | DEFENSE_CONSUMER_DEDUP |
                       DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY;
     if ((on & ledger) != ledger)
-        s.points_ledger = store_naive_no_ledger;
-    store_mysql_use(&s);
+        e.points_ledger = store_naive_no_ledger;
+    store_events_use(&e);
 
     app->dedup_key = (on & DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY) ? consumers_key_by_business
                                                                 : consume_naive_key_by_entry;
@@ -289,6 +294,22 @@ struct running {
     struct liveness *live;
 };
 
+/* A request worker's connections (http/workers.h): a MySQL connection
+ * borrowed from the pool for each job and given back after it, and, at the
+ * thread's end, whatever it still owns of MySQL and Redis. Wired here, the
+ * composition root, so that the transport needs neither port. */
+static void worker_thread_end(void)
+{
+    store_thread_release();
+    cache_thread_release();
+}
+
+static const struct workers_thread_hooks worker_hooks = {
+    .begin = store_thread_pooled,
+    .after_job = store_thread_idle,
+    .end = worker_thread_end,
+};
+
 /* Starts the background work (relay, consumers, sweep) unless this is a
  * server with TICKETD_WORKERS=0, and for a server the liveness beat and
  * the listener. false when one could not start (logged). */
@@ -301,7 +322,8 @@ static bool start_parts(struct app *app, const struct config *cfg, bool http, st
             return false;
     }
     if (http) {
-        if ((r->live = liveness_start(app)) == NULL || (r->srv = http_start(app)) == NULL)
+        if ((r->live = liveness_start(app)) == NULL ||
+            (r->srv = http_start(app, &worker_hooks)) == NULL)
             return false;
     }
     return true;
@@ -600,6 +622,14 @@ int main(int argc, char **argv)
     if ((rc = parse_options(command, argc, argv, &cli)) >= 0)
         return rc;
     if (config_load(&cfg, cli.config_path) != TD_OK) {
+        config_cleanup(&cfg);
+        return 2;
+    }
+    /* The Redis adapter's own settings, checked here rather than in
+     * config.c, which sits below the adapters (service/layers.mk). */
+    char why[512];
+    if (!sentinel_settings_valid(cfg.redis_sentinels, cfg.redis_master, why, sizeof why)) {
+        fprintf(stderr, "ticketd: %s\n", why);
         config_cleanup(&cfg);
         return 2;
     }

@@ -225,7 +225,7 @@ static MYSQL *db_connect(const struct sqlbase_opts *o, char *err, size_t errlen)
     mysql_options(conn, MYSQL_OPT_READ_TIMEOUT, &timeout);
     mysql_options(conn, MYSQL_OPT_WRITE_TIMEOUT, &timeout);
     mysql_options(conn, MYSQL_OPT_RECONNECT, &off);
-    /* ticketd's session settings (service/db.c): the same isolation, so the
+    /* ticketd's session settings (service/mysql/db.c): the same isolation, so the
      * same locks. Under REPEATABLE READ the INSERT ... SELECT would take a
      * shared lock on the session row that the stock CAS then upgrades. */
     mysql_options(conn, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
@@ -281,7 +281,7 @@ static void bind_str(MYSQL_BIND *b, char *buf, unsigned long *len)
 
 /* Prepares the two statements of the order transaction once per
  * connection, bound to the worker's parameter fields. They are ticketd's
- * own (service/store_mysql.c): the order priced from its session in one
+ * own (service/mysql/store_mysql.c): the order priced from its session in one
  * INSERT ... SELECT ... RETURNING (the history row comes from the
  * database's trigger), then the stock compare-and-set. */
 static int worker_prepare(struct sqlbase_worker *w)
@@ -396,7 +396,7 @@ out:
     return rc;
 }
 
-/* ticketd's order transaction (service/store_mysql.c, S_ORDER_PLACE): one
+/* ticketd's order transaction (service/mysql/store_mysql.c, S_ORDER_PLACE): one
  * multi-statement round trip. The server stops at the first failing
  * statement: a duplicate at the INSERT, or the stock's CHECK constraint
  * (sold out) at the UPDATE; the open transaction is then rolled back. */

@@ -1,86 +1,71 @@
-# Unit tests: one cmocka binary per tests/unit/test_NAME.c, compiled straight
-# from its source, the service modules it exercises and, for the domain
-# logic, the link-time fakes of the ports (fake_store.c, fake_cache.c) in
-# place of the MySQL and Redis adapters. No objects are shared with the
-# service build, so each binary is built with exactly its own flags: once for
+# Unit tests: one cmocka binary per tests/unit/<folder>/test_<module>.c,
+# which tests service/<folder>/<module>.c. Nothing here lists what a test
+# links: each links its own .c with
+#   - the service's objects of its folder and of the folders the folder may
+#     use (service/layers.mk), as one archive per folder, and
+#   - the link-time fakes of the ports (tests/unit/fakes/), as an archive
+#     too, in place of the MySQL and Redis adapters,
+# so the linker takes just the objects the test reaches. A test that would
+# need an adapter does not link: the rule the service follows holds for its
+# tests as well. The objects are the service build's (same flags), once for
 # release and once under ASan+UBSan.
 
-# Every tests/unit/test_NAME.c is a test; NAME is listed here.
-UNIT_TESTS := $(sort $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c)))
+UNIT_SOURCES := $(sort $(wildcard tests/unit/*/test_*.c))
+# The test's name: its module's.
+UNIT_TESTS := $(patsubst test_%.c,%,$(notdir $(UNIT_SOURCES)))
+# $(1): a test name -> its source, its folder.
+unit_src = $(filter %/test_$(1).c,$(UNIT_SOURCES))
+unit_folder = $(patsubst tests/unit/%/,%,$(dir $(call unit_src,$(1))))
 
-# The service sources each test links besides its own .c (a new test adds
-# its line here).
-unit_router_SRCS := service/router.c
-unit_body_SRCS := service/body.c service/util.c
-unit_config_SRCS := service/config.c service/sentinel.c service/log.c service/util.c
-unit_auth_SRCS := service/auth.c service/util.c
-unit_problem_SRCS := service/problem.c
-unit_resp_SRCS := service/resp.c service/problem.c service/log.c service/util.c
-unit_jsonv_SRCS := service/jsonv.c
-unit_idem_SRCS := service/idem.c service/util.c
-unit_cartbody_SRCS := service/cartbody.c service/jsonv.c service/idem.c service/util.c
-unit_respcache_SRCS := service/respcache.c service/util.c
-unit_defenses_SRCS := service/defenses.c service/log.c
-unit_orders_SRCS := service/orders.c service/bloom.c service/ordertoken.c service/faults.c service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c service/sentinel.c \
-	service/log.c service/util.c service/defenses.c \
-	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
-unit_merge_batch_SRCS := service/merge_batch.c service/util.c
-unit_util_SRCS := service/util.c
-unit_retention_SRCS := service/retention.c service/util.c
-unit_bloom_SRCS := service/bloom.c service/util.c
-unit_breaker_SRCS := service/breaker.c service/log.c
-unit_stopper_SRCS := service/stopper.c
-unit_ordertoken_SRCS := service/ordertoken.c service/util.c
-unit_metrics_SRCS := service/metrics.c service/util.c
-unit_log_SRCS := service/log.c
-unit_model_SRCS := service/model.c service/err.c
-unit_statemachine_SRCS := service/statemachine.c service/model.c
-unit_paysig_SRCS := service/paysig.c service/util.c
-unit_sentinel_SRCS := service/sentinel.c
-unit_txretry_SRCS := service/txretry.c service/metrics.c service/util.c
-unit_payments_SRCS := service/payments.c service/event_payload.c service/paysig.c service/statemachine.c service/txretry.c service/metrics.c \
-	service/config.c service/sentinel.c service/model.c service/log.c service/util.c \
-	tests/unit/fake_store_payments.c tests/unit/fake_store.c tests/unit/fake_cache.c \
-	tests/unit/fake_calls.c
-# The relay and the consumers link fakes of the stream (fake_stream.c) and
-# of the events' store (fake_store_events.c); the thread code in them needs
-# the store's and the cache's thread release (fake_store.c, fake_cache.c).
-UNIT_EVENTS_FAKES := tests/unit/fake_stream.c tests/unit/fake_store_events.c \
-	tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c
-unit_relay_SRCS := service/relay.c service/bgthread.c service/stopper.c service/metrics.c \
-	service/log.c service/util.c $(UNIT_EVENTS_FAKES)
-unit_consumers_SRCS := service/consumers.c service/consume.c service/consume_naive.c service/event_payload.c \
-	service/bgthread.c service/stopper.c service/txretry.c service/faults.c service/metrics.c \
-	service/config.c service/sentinel.c service/log.c service/util.c $(UNIT_EVENTS_FAKES)
-unit_event_payload_SRCS := service/event_payload.c
-unit_lifecycle_SRCS := service/lifecycle.c service/statemachine.c service/txretry.c \
-	service/metrics.c service/config.c service/sentinel.c service/model.c service/log.c \
-	service/util.c tests/unit/fake_store_lifecycle.c
-# The API layer in process (test_api.c): every api_*.c over the domain it
-# calls, with every port faked.
-unit_api_SRCS := $(wildcard service/api*.c) service/router.c service/auth.c service/jsonv.c \
-	service/resp.c service/problem.c service/orders.c service/cart.c service/cartbody.c \
-	service/payments.c service/paysig.c service/lifecycle.c service/statemachine.c \
-	service/event_payload.c service/bloom.c service/ordertoken.c service/faults.c \
-	service/txretry.c service/idem.c service/respcache.c service/metrics.c service/config.c \
-	service/sentinel.c service/defenses.c service/model.c service/err.c service/log.c \
-	service/util.c tests/unit/fake_store.c tests/unit/fake_cache.c tests/unit/fake_calls.c \
-	tests/unit/fake_store_payments.c tests/unit/fake_store_lifecycle.c \
-	tests/unit/fake_store_api.c
+# The folders that have objects, and each one's archive.
+UNIT_LIB_FOLDERS := $(filter-out main,$(sort $(foreach s,$(filter service/%/,$(dir $(SRCS))),$(call layer_of,$(s)x.c))))
+# $(1): folder -> the folders its tests link: its own, those it may use, and
+# those the open exceptions of any of them reach (service/layers.mk).
+unit_reach = $(sort $(1) $(LAYER_$(1)) $(foreach e,$(LAYER_EXCEPTIONS),$(if $(filter \
+	$(firstword $(subst /, ,$(firstword $(subst :, ,$(e))))),$(1) $(LAYER_$(1))),$(firstword \
+	$(subst /, ,$(word 2,$(subst :, ,$(e))))))))
+unit_libs = $(filter $(UNIT_LIB_FOLDERS),$(call unit_reach,$(call unit_folder,$(1))))
 
-UNIT_HDRS := $(wildcard tests/unit/*.h)
+UNIT_FAKES := $(sort $(wildcard tests/unit/fakes/*.c))
+UNIT_HDRS := $(wildcard tests/unit/fakes/*.h)
 UNIT_LIBS = $(PKG_LIBS) -lcmocka
 
-# $(1): the test name. One rule per build flavour and test.
-define unit_test_rules
-build/release/tests/test_$(1): tests/unit/test_$(1).c $$(unit_$(1)_SRCS) $$(HDRS) $$(UNIT_HDRS) | build/release/tests
-	$$(CC) $$(RELEASE_CFLAGS) -Itests/unit -o $$@ $$< $$(unit_$(1)_SRCS) $$(UNIT_LIBS)
+# $(1): flavour (release, asan), $(2): its CFLAGS variable.
+define unit_flavour_rules
+build/$(1)/lib/libfakes.a: $$(UNIT_FAKES:tests/unit/fakes/%.c=build/$(1)/tests/fakes/%.o)
+	@mkdir -p $$(@D)
+	@rm -f $$@
+	$$(AR) rcs $$@ $$^
 
-build/asan/tests/test_$(1): tests/unit/test_$(1).c $$(unit_$(1)_SRCS) $$(HDRS) $$(UNIT_HDRS) | build/asan/tests
-	$$(CC) $$(ASAN_CFLAGS) -Itests/unit -o $$@ $$< $$(unit_$(1)_SRCS) $$(UNIT_LIBS)
+build/$(1)/tests/fakes/%.o: tests/unit/fakes/%.c $$(HDRS) $$(UNIT_HDRS)
+	@mkdir -p $$(@D)
+	$$(CC) $$($(2)) $$(SERVICE_INC) -Itests/unit/fakes -c $$< -o $$@
+
+$$(foreach f,$$(UNIT_LIB_FOLDERS),$$(eval $$(call unit_lib_rule,$(1),$$(f))))
 endef
 
-$(foreach t,$(UNIT_TESTS),$(eval $(call unit_test_rules,$(t))))
+# $(1): flavour, $(2): folder.
+define unit_lib_rule
+build/$(1)/lib/lib$(2).a: $$(patsubst service/%.c,build/$(1)/obj/%.o,$$(filter service/$(2)/%,$$(SRCS)))
+	@mkdir -p $$(@D)
+	@rm -f $$@
+	$$(AR) rcs $$@ $$^
+endef
+
+# $(1): the test name, $(2): flavour, $(3): its CFLAGS variable. The test's
+# own .c sees the include path of the module it tests, and the fakes.
+define unit_test_rules
+build/$(2)/tests/test_$(1): $$(call unit_src,$(1)) $$(foreach l,$$(call unit_libs,$(1)),build/$(2)/lib/lib$$(l).a) \
+		build/$(2)/lib/libfakes.a $$(HDRS) $$(UNIT_HDRS) | build/$(2)/tests
+	$$(CC) $$($(3)) $$(call layer_inc,service/$$(call unit_folder,$(1))/$(1).c) -Itests/unit/fakes -o $$@ $$< \
+		-Wl,--start-group $$(foreach l,$$(call unit_libs,$(1)),build/$(2)/lib/lib$$(l).a) \
+		build/$(2)/lib/libfakes.a -Wl,--end-group $$(UNIT_LIBS)
+endef
+
+$(eval $(call unit_flavour_rules,release,RELEASE_CFLAGS))
+$(eval $(call unit_flavour_rules,asan,ASAN_CFLAGS))
+$(foreach t,$(UNIT_TESTS),$(eval $(call unit_test_rules,$(t),release,RELEASE_CFLAGS)))
+$(foreach t,$(UNIT_TESTS),$(eval $(call unit_test_rules,$(t),asan,ASAN_CFLAGS)))
 
 .PHONY: unit-bins unit-bins-release
 unit-bins: $(UNIT_TESTS:%=build/release/tests/test_%) $(UNIT_TESTS:%=build/asan/tests/test_%)

@@ -1,0 +1,483 @@
+#include "db.h"
+#include "db_conn.h"
+
+#include "breaker.h"
+#include "err.h"
+#include "log.h"
+#include "metrics.h"
+#include "txretry.h"
+#include "util.h"
+
+#include <errmsg.h>
+#include <mysql.h>
+#include <mysqld_error.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* After the link to the server failed, every thread answers "unavailable"
+ * at once for this long, then one probe pings (breaker.h): a paused or
+ * restarting server costs one timeout, not one per request. */
+#define DB_COOLDOWN_MS 500
+
+static const struct config *cfg;
+static pthread_key_t conn_key; /* a thread's own connection (background threads) */
+
+/* The request workers' connections: TICKETD_DB_CONNS of them, shared by
+ * TICKETD_THREADS workers, each borrowing one for the length of a request.
+ * So the database sees as many sessions as it serves well, however many
+ * workers wait on Redis. The idle ones are a stack: the connection used
+ * last (warm, its statements prepared) is the next one lent. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t freed;
+    struct db_conn **idle;
+    int nidle;
+    int lent;
+    int size;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0};
+
+static __thread bool pooled;              /* this thread borrows (db_thread_pooled) */
+static __thread struct db_conn *borrowed; /* what it holds until db_thread_idle */
+static struct breaker health = BREAKER_INIT("mysql", DB_COOLDOWN_MS);
+
+/* The link failed: open the breaker (counted when this opened it). */
+static void trip(enum breaker_pass pass)
+{
+    if (breaker_failure(&health, pass, mono_ms()))
+        metrics_inc(M_BREAKER_OPENED_MYSQL);
+}
+
+void db_conn_close(struct db_conn *c)
+{
+    for (int i = 0; i < c->nstmts; i++)
+        mysql_stmt_close(c->stmts[i].stmt);
+    c->nstmts = 0;
+    if (c->m != NULL) {
+        mysql_close(c->m);
+        c->m = NULL;
+    }
+}
+
+static void conn_destroy(void *p)
+{
+    struct db_conn *c = p;
+    if (c == NULL)
+        return;
+    db_conn_close(c);
+    free(c);
+}
+
+int db_init(const struct config *config)
+{
+    cfg = config;
+    pool.size = config->db_conns;
+    pool.idle = xcalloc((size_t)pool.size, sizeof *pool.idle);
+    if (mysql_library_init(0, NULL, NULL) != 0)
+        return TD_EINTERNAL;
+    if (pthread_key_create(&conn_key, conn_destroy) != 0)
+        return TD_EINTERNAL;
+    return TD_OK;
+}
+
+/* Lends a connection of the pool, waiting at most the MySQL timeout for
+ * one to be given back. NULL when none came: the caller answers
+ * "unavailable", as for a server that does not answer in time. */
+static struct db_conn *pool_borrow(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += cfg->mysql_timeout_s;
+    pthread_mutex_lock(&pool.mu);
+    int rc = 0;
+    while (pool.lent == pool.size && rc == 0)
+        rc = pthread_cond_timedwait(&pool.freed, &pool.mu, &until);
+    struct db_conn *c = NULL;
+    if (pool.lent < pool.size) {
+        pool.lent++;
+        c = pool.nidle > 0 ? pool.idle[--pool.nidle] : xcalloc(1, sizeof *c);
+    }
+    pthread_mutex_unlock(&pool.mu);
+    if (c == NULL)
+        log_warn("mysql: no connection of %d came free in %d s", pool.size, cfg->mysql_timeout_s);
+    return c;
+}
+
+static void pool_give_back(struct db_conn *c)
+{
+    if (c->in_tx) {
+        log_error("mysql: a connection came back inside a transaction; rolling back");
+        db_rollback(c);
+    }
+    pthread_mutex_lock(&pool.mu);
+    pool.idle[pool.nidle++] = c;
+    pool.lent--;
+    pthread_cond_signal(&pool.freed);
+    pthread_mutex_unlock(&pool.mu);
+}
+
+void db_thread_pooled(void)
+{
+    pooled = true;
+}
+
+void db_thread_idle(void)
+{
+    if (borrowed != NULL) {
+        pool_give_back(borrowed);
+        borrowed = NULL;
+    }
+}
+
+void db_thread_release(void)
+{
+    if (pooled) {
+        db_thread_idle();
+        return;
+    }
+    struct db_conn *c = pthread_getspecific(conn_key);
+    conn_destroy(c);
+    pthread_setspecific(conn_key, NULL);
+}
+
+void db_cleanup(void)
+{
+    db_thread_release();
+    pthread_mutex_lock(&pool.mu);
+    for (int i = 0; i < pool.nidle; i++)
+        conn_destroy(pool.idle[i]);
+    free(pool.idle);
+    pool.idle = NULL;
+    pool.nidle = 0;
+    pthread_mutex_unlock(&pool.mu);
+    pthread_key_delete(conn_key);
+    mysql_library_end();
+}
+
+static bool connection_error(unsigned int e)
+{
+    /* Client-side errors (2000-2999) are all about the link: gone, lost,
+     * refused, timed out, out of sync. On the server side, shutdown and
+     * killed connections mean the same for us. */
+    return (e >= CR_MIN_ERROR && e <= CR_MAX_ERROR) || e == ER_SERVER_SHUTDOWN ||
+           e == ER_CONNECTION_KILLED || e == ER_QUERY_INTERRUPTED || e == 4031 /* idle timeout */ ||
+           /* A Galera node that is not (yet, or no longer) part of the
+            * primary component answers 1047 "WSREP has not yet prepared node
+            * for application use": unavailable, as a server still starting. */
+           e == ER_UNKNOWN_COM_ERROR;
+}
+
+/* A refusal by a unique key (TD_EDUP) or a CHECK constraint (TD_ECONFLICT):
+ * remembers the key's name in c->dup_key (db_dup_key). 0 for any other e. */
+static int refusal(struct db_conn *c, unsigned int e, const char *msg)
+{
+    if (e == ER_DUP_ENTRY) {
+        /* "Duplicate entry 'x' for key 'name'": remember which key. */
+        const char *k = strstr(msg, "for key '");
+        c->dup_key[0] = '\0';
+        if (k != NULL) {
+            k += 9;
+            size_t n = strcspn(k, "'");
+            const char *dot = memchr(k, '.', n); /* MySQL 8 says 'table.key' */
+            if (dot != NULL) {
+                n -= (size_t)(dot + 1 - k);
+                k = dot + 1;
+            }
+            if (n >= sizeof c->dup_key)
+                n = sizeof c->dup_key - 1;
+            memcpy(c->dup_key, k, n);
+            c->dup_key[n] = '\0';
+        }
+        return TD_EDUP;
+    }
+    if (e == ER_CONSTRAINT_FAILED) {
+        /* "CONSTRAINT `name` failed for ...": a CHECK refused the row. */
+        const char *k = strchr(msg, '`');
+        size_t n = k != NULL ? strcspn(k + 1, "`") : 0;
+        if (n >= sizeof c->dup_key)
+            n = sizeof c->dup_key - 1;
+        memcpy(c->dup_key, k != NULL ? k + 1 : "", n);
+        c->dup_key[n] = '\0';
+        return TD_ECONFLICT;
+    }
+    return 0;
+}
+
+/* Maps the last error of c (or of stmt) and drops the connection when it
+ * cannot be trusted any more. */
+int db_fail(struct db_conn *c, unsigned int e, const char *msg, const char *what)
+{
+    int refused = refusal(c, e, msg);
+    if (refused != 0)
+        return refused;
+    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT) {
+        /* Which conflict, for the retries metric. Galera reports a failed
+         * certification as 1213 too, and only at COMMIT: the writeset of a
+         * transaction is certified against the other nodes' when it
+         * commits. A local InnoDB deadlock cannot happen at COMMIT (COMMIT
+         * takes no row locks; on a single server 1213 comes from a
+         * statement that waited for a lock). So 1213 at COMMIT is a
+         * certification conflict, 1213 at a statement a deadlock. A local
+         * transaction aborted by a replicated writeset while it was still
+         * running (a Galera "brute force" abort) fails at its next
+         * statement and is counted as a deadlock: it is one, with a
+         * transaction of another node, and is retried all the same. */
+        if (e == ER_LOCK_WAIT_TIMEOUT)
+            txretry_note(TXRETRY_LOCK_WAIT);
+        else if (strcmp(what, "COMMIT") == 0)
+            txretry_note(TXRETRY_CERTIFICATION);
+        else
+            txretry_note(TXRETRY_DEADLOCK);
+        return TD_ERETRY;
+    }
+    if (e == ER_SAME_NAME_PARTITION || e == ER_PARTITION_DOES_NOT_EXIST ||
+        e == ER_REORG_PARTITION_NOT_EXIST) {
+        /* Partition maintenance that another instance did first: the
+         * retention job lists the partitions again next round. */
+        log_info("mysql: %u %s", e, msg);
+        return TD_ECONFLICT;
+    }
+    metrics_inc(M_DEP_ERRORS_MYSQL);
+    if (connection_error(e)) {
+        log_warn("mysql: %s: %u %s (reconnecting on next use)", what, e, msg);
+        /* A connection that has worked and fails outside a transaction may
+         * just be stale (the server restarted while it idled): the caller
+         * dials again before anyone is told the server is down. Inside a
+         * transaction, or on a new connection, the link itself failed. */
+        if (c->fresh || c->in_tx)
+            trip(BREAKER_CALL);
+        db_conn_close(c);
+        return TD_EUNAVAIL;
+    }
+    log_error("mysql: %s: %u %s", what, e, msg);
+    db_conn_close(c);
+    return TD_EINTERNAL;
+}
+
+static int connect_thread(struct db_conn *c)
+{
+    MYSQL *m = mysql_init(NULL);
+    if (m == NULL)
+        return TD_EINTERNAL;
+    unsigned int t = (unsigned int)cfg->mysql_timeout_s;
+    my_bool off = 0;
+    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &t);
+    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &t);
+    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &t);
+    mysql_options(m, MYSQL_OPT_RECONNECT, &off); /* we reconnect, knowing what was lost */
+    mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    /* Times are stored and shown in UTC; READ COMMITTED keeps the stock CAS
+     * and duplicate lookups seeing the latest committed rows. */
+    mysql_options(m, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
+    mysql_options(m, MYSQL_INIT_COMMAND, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    const char *sock = cfg->mysql_socket[0] ? cfg->mysql_socket : NULL;
+    if (mysql_real_connect(m, sock ? NULL : cfg->mysql_host, cfg->mysql_user, cfg->mysql_password,
+                           cfg->mysql_db, (unsigned int)cfg->mysql_port, sock,
+                           CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS) == NULL) {
+        metrics_inc(M_DEP_ERRORS_MYSQL);
+        log_warn("mysql: connect to %s:%d failed: %s", sock ? sock : cfg->mysql_host,
+                 cfg->mysql_port, mysql_error(m));
+        mysql_close(m);
+        return TD_EUNAVAIL;
+    }
+    c->m = m;
+    c->fresh = true;
+    c->in_tx = false;
+    return TD_OK;
+}
+
+/* A connection that worked before and fails at the first statement of a
+ * unit of work (BEGIN, or a read outside a transaction) was most likely
+ * closed by a restarted server while idle. Nothing has been done on it
+ * yet, so dialling again and repeating is safe; writes outside a
+ * transaction are never repeated. Returns true when c was re-dialled. */
+bool db_redial_stale(struct db_conn *c, int rc, bool was_fresh)
+{
+    if (rc != TD_EUNAVAIL || was_fresh || c->in_tx || breaker_is_open(&health, mono_ms()))
+        return false;
+    db_conn_close(c);
+    if (connect_thread(c) == TD_OK)
+        return true;
+    trip(BREAKER_CALL);
+    return false;
+}
+
+/* The calling thread's connection: borrowed from the pool by a worker,
+ * its own for any other thread. NULL when the pool lent none in time. */
+static struct db_conn *thread_conn(void)
+{
+    if (pooled) {
+        if (borrowed == NULL)
+            borrowed = pool_borrow();
+        return borrowed;
+    }
+    struct db_conn *c = pthread_getspecific(conn_key);
+    if (c == NULL) {
+        c = xcalloc(1, sizeof *c);
+        pthread_setspecific(conn_key, c);
+    }
+    return c;
+}
+
+int db_conn(struct db_conn **out)
+{
+    *out = NULL;
+    /* Borrowed before the breaker is asked, so that a probe, once let
+     * through, always goes out. */
+    struct db_conn *c = thread_conn();
+    if (c == NULL)
+        return TD_EUNAVAIL;
+    int64_t now = mono_ms();
+    enum breaker_pass pass = breaker_ask(&health, now);
+    if (pass == BREAKER_REFUSED)
+        return TD_EUNAVAIL;
+    /* The probe after an outage always pings, so that its verdict is about
+     * the server now, not about a connection that happens to be open. */
+    bool check = pass == BREAKER_PROBE || now - c->last_used_ms > DB_IDLE_PING_MS;
+    if (c->m != NULL && check && mysql_ping(c->m) != 0) {
+        log_info("mysql: connection is gone (%s); reconnecting", mysql_error(c->m));
+        db_conn_close(c);
+    }
+    if (c->m == NULL && connect_thread(c) != TD_OK) {
+        trip(pass);
+        return TD_EUNAVAIL;
+    }
+    breaker_success(&health, pass);
+    c->last_used_ms = now;
+    *out = c;
+    return TD_OK;
+}
+
+void db_lose_link(struct db_conn *c)
+{
+    log_warn("mysql: dropping the connection before its answer was read");
+    db_conn_close(c);
+}
+
+static int simple(struct db_conn *c, const char *q)
+{
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    if (mysql_real_query(c->m, q, strlen(q)) != 0)
+        return db_fail(c, mysql_errno(c->m), mysql_error(c->m), q);
+    return TD_OK;
+}
+
+int db_begin(struct db_conn *c)
+{
+    bool was_fresh = c->fresh;
+    int rc = simple(c, "START TRANSACTION");
+    if (db_redial_stale(c, rc, was_fresh))
+        rc = simple(c, "START TRANSACTION");
+    c->fresh = false;
+    c->in_tx = rc == TD_OK;
+    return rc;
+}
+
+bool db_server_in_tx(struct db_conn *c)
+{
+    unsigned int status = 0;
+    if (c->m == NULL || mariadb_get_infov(c->m, MARIADB_CONNECTION_SERVER_STATUS, &status) != 0)
+        return true; /* cannot tell: let COMMIT speak */
+    return (status & SERVER_STATUS_IN_TRANS) != 0;
+}
+
+/* A Galera node rolls back a local transaction whose rows a replicated
+ * write needs (a "brute force" abort). The transaction's next statement
+ * should then fail with 1213; measured on a three-node cluster here, it
+ * sometimes ran instead, outside any transaction, and the COMMIT that
+ * followed answered OK having committed nothing: an answer that would
+ * claim a cancel the database never kept. The server's own status flag
+ * says so before COMMIT is sent: the transaction is run again, as after
+ * any certification conflict. */
+static bool lost_by_server(struct db_conn *c, const char *what)
+{
+    if (db_server_in_tx(c))
+        return false;
+    log_warn("mysql: %s: the server rolled the transaction back without an error (a Galera "
+             "conflict); running it again",
+             what);
+    txretry_note(TXRETRY_CERTIFICATION);
+    return true;
+}
+
+int db_commit(struct db_conn *c)
+{
+    if (c->in_tx && lost_by_server(c, "before COMMIT")) {
+        c->in_tx = false;
+        return TD_ERETRY;
+    }
+    /* Still "in a transaction" while COMMIT runs: a link lost now is the
+     * server's trouble, not a stale connection. */
+    int rc = simple(c, "COMMIT");
+    c->in_tx = false;
+    return rc;
+}
+
+void db_rollback(struct db_conn *c)
+{
+    c->in_tx = false;
+    if (c->m != NULL && mysql_rollback(c->m) != 0)
+        db_fail(c, mysql_errno(c->m), mysql_error(c->m), "ROLLBACK");
+}
+
+int db_tx_begin(struct db_conn **out)
+{
+    struct db_conn *c;
+    *out = NULL;
+    int rc = db_conn(&c);
+    if (rc == TD_OK)
+        rc = db_begin(c);
+    if (rc == TD_OK)
+        *out = c;
+    return rc;
+}
+
+int db_tx_end(struct db_conn *c, int rc)
+{
+    if (rc == TD_OK)
+        rc = db_commit(c);
+    /* After a failed COMMIT too: the server may still hold the
+     * transaction open when only the answer was lost. */
+    if (rc != TD_OK)
+        db_rollback(c);
+    return rc;
+}
+
+static int ping_once(struct db_conn *c)
+{
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    if (mysql_ping(c->m) != 0)
+        return db_fail(c, mysql_errno(c->m), mysql_error(c->m), "ping");
+    return TD_OK;
+}
+
+int db_ping(struct db_conn *c)
+{
+    bool was_fresh = c->fresh;
+    int rc = ping_once(c);
+    if (db_redial_stale(c, rc, was_fresh))
+        rc = ping_once(c);
+    c->fresh = false;
+    return rc;
+}
+
+int db_exec_text(struct db_conn *c, const char *sql)
+{
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    if (mysql_real_query(c->m, sql, strlen(sql)) != 0)
+        return db_fail(c, mysql_errno(c->m), mysql_error(c->m), sql);
+    /* DDL returns no rows; anything else is read and dropped so that the
+     * link is ready for the next statement. */
+    MYSQL_RES *r = mysql_store_result(c->m);
+    mysql_free_result(r);
+    return TD_OK;
+}
+
+const char *db_dup_key(const struct db_conn *c)
+{
+    return c->dup_key;
+}

@@ -1,0 +1,156 @@
+/* db.h - a thin layer over the MariaDB/MySQL C API's prepared statements:
+ * one connection per thread, statements prepared once per connection from
+ * a table of SQL, arguments and result columns described by small arrays.
+ * Only store_*.c include this; only db.c, db_stmt.c and db_batch.c (through
+ * db_conn.h) include <mysql.h>.
+ *
+ * Every call maps MySQL's error numbers onto td_err: 1062 is TD_EDUP,
+ * a failed CHECK constraint (4025) TD_ECONFLICT, 1213 and 1205 TD_ERETRY, lost or refused
+ * connections TD_EUNAVAIL (and the connection is dropped so the next call reconnects). */
+#ifndef TICKETD_DB_H
+#define TICKETD_DB_H
+
+#include "config.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum db_type { DB_INT, DB_STR, DB_NULL };
+
+struct db_arg {
+    enum db_type type;
+    long long i;
+    const char *s;
+    unsigned long len;
+};
+
+#define DB_I(v) ((struct db_arg){.type = DB_INT, .i = (long long)(v)})
+#define DB_S(v) ((struct db_arg){.type = DB_STR, .s = (v), .len = (unsigned long)strlen(v)})
+#define DB_NUL  ((struct db_arg){.type = DB_NULL})
+
+/* A result column: DB_INT into an int64_t, DB_STR into a char buffer of
+ * cap bytes (NUL-terminated; a longer value is an error). */
+struct db_col {
+    enum db_type type;
+    void *dst;
+    size_t cap;
+};
+
+#define DB_COL_I(p) ((struct db_col){.type = DB_INT, .dst = (p), .cap = 0})
+#define DB_COL_S(b) ((struct db_col){.type = DB_STR, .dst = (b), .cap = sizeof(b)})
+
+/* Statements are named by their SQL text, which must have static storage:
+ * each connection prepares a text once and finds it again by its address. */
+int db_init(const struct config *cfg);
+/* The calling thread (a request worker) borrows its connection from the
+ * pool of TICKETD_DB_CONNS for each unit of work, and gives it back with
+ * db_thread_idle; other threads keep a connection of their own. */
+void db_thread_pooled(void);
+void db_thread_idle(void);
+/* Closes the calling thread's own connection, or gives back a borrowed one. */
+void db_thread_release(void);
+void db_cleanup(void);
+
+struct db_conn;
+
+/* The calling thread's connection (borrowed, for a pooled thread: it waits
+ * at most the MySQL timeout for one), connecting if needed. TD_EUNAVAIL at
+ * once, without any I/O, while the shared breaker knows the server is down
+ * (see breaker.h); the first call after its cooldown probes with a ping. */
+int db_conn(struct db_conn **out);
+
+/* Closes c's link as if the server's answer had been lost, for the test
+ * build's fault points. The next db_conn dials again. */
+void db_lose_link(struct db_conn *c);
+
+int db_begin(struct db_conn *c);
+int db_commit(struct db_conn *c);
+/* Rolls back; always explicit, because a lock wait timeout rolls back only
+ * the statement and a later COMMIT would keep the rest. */
+void db_rollback(struct db_conn *c);
+int db_ping(struct db_conn *c);
+
+/* Every adapter transaction has this shape:
+ *
+ *     int rc = db_tx_begin(&c);
+ *     if (rc != TD_OK)
+ *         return rc;
+ *     rc = ...statements on c...;
+ *     return db_tx_end(c, rc);
+ *
+ * db_tx_begin gets the calling thread's connection (db_conn) and starts a
+ * transaction on it; *out is NULL unless it returns TD_OK. db_tx_end
+ * commits when rc is TD_OK and rolls back otherwise (a failed COMMIT
+ * included), and returns rc, or the COMMIT's error: whether a transaction
+ * is kept is decided here only. */
+int db_tx_begin(struct db_conn **out);
+int db_tx_end(struct db_conn *c, int rc);
+
+/* Runs a statement that returns no rows. *affected and *insert_id may be
+ * NULL. Duplicate-key errors also copy the key name into dup_key (if not
+ * NULL, 64 bytes). */
+int db_exec(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+            uint64_t *affected, uint64_t *insert_id);
+
+/* Runs one statement given as text, neither prepared nor kept: the DDL
+ * whose names change from day to day (partition maintenance), which would
+ * otherwise fill the connection's statement cache. sql must be built from
+ * names the caller controls, never from a request. */
+int db_exec_text(struct db_conn *c, const char *sql);
+
+/* The name of the unique key behind the last TD_EDUP on c, or of the CHECK
+ * constraint behind the last TD_ECONFLICT ("" if none). */
+const char *db_dup_key(const struct db_conn *c);
+
+/* Runs a query and reads its first row into cols. TD_ENOTFOUND when there
+ * is none. */
+int db_row(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+           const struct db_col *cols, int ncols);
+
+/* Runs a query and calls each(ctx) after every row is read into cols; a
+ * non-zero return from each stops and is returned. */
+int db_rows(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+            const struct db_col *cols, int ncols, int (*each)(void *ctx), void *ctx);
+
+/* A read outside any transaction, on the calling thread's connection:
+ * db_conn, then db_rows (db_read) or db_row (db_read_row). */
+int db_read(const char *sql, const struct db_arg *args, int nargs, const struct db_col *cols,
+            int ncols, int (*each)(void *ctx), void *ctx);
+int db_read_row(const char *sql, const struct db_arg *args, int nargs, const struct db_col *cols,
+                int ncols);
+
+/* The largest batch text db_batch builds, arguments inlined. */
+#define DB_BATCH_MAX 4096
+
+/* Runs a whole transaction in one round trip: sql is several statements,
+ * from START TRANSACTION to COMMIT, separated by ';', with '?' for
+ * arguments (no literal '?' or ';' in the text). A multi-statement text
+ * cannot be prepared, so the arguments are inlined as escaped literals. The
+ * server stops at the first statement that fails: its error is returned
+ * and the transaction is rolled back. The first row of statement row_at
+ * (0 = the first) is read into cols; TD_ENOTFOUND when it returned none
+ * (the batch still committed). */
+int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs, int row_at,
+             const struct db_col *cols, int ncols);
+
+/* A row of a batch's result: nfields values as text (NULL for SQL NULL)
+ * and their lengths, valid only during the call. */
+struct db_batch_row {
+    const char *const *vals;
+    const unsigned long *lens;
+    int nfields;
+};
+typedef int (*db_batch_row_fn)(void *ctx, int at, const struct db_batch_row *row);
+
+/* db_batch for a text built at run time (any length): every row of every
+ * statement is handed to each(ctx, at, row), at counting statements from
+ * 0; a non-zero return stops reading rows (the rest are drained) and is
+ * returned after the transaction was rolled back. With open, the text ends
+ * before its COMMIT and the transaction is left open on success for
+ * db_tx_end (the test build's crash between a batch and its COMMIT). */
+int db_batch_each(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+                  bool open, db_batch_row_fn each, void *ctx);
+
+#endif

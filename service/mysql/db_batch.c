@@ -1,0 +1,241 @@
+/* db_batch.c - db_batch (db.h): a transaction's statements sent in one
+ * round trip, its arguments inlined as literals escaped by the server's
+ * rules (not prepared), its results read in order. */
+#include "db.h"
+#include "db_conn.h"
+
+#include "err.h"
+#include "log.h"
+#include "util.h"
+
+#include <mysql.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The text of a batch with every '?' replaced by its argument as a literal:
+ * integers in decimal, strings quoted and escaped by the server's rules for
+ * this connection's character set. Returns the length, or 0 when the text
+ * does not fit or the arguments do not match the placeholders. */
+static size_t inline_args(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+                          char *out, size_t cap)
+{
+    size_t n = 0;
+    int used = 0;
+    for (const char *p = sql; *p != '\0'; p++) {
+        if (*p != '?') {
+            if (n + 1 >= cap)
+                return 0;
+            out[n++] = *p;
+            continue;
+        }
+        if (used == nargs)
+            return 0;
+        const struct db_arg *a = &args[used++];
+        if (a->type == DB_INT) {
+            int w = snprintf(out + n, cap - n, "%lld", a->i);
+            if (w < 0 || (size_t)w >= cap - n)
+                return 0;
+            n += (size_t)w;
+        } else if (a->type == DB_NULL) {
+            if (n + 5 >= cap)
+                return 0;
+            memcpy(out + n, "NULL", 4);
+            n += 4;
+        } else {
+            if (n + 2 * a->len + 3 >= cap) /* the escaped worst case and quotes */
+                return 0;
+            out[n++] = '\'';
+            n += mysql_real_escape_string(c->m, out + n, a->s, a->len);
+            out[n++] = '\'';
+        }
+    }
+    out[n] = '\0';
+    return used == nargs ? n : 0;
+}
+
+/* How a batch's rows are read: each(ctx, at, row) for every row of every
+ * statement (at counts statements from 0). */
+struct batch_reader {
+    db_batch_row_fn each;
+    void *ctx;
+};
+
+/* Reads the results of a batch in order. *at is the statement being read;
+ * last is the index of the final statement, the COMMIT unless open. */
+static int batch_results(struct db_conn *c, int last, bool open, const struct batch_reader *rd,
+                         int *at)
+{
+    int more;
+    int rc = TD_OK;
+    bool lost = false;
+    *at = 0;
+    do {
+        MYSQL_RES *res = mysql_store_result(c->m);
+        if (res != NULL) {
+            struct db_batch_row br = {.nfields = (int)mysql_num_fields(res)};
+            MYSQL_ROW row;
+            while (rc == TD_OK && (row = mysql_fetch_row(res)) != NULL) {
+                br.vals = (const char *const *)row;
+                br.lens = mysql_fetch_lengths(res);
+                rc = rd->each(rd->ctx, *at, &br);
+            }
+            mysql_free_result(res);
+        } else if (mysql_field_count(c->m) != 0) {
+            return db_fail(c, mysql_errno(c->m), mysql_error(c->m), "batch result");
+        }
+        /* Every statement between START TRANSACTION and COMMIT must end
+         * inside the transaction (see lost_by_server). */
+        if (*at > 0 && (*at < last || open) && !db_server_in_tx(c))
+            lost = true;
+        more = mysql_next_result(c->m);
+        if (more > 0) {
+            ++*at;
+            /* 1213 at the COMMIT is a Galera certification conflict. */
+            int frc = db_fail(c, mysql_errno(c->m), mysql_error(c->m),
+                              *at == last && !open ? "COMMIT" : "batch");
+            if (lost) {
+                /* Statements ran outside the transaction before this one
+                 * failed: some of them may be kept. Running the batch
+                 * again would meet its own rows (a new order answered as
+                 * a replay); what holds is for the database to say. */
+                log_error("mysql: a batch's transaction was rolled back by the server and "
+                          "its statements ran on alone until one failed; answering unavailable");
+                return TD_EUNAVAIL;
+            }
+            return frc;
+        }
+        if (more == 0)
+            ++*at;
+    } while (more == 0);
+    if (rc != TD_OK)
+        return rc; /* every result read: the connection stays in step */
+    if (lost) {
+        /* Its statements may have run one by one, outside the transaction:
+         * what holds now is for the database to say (the caller's retry
+         * finds the order by its unique key, or makes it). */
+        log_error("mysql: the server rolled a batch's transaction back without an error "
+                  "(a Galera conflict); answering unavailable");
+        return TD_EUNAVAIL;
+    }
+    return TD_OK;
+}
+
+static int batch_once(struct db_conn *c, const char *text, size_t len, int last, bool open,
+                      const struct batch_reader *rd, int *at)
+{
+    *at = 0;
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    /* Until its first statement (START TRANSACTION) answers, a failing
+     * link may just be stale, as for db_begin; from then on the batch is
+     * inside a transaction, a link lost is the server's trouble, and an
+     * error leaves the transaction to be rolled back. */
+    c->in_tx = false;
+    if (mysql_real_query(c->m, text, len) != 0)
+        return db_fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
+    c->in_tx = true;
+    return batch_results(c, last, open, rd, at);
+}
+
+/* The batch itself, its text already built: run, redialled once when the
+ * link was stale, rolled back on error. */
+static int batch_run(struct db_conn *c, const char *sql, const char *text, size_t len, bool open,
+                     const struct batch_reader *rd)
+{
+    int at;
+    int last = 0; /* the index of the final statement: statements are split by ';' */
+    for (const char *p = sql; *p != '\0'; p++)
+        last += *p == ';';
+    bool was_fresh = c->fresh;
+    int rc = batch_once(c, text, len, last, open, rd, &at);
+    /* A stale link fails at the first statement, before anything ran. If
+     * the batch did commit and only its answer was lost, running it again
+     * meets the unique index, which the caller reads as "already done". */
+    if (at == 0 && db_redial_stale(c, rc, was_fresh))
+        rc = batch_once(c, text, len, last, open, rd, &at);
+    c->fresh = false;
+    if (rc != TD_OK) {
+        db_rollback(c); /* the statement that failed left the transaction open */
+        return rc;
+    }
+    c->in_tx = open; /* the batch ended with its COMMIT, unless left open */
+    return TD_OK;
+}
+
+/* db_batch's reader: the first row of statement row_at into cols. */
+struct first_row {
+    int row_at;
+    const struct db_col *cols;
+    int ncols;
+    bool got;
+};
+
+static int first_row_each(void *ctx, int at, const struct db_batch_row *row)
+{
+    struct first_row *f = ctx;
+    if (at != f->row_at || f->got)
+        return TD_OK;
+    /* By db_rows' rules: the column count must match and every value
+     * must fit its buffer (else TD_EINTERNAL, logged). */
+    if (row->nfields != f->ncols) {
+        log_error("mysql: a batch's row has %d columns, expected %d", row->nfields, f->ncols);
+        return TD_EINTERNAL;
+    }
+    for (int i = 0; i < f->ncols && i < row->nfields; i++) {
+        if (f->cols[i].type == DB_INT) {
+            *(int64_t *)f->cols[i].dst = row->vals[i] != NULL ? strtoll(row->vals[i], NULL, 10) : 0;
+            continue;
+        }
+        size_t n = row->vals[i] != NULL ? row->lens[i] : 0;
+        if (n >= f->cols[i].cap) {
+            log_error("mysql: a value of a batch's row does not fit its buffer");
+            return TD_EINTERNAL;
+        }
+        memcpy(f->cols[i].dst, row->vals[i] != NULL ? row->vals[i] : "", n);
+        ((char *)f->cols[i].dst)[n] = '\0';
+    }
+    f->got = true;
+    return TD_OK;
+}
+
+int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs, int row_at,
+             const struct db_col *cols, int ncols)
+{
+    char text[DB_BATCH_MAX];
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    size_t len = inline_args(c, sql, args, nargs, text, sizeof text);
+    if (len == 0) {
+        log_error("mysql: a batch does not fit %d bytes or its arguments", DB_BATCH_MAX);
+        return TD_EINTERNAL;
+    }
+    struct first_row f = {row_at, cols, ncols, false};
+    struct batch_reader rd = {first_row_each, &f};
+    int rc = batch_run(c, sql, text, len, false, &rd);
+    if (rc != TD_OK)
+        return rc;
+    return f.got ? TD_OK : TD_ENOTFOUND;
+}
+
+int db_batch_each(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
+                  bool open, db_batch_row_fn each, void *ctx)
+{
+    if (c->m == NULL)
+        return TD_EUNAVAIL;
+    /* Every argument at its escaped worst case, and the text around them. */
+    size_t cap = strlen(sql) + 1;
+    for (int i = 0; i < nargs; i++)
+        cap += args[i].type == DB_STR ? 2 * args[i].len + 3 : 24;
+    char *text = xmalloc(cap);
+    size_t len = inline_args(c, sql, args, nargs, text, cap);
+    int rc = TD_EINTERNAL;
+    if (len == 0) {
+        log_error("mysql: a batch's arguments do not match its placeholders");
+    } else {
+        struct batch_reader rd = {each, ctx};
+        rc = batch_run(c, sql, text, len, open, &rd);
+    }
+    free(text);
+    return rc;
+}

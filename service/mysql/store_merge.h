@@ -1,0 +1,51 @@
+/* store_merge.h - new orders that arrive together share one database
+ * round trip and one COMMIT (TICKETD_MERGE=1, the default).
+ *
+ * Natural batching, as group commit: a worker thread whose order
+ * transaction is due joins a queue. If fewer than MERGE_LEADERS batches
+ * are under way it leads one at once: it takes every order queued (at most
+ * TICKETD_MERGE_MAX), runs them as one transaction on its own connection
+ * (merge_batch.h), hands each order its outcome and wakes its thread. The
+ * orders that arrive while a batch is at the server wait for it to end;
+ * then one of them leads the next batch with all of them. A lone order on
+ * an idle service goes at once, by itself (no timer, no added delay).
+ *
+ * Each order keeps its own outcome: a duplicate key, a sold-out or unknown
+ * session fails that order alone. A batch the server refused whole (a
+ * token another order spent, seen only when Redis forgot it) is run again
+ * one order at a time by each order's own thread; a deadlock or a Galera
+ * certification conflict sends every order of the batch back to its own
+ * caller's retry (txretry.h) with the cause noted; a lost connection
+ * answers each "unavailable", and its retry finds the order by its key or
+ * makes it.
+ *
+ * Thread-safe. */
+#ifndef TICKETD_STORE_MERGE_H
+#define TICKETD_STORE_MERGE_H
+
+#include "db.h"
+#include "store.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Batches built or at the server at once: one collects while another is
+ * at the server, and with two the server can run one while the service
+ * reads the other's answer. */
+#define MERGE_LEADERS 2
+
+/* Merging on or off, and the largest batch. Call before any order. */
+void store_merge_init(bool on, int max);
+bool store_merge_on(void);
+
+/* What store_merge_place answers for an order that must be placed by
+ * itself on the caller's own connection (store_mysql.c). */
+#define STORE_MERGE_ALONE 1
+
+/* Places d (never a demo draft: no switched-off defence) in the next
+ * batch, stamped db_now. Returns store_order_create's answers, with the
+ * new order's id and amount, or STORE_MERGE_ALONE. */
+int store_merge_place(const struct order_draft *d, const char *db_now, int64_t *id,
+                      int64_t *amount);
+
+#endif

@@ -1,0 +1,485 @@
+/* store_mysql.c - the store port on MariaDB/MySQL, and the MySQL adapters'
+ * shared pieces (store_mysql.h). Every statement comes from the table
+ * below and runs as a prepared statement, except the new order's
+ * one-round-trip transaction (S_ORDER_PLACE*): a text of several statements
+ * cannot be prepared, so db_batch inlines its arguments as escaped
+ * literals. Every transaction that fails is rolled back explicitly before
+ * the error is returned. */
+#include "store.h"
+
+#include "db.h"
+#include "err.h"
+#include "faults.h"
+#include "store_merge.h"
+#include "store_mysql.h"
+#include "log.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+enum stmt {
+    S_SESSION_INSERT,
+    S_SESSION_GET,
+    S_ORDER_PLACE,
+    S_ORDER_PLACE_TOKEN,
+    S_ORDER_PLACE_MISSED,
+    S_ORDER_PLACE_TOKEN_MISSED,
+    S_HISTORY_INSERT,
+    S_ORDER_BY_REQUEST_WAIT,
+    S_ORDER_BY_NO,
+    S_ORDER_BY_NO_USER,
+    S_ORDER_LIST,
+    S_ORDER_LIST_BEFORE,
+    S_TRANSITION,
+    S_COUNT
+};
+
+/* The stock decrement, only while the order's own row is there: on Galera
+ * a transaction rolled back by a replicated write (a brute-force abort)
+ * may leave the statements after it running on their own, kept one by
+ * one, and a decrement kept without its order would lose a seat for good.
+ * The batch still answers unavailable then (the @@in_transaction guard in
+ * db.c), and the client's retry makes the order. */
+#define STOCK_TAKE_ALL                                                                             \
+    "UPDATE sessions SET stock = stock - ?, version = version + 1 WHERE id = ? AND EXISTS "        \
+    "(SELECT 1 FROM orders WHERE order_no = ?)"
+
+static const char *const sql[S_COUNT] = {
+    [S_SESSION_INSERT] = "INSERT INTO sessions (title, price_cents, capacity, stock, version) "
+                         "VALUES (?, ?, ?, ?, 0)",
+    [S_SESSION_GET] = "SELECT id, title, price_cents, capacity, stock, version FROM sessions "
+                      "WHERE id = ?",
+    /* A new order, the whole transaction in one round trip (db_batch).
+     * The unique indexes (user_id, session_id, request_id) and (user_id,
+     * request_id) decide at the INSERT, which prices the order from its
+     * session (no row returned: no such session) and, through a trigger,
+     * writes its history row (sql/005_order_history_trigger.sql). A
+     * duplicate is refused there, before any stock row lock is taken.
+     * Then the stock compare-and-set, done by the database: the decrement
+     * and the compare (CHECK stock >= 0, ck_sessions_stock) happen together
+     * under the session row's lock, so two buyers of the last seat cannot
+     * both pass, and nothing is read and written back. A refused CHECK
+     * stops the batch before COMMIT and the order is rolled back; there is
+     * deliberately no "AND stock >= ?" here, which would turn a sold-out
+     * session into zero rows updated and a committed order without seats.
+     * The hot session's row is locked by the last statement before COMMIT,
+     * inside the server, for no client round trip at all. */
+    [S_ORDER_PLACE] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STOCK_TAKE_ALL "; COMMIT",
+    /* The same with the token the order spends: a second order for one
+     * token is refused at its insert, and the batch rolled back. */
+    [S_ORDER_PLACE_TOKEN] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STORE_TOKEN_SPEND
+                            "; " STOCK_TAKE_ALL "; COMMIT",
+    /* Both, with the filter's miss after the order's insert (and token). */
+    [S_ORDER_PLACE_MISSED] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STORE_FILTER_MISS
+                             "; " STOCK_TAKE_ALL "; COMMIT",
+    [S_ORDER_PLACE_TOKEN_MISSED] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STORE_TOKEN_SPEND
+                                   "; " STORE_FILTER_MISS "; " STOCK_TAKE_ALL "; COMMIT",
+    [S_HISTORY_INSERT] = "INSERT INTO order_history (order_id, from_status, to_status, version, "
+                         "cause, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+    /* A locking read waits for a copy of the request that has inserted its
+     * order but not yet committed, and then sees it: the answer "no order
+     * under this key" is never given while one is about to appear. */
+    [S_ORDER_BY_REQUEST_WAIT] = "SELECT " STORE_ORDER_COLS " FROM orders "
+                                "WHERE user_id = ? AND request_id = ? LOCK IN SHARE MODE",
+    [S_ORDER_BY_NO] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ?",
+    [S_ORDER_BY_NO_USER] =
+        "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ? AND user_id = ?",
+    [S_ORDER_LIST] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE user_id = ? "
+                     "ORDER BY id DESC LIMIT ?",
+    [S_ORDER_LIST_BEFORE] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE user_id = ? AND id < ? "
+                            "ORDER BY id DESC LIMIT ?",
+    /* Every state change: a compare-and-set on status and version. */
+    [S_TRANSITION] = "UPDATE orders SET status = ?, version = version + 1, updated_at = ? "
+                     "WHERE id = ? AND status = ? AND version = ?",
+};
+
+int store_init(const struct config *cfg)
+{
+    store_merge_init(cfg->merge, cfg->merge_max);
+    return db_init(cfg);
+}
+
+void store_thread_pooled(void)
+{
+    db_thread_pooled();
+}
+
+void store_thread_idle(void)
+{
+    db_thread_idle();
+}
+
+void store_thread_release(void)
+{
+    db_thread_release();
+}
+
+void store_cleanup(void)
+{
+    db_cleanup();
+}
+
+int store_ping(void)
+{
+    struct db_conn *c;
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    return db_ping(c);
+}
+
+/* Now, as the database's DATETIME(3) text and as RFC 3339 for the API. The
+ * service clock stamps rows so that a new order needs no read-back. */
+void store_now(char db[32], char api[TIME_LEN + 1])
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(db, 32, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(db + n, 32 - n, ".%03d", (int)(ts.tv_nsec / 1000000) % 1000);
+    strftime(api, TIME_LEN + 1, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int store_session_create(const char *title, int64_t price_cents, int64_t stock, struct session *out)
+{
+    struct db_conn *c;
+    uint64_t id = 0;
+    memset(out, 0, sizeof *out);
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg args[] = {DB_S(title), DB_I(price_cents), DB_I(stock), DB_I(stock)};
+    rc = db_exec(c, sql[S_SESSION_INSERT], args, 4, NULL, &id);
+    if (rc != TD_OK)
+        return rc;
+    out->id = id;
+    snprintf(out->title, sizeof out->title, "%s", title);
+    out->price_cents = price_cents;
+    out->capacity = stock;
+    out->stock = stock;
+    out->version = 0;
+    return TD_OK;
+}
+
+int store_session_get(int64_t id, struct session *out)
+{
+    memset(out, 0, sizeof *out);
+    struct db_arg args[] = {DB_I(id)};
+    struct db_col cols[] = {DB_COL_I(&out->id),          DB_COL_S(out->title),
+                            DB_COL_I(&out->price_cents), DB_COL_I(&out->capacity),
+                            DB_COL_I(&out->stock),       DB_COL_I(&out->version)};
+    return db_read_row(sql[S_SESSION_GET], args, 1, cols, 6);
+}
+
+/* Reading an order: the columns of STORE_ORDER_COLS into o (status as text). */
+struct order_row {
+    struct order o;
+    char status[24];
+    struct db_col cols[11];
+};
+
+static void order_row_bind(struct order_row *r)
+{
+    memset(&r->o, 0, sizeof r->o);
+    struct db_col cols[11] = {
+        DB_COL_I(&r->o.id),           DB_COL_S(r->o.order_no),   DB_COL_I(&r->o.user_id),
+        DB_COL_I(&r->o.session_id),   DB_COL_S(r->o.request_id), DB_COL_I(&r->o.quantity),
+        DB_COL_I(&r->o.amount_cents), DB_COL_S(r->status),       DB_COL_I(&r->o.version),
+        DB_COL_S(r->o.created_at),    DB_COL_S(r->o.updated_at),
+    };
+    memcpy(r->cols, cols, sizeof cols);
+}
+
+static int order_row_finish(struct order_row *r)
+{
+    if (!order_status_parse(r->status, &r->o.status)) {
+        log_error("order %s has unknown status %s", r->o.order_no, r->status);
+        return TD_EINTERNAL;
+    }
+    return TD_OK;
+}
+
+int store_tx_order(struct db_conn *c, const char *stmt, const struct db_arg *args, int nargs,
+                   struct order *out)
+{
+    struct order_row r;
+    memset(out, 0, sizeof *out);
+    order_row_bind(&r);
+    int rc = db_row(c, stmt, args, nargs, r.cols, 11);
+    if (rc == TD_OK)
+        rc = order_row_finish(&r);
+    if (rc == TD_OK)
+        *out = r.o;
+    return rc;
+}
+
+int store_tx_transition(struct db_conn *c, const struct order *o, enum order_event ev)
+{
+    char db_now[32], api_now[TIME_LEN + 1];
+    enum order_status to;
+    uint64_t affected = 0;
+    if (!statemachine_next(o->status, ev, &to))
+        return TD_ECONFLICT;
+    store_now(db_now, api_now);
+    struct db_arg cas[] = {DB_S(order_status_name(to)), DB_S(db_now), DB_I(o->id),
+                           DB_S(order_status_name(o->status)), DB_I(o->version)};
+    int rc = db_exec(c, sql[S_TRANSITION], cas, 5, &affected, NULL);
+    if (rc != TD_OK)
+        return rc;
+    if (affected != 1)
+        return TD_ECONFLICT; /* someone else moved it first */
+    struct db_arg hist[] = {
+        DB_I(o->id),          DB_S(order_status_name(o->status)), DB_S(order_status_name(to)),
+        DB_I(o->version + 1), DB_S(order_event_name(ev)),         DB_S(db_now)};
+    return db_exec(c, sql[S_HISTORY_INSERT], hist, 6, NULL, NULL);
+}
+
+static int order_query(const char *stmt, const struct db_arg *args, int nargs, struct order *out)
+{
+    struct order_row r;
+    memset(out, 0, sizeof *out);
+    order_row_bind(&r);
+    int rc = db_read_row(stmt, args, nargs, r.cols, 11);
+    if (rc == TD_OK)
+        rc = order_row_finish(&r);
+    if (rc == TD_OK)
+        *out = r.o;
+    return rc;
+}
+
+/* The order transaction in one round trip (S_ORDER_PLACE, or
+ * S_ORDER_PLACE_TOKEN with the token's arguments between the order's and
+ * the stock's, and the _MISSED variants with the filter's miss after
+ * those). */
+static int place_in_one_trip(struct db_conn *c, const struct order_draft *d, const char *db_now,
+                             int64_t *id, int64_t *amount)
+{
+    static const enum stmt place[2][2] = {{S_ORDER_PLACE, S_ORDER_PLACE_MISSED},
+                                          {S_ORDER_PLACE_TOKEN, S_ORDER_PLACE_TOKEN_MISSED}};
+    bool tok = d->token_key != NULL;
+    struct db_arg args[18] = {DB_S(d->order_no), DB_I(d->user_id),   DB_S(d->request_id),
+                              DB_I(d->quantity), DB_I(d->quantity),  DB_S(db_now),
+                              DB_S(db_now),      DB_I(d->session_id)};
+    int n = 8;
+    if (tok) {
+        args[n++] = DB_S(d->token_key);
+        args[n++] = DB_S(db_now);
+        args[n++] = DB_I(d->user_id);
+        args[n++] = DB_S(d->request_id);
+    }
+    if (d->filter_missed) {
+        args[n++] = DB_S(db_now);
+        args[n++] = DB_I(d->user_id);
+        args[n++] = DB_S(d->request_id);
+    }
+    args[n++] = DB_I(d->quantity);
+    args[n++] = DB_I(d->session_id);
+    args[n++] = DB_S(d->order_no);
+    struct db_col made[] = {DB_COL_I(id), DB_COL_I(amount)};
+    int rc = db_batch(c, sql[place[tok][d->filter_missed]], args, n, 1, made, 2);
+    if (rc == TD_ECONFLICT && strcmp(db_dup_key(c), "ck_sessions_stock") != 0) {
+        log_error("order %s: unexpected CHECK %s", d->order_no, db_dup_key(c));
+        rc = TD_EINTERNAL;
+    }
+    return rc; /* TD_ENOTFOUND: no such session (nothing was written) */
+}
+
+/* The real read_for_move: the row locked, so that a second transition
+ * waits for the first and then finds the new status. */
+static int read_locked(struct db_conn *c, const char *locking, const char *plain,
+                       const struct db_arg *args, int nargs, struct order *out)
+{
+    (void)plain; /* the naive version's statement */
+    return store_tx_order(c, locking, args, nargs, out);
+}
+
+const struct store_mysql_steps store_mysql_steps = {
+    .order_place = place_in_one_trip,
+    .read_for_move = read_locked,
+    .move = store_tx_transition,
+};
+
+/* Written once at boot, before any thread uses the store; read only after. */
+static struct store_mysql_steps chosen;
+static const struct store_mysql_steps *steps = &store_mysql_steps;
+
+void store_mysql_use(const struct store_mysql_steps *s)
+{
+    chosen = *s;
+    steps = &chosen;
+}
+
+int store_tx_read_for_move(struct db_conn *c, const char *locking, const char *plain,
+                           const struct db_arg *args, int nargs, struct order *out)
+{
+    int rc = steps->read_for_move(c, locking, plain, args, nargs, out);
+    /* The test build can widen the time between reading the order and
+     * writing it (delay), in both versions: under the row lock a second
+     * transition waits for the first; without it both go ahead. */
+    if (rc == TD_OK)
+        (void)FAULT_POINT("order.before_transition");
+    return rc;
+}
+
+int store_tx_move(struct db_conn *c, const struct order *o, enum order_event ev)
+{
+    return steps->move(c, o, ev);
+}
+
+/* The refused unique key's meaning for this order. */
+static int map_refusal(struct db_conn *c, int rc)
+{
+    if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_orders_order_no") == 0)
+        return TD_ERETRY; /* a random order number collided: run again with a new one */
+    if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_order_tokens_token") == 0)
+        return TD_ESPENT; /* another order spent the token: rolled back */
+    return rc;
+}
+
+int store_order_create(const struct order_draft *d, struct order *out)
+{
+    struct db_conn *c = NULL;
+    char db_now[32], api_now[TIME_LEN + 1];
+    int64_t id = 0, amount = 0;
+    int rc = STORE_MERGE_ALONE;
+    memset(out, 0, sizeof *out);
+    store_now(db_now, api_now);
+    /* Only the whole set of defences merges: the demo's naive steps keep
+     * their one-at-a-time races, which are what they show; an order the
+     * order-key filter missed (Redis out of reach, rare) writes its miss
+     * row by itself. */
+    bool alone = steps->order_place != place_in_one_trip || d->filter_missed;
+    if (!alone && store_merge_on())
+        rc = store_merge_place(d, db_now, &id, &amount);
+    if (rc == STORE_MERGE_ALONE) {
+        rc = db_conn(&c);
+        if (rc != TD_OK)
+            return rc;
+        rc = map_refusal(c, steps->order_place(c, d, db_now, &id, &amount));
+    }
+    if (rc != TD_OK)
+        return rc;
+    if (FAULT_POINT("order.commit_lost")) {
+        /* Committed, but the client of this call is told the link failed,
+         * as when the server's OK never arrives. */
+        if (c != NULL || db_conn(&c) == TD_OK)
+            db_lose_link(c);
+        return TD_EUNAVAIL;
+    }
+
+    out->id = id;
+    snprintf(out->order_no, sizeof out->order_no, "%s", d->order_no);
+    out->user_id = d->user_id;
+    out->session_id = d->session_id;
+    snprintf(out->request_id, sizeof out->request_id, "%s", d->request_id);
+    out->quantity = d->quantity;
+    out->amount_cents = amount;
+    out->status = ORDER_PENDING_PAYMENT;
+    out->version = 1;
+    memcpy(out->created_at, api_now, sizeof out->created_at);
+    memcpy(out->updated_at, api_now, sizeof out->updated_at);
+    return TD_OK;
+}
+
+int store_order_find_request(int64_t user_id, const char *request_id, struct order *out)
+{
+    struct db_arg args[] = {DB_I(user_id), DB_S(request_id)};
+    return order_query(sql[S_ORDER_BY_REQUEST_WAIT], args, 2, out);
+}
+
+static const char sql_order_keys[] =
+    "SELECT id, user_id, request_id FROM orders WHERE id > ? ORDER BY id LIMIT ?";
+
+struct keys_ctx {
+    int64_t id, user_id;
+    char request_id[REQUEST_ID_MAX + 1];
+    store_order_key_fn each;
+    void *ctx;
+};
+
+static int keys_each(void *p)
+{
+    struct keys_ctx *k = p;
+    return k->each(k->id, k->user_id, k->request_id, k->ctx);
+}
+
+int store_order_keys(int64_t after_id, int limit, store_order_key_fn each, void *ctx)
+{
+    struct keys_ctx k = {.each = each, .ctx = ctx};
+    struct db_arg args[] = {DB_I(after_id), DB_I(limit)};
+    struct db_col cols[] = {DB_COL_I(&k.id), DB_COL_I(&k.user_id), DB_COL_S(k.request_id)};
+    int rc = db_read(sql_order_keys, args, 2, cols, 3, keys_each, &k);
+    return rc == TD_ENOTFOUND ? TD_OK : rc;
+}
+
+int store_order_get(const char *order_no, int64_t user_id, struct order *out)
+{
+    if (user_id == 0) {
+        struct db_arg args[] = {DB_S(order_no)};
+        return order_query(sql[S_ORDER_BY_NO], args, 1, out);
+    }
+    struct db_arg args[] = {DB_S(order_no), DB_I(user_id)};
+    return order_query(sql[S_ORDER_BY_NO_USER], args, 2, out);
+}
+
+struct list_ctx {
+    struct order_row *row;
+    struct order *out;
+    int n;
+    int max;
+};
+
+static int list_each(void *p)
+{
+    struct list_ctx *l = p;
+    int rc = order_row_finish(l->row);
+    if (rc != TD_OK)
+        return rc;
+    if (l->n < l->max)
+        l->out[l->n++] = l->row->o;
+    return 0;
+}
+
+int store_order_list(int64_t user_id, int64_t before_id, int limit, struct order *out, int *n)
+{
+    struct db_conn *c;
+    struct order_row r;
+    *n = 0;
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    order_row_bind(&r);
+    struct list_ctx l = {&r, out, 0, limit};
+    if (before_id > 0) {
+        struct db_arg args[] = {DB_I(user_id), DB_I(before_id), DB_I(limit)};
+        rc = db_rows(c, sql[S_ORDER_LIST_BEFORE], args, 3, r.cols, 11, list_each, &l);
+    } else {
+        struct db_arg args[] = {DB_I(user_id), DB_I(limit)};
+        rc = db_rows(c, sql[S_ORDER_LIST], args, 2, r.cols, 11, list_each, &l);
+    }
+    if (rc == TD_ENOTFOUND)
+        rc = TD_OK;
+    *n = l.n;
+    return rc;
+}
+
+int store_filter_misses_last(int64_t *last_id)
+{
+    struct db_col cols[] = {DB_COL_I(last_id)};
+    *last_id = 0;
+    return db_read_row("SELECT COALESCE(MAX(id), 0) FROM order_key_filter_misses", NULL, 0, cols,
+                       1);
+}
+
+int store_filter_misses_clear(int64_t last_id)
+{
+    struct db_conn *c;
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg args[] = {DB_I(last_id)};
+    return db_exec(c, "DELETE FROM order_key_filter_misses WHERE id <= ?", args, 1, NULL, NULL);
+}
