@@ -22,9 +22,9 @@ its lessons-run block, rewriting it on a copy changes nothing else, and no
 page holds a block record.py would never rewrite (its table would go
 stale).
 
-Before any of that, the checker runs on a sample with one dead link, one
-dead anchor and one missing path, and must find exactly those three: a
-check that cannot fail proves nothing.
+Before any of that, the checker runs on a sample with two dead links (one
+wrapped over two lines), one dead anchor and one missing path, and must
+find exactly those four: a check that cannot fail proves nothing.
 """
 
 import os
@@ -45,7 +45,7 @@ FILE_ENDINGS = (".c", ".h", ".sh", ".py", ".sql", ".md", ".yaml", ".lua", ".mk",
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 HTML_ANCHOR = re.compile(r"<a\s+(?:name|id)=\"([^\"]+)\"")
-CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 INLINE_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
 REF_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$")
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -77,6 +77,14 @@ class Page:
                 continue
             if not fenced:
                 self.prose.append((no, line))
+        # Paragraphs (runs of prose lines): a code span or a link may wrap.
+        self.paragraphs = []
+        for no, line in self.prose:
+            last = self.paragraphs[-1] if self.paragraphs else None
+            if line.strip() and last and last[0] + last[1].count("\n") == no - 1:
+                self.paragraphs[-1] = (last[0], last[1] + "\n" + line)
+            elif line.strip():
+                self.paragraphs.append((no, line))
         self.anchors = set()
         seen = {}
         for _, line in self.prose:
@@ -108,13 +116,15 @@ class Checker:
 
     def links(self, page):
         """(line, target) of every link on the page, code spans left out."""
-        for no, line in page.prose:
-            text = CODE_SPAN.sub("", line)
-            for target in INLINE_LINK.findall(text):
-                yield no, target
-            m = REF_DEF.match(text)
-            if m:
-                yield no, m.group(1)
+        for first, para in page.paragraphs:
+            # Blank out code spans, keeping their line breaks for the count.
+            text = CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), para)
+            for m in INLINE_LINK.finditer(text):
+                yield first + text.count("\n", 0, m.start()), m.group(1)
+            for i, line in enumerate(text.split("\n")):
+                m = REF_DEF.match(line)
+                if m:
+                    yield first + i, m.group(1)
 
     def check_link(self, page, target):
         if not target or SCHEME.match(target) or target.startswith("//"):
@@ -133,8 +143,9 @@ class Checker:
 
     def paths(self, page):
         """(line, path) of every file path named in code on the page."""
-        for no, line in page.prose:
-            for m in CODE_SPAN.finditer(line):
+        for start, para in page.paragraphs:
+            for m in CODE_SPAN.finditer(para):
+                no = start + para.count("\n", 0, m.start())
                 word = m.group(2).strip()
                 if not word or re.search(r"[\s<>$=|\"']", word):
                     continue
@@ -185,7 +196,7 @@ def doc_pages(root):
 
 
 def self_test():
-    """The checker on a sample it must fault three times, no more."""
+    """The checker on a sample it must fault four times, no more."""
     tmp = tempfile.mkdtemp(prefix="check-docs-")
     try:
         os.makedirs(os.path.join(tmp, "docs"))
@@ -198,11 +209,12 @@ def self_test():
                     "[good](docs/b.md#the-make-lab-page-two), [here](#here), `service/orders.c`,\n"
                     "`orders.c:orders_create`, `build/x.o`, `[skip](nowhere.md)`\n"
                     "[dead](docs/none.md) [gone](docs/b.md#no-such-heading)\n"
-                    "`service/none.c`\n\n```\n[fenced](nowhere.md) `service/nowhere.c`\n```\n")
+                    "`service/none.c` and [a link that\nwraps](docs/gone.md)\n\n"
+                    "```\n[fenced](nowhere.md) `service/nowhere.c`\n```\n")
         c = Checker(tmp)
         found, _ = c.problems(os.path.join(tmp, "README.md"))
         want = ["dead link docs/none.md", "dead anchor docs/b.md#no-such-heading",
-                "no such path service/none.c"]
+                "dead link docs/gone.md", "no such path service/none.c"]
         got = [p.split(": ", 1)[1] for p in found]
         return got == want, got
     finally:
@@ -263,7 +275,7 @@ def main():
                 print("      %s" % d)
 
     ok, got = self_test()
-    report(ok, "the checker finds a dead link, a dead anchor and a missing path in a sample",
+    report(ok, "the checker finds the dead links, dead anchor and missing path of a sample",
            ["it found: %s" % (", ".join(got) or "nothing")])
 
     checker = Checker(ROOT)
