@@ -20,7 +20,8 @@ A page a newcomer follows must not send them nowhere, so for each page:
 And once, the generated figures: every page lab/record.py rewrites holds
 its lessons-run block, rewriting it on a copy changes nothing else, and no
 page holds a block record.py would never rewrite (its table would go
-stale).
+stale). And docs/configuration.md, which lists every setting, names each
+one config.c reads.
 
 Before any of that, the checker runs on a sample with two dead links (one
 wrapped over two lines), one dead anchor and one missing path, and must
@@ -260,6 +261,21 @@ def check_lessons_run(root, pages):
     return out, [os.path.relpath(d, root) for d in rewritten]
 
 
+def check_settings(root):
+    """Every setting ticketd reads (the table in config.c) has its row in
+    docs/configuration.md, which promises every setting."""
+    import glob
+    sources = glob.glob(os.path.join(root, "service", "**", "config.c"), recursive=True)
+    if not sources:
+        return ["no service/.../config.c to read the settings from"], 0
+    with open(sources[0]) as f:
+        names = sorted(set(re.findall(r'\{"(TICKETD_[A-Z0-9_]+)", T_', f.read())))
+    with open(os.path.join(root, "docs", "configuration.md")) as f:
+        page = f.read()
+    missing = [n for n in names if "`%s`" % n not in page]
+    return ["docs/configuration.md has no row for %s" % n for n in missing], len(names)
+
+
 def main():
     passed = failed = 0
 
@@ -287,6 +303,10 @@ def main():
 
     found, docs = check_lessons_run(ROOT, pages)
     report(not found, "lessons-run blocks where lab/record.py rewrites them (%s)" % ", ".join(docs),
+           found)
+
+    found, n = check_settings(ROOT)
+    report(not found and n > 0, "docs/configuration.md names each of the %d settings of config.c" % n,
            found)
 
     print("docs: %d passed, %d failed" % (passed, failed))
