@@ -11,11 +11,13 @@ A page a newcomer follows must not send them nowhere, so for each page:
     [ref]: path) names a file or folder that exists, and every #anchor a
     heading of the page it points at (GitHub's anchors: lower case, spaces
     to hyphens, punctuation dropped, -1, -2 ... for repeated headings);
-  - every file path named in `code` outside fenced blocks exists: a path
-    whose first folder is one of the checkout's (service/x.c, docs/, the
+  - every file path named in `code` exists: a path whose first folder is
+    one of the checkout's (service/x.c, docs/, the
     `service/orders.c:orders_create` form too) relative to the checkout, a
-    bare file name (orders.c) somewhere in it. Generated places (build/,
-    .state/, report/) and placeholders (<name>, $VAR) are not claims.
+    bare file name (orders.c) somewhere in it; in fenced blocks (commands,
+    trees), every word that starts with one of the checkout's folders.
+    Generated places (build/, .state/, report/) and placeholders (<name>,
+    $VAR) are not claims.
 
 And once, the generated figures: every page lab/record.py rewrites holds
 its lessons-run block, rewriting it on a copy changes nothing else, and no
@@ -24,8 +26,9 @@ stale). And docs/configuration.md, which lists every setting, names each
 one config.c reads.
 
 Before any of that, the checker runs on a sample with two dead links (one
-wrapped over two lines), one dead anchor and one missing path, and must
-find exactly those four: a check that cannot fail proves nothing.
+wrapped over two lines), one dead anchor and two missing paths (one in a
+fenced command), and must find exactly those five: a check that cannot
+fail proves nothing.
 """
 
 import os
@@ -70,14 +73,13 @@ class Page:
         self.path = path
         with open(path, encoding="utf-8") as f:
             lines = f.read().split("\n")
-        self.prose = []
+        self.prose, self.code = [], []
         fenced = False
         for no, line in enumerate(lines, 1):
             if FENCE.match(line):
                 fenced = not fenced
                 continue
-            if not fenced:
-                self.prose.append((no, line))
+            (self.code if fenced else self.prose).append((no, line))
         # Paragraphs (runs of prose lines): a code span or a link may wrap.
         self.paragraphs = []
         for no, line in self.prose:
@@ -162,6 +164,14 @@ class Checker:
                     yield no, word
                 elif "/" not in word and word.endswith(FILE_ENDINGS) and "*" not in word:
                     yield no, word
+        # In a command or a tree, a word that starts with one of the
+        # checkout's folders (scripts/pay.sh, config/ticketd.env) is a path.
+        for no, line in page.code:
+            for word in re.split(r"[\s\"'(),;=`|]+", line):
+                word = word.strip(".:")
+                if "/" in word and word.split("/", 1)[0] in self.top and \
+                        not re.search(r"[<>$\\]", word):
+                    yield no, word
 
     def check_path(self, word):
         if "/" not in word:
@@ -197,12 +207,14 @@ def doc_pages(root):
 
 
 def self_test():
-    """The checker on a sample it must fault four times, no more."""
+    """The checker on a sample it must fault five times, no more."""
     tmp = tempfile.mkdtemp(prefix="check-docs-")
     try:
         os.makedirs(os.path.join(tmp, "docs"))
         os.makedirs(os.path.join(tmp, "service"))
+        os.makedirs(os.path.join(tmp, "scripts"))
         open(os.path.join(tmp, "service", "orders.c"), "w").close()
+        open(os.path.join(tmp, "scripts", "pay.sh"), "w").close()
         with open(os.path.join(tmp, "docs", "b.md"), "w") as f:
             f.write("# Page b\n\n## The `make lab` page: two\n")
         with open(os.path.join(tmp, "README.md"), "w") as f:
@@ -211,11 +223,12 @@ def self_test():
                     "`orders.c:orders_create`, `build/x.o`, `[skip](nowhere.md)`\n"
                     "[dead](docs/none.md) [gone](docs/b.md#no-such-heading)\n"
                     "`service/none.c` and [a link that\nwraps](docs/gone.md)\n\n"
-                    "```\n[fenced](nowhere.md) `service/nowhere.c`\n```\n")
+                    "```\n[fenced](nowhere.md) scripts/pay.sh; scripts/gone.sh --flag $x/y\n```\n")
         c = Checker(tmp)
         found, _ = c.problems(os.path.join(tmp, "README.md"))
         want = ["dead link docs/none.md", "dead anchor docs/b.md#no-such-heading",
-                "dead link docs/gone.md", "no such path service/none.c"]
+                "dead link docs/gone.md", "no such path service/none.c",
+                "no such path scripts/gone.sh"]
         got = [p.split(": ", 1)[1] for p in found]
         return got == want, got
     finally:
@@ -291,7 +304,7 @@ def main():
                 print("      %s" % d)
 
     ok, got = self_test()
-    report(ok, "the checker finds the dead links, dead anchor and missing path of a sample",
+    report(ok, "the checker finds the dead links, dead anchor and missing paths of a sample",
            ["it found: %s" % (", ".join(got) or "nothing")])
 
     checker = Checker(ROOT)
