@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Runs ticketd's tests and ends with one summary line: "N passed, N failed".
 #
-#   scripts/run-tests.sh              unit tests (release and ASan builds), the
+#   scripts/run-tests.sh              the docs' links (scripts/check-docs.py),
+#                                     unit tests (release and ASan builds), the
 #                                     fuzz harnesses on their seeds, then
 #                                     integration tests against the ASan binary
 #                                     and private servers under .state/test
-#   scripts/run-tests.sh --unit-only  unit tests and fuzz harnesses only (no
+#   scripts/run-tests.sh --unit-only  the docs, unit tests and fuzz harnesses (no
 #                                     servers needed)
 #   TICKETD_TEST_ONLY=itest_orders scripts/run-tests.sh
-#                                     (TICKETD_TEST_ONLY=lab: only the replay
-#                                     lab's tests, tests/lab/run.sh)
 #                                     only the test binaries whose name
-#                                     contains that text (a quick loop)
+#                                     contains that text (a quick loop);
+#                                     TICKETD_TEST_ONLY=lab: only the replay
+#                                     lab's tests, tests/lab/run.sh;
+#                                     TICKETD_TEST_ONLY=docs: only the docs check
+#                                     (scripts/check-docs.py alone is quicker)
 #
 # Each test binary is a cmocka group; its "[  PASSED  ] N" and "[  FAILED  ] N"
 # lines are added up. A binary that crashes or prints no summary counts as one
@@ -101,6 +104,25 @@ else
     failures+=("layers-check (see $LOGS/layers.out)")
     echo "FAIL  layers-check"
     grep '^layers: ' "$LOGS/layers.out" | head -10 | sed 's/^/      /'
+fi
+
+# The docs' links, anchors and file paths, and the generated figures'
+# blocks (scripts/check-docs.py); each of its checks counts as one.
+if [[ -z "$ONLY" || "$ONLY" == *docs* ]]; then
+    echo "== docs (relative links, anchors, file paths, lessons-run blocks)"
+    out="$LOGS/docs.out"
+    python3 scripts/check-docs.py >"$out" 2>&1
+    grep -E '^(ok|FAIL|      )' "$out"
+    p=$(sed -n 's/^docs: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$out")
+    f=$(sed -n 's/^docs: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$out")
+    if [[ -z "$p" ]]; then
+        p=0
+        f=1 # it stopped before its summary
+        tail -5 "$out" | sed 's/^/      /'
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    ((f == 0)) || failures+=("docs (see $out)")
 fi
 
 echo "== unit tests (release, then ASan+UBSan)"

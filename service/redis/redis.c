@@ -249,7 +249,7 @@ static int get_conn(struct redis_conn **out)
         }
         /* A host that is a path is a Unix socket: for a Redis on the same
          * machine it carries each command for less CPU on both sides than
-         * TCP over loopback (README, Speed), and keepalive means nothing. */
+         * TCP over loopback (docs/speed.md), and keepalive means nothing. */
         bool unix_socket = host[0] == '/';
         c->ctx = unix_socket ? redisConnectUnixWithTimeout(host, tv)
                              : redisConnectWithTimeout(host, port, tv);

@@ -228,7 +228,7 @@ static bool audit_check_fails(const json_t *j, const char *name)
     return false;
 }
 
-/* ---- the README's replay test, loadtest/examples/replay.py ---- */
+/* ---- the replay test of docs/lab.md, loadtest/examples/replay.py ---- */
 
 #define EXAMPLE "loadtest/examples/replay.py"
 
