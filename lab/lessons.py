@@ -105,7 +105,7 @@ LESSONS = [
         "in the data (unique index) and in the consumers (dedup rows). Each cheaper layer "
         "in front only saves work; the data layer is the one that must hold.",
         "defence": "the four layers",
-        "where": "service/orders.c:orders_create, service/consume.c:consume_apply",
+        "where": "service/domain/orders.c:orders_create, service/domain/consume.c:consume_apply",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB, load=_storm(n)),
@@ -119,8 +119,8 @@ LESSONS = [
         "idea": "Checking a one-time token and spending it must be one step. A GET and a "
         "later write leave a window in which two requests both see it unspent.",
         "defence": "token-atomic",
-        "where": "service/cache_redis.c:SPEND_LUA (inside begin_lua, or cache_token_take); "
-        "the naive one service/cache_naive.c:cache_naive_token_take",
+        "where": "service/redis/cache_redis.c:SPEND_LUA (inside begin_lua, or cache_token_take); "
+        "the naive one service/naive/cache_naive.c:cache_naive_token_take",
         "unit": "orders beyond one per token",
         "figure": ["token_reused_orders"],
         "without": lambda n: _pass("session-lock,token-atomic", load=_click(n)),
@@ -135,7 +135,7 @@ LESSONS = [
         "results, and it must be released by its owner only. A plain DEL frees a lock "
         "that expired and was taken by someone else.",
         "defence": "lock-owner-check",
-        "where": "service/cache_redis.c:complete_lua, release_lua (compare-and-delete)",
+        "where": "service/redis/cache_redis.c:complete_lua, release_lua (compare-and-delete)",
         "unit": "orders past a held session lock",
         "figure": ["lock_bypassed_orders"],
         "without": lambda n: _pass(
@@ -157,7 +157,7 @@ LESSONS = [
         "idea": "The client makes the id once per intent and sends it again on every retry. "
         "A new id per attempt defeats every layer.",
         "defence": "one Idempotency-Key per intent",
-        "where": "service/api_orders.c:api_orders_create (Idempotency-Key)",
+        "where": "service/api/api_orders.c:api_orders_create (Idempotency-Key)",
         "unit": "orders beyond one per purchase",
         # Both passes have the session lock and the token off; only the key
         # the client sends differs (a new one per click, or one per intent).
@@ -173,7 +173,7 @@ LESSONS = [
         "idea": "Insert and let the unique key refuse the copy (1062), then read the existing "
         "row and answer with it. Looking first and inserting after races.",
         "defence": "unique-index",
-        "where": "service/store_mysql.c:store_order_create, service/orders.c:replay_from_database",
+        "where": "service/mysql/store_mysql.c:store_order_create, service/domain/orders.c:replay_from_database",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB, load=_storm(n)),
@@ -188,8 +188,8 @@ LESSONS = [
         "means someone else won. Reading, deciding in the process and writing blindly lets "
         "both writers win.",
         "defence": "stock-cas",
-        "where": "service/store_mysql.c:store_order_create (S_ORDER_PLACE), "
-        "service/store_naive.c:store_naive_place_read_stock",
+        "where": "service/mysql/store_mysql.c:store_order_create (S_ORDER_PLACE), "
+        "service/naive/store_naive.c:store_naive_place_read_stock",
         "unit": "oversold seats",
         "figure": ["oversold_seats"],
         "without": lambda n: _pass("stock-cas", load=_sale(n)),
@@ -204,8 +204,8 @@ LESSONS = [
         "version = ?, on a row locked first. Without it, a cancel and a payment that race "
         "both apply.",
         "defence": "state-cas",
-        "where": "service/statemachine.c:statemachine_next, store_tx_transition, "
-        "service/store_naive.c:store_naive_move_blind",
+        "where": "service/model/statemachine.c:statemachine_next, store_tx_transition, "
+        "service/naive/store_naive.c:store_naive_move_blind",
         "unit": "orders both paid and cancelled",
         "figure": ["paid_cancelled_orders"],
         "without": lambda n: _pass("state-cas", faults=True,
@@ -224,8 +224,8 @@ LESSONS = [
         "not a second payment. The txn_id is unique and recorded in the payment's "
         "transaction.",
         "defence": "callback-dedup",
-        "where": "service/payments.c:payments_callback, "
-        "service/store_payments.c:store_payment_insert",
+        "where": "service/domain/payments.c:payments_callback, "
+        "service/mysql/store_payments.c:store_payment_insert",
         "unit": "applied payments also refunded",
         "figure": ["refunded_applied_payments"],
         "without": lambda n: _pass("callback-dedup", load=_gateway(n)),
@@ -240,7 +240,7 @@ LESSONS = [
         "Committed first on its own, a failed effect leaves the row and the redelivery "
         "skips it: the effect is lost.",
         "defence": "consumer-dedup-same-tx",
-        "where": "service/store_events.c:store_events_consume",
+        "where": "service/mysql/store_events.c:store_events_consume",
         "unit": "points lost",
         "figure": ["missing_points"],
         "without": lambda n: _pass(
@@ -260,8 +260,8 @@ LESSONS = [
         "idea": "Deduplicate by what the effect is about (points for order N), not by the "
         "message's id. A republished event arrives under a new id.",
         "defence": "consumer-dedup-business-key",
-        "where": "service/consume.c:consume_dedup_key, "
-        "service/consumers.c:consumers_key_by_business",
+        "where": "service/domain/consume.c:consume_dedup_key, "
+        "service/jobs/consumers.c:consumers_key_by_business",
         "unit": "points credited twice",
         "figure": ["double_credited_points"],
         "without": lambda n: _pass("consumer-dedup-business-key",
@@ -279,7 +279,7 @@ LESSONS = [
         "late retry races nothing, so even the naive look-up finds its order; watch the "
         "late replays come from unique-index (or check-then-insert without it).",
         "defence": "unique-index",
-        "where": "service/orders.c:write_order, replay_from_database",
+        "where": "service/domain/orders.c:write_order, replay_from_database",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         # Without the index the copies of the storm race the look-up; the
@@ -297,7 +297,7 @@ LESSONS = [
         "idea": "A failure must leave the key free, so that the retry after the dependency "
         "is back succeeds. A stored 503 is replayed forever.",
         "defence": "forget-failures",
-        "where": "service/orders.c:orders_create (the out: branch), remember_failure",
+        "where": "service/domain/orders.c:orders_create (the out: branch), remember_failure",
         "unit": "retries refused forever",
         "figure": ["failures_replayed"],
         "without": lambda n: _pass("forget-failures", faults=True,
@@ -316,7 +316,7 @@ LESSONS = [
         "in flight 409 REQUEST_IN_PROGRESS. A client told it failed for an order that exists "
         "buys again.",
         "defence": "inflight-key",
-        "where": "service/api_orders.c:api_orders_create, service/orders.c:answer_from_record",
+        "where": "service/api/api_orders.c:api_orders_create, service/domain/orders.c:answer_from_record",
         "unit": "answers the contract forbids",
         "figure": ["forbidden_answers"],
         "without": lambda n: _pass("response-cache,inflight-key", load=_storm(n, rounds=100)),
@@ -356,7 +356,7 @@ LESSONS = [
         "some fail, one key cannot record the state in between. Each item is an order "
         "under its own key; the batch key guards the batch.",
         "defence": "item-keys",
-        "where": "service/cart.c:cart_run (each item through orders_create)",
+        "where": "service/domain/cart.c:cart_run (each item through orders_create)",
         "unit": "cart items bought twice",
         "figure": ["cart_items_bought_twice"],
         "without": lambda n: _pass("item-keys", load=_cart(n)),
@@ -373,7 +373,7 @@ LESSONS = [
         "order). Here every event is redelivered after its consumers' dedup rows were "
         "dropped.",
         "defence": "business-key-after-expiry",
-        "where": "service/store_events.c:points_effect (points_ledger), service/retention_job.c",
+        "where": "service/mysql/store_events.c:points_effect (points_ledger), service/jobs/retention_job.c",
         "unit": "points credited twice",
         "figure": ["double_credited_points"],
         "without": lambda n: _pass("business-key-after-expiry", sql=FRESH_CONSUME_PARTITIONS,
@@ -391,7 +391,7 @@ LESSONS = [
         "query, never a wrong answer. The figure is a cost, not damage: look-ups for keys "
         "that have no order.",
         "defence": "bloom",
-        "where": "service/orders.c:may_have_order, bloom_note; service/bloom_job.c",
+        "where": "service/domain/orders.c:may_have_order, bloom_note; service/jobs/bloom_job.c",
         "unit": "database look-ups for refusals",
         "figure": ["refusal_storm.refusal_db_lookups"],
         "without": lambda n: _pass("bloom", load=_refusals(n)),
@@ -407,7 +407,7 @@ LESSONS = [
         "ticketd trusts it only once rebuilt from the orders table (here never: the "
         "rebuild is put off), and asks the database meanwhile.",
         "defence": "bloom-liveness",
-        "where": "service/orders.c:may_have_order, service/cache_redis.c:bloom_check_lua",
+        "where": "service/domain/orders.c:may_have_order, service/redis/cache_redis.c:bloom_check_lua",
         "unit": "keys with an order refused",
         "figure": ["wrong_refusals"],
         # No rebuild after the flush, and no in-process answers: every retry
@@ -428,7 +428,7 @@ LESSONS = [
         "idea": "Redis is an accelerator, not the arbiter: flushed, its records, locks and "
         "tokens are gone. The database must still decide.",
         "defence": "unique-index",
-        "where": "service/orders.c:redis_failed, spend_token",
+        "where": "service/domain/orders.c:redis_failed, spend_token",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass("unique-index", NOINDEX_DB, load=_fstorm(n) + ["@flush"]),
@@ -445,7 +445,7 @@ LESSONS = [
         "committed or creates them once. Without the index it still shows 0 here: the "
         "survivor's Redis layers catch the resent copies.",
         "defence": "unique-index",
-        "where": "service/orders.c:take_over_dead, replay_from_database",
+        "where": "service/domain/orders.c:take_over_dead, replay_from_database",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass("unique-index", NOINDEX_DB, load=_fstorm(n) + ["@kill2"]),
@@ -460,7 +460,7 @@ LESSONS = [
         "retry with the same key and token. Remembered, that 503 would be replayed to every "
         "retry.",
         "defence": "forget-failures",
-        "where": "service/orders.c:orders_create (the out: branch)",
+        "where": "service/domain/orders.c:orders_create (the out: branch)",
         "unit": "retries refused forever",
         "figure": ["failures_replayed"],
         "without": lambda n: _pass("forget-failures", load=_fstorm(n) + ["@mysql-restart"]),
@@ -476,7 +476,7 @@ LESSONS = [
         "look before the first one commits get through (every order is equally slow), so "
         "the figure is small, and some runs show 0.",
         "defence": "unique-index",
-        "where": "service/orders.c:write_order, take_over_dead",
+        "where": "service/domain/orders.c:write_order, take_over_dead",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass(
