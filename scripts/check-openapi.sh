@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Every route of service/routes.def is in docs/openapi.yaml, and every
+# Every route of service/api/routes.def is in docs/openapi.yaml, and every
 # operation there is a route: the same method and path, both ways. Prints
 # what is missing on either side and exits 1; run by scripts/run-tests.sh.
 #
 #   scripts/check-openapi.sh [routes.def] [openapi.yaml]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DEF=${1:-service/routes.def}
+DEF=${1:-service/api/routes.def}
 SPEC=${2:-docs/openapi.yaml}
 
 # "METHOD /path" for each ROUTE(...) row: the 2nd and 3rd arguments.
