@@ -194,6 +194,7 @@ static int apply(struct config *cfg, const struct setting *s, const char *value,
 static const char *const other_names[] = {
     "TICKETD_CONFIG",
     "TICKETD_FAULT",
+    "TICKETD_FAULT_RELEASE",
     "TICKETD_URL",
     "TICKETD_BIN",
     "TICKETD_SKIP_DEPS",
