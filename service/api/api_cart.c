@@ -102,14 +102,7 @@ void api_orders_batch(struct req *r, struct resp *w)
     switch (res.outcome) {
     case CART_RAN:
     case CART_REPLAYED:
-        free(w->body);
-        w->status = 200;
-        w->content_type = "application/json";
-        w->body = res.body; /* moves into the response */
-        w->body_len = res.body_len;
-        res.body = NULL;
-        if (res.outcome == CART_REPLAYED)
-            resp_header(w, "Idempotent-Replayed", "true");
+        resp_json_take(w, 200, &res.body, res.body_len, res.outcome == CART_REPLAYED);
         break;
     case CART_KEY_REUSED:
         resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_REUSED, NULL,

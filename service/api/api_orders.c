@@ -181,15 +181,7 @@ void api_order_answer(struct resp *w, const struct order_request *rq, struct ord
         location_of(res, location, sizeof location);
         if (location[0] != '\0')
             resp_header(w, "Location", location);
-        /* The body moves into the response: no copy. */
-        free(w->body);
-        w->status = res->status;
-        w->content_type = "application/json";
-        w->body = res->body;
-        w->body_len = res->body_len;
-        res->body = NULL;
-        if (res->outcome == ORDER_REPLAYED)
-            resp_header(w, "Idempotent-Replayed", "true");
+        resp_json_take(w, res->status, &res->body, res->body_len, res->outcome == ORDER_REPLAYED);
         break;
     }
     case ORDER_KEY_REUSED:

@@ -52,6 +52,16 @@ void resp_json(struct resp *w, int status, json_t *obj)
     set_body(w, s, strlen(s));
 }
 
+void resp_json_take(struct resp *w, int status, char **body, size_t len, bool replayed)
+{
+    w->status = status;
+    w->content_type = "application/json";
+    set_body(w, *body, len);
+    *body = NULL;
+    if (replayed)
+        resp_header(w, "Idempotent-Replayed", "true");
+}
+
 void resp_raw(struct resp *w, int status, const char *content_type, const char *body, size_t len)
 {
     w->status = status;

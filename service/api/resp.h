@@ -10,6 +10,7 @@
 #include "problem.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #define RESP_MAX_HEADERS 8
@@ -38,6 +39,10 @@ void resp_reset(struct resp *w);
 
 /* Sets the body to the compact JSON of obj. Takes obj (decref'd here). */
 void resp_json(struct resp *w, int status, json_t *obj);
+/* Sets the body to a stored JSON answer of len bytes, taking *body (set
+ * to NULL: the answer moves into the response, no copy), and, when it is
+ * a replay, says so (Idempotent-Replayed: true). */
+void resp_json_take(struct resp *w, int status, char **body, size_t len, bool replayed);
 /* Sets the body to a copy of len bytes of body. */
 void resp_raw(struct resp *w, int status, const char *content_type, const char *body, size_t len);
 /* An RFC 9457 problem: status, type, title and code from the table; detail
