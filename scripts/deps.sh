@@ -61,6 +61,11 @@ CLUSTER_PACKAGES=(
 # Only `make test-image` needs these, and only without a running Docker.
 IMAGE_PACKAGES=(
     podman
+    # Podman 4.3 on Debian 12 uses CNI networks: without this plugin a
+    # container cannot resolve another by name (ticketd's container would
+    # not find "ticketd-itest-mariadb"), and apt leaves it out as a mere
+    # recommendation.
+    golang-github-containernetworking-plugin-dnsname
     runc
     podman-compose
     debootstrap
