@@ -17,26 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-void orders_new_number(char *out)
-{
-    /* YYMMDD, then 14 random digits: sortable by day at a glance, and
-     * unguessable enough that order numbers leak nothing. */
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    char day[16];
-    snprintf(day, sizeof day, "%02u%02u%02u", (unsigned)(tm.tm_year % 100) % 100,
-             (unsigned)(tm.tm_mon + 1) % 100, (unsigned)tm.tm_mday % 100);
-    memcpy(out, day, 6);
-    uint64_t v = rand_below(UINT64_C(100000000000000)); /* 10^14: the 14 digits */
-    for (int i = ORDER_NO_LEN - 1; i >= 6; i--) {
-        out[i] = (char)('0' + v % 10);
-        v /= 10;
-    }
-    out[ORDER_NO_LEN] = '\0';
-}
 
 void order_result_cleanup(struct order_result *res)
 {
@@ -63,32 +43,6 @@ const char *order_layer_name(enum order_layer layer)
         return "check-then-insert";
     }
     return NULL;
-}
-
-void orders_answer(struct order_result *res, enum order_outcome oc, enum order_layer layer)
-{
-    res->outcome = oc;
-    res->layer = layer;
-}
-
-/* A replay of the bytes a record kept (the in-process cache, Redis). */
-void orders_replay_bytes(struct order_result *res, int status, char *body, size_t len)
-{
-    orders_answer(res, ORDER_REPLAYED, LAYER_RESPONSE_CACHE);
-    res->status = status;
-    res->body = body;
-    res->body_len = len;
-}
-
-/* The answer made from the order itself: a new one, or one the database
- * found under the key. */
-void orders_answer_with_order(struct order_result *res, enum order_outcome oc,
-                              enum order_layer layer, const struct order *o,
-                              const struct order_render *render)
-{
-    orders_answer(res, oc, layer);
-    res->body = render->order(o, &res->status, &res->body_len);
-    snprintf(res->order_no, sizeof res->order_no, "%s", o->order_no);
 }
 
 /* A marker names a request of this key past Redis: it may be writing the

@@ -1,7 +1,8 @@
 /* orders_internal.h - what orders.c, orders_redis.c and orders_db.c share
  * and nothing outside them may call: what a request has taken in Redis,
- * and the steps one file defines for another (each is described where it
- * is defined). */
+ * the answers every layer gives (inline here, so that no file calls back
+ * into the one that drives it), and the steps one file defines for another
+ * (each is described where it is defined). */
 #ifndef TICKETD_ORDERS_INTERNAL_H
 #define TICKETD_ORDERS_INTERNAL_H
 
@@ -10,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 struct app;
 
@@ -22,12 +24,33 @@ struct claims {
     int token_rc; /* the token's verdict from the key's script, or TOKEN_UNCHECKED */
 };
 
-/* orders.c */
-void orders_answer(struct order_result *res, enum order_outcome oc, enum order_layer layer);
-void orders_replay_bytes(struct order_result *res, int status, char *body, size_t len);
-void orders_answer_with_order(struct order_result *res, enum order_outcome oc,
-                              enum order_layer layer, const struct order *o,
-                              const struct order_render *render);
+/* The answers the layers give. */
+static inline void orders_answer(struct order_result *res, enum order_outcome oc,
+                                 enum order_layer layer)
+{
+    res->outcome = oc;
+    res->layer = layer;
+}
+
+/* A replay of the bytes a record kept (the in-process cache, Redis). */
+static inline void orders_replay_bytes(struct order_result *res, int status, char *body, size_t len)
+{
+    orders_answer(res, ORDER_REPLAYED, LAYER_RESPONSE_CACHE);
+    res->status = status;
+    res->body = body;
+    res->body_len = len;
+}
+
+/* The answer made from the order itself: a new one, or one the database
+ * found under the key. */
+static inline void orders_answer_with_order(struct order_result *res, enum order_outcome oc,
+                                            enum order_layer layer, const struct order *o,
+                                            const struct order_render *render)
+{
+    orders_answer(res, oc, layer);
+    res->body = render->order(o, &res->status, &res->body_len);
+    snprintf(res->order_no, sizeof res->order_no, "%s", o->order_no);
+}
 
 /* orders_redis.c */
 bool orders_check_key(struct app *app, const struct order_request *rq, const char *fp,

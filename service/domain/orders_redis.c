@@ -4,7 +4,6 @@
  * database's layers (orders_db.c) because all of this only accelerates:
  * each step may fail with Redis, and under policy degrade the request
  * goes on without it. */
-
 #include "orders.h"
 
 #include "app.h"
