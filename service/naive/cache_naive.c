@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The real scripts (cache_redis.c) with the lock released the way the
+/* The real scripts (cache_scripts.c) with the lock released the way the
  * articles warn against, `finally { delete(lockKey) }`: a plain DEL. The
  * key's record is handled as there. KEYS: idem, lock. ARGV: marker,
  * record, ttl_s, owner. */

@@ -1,7 +1,7 @@
 /* cache_redis.h - the Redis adapter's pieces that its naive variants
  * (cache_naive.h) build on: the key names, and the table of the entries
  * of the cache port (cache.h) that have a second implementation.
- * Internal to the Redis adapters and main.c, which picks the entries at
+ * Internal to the Redis adapters and boot.c, which picks the entries at
  * boot; the domain never sees it. */
 #ifndef TICKETD_CACHE_REDIS_H
 #define TICKETD_CACHE_REDIS_H
@@ -20,7 +20,7 @@ void cache_redis_lock_key(char *out, size_t cap, int64_t user_id, int64_t sessio
 
 /* The cache port's entries that the demo's naive variants replace, with
  * the port's signatures and contracts (cache.h). cache_redis.c answers
- * every one of them through the table cache_redis_use was given; main.c
+ * every one of them through the table cache_redis_use was given; boot.c
  * fills it once at boot from TICKETD_DEFENSES, taking each entry from
  * cache_redis_entries unless its defence is switched off. No adapter asks
  * which defences are on. */
