@@ -77,6 +77,15 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s)
     return rc;
 }
 
+void cache_redis_spend_args(struct cache_redis_spend *s, int64_t user_id, const char *token,
+                            const char *idem_key, int ttl_s)
+{
+    cache_redis_token_key(s->key, sizeof s->key, user_id, token);
+    snprintf(s->uid, sizeof s->uid, "%lld", (long long)user_id);
+    snprintf(s->spent, sizeof s->spent, "%lld|%s", (long long)user_id, idem_key);
+    snprintf(s->ttl, sizeof s->ttl, "%d", ttl_s);
+}
+
 /* The port's answer for spend's verdict. */
 static int token_verdict(long long v)
 {
@@ -85,22 +94,14 @@ static int token_verdict(long long v)
 
 static int entry_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
 {
-    char key[256], uid[24], spent[24 + 1 + 128], ttl[24];
+    struct cache_redis_spend s;
     redisReply *r = NULL;
-    cache_redis_token_key(key, sizeof key, user_id, token);
-    snprintf(uid, sizeof uid, "%lld", (long long)user_id);
-    snprintf(spent, sizeof spent, "%lld|%s", (long long)user_id, idem_key);
-    snprintf(ttl, sizeof ttl, "%d", ttl_s);
-    const char *keys[] = {key};
-    const char *args[] = {uid, spent, ttl};
+    cache_redis_spend_args(&s, user_id, token, idem_key, ttl_s);
+    const char *keys[] = {s.key};
+    const char *args[] = {s.uid, s.spent, s.ttl};
     int rc = redis_eval(&cache_lua_token_take, 1, keys, 3, args, &r);
-    if (rc == TD_OK) {
-        long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-        rc = v == 1 || v == 2 ? TD_OK
-             : v == 3         ? TD_ECONFLICT
-             : v == 0         ? TD_ENOTFOUND
-                              : TD_EINTERNAL;
-    }
+    if (rc == TD_OK)
+        rc = token_verdict(r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
     if (rc == TD_OK && FAULT_POINT("redis.token_stall")) {
         /* Redis ran the script (the token is spent) but the reply is lost
          * to a stall: this request must now go on as if Redis were down. */
@@ -116,7 +117,8 @@ static enum key_begin entry_order_begin(int64_t user_id, const char *key, const 
                                         int lock_ttl_ms, const struct token_spend *tok,
                                         int *token_rc, char **existing)
 {
-    char ik[256], lk[128], tk[256], uid[24], spent[24 + 1 + 128], mttl[24], lttl[24], tttl[24];
+    char ik[256], lk[128], mttl[24], lttl[24];
+    struct cache_redis_spend sp = {0}; /* no token: empty arguments */
     redisReply *r = NULL;
     *existing = NULL;
     *token_rc = TOKEN_UNCHECKED;
@@ -124,16 +126,12 @@ static enum key_begin entry_order_begin(int64_t user_id, const char *key, const 
     cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
     snprintf(mttl, sizeof mttl, "%d", marker_ttl_ms);
     snprintf(lttl, sizeof lttl, "%d", lock_ttl_ms);
-    uid[0] = spent[0] = tttl[0] = '\0';
-    snprintf(tk, sizeof tk, "%s", lk);
-    if (tok != NULL) {
-        cache_redis_token_key(tk, sizeof tk, user_id, tok->token);
-        snprintf(uid, sizeof uid, "%lld", (long long)user_id);
-        snprintf(spent, sizeof spent, "%lld|%s", (long long)user_id, key);
-        snprintf(tttl, sizeof tttl, "%d", tok->ttl_s);
-    }
-    const char *keys[] = {ik, lk, tk};
-    const char *args[] = {marker ? marker : "", mttl, owner ? owner : "", lttl, uid, spent, tttl};
+    snprintf(sp.key, sizeof sp.key, "%s", lk);
+    if (tok != NULL)
+        cache_redis_spend_args(&sp, user_id, tok->token, key, tok->ttl_s);
+    const char *keys[] = {ik, lk, sp.key};
+    const char *args[] = {
+        marker ? marker : "", mttl, owner ? owner : "", lttl, sp.uid, sp.spent, sp.ttl};
     enum key_begin kb = KEY_FAILED;
     if (redis_eval(&cache_lua_begin, 3, keys, 7, args, &r) != TD_OK)
         goto out;
@@ -189,9 +187,9 @@ int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, i
     return rc;
 }
 
-static int entry_order_complete(int64_t user_id, const char *key, const char *marker,
-                                const char *record, int ttl_s, int64_t session_id,
-                                const char *owner)
+int cache_redis_complete_with(struct redis_script *s, int64_t user_id, const char *key,
+                              const char *marker, const char *record, int ttl_s, int64_t session_id,
+                              const char *owner)
 {
     char ik[256], lk[128], ttl[24];
     redisReply *r = NULL;
@@ -200,13 +198,13 @@ static int entry_order_complete(int64_t user_id, const char *key, const char *ma
     snprintf(ttl, sizeof ttl, "%d", ttl_s);
     const char *keys[] = {ik, lk};
     const char *args[] = {marker ? marker : "", record, ttl, owner ? owner : ""};
-    int rc = redis_eval(&cache_lua_complete, 2, keys, 4, args, &r);
+    int rc = redis_eval(s, 2, keys, 4, args, &r);
     freeReplyObject(r);
     return rc;
 }
 
-static int entry_order_release(int64_t user_id, const char *key, const char *marker,
-                               int64_t session_id, const char *owner)
+int cache_redis_release_with(struct redis_script *s, int64_t user_id, const char *key,
+                             const char *marker, int64_t session_id, const char *owner)
 {
     char ik[256], lk[128];
     redisReply *r = NULL;
@@ -214,9 +212,23 @@ static int entry_order_release(int64_t user_id, const char *key, const char *mar
     cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
     const char *keys[] = {ik, lk};
     const char *args[] = {marker ? marker : "", owner ? owner : ""};
-    int rc = redis_eval(&cache_lua_release, 2, keys, 2, args, &r);
+    int rc = redis_eval(s, 2, keys, 2, args, &r);
     freeReplyObject(r);
     return rc;
+}
+
+static int entry_order_complete(int64_t user_id, const char *key, const char *marker,
+                                const char *record, int ttl_s, int64_t session_id,
+                                const char *owner)
+{
+    return cache_redis_complete_with(&cache_lua_complete, user_id, key, marker, record, ttl_s,
+                                     session_id, owner);
+}
+
+static int entry_order_release(int64_t user_id, const char *key, const char *marker,
+                               int64_t session_id, const char *owner)
+{
+    return cache_redis_release_with(&cache_lua_release, user_id, key, marker, session_id, owner);
 }
 
 int cache_order_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
