@@ -119,7 +119,7 @@ LESSONS = [
         "idea": "Checking a one-time token and spending it must be one step. A GET and a "
         "later write leave a window in which two requests both see it unspent.",
         "defence": "token-atomic",
-        "where": "service/redis/cache_redis.c:SPEND_LUA (inside begin_lua, or cache_token_take); "
+        "where": "service/redis/cache_scripts.c:SPEND_LUA (inside begin_lua, or cache_token_take); "
         "the naive one service/naive/cache_naive.c:cache_naive_token_take",
         "unit": "orders beyond one per token",
         "figure": ["token_reused_orders"],
@@ -135,7 +135,7 @@ LESSONS = [
         "results, and it must be released by its owner only. A plain DEL frees a lock "
         "that expired and was taken by someone else.",
         "defence": "lock-owner-check",
-        "where": "service/redis/cache_redis.c:complete_lua, release_lua (compare-and-delete)",
+        "where": "service/redis/cache_scripts.c:complete_lua, release_lua (compare-and-delete)",
         "unit": "orders past a held session lock",
         "figure": ["lock_bypassed_orders"],
         "without": lambda n: _pass(
@@ -173,7 +173,7 @@ LESSONS = [
         "idea": "Insert and let the unique key refuse the copy (1062), then read the existing "
         "row and answer with it. Looking first and inserting after races.",
         "defence": "unique-index",
-        "where": "service/mysql/store_mysql.c:store_order_create, service/domain/orders.c:replay_from_database",
+        "where": "service/mysql/store_mysql.c:store_order_create, service/domain/orders_db.c:orders_replay_from_database",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB, load=_storm(n)),
@@ -279,7 +279,7 @@ LESSONS = [
         "late retry races nothing, so even the naive look-up finds its order; watch the "
         "late replays come from unique-index (or check-then-insert without it).",
         "defence": "unique-index",
-        "where": "service/domain/orders.c:write_order, replay_from_database",
+        "where": "service/domain/orders_db.c:orders_write_order, orders_replay_from_database",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         # Without the index the copies of the storm race the look-up; the
@@ -297,7 +297,7 @@ LESSONS = [
         "idea": "A failure must leave the key free, so that the retry after the dependency "
         "is back succeeds. A stored 503 is replayed forever.",
         "defence": "forget-failures",
-        "where": "service/domain/orders.c:orders_create (the out: branch), remember_failure",
+        "where": "service/domain/orders.c:orders_create (the out: branch), service/domain/orders_db.c:orders_remember_failure",
         "unit": "retries refused forever",
         "figure": ["failures_replayed"],
         "without": lambda n: _pass("forget-failures", faults=True,
@@ -316,7 +316,7 @@ LESSONS = [
         "in flight 409 REQUEST_IN_PROGRESS. A client told it failed for an order that exists "
         "buys again.",
         "defence": "inflight-key",
-        "where": "service/api/api_orders.c:api_orders_create, service/domain/orders.c:answer_from_record",
+        "where": "service/api/api_orders.c:api_orders_create, service/domain/orders_redis.c:answer_from_record",
         "unit": "answers the contract forbids",
         "figure": ["forbidden_answers"],
         "without": lambda n: _pass("response-cache,inflight-key", load=_storm(n, rounds=100)),
@@ -391,7 +391,7 @@ LESSONS = [
         "query, never a wrong answer. The figure is a cost, not damage: look-ups for keys "
         "that have no order.",
         "defence": "bloom",
-        "where": "service/domain/orders.c:may_have_order, bloom_note; service/jobs/bloom_job.c",
+        "where": "service/domain/orders_db.c:orders_may_have_order, orders_bloom_note; service/jobs/bloom_job.c",
         "unit": "database look-ups for refusals",
         "figure": ["refusal_storm.refusal_db_lookups"],
         "without": lambda n: _pass("bloom", load=_refusals(n)),
@@ -407,7 +407,7 @@ LESSONS = [
         "ticketd trusts it only once rebuilt from the orders table (here never: the "
         "rebuild is put off), and asks the database meanwhile.",
         "defence": "bloom-liveness",
-        "where": "service/domain/orders.c:may_have_order, service/redis/cache_redis.c:bloom_check_lua",
+        "where": "service/domain/orders_db.c:orders_may_have_order, service/redis/cache_scripts.c:bloom_check_lua",
         "unit": "keys with an order refused",
         "figure": ["wrong_refusals"],
         # No rebuild after the flush, and no in-process answers: every retry
@@ -428,7 +428,7 @@ LESSONS = [
         "idea": "Redis is an accelerator, not the arbiter: flushed, its records, locks and "
         "tokens are gone. The database must still decide.",
         "defence": "unique-index",
-        "where": "service/domain/orders.c:redis_failed, spend_token",
+        "where": "service/domain/orders_redis.c:redis_failed, orders_take_token",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass("unique-index", NOINDEX_DB, load=_fstorm(n) + ["@flush"]),
@@ -445,7 +445,7 @@ LESSONS = [
         "committed or creates them once. Without the index it still shows 0 here: the "
         "survivor's Redis layers catch the resent copies.",
         "defence": "unique-index",
-        "where": "service/domain/orders.c:take_over_dead, replay_from_database",
+        "where": "service/domain/orders_redis.c:take_over_dead, service/domain/orders_db.c:orders_replay_from_database",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass("unique-index", NOINDEX_DB, load=_fstorm(n) + ["@kill2"]),
@@ -476,7 +476,7 @@ LESSONS = [
         "look before the first one commits get through (every order is equally slow), so "
         "the figure is small, and some runs show 0.",
         "defence": "unique-index",
-        "where": "service/domain/orders.c:write_order, take_over_dead",
+        "where": "service/domain/orders_db.c:orders_write_order, service/domain/orders_redis.c:take_over_dead",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass(

@@ -105,17 +105,13 @@ void api_orders_batch(struct req *r, struct resp *w)
         resp_json_take(w, 200, &res.body, res.body_len, res.outcome == CART_REPLAYED);
         break;
     case CART_KEY_REUSED:
-        resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_REUSED, NULL,
-                     "this Idempotency-Key was used with a different item list");
+        api_refuse_key_reused(w, "item list");
         break;
     case CART_IN_PROGRESS:
-        resp_problem(w, PROBLEM_REQUEST_IN_PROGRESS, NULL,
-                     "the first batch with this Idempotency-Key is still being processed");
-        resp_header(w, "Retry-After", "1");
+        api_refuse_in_progress(w, "batch");
         break;
     case CART_TOKEN_INVALID:
-        resp_problem(w, PROBLEM_ORDER_TOKEN_INVALID, NULL,
-                     "the order token is unknown, expired, spent or not yours");
+        api_refuse_token(w);
         break;
     case CART_UNAVAILABLE:
         api_fail(w, TD_EUNAVAIL, "placing the batch");

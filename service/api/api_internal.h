@@ -41,6 +41,13 @@ struct order_request;
 struct order_result;
 void api_order_answer(struct resp *w, const struct order_request *rq, struct order_result *res);
 bool api_read_key(struct req *r, struct resp *w, char *key);
+/* The refusals POST /orders and the cart give alike, into w: the key used
+ * before with other content (what: "payload", "item list"), the first copy
+ * under the key still being processed (what: "request", "batch"; with
+ * Retry-After), and an order token that is not valid. */
+void api_refuse_key_reused(struct resp *w, const char *what);
+void api_refuse_in_progress(struct resp *w, const char *what);
+void api_refuse_token(struct resp *w);
 bool api_read_token(struct req *r, struct resp *w, const char **token);
 
 /* Parses the request body as one JSON object. Returns a new reference, or

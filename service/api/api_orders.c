@@ -170,6 +170,25 @@ void api_orders_create(struct req *r, struct resp *w)
     api_order_answer(w, &in->rq, &res);
 }
 
+void api_refuse_key_reused(struct resp *w, const char *what)
+{
+    resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_REUSED, NULL,
+                 "this Idempotency-Key was used with a different %s", what);
+}
+
+void api_refuse_in_progress(struct resp *w, const char *what)
+{
+    resp_problem(w, PROBLEM_REQUEST_IN_PROGRESS, NULL,
+                 "the first %s with this Idempotency-Key is still being processed", what);
+    resp_header(w, "Retry-After", "1");
+}
+
+void api_refuse_token(struct resp *w)
+{
+    resp_problem(w, PROBLEM_ORDER_TOKEN_INVALID, NULL,
+                 "the order token is unknown, expired, spent or not yours");
+}
+
 void api_order_answer(struct resp *w, const struct order_request *rq, struct order_result *res)
 {
     const char *layer = order_layer_name(res->layer);
@@ -185,21 +204,17 @@ void api_order_answer(struct resp *w, const struct order_request *rq, struct ord
         break;
     }
     case ORDER_KEY_REUSED:
-        resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_REUSED, NULL,
-                     "this Idempotency-Key was used with a different payload");
+        api_refuse_key_reused(w, "payload");
         break;
     case ORDER_IN_PROGRESS:
-        resp_problem(w, PROBLEM_REQUEST_IN_PROGRESS, NULL,
-                     "the first request with this Idempotency-Key is still being processed");
-        resp_header(w, "Retry-After", "1");
+        api_refuse_in_progress(w, "request");
         break;
     case ORDER_DUPLICATE_SUBMISSION:
         resp_problem(w, PROBLEM_DUPLICATE_SUBMISSION, NULL,
                      "another order for this session is being placed right now");
         break;
     case ORDER_TOKEN_INVALID:
-        resp_problem(w, PROBLEM_ORDER_TOKEN_INVALID, NULL,
-                     "the order token is unknown, expired, spent or not yours");
+        api_refuse_token(w);
         break;
     case ORDER_SOLD_OUT:
         resp_problem(w, PROBLEM_SOLD_OUT, NULL, "not enough seats left for %lld",

@@ -28,7 +28,7 @@ struct app {
      * Redis answers again, everywhere (bloom_job.h). */
     _Atomic bool bloom_missed;
     /* How the consumers name an entry's dedup row (consumers.h), chosen
-     * at boot with the other adapters (main.c). */
+     * at boot with the other adapters (boot.c). */
     char *(*dedup_key)(const struct consume_group *g, const struct stream_entry *en);
 };
 

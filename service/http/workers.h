@@ -5,7 +5,7 @@
  * parse, check and answer what needs no I/O; everything else is handed to
  * this pool: a bounded queue and a fixed set of threads. What a thread
  * does with connections around its jobs is the hooks' (struct
- * workers_thread_hooks), which main.c fills from the store and cache
+ * workers_thread_hooks), which boot.c fills from the store and cache
  * ports: each thread has its own Redis connection (thread-local, never
  * shared) and borrows a MySQL connection from the database pool for each
  * job, so the worker count and the database connection count are separate

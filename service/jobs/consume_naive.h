@@ -1,6 +1,6 @@
 /* consume_naive.h - the demo's naive dedup key of the consumers: the
  * message id instead of the business key (consumers.h, consumer_key_fn).
- * main.c puts it in app->dedup_key at boot when TICKETD_DEFENSES switches
+ * boot.c puts it in app->dedup_key at boot when TICKETD_DEFENSES switches
  * consumer-dedup-business-key off (TICKETD_ENV=demo only). */
 #ifndef TICKETD_CONSUME_NAIVE_H
 #define TICKETD_CONSUME_NAIVE_H

@@ -3,7 +3,7 @@
  * store_events.c defines): the clock and order reading every store_*.c
  * uses, and the two tables of the transaction steps that have a second,
  * naive implementation. Internal to the MySQL adapters (store_*.c, the
- * naive store, and main.c, which picks the steps at boot); the domain
+ * naive store, and boot.c, which picks the steps at boot); the domain
  * never sees it. */
 #ifndef TICKETD_STORE_MYSQL_H
 #define TICKETD_STORE_MYSQL_H
@@ -68,7 +68,7 @@ typedef int (*store_effect_fn)(struct db_conn *c, const void *ctx);
 
 /* The steps of the MySQL adapters' transactions that the demo's naive
  * variants replace (store_naive.h). store_mysql.c runs every one of them
- * through the table store_mysql_use was given; main.c fills it once at
+ * through the table store_mysql_use was given; boot.c fills it once at
  * boot from TICKETD_DEFENSES, taking each entry from store_mysql_steps
  * unless its defence is switched off. No adapter asks which defences are
  * on. */
@@ -102,7 +102,7 @@ int store_tx_move(struct db_conn *c, const struct order *o, enum order_event ev)
 
 /* The consumers' steps the naive variants replace, in a table of their own
  * that store_events.c owns and runs (so that the event adapter depends on
- * the order adapter's pieces, never the other way round); main.c fills
+ * the order adapter's pieces, never the other way round); boot.c fills
  * it at boot, as it does store_mysql_steps. */
 struct store_events_steps {
     /* One consumer transaction: the dedup row (consumer, dedup_key; none

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The real scripts (cache_redis.c) with the lock released the way the
+/* The real scripts (cache_scripts.c) with the lock released the way the
  * articles warn against, `finally { delete(lockKey) }`: a plain DEL. The
  * key's record is handled as there. KEYS: idem, lock. ARGV: marker,
  * record, ttl_s, owner. */
@@ -44,13 +44,10 @@ void cache_naive_init(void)
  * Redis forgot. */
 int cache_naive_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
 {
-    char key[256], uid[24], spent[24 + 1 + 128], ttl[24];
+    struct cache_redis_spend s;
     redisReply *r = NULL;
-    cache_redis_token_key(key, sizeof key, user_id, token);
-    snprintf(uid, sizeof uid, "%lld", (long long)user_id);
-    snprintf(spent, sizeof spent, "%lld|%s", (long long)user_id, idem_key);
-    snprintf(ttl, sizeof ttl, "%d", ttl_s);
-    const char *get[] = {"GET", key};
+    cache_redis_spend_args(&s, user_id, token, idem_key, ttl_s);
+    const char *get[] = {"GET", s.key};
     int rc = redis_command(2, get, NULL, &r);
     if (rc != TD_OK)
         goto out;
@@ -62,15 +59,15 @@ int cache_naive_token_take(int64_t user_id, const char *token, const char *idem_
         rc = TD_EINTERNAL;
         goto out;
     }
-    if (strcmp(r->str, spent) == 0)
+    if (strcmp(r->str, s.spent) == 0)
         goto out; /* spent before by this key: TD_OK */
-    if (strcmp(r->str, uid) != 0) {
+    if (strcmp(r->str, s.uid) != 0) {
         rc = TD_ECONFLICT;
         goto out;
     }
     freeReplyObject(r);
     r = NULL;
-    const char *set[] = {"SET", key, spent, "EX", ttl};
+    const char *set[] = {"SET", s.key, s.spent, "EX", s.ttl};
     rc = redis_command(5, set, NULL, &r);
 out:
     freeReplyObject(r);
@@ -90,30 +87,14 @@ enum key_begin cache_naive_order_begin(int64_t user_id, const char *key, const c
 int cache_naive_order_complete(int64_t user_id, const char *key, const char *marker,
                                const char *record, int ttl_s, int64_t session_id, const char *owner)
 {
-    char ik[256], lk[128], ttl[24];
-    redisReply *r = NULL;
-    cache_redis_idem_key(ik, sizeof ik, user_id, key);
-    cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
-    snprintf(ttl, sizeof ttl, "%d", ttl_s);
-    const char *keys[] = {ik, lk};
-    const char *args[] = {marker ? marker : "", record, ttl, owner ? owner : ""};
-    int rc = redis_eval(&complete, 2, keys, 4, args, &r);
-    freeReplyObject(r);
-    return rc;
+    return cache_redis_complete_with(&complete, user_id, key, marker, record, ttl_s, session_id,
+                                     owner);
 }
 
 int cache_naive_order_release(int64_t user_id, const char *key, const char *marker,
                               int64_t session_id, const char *owner)
 {
-    char ik[256], lk[128];
-    redisReply *r = NULL;
-    cache_redis_idem_key(ik, sizeof ik, user_id, key);
-    cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
-    const char *keys[] = {ik, lk};
-    const char *args[] = {marker ? marker : "", owner ? owner : ""};
-    int rc = redis_eval(&release, 2, keys, 2, args, &r);
-    freeReplyObject(r);
-    return rc;
+    return cache_redis_release_with(&release, user_id, key, marker, session_id, owner);
 }
 
 int cache_naive_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted,

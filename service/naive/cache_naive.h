@@ -1,6 +1,6 @@
 /* cache_naive.h - the demo's naive cache: the Redis code the articles warn
  * about, as entries of the Redis adapter's table (cache_redis.h) that
- * replace the real ones. main.c puts one in the table at boot for each
+ * replace the real ones. boot.c puts one in the table at boot for each
  * defence TICKETD_DEFENSES switches off (TICKETD_ENV=demo only); they read
  * no switch themselves. Built over the Redis adapter: what they do not
  * change, they leave to its real entries. */

@@ -1,6 +1,6 @@
 /* store_naive.h - the demo's naive store: the transaction steps the
  * articles warn about, as entries of the MySQL adapters' step table
- * (store_mysql.h) that replace the real ones. main.c puts one in the table
+ * (store_mysql.h) that replace the real ones. boot.c puts one in the table
  * at boot for each defence TICKETD_DEFENSES switches off (TICKETD_ENV=demo
  * only); they read no switch themselves. Each is a whole implementation of
  * its step, with its race. */

@@ -1,7 +1,7 @@
 /* cache_redis.h - the Redis adapter's pieces that its naive variants
  * (cache_naive.h) build on: the key names, and the table of the entries
  * of the cache port (cache.h) that have a second implementation.
- * Internal to the Redis adapters and main.c, which picks the entries at
+ * Internal to the Redis adapters and boot.c, which picks the entries at
  * boot; the domain never sees it. */
 #ifndef TICKETD_CACHE_REDIS_H
 #define TICKETD_CACHE_REDIS_H
@@ -18,9 +18,29 @@ void cache_redis_token_key(char *out, size_t cap, int64_t user_id, const char *t
 void cache_redis_idem_key(char *out, size_t cap, int64_t user_id, const char *key);
 void cache_redis_lock_key(char *out, size_t cap, int64_t user_id, int64_t session_id);
 
+/* What spending a token is told (SPEND_LUA, cache_scripts.c): the token's
+ * key, the user it must hold, the "<user>|<key>" it becomes, its TTL. */
+struct cache_redis_spend {
+    char key[256], uid[24], spent[24 + 1 + 128], ttl[24];
+};
+void cache_redis_spend_args(struct cache_redis_spend *s, int64_t user_id, const char *token,
+                            const char *idem_key, int ttl_s);
+
+struct redis_script;
+
+/* cache_order_complete and cache_order_release (cache.h) with script s in
+ * place of the real one (cache_scripts.c): the naive scripts
+ * (cache_naive.c) take the same KEYS and ARGV and differ only in what
+ * they check, so the C that builds those and reads the reply is one. */
+int cache_redis_complete_with(struct redis_script *s, int64_t user_id, const char *key,
+                              const char *marker, const char *record, int ttl_s, int64_t session_id,
+                              const char *owner);
+int cache_redis_release_with(struct redis_script *s, int64_t user_id, const char *key,
+                             const char *marker, int64_t session_id, const char *owner);
+
 /* The cache port's entries that the demo's naive variants replace, with
  * the port's signatures and contracts (cache.h). cache_redis.c answers
- * every one of them through the table cache_redis_use was given; main.c
+ * every one of them through the table cache_redis_use was given; boot.c
  * fills it once at boot from TICKETD_DEFENSES, taking each entry from
  * cache_redis_entries unless its defence is switched off. No adapter asks
  * which defences are on. */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Labels as main.c hands them over at boot (the route table's own, in
+/* Labels as boot.c hands them over at boot (the route table's own, in
  * the service); metrics know no router, so the test brings its own table:
  * a few real routes, then enough made-up ones to fill the renderer's
  * first buffer many times over. */

@@ -230,7 +230,7 @@ static void test_other_entries_acked(void **state)
 static void test_switched_off(void **state)
 {
     (void)state;
-    /* DEMO: dedup by stream entry id (the naive key main.c picks with
+    /* DEMO: dedup by stream entry id (the naive key boot.c picks with
      * consumer-dedup-business-key off), a copy under another id is applied
      * again; without the dedup row at all, every delivery is. */
     app.dedup_key = consume_naive_key_by_entry;

@@ -1,0 +1,285 @@
+/* boot.c - what serve, worker and partitions run: the adapters chosen
+ * behind the ports, the boot (config, log, ports), the background parts
+ * and the HTTP server, and the drain and shutdown, which run the boot
+ * backwards. Apart from main.c, which reads the command line: this is the
+ * composition root's wiring, the one place that knows every layer. */
+#include "boot.h"
+
+#include "app.h"
+#include "cache_naive.h"
+#include "consume_naive.h"
+#include "consumers.h"
+#include "defenses.h"
+#include "err.h"
+#include "events.h"
+#include "faults.h"
+#include "http.h"
+#include "liveness.h"
+#include "log.h"
+#include "respcache.h"
+#include "router.h"
+#include "store_naive.h"
+#include "bloom_job.h"
+#include "cache.h"
+#include "config.h"
+#include "idem.h"
+#include "metrics.h"
+#include "store.h"
+#include "store_mysql.h"
+#include "retention.h"
+#include "retention_job.h"
+#include "sweep.h"
+#include "util.h"
+#include "workers.h"
+
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* Blocks the shutdown signals in this thread and every thread it starts
+ * after, so that only sigwait() in main sees them. */
+static void block_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static int ports_init(const struct config *cfg)
+{
+    if (store_init(cfg) != TD_OK || cache_init(cfg) != TD_OK) {
+        log_error("cannot initialise the database or Redis client libraries");
+        return TD_EINTERNAL;
+    }
+    return TD_OK;
+}
+
+static void ports_cleanup(void)
+{
+    cache_cleanup();
+    store_cleanup();
+}
+
+/* The adapters behind the ports, chosen once from the defences that are
+ * on: each entry is the real one, or with its defence switched off (the
+ * demo, defenses_check_env) the naive one that the defence exists to
+ * replace, as one TLS backend stands behind one table. A defence that
+ * skips a whole layer (the response cache, the token, ...) is the
+ * domain's to skip: it has no entry here. */
+static void choose_adapters(struct app *app)
+{
+    unsigned on = app->defenses;
+    struct cache_entries c = cache_redis_entries;
+    if (!(on & DEFENSE_TOKEN_ATOMIC)) {
+        c.token_take = cache_naive_token_take;
+        c.order_begin = cache_naive_order_begin;
+    }
+    if (!(on & DEFENSE_LOCK_OWNER_CHECK)) {
+        c.order_complete = cache_naive_order_complete;
+        c.order_release = cache_naive_order_release;
+    }
+    if (!(on & DEFENSE_BLOOM_LIVENESS))
+        c.bloom_check = cache_naive_bloom_check;
+    cache_naive_init();
+    cache_redis_use(&c);
+
+    struct store_mysql_steps s = store_mysql_steps;
+    bool look_first = !(on & DEFENSE_UNIQUE_INDEX), read_stock = !(on & DEFENSE_STOCK_CAS);
+    if (look_first || read_stock)
+        s.order_place = look_first && read_stock ? store_naive_place_both
+                        : look_first             ? store_naive_place_look_first
+                                                 : store_naive_place_read_stock;
+    if (!(on & DEFENSE_STATE_CAS)) {
+        s.read_for_move = store_naive_read_plain;
+        s.move = store_naive_move_blind;
+    }
+    store_mysql_use(&s);
+
+    struct store_events_steps e = store_events_steps;
+    if (!(on & DEFENSE_CONSUMER_DEDUP_SAME_TX))
+        e.consume = store_naive_consume_apart;
+    /* The ledger is the business key that outlives the dedup row. The
+     * lessons of the consumer's own dedup (skipped, or keyed by the stream
+     * entry) run without it, so that each shows what its own mistake costs;
+     * business-key-after-expiry takes the ledger away alone. */
+    unsigned ledger = DEFENSE_BUSINESS_KEY_AFTER_EXPIRY | DEFENSE_CONSUMER_DEDUP |
+                      DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY;
+    if ((on & ledger) != ledger)
+        e.points_ledger = store_naive_no_ledger;
+    store_events_use(&e);
+
+    app->dedup_key = (on & DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY) ? consumers_key_by_business
+                                                                : consume_naive_key_by_entry;
+}
+
+/* http.c hands metrics the router's ids as they are. */
+_Static_assert(ROUTE_NOT_FOUND == METRICS_ROUTE_UNMATCHED, "unmatched ids differ");
+_Static_assert(ROUTE_METHOD_NOT_ALLOWED == METRICS_ROUTE_NOT_ALLOWED, "405 ids differ");
+_Static_assert(ROUTE_COUNT <= METRICS_ROUTES_MAX, "more routes than metrics slots");
+
+/* The route table's labels, for the request metrics: metrics know no
+ * router, so the composition root hands them over once. */
+static void label_routes(void)
+{
+    static const char *labels[ROUTE_COUNT];
+    for (int i = 0; i < ROUTE_COUNT; i++)
+        labels[i] = router_label(i);
+    metrics_routes(labels, ROUTE_COUNT);
+}
+
+static int boot(struct app *app, struct config *cfg)
+{
+    char err[256];
+    enum log_level level;
+    log_parse_level(cfg->log_level, &level);
+    log_set_level(level);
+    app->cfg = cfg;
+    label_routes();
+    if (defenses_parse(cfg->defenses, &app->defenses, err, sizeof err) != TD_OK) {
+        log_error("TICKETD_DEFENSES=%s: %s", cfg->defenses, err);
+        return TD_EINVAL;
+    }
+    if (defenses_check_env(app->defenses, cfg->env) != TD_OK)
+        return TD_EINVAL;
+    choose_adapters(app);
+    config_log(cfg);
+    faults_announce();
+    idem_new_instance(app->instance);
+    app->respcache = respcache_new((size_t)cfg->respcache_entries);
+    app->bloom = bloom_size(cfg->bloom_expected_keys, cfg->bloom_fp_per_million);
+    snprintf(app->bloom_shape, sizeof app->bloom_shape, "%llu:%d", (unsigned long long)app->bloom.m,
+             app->bloom.k);
+    return ports_init(cfg);
+}
+
+/* What `serve` (or `worker`) runs besides the main thread. */
+struct running {
+    struct http_server *srv;
+    struct events *ev;
+    struct sweep *sw;
+    struct retention_job *ret;
+    struct bloom_job *bloom;
+    struct liveness *live;
+};
+
+/* A request worker's connections (http/workers.h): a MySQL connection
+ * borrowed from the pool for each job and given back after it, and, at the
+ * thread's end, whatever it still owns of MySQL and Redis. Wired here, the
+ * composition root, so that the transport needs neither port. */
+static void worker_thread_end(void)
+{
+    store_thread_release();
+    cache_thread_release();
+}
+
+static const struct workers_thread_hooks worker_hooks = {
+    .begin = store_thread_pooled,
+    .after_job = store_thread_idle,
+    .end = worker_thread_end,
+};
+
+/* Starts the background work (relay, consumers, sweep) unless this is a
+ * server with TICKETD_WORKERS=0, and for a server the liveness beat and
+ * the listener. false when one could not start (logged). */
+static bool start_parts(struct app *app, const struct config *cfg, bool http, struct running *r)
+{
+    if (!http || cfg->workers) {
+        if ((r->ev = events_start(app)) == NULL || (r->sw = sweep_start(app)) == NULL ||
+            (r->ret = retention_job_start(app)) == NULL ||
+            (r->bloom = bloom_job_start(app)) == NULL)
+            return false;
+    }
+    if (http) {
+        if ((r->live = liveness_start(app)) == NULL ||
+            (r->srv = http_start(app, &worker_hooks)) == NULL)
+            return false;
+    }
+    return true;
+}
+
+/* Stops what start_parts started, in the order that lets every request in
+ * flight finish first; NULL parts are skipped. */
+static void stop_parts(struct running *r)
+{
+    bloom_job_stop(r->bloom);
+    retention_job_stop(r->ret);
+    sweep_stop(r->sw);
+    events_stop(r->ev);
+    http_stop(r->srv);
+    /* Every request has been answered and has released what it held: the
+     * process can say it is gone. */
+    liveness_stop(r->live);
+    *r = (struct running){0};
+}
+
+/* Readiness turns 503 first so a load balancer stops sending, then the
+ * listener closes, then requests in flight finish (each releasing its own
+ * locks and markers) before anything is torn down. Returns false when
+ * some did not finish within the drain timeout. */
+static bool drain(struct app *app, const struct config *cfg, struct running *r)
+{
+    atomic_store(&app->draining, true);
+    if (r->srv == NULL)
+        return true;
+    http_quiesce(r->srv);
+    int left = http_drain(r->srv, cfg->drain_timeout_s * 1000);
+    if (left == 0)
+        return true;
+    /* Their clients get no answer: say so in the exit status. */
+    log_error("%d requests still in flight after %d s; closing them", left, cfg->drain_timeout_s);
+    return false;
+}
+
+int cmd_serve(struct config *cfg, bool http)
+{
+    int rc = EXIT_FAILURE;
+    struct app app = {0};
+    struct running r = {0};
+    sigset_t set;
+    int sig;
+
+    /* glibc gives every busy thread a malloc arena of its own (up to eight
+     * per core); with two dozen threads that is most of the resident memory,
+     * mostly empty. Two arenas serve this many threads on a few cores. */
+    mallopt(M_ARENA_MAX, 2);
+    block_signals(&set);
+    if (boot(&app, cfg) == TD_OK && start_parts(&app, cfg, http, &r)) {
+        log_info("ticketd %s %s (pid %d)", TICKETD_VERSION, http ? "serving" : "working",
+                 (int)getpid());
+        sigwait(&set, &sig);
+        log_info("signal %d: draining", sig);
+        bool clean = drain(&app, cfg, &r);
+        stop_parts(&r);
+        rc = clean ? EXIT_SUCCESS : EXIT_FAILURE;
+        log_info("stopped");
+    }
+    stop_parts(&r);
+    store_thread_release();
+    cache_thread_release();
+    ports_cleanup();
+    respcache_free(app.respcache);
+    return rc;
+}
+
+/* `ticketd partitions`: one round of the retention job, in the foreground. */
+int cmd_partitions(struct config *cfg)
+{
+    struct app app = {0};
+    struct retention_report r[RETAINED_TABLES];
+    int rc = EXIT_FAILURE;
+    if (boot(&app, cfg) == TD_OK) {
+        rc = retention_round(cfg, retention_now(cfg, wall_s()), r) == TD_OK ? EXIT_SUCCESS
+                                                                            : EXIT_FAILURE;
+        retention_print(stdout, r);
+    }
+    store_thread_release();
+    cache_thread_release();
+    ports_cleanup();
+    respcache_free(app.respcache);
+    return rc;
+}

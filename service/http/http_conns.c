@@ -1,0 +1,192 @@
+/* http_conns.c - the client connections: their list, the deadlines a
+ * request head and a whole request must meet (slowloris), and the shedding
+ * of connections near TICKETD_CONN_LIMIT. Apart from http.c because the
+ * reaper is a thread of its own that looks at connections, never at
+ * requests. */
+#include "app.h"
+#include "http_internal.h"
+#include "log.h"
+#include "metrics.h"
+#include "util.h"
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* How often the reaper looks for connections past their deadlines, and
+ * for the connection count near its cap. */
+#define REAP_INTERVAL_MS 100
+
+struct conn_slot *http_slot_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci != NULL ? ci->socket_context : NULL;
+}
+
+/* Called by MHD with the request target as it was on the request line,
+ * before the query is split off and the path decoded: its length then is
+ * where the target really ends, unless a NUL cut it short. */
+void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    struct conn_slot *slot = http_slot_of(c);
+    if (slot != NULL) {
+        slot->uri = uri;
+        slot->uri_len = strlen(uri);
+    }
+    return NULL;
+}
+
+void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code)
+{
+    struct http_server *srv = cls;
+    struct conn_slot *slot = *socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        slot = xcalloc(1, sizeof *slot);
+        slot->fd = ci != NULL ? ci->connect_fd : -1;
+        atomic_store(&slot->idle_since_ms, mono_ms());
+        pthread_mutex_lock(&srv->conns_mu);
+        slot->next = srv->conns;
+        if (srv->conns != NULL)
+            srv->conns->prev = slot;
+        srv->conns = slot;
+        pthread_mutex_unlock(&srv->conns_mu);
+        *socket_context = slot;
+        atomic_fetch_add(&srv->connections, 1);
+        return;
+    }
+    if (slot != NULL) {
+        pthread_mutex_lock(&srv->conns_mu);
+        if (slot->prev != NULL)
+            slot->prev->next = slot->next;
+        else
+            srv->conns = slot->next;
+        if (slot->next != NULL)
+            slot->next->prev = slot->prev;
+        pthread_mutex_unlock(&srv->conns_mu);
+        free(slot);
+        *socket_context = NULL;
+    }
+    atomic_fetch_sub(&srv->connections, 1);
+}
+
+/* Slowloris: a client that opens connections and sends its request a
+ * byte at a time keeps each alive forever, since MHD's timeout is an idle
+ * timeout. Here a connection must complete a request head within
+ * TICKETD_HEADER_TIMEOUT_S, and the whole request, head and body, within
+ * TICKETD_REQUEST_TIMEOUT_S, of being opened or of its last answer;
+ * otherwise its socket is shut down, and MHD closes it. A request that is
+ * whole is never cut off: it is being answered. */
+enum reap_reason { KEEP, LATE_HEAD, LATE_REQUEST };
+
+static enum reap_reason reap_reason(struct conn_slot *c, int64_t now, const struct config *cfg)
+{
+    int64_t age = now - atomic_load(&c->idle_since_ms);
+    if (!atomic_load(&c->busy))
+        return age >= (int64_t)cfg->header_timeout_s * 1000 ? LATE_HEAD : KEEP;
+    if (!atomic_load(&c->body_done))
+        return age >= (int64_t)cfg->request_timeout_s * 1000 ? LATE_REQUEST : KEEP;
+    return KEEP;
+}
+
+/* A connection that may be shed: it has no whole request in hand. */
+static bool sheddable(struct conn_slot *c)
+{
+    return !c->reaped && c->fd >= 0 && !atomic_load(&c->body_done);
+}
+
+static int by_idle_since(const void *a, const void *b)
+{
+    int64_t x = atomic_load(&(*(struct conn_slot *const *)a)->idle_since_ms);
+    int64_t y = atomic_load(&(*(struct conn_slot *const *)b)->idle_since_ms);
+    return (x > y) - (x < y);
+}
+
+/* At the connection cap, libmicrohttpd stops accepting, and every new
+ * client, however quick, waits behind whoever holds the slots: slow heads
+ * and bodies from many addresses that reopen as they are closed can keep
+ * the cap reached for good. So once the open connections come within
+ * 1/16 of TICKETD_CONN_LIMIT, those without a whole request in hand are
+ * shut down, the longest without one first (idle keep-alive connections,
+ * then the slowest requests), until a quarter of the slots is free. A new
+ * client's connection is the newest: it is served before its turn comes.
+ * Called with conns_mu held; returns how many were shed. */
+static int shed_at_cap(struct http_server *srv, int open)
+{
+    int cap = srv->app->cfg->conn_limit;
+    int high = cap - (cap / 16 > 0 ? cap / 16 : 1), low = cap - (cap / 4 > 0 ? cap / 4 : 1);
+    if (open < high)
+        return 0;
+    struct conn_slot **v = xcalloc((size_t)open + 1, sizeof *v);
+    int n = 0;
+    for (struct conn_slot *c = srv->conns; c != NULL && n <= open; c = c->next) {
+        if (sheddable(c))
+            v[n++] = c;
+    }
+    qsort(v, (size_t)n, sizeof *v, by_idle_since);
+    int shed = 0;
+    for (; shed < n && open - shed > low; shed++) {
+        shutdown(v[shed]->fd, SHUT_RDWR);
+        v[shed]->reaped = true;
+    }
+    free(v);
+    return shed;
+}
+
+/* One pass of the reaper; the counts go to late[LATE_HEAD],
+ * late[LATE_REQUEST] and *shed. */
+static void reap_once(struct http_server *srv, int late[3], int *shed)
+{
+    int64_t now = mono_ms();
+    int open = 0;
+    pthread_mutex_lock(&srv->conns_mu);
+    for (struct conn_slot *c = srv->conns; c != NULL; c = c->next) {
+        if (c->reaped || c->fd < 0)
+            continue;
+        enum reap_reason why = reap_reason(c, now, srv->app->cfg);
+        if (why == KEEP) {
+            open++;
+            continue;
+        }
+        shutdown(c->fd, SHUT_RDWR);
+        c->reaped = true;
+        late[why]++;
+    }
+    *shed = shed_at_cap(srv, open);
+    pthread_mutex_unlock(&srv->conns_mu);
+}
+
+void *http_reaper_main(void *p)
+{
+    struct http_server *srv = p;
+    const struct config *cfg = srv->app->cfg;
+    while (!atomic_load(&srv->reaper_stop)) {
+        sleep_ms(REAP_INTERVAL_MS);
+        int late[3] = {0}, shed = 0;
+        reap_once(srv, late, &shed);
+        if (late[LATE_HEAD] > 0) {
+            metrics_add(M_HTTP_HEAD_TIMEOUTS, late[LATE_HEAD]);
+            log_info("http: closed %d connections that sent no whole request head in %d s",
+                     late[LATE_HEAD], cfg->header_timeout_s);
+        }
+        if (late[LATE_REQUEST] > 0) {
+            metrics_add(M_HTTP_REQUEST_TIMEOUTS, late[LATE_REQUEST]);
+            log_info("http: closed %d connections that sent no whole request in %d s",
+                     late[LATE_REQUEST], cfg->request_timeout_s);
+        }
+        if (shed > 0) {
+            metrics_add(M_HTTP_CONNECTIONS_SHED, shed);
+            log_info("http: near the cap of %d connections, closed the %d longest without a "
+                     "whole request",
+                     cfg->conn_limit, shed);
+        }
+    }
+    return NULL;
+}

@@ -1,0 +1,22 @@
+/* cache_scripts.h - the Redis cache adapter's Lua scripts (cache_scripts.c),
+ * for cache_redis.c alone, which runs them; their KEYS and ARGV are
+ * described where each is written. */
+#ifndef TICKETD_CACHE_SCRIPTS_H
+#define TICKETD_CACHE_SCRIPTS_H
+
+#include "redis.h"
+
+extern struct redis_script cache_lua_bloom_check;
+extern struct redis_script cache_lua_bloom_add;
+extern struct redis_script cache_lua_bloom_begin;
+extern struct redis_script cache_lua_bloom_progress;
+extern struct redis_script cache_lua_begin;
+extern struct redis_script cache_lua_take_over;
+extern struct redis_script cache_lua_token_take;
+extern struct redis_script cache_lua_complete;
+extern struct redis_script cache_lua_release;
+
+/* Computes every script's SHA1 for EVALSHA (cache_init). */
+void cache_scripts_prepare(void);
+
+#endif
