@@ -423,27 +423,6 @@ static int preflight(struct load_engine *e, const struct load_opts *o)
     return rc;
 }
 
-/* Runs the --after-load command and waits for it. Returns its exit status,
- * or -1 if it could not run or was killed. */
-static int after_load_run(const char *cmd)
-{
-    int status = 0;
-    pid_t pid;
-
-    fflush(NULL);
-    pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* The --fault command: a thread waits until its moment, runs it and
  * records when it ran and how it ended, while the load goes on. */
 struct fault_run {
@@ -628,7 +607,7 @@ int main(int argc, char **argv)
         info.fault = &fault.rec;
     }
     if (opts.after_load != NULL) {
-        int hook = after_load_run(opts.after_load);
+        int hook = scenario_shell_run(opts.after_load);
 
         fprintf(stderr, "ticketd-load: --after-load exited %d\n", hook);
         if (hook != 0)

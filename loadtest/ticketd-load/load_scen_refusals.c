@@ -16,11 +16,9 @@
  */
 #include "load_scen_kit.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define LOOKUPS_METRIC "ticketd_refusal_db_lookups_total "
@@ -35,26 +33,6 @@ struct refusal_ctx {
     long long lookups;   /* summed over the instances, or -1 */
     const char *keys[2]; /* the key of each request kind, for the messages */
 };
-
-/* Runs cmd (/bin/sh -c) and waits for it: its exit status, or -1. */
-static int midway_run(const char *cmd)
-{
-    int status = 0;
-    pid_t pid;
-
-    fflush(NULL);
-    pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 static void metrics_done(void *arg, struct load_req *r)
 {
@@ -133,7 +111,7 @@ int scen_refusal_storm(struct scen *s)
     int kept = buyers_order(s, first, rounds, session, c.sidx);
 
     if (o->midway != NULL) {
-        int st = midway_run(o->midway);
+        int st = scenario_shell_run(o->midway);
 
         if (st != 0)
             verdict_fail(s->v, "--midway command exited %d: %s", st, o->midway);

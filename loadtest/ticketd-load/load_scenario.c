@@ -8,10 +8,13 @@
 
 #include "load_scen_kit.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* Set by SIGINT (scenario_interrupt): the scenarios start nothing new. */
 static atomic_bool interrupted;
@@ -166,4 +169,23 @@ int scenario_run(const struct scen_env *env, struct load_stats *total)
     load_stats_merge(total, load_engine_stats(s.eng));
     load_engine_free(s.eng);
     return rc;
+}
+
+int scenario_shell_run(const char *cmd)
+{
+    int status = 0;
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

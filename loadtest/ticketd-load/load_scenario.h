@@ -103,4 +103,9 @@ int scenario_run(const struct scen_env *env, struct load_stats *total);
  * safe. */
 void scenario_interrupt(void);
 
+/* Runs cmd with /bin/sh -c and waits for it (the --after-load and
+ * --midway commands): its exit status, or -1 if it could not run or was
+ * killed. */
+int scenario_shell_run(const char *cmd);
+
 #endif
