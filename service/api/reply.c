@@ -7,6 +7,8 @@
 #include "jsonv.h"
 #include "util.h"
 
+#include <stdlib.h>
+
 /* The longest member name a problem's `field` repeats. */
 #define API_FIELD_MAX 64
 
@@ -78,6 +80,13 @@ json_t *api_order_json(const struct order *o)
     json_object_set_new(j, "created_at", json_string(o->created_at));
     json_object_set_new(j, "updated_at", json_string(o->updated_at));
     return j;
+}
+
+bool api_hand_on(struct req *r, void *in)
+{
+    r->ctx = in;
+    r->ctx_free = free;
+    return false;
 }
 
 bool api_parse_id(const char *s, int64_t *out)

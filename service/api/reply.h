@@ -31,6 +31,12 @@ void api_fail(struct resp *w, int err, const char *what);
 json_t *api_session_json(const struct session *s);
 json_t *api_order_json(const struct order *o);
 
+/* The end of a quick step that did not answer: the rest waits for Redis
+ * and MySQL, so a worker takes it (api_finish), with in (what the quick
+ * step read, one allocation) as r->ctx, freed with the request. Returns
+ * false, the quick step's "not answered". */
+bool api_hand_on(struct req *r, void *in);
+
 /* Parses a decimal id path parameter in 1..2^53-1. */
 bool api_parse_id(const char *s, int64_t *out);
 
