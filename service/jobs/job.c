@@ -24,6 +24,8 @@ struct jobs {
 
 static void release(const struct job_hooks *hooks, unsigned needs)
 {
+    if (hooks == NULL)
+        return;
     if ((needs & JOB_STORE) && hooks->store_release != NULL)
         hooks->store_release();
     if ((needs & JOB_CACHE) && hooks->cache_release != NULL)

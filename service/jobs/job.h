@@ -70,7 +70,7 @@ struct job_hooks {
 struct jobs;
 
 /* Starts every instance of the n jobs of table, in order; table, app and
- * hooks are borrowed and must outlive the set. Returns a new set, or NULL
+ * hooks (NULL: none) are borrowed and must outlive the set. Returns a new set, or NULL
  * (logged) after stopping what had started. */
 struct jobs *jobs_start(struct app *app, const struct job *const *table, size_t n,
                         const struct job_hooks *hooks);
