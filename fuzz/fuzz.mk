@@ -6,45 +6,53 @@
 #                                fuzz/corpus/NAME; non-zero exit on a finding
 #   make fuzz FUZZ_SECONDS=30    a shorter run
 #
-# Each harness is compiled straight from its .c, fuzz.h and the service
-# modules it exercises (no MHD, hiredis or MariaDB), instrumented for
-# coverage and under ASan+UBSan.
+# Nothing here lists what a harness links, as in tests/unit/units.mk: each
+# links its own .c with the service's objects as one archive per folder, so
+# the linker takes just the modules the harness reaches. Left out are
+# main.c and boot.c, the adapters' folders (service/layers.mk) and the
+# transport's files with <microhttpd.h>: they are what needs libmicrohttpd,
+# hiredis or MariaDB, which no harness links, so a harness that reached one
+# would not link. The objects are built again for this (build/fuzz/obj), by
+# clang with coverage for libFuzzer and under ASan+UBSan, with the
+# service's include paths.
 
 FUZZ_CC ?= clang-14
 FUZZ_SECONDS ?= 300
 FUZZ_PKGS := jansson libjwt libcrypto
-FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	-fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE $(WARN) $(SERVICE_INC) -Ifuzz \
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer $(FUZZ_SAN) -std=c11 -D_GNU_SOURCE $(WARN) $(SERVICE_INC) -Ifuzz \
 	$(shell pkg-config --cflags $(FUZZ_PKGS) 2>/dev/null)
-FUZZ_LIBS = $(shell pkg-config --libs $(FUZZ_PKGS) 2>/dev/null)
+FUZZ_OBJ_CFLAGS = -g -O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN) -std=c11 -D_GNU_SOURCE -pthread $(WARN) \
+	$(PKG_CFLAGS)
+FUZZ_LIBS = $(shell pkg-config --libs $(FUZZ_PKGS) 2>/dev/null) -lm
 
-# Every fuzz/fuzz_NAME.c is a harness.
+# Every fuzz/fuzz_NAME.c is a harness; its FUZZ_MAX_LEN is the largest
+# input worth trying.
 FUZZERS := $(sort $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c)))
+fuzz_maxlen = $(shell sed -n 's/^\#define FUZZ_MAX_LEN \([0-9]*\).*/\1/p' fuzz/fuzz_$(1).c)
 
-# The service sources each harness links, and the largest input worth
-# trying (a little past the limits the parser enforces).
-fuzz_idem_key_SRCS := service/model/idem.c service/base/util.c
-fuzz_idem_key_MAXLEN := 160
-fuzz_idem_record_SRCS := service/model/idem.c service/base/util.c
-fuzz_idem_record_MAXLEN := 1024
-fuzz_jsonv_SRCS := service/api/jsonv.c
-fuzz_jsonv_MAXLEN := 4096
-fuzz_auth_SRCS := service/api/auth.c service/base/util.c
-fuzz_auth_MAXLEN := 4400
-fuzz_paysig_SRCS := service/model/paysig.c service/base/util.c
-fuzz_paysig_MAXLEN := 2048
-fuzz_router_SRCS := service/api/router.c
-fuzz_router_MAXLEN := 256
-fuzz_config_SRCS := service/base/config.c service/base/envfile.c service/base/log.c service/base/util.c
-fuzz_config_MAXLEN := 4096
-fuzz_body_SRCS := service/http/body.c service/base/util.c
-fuzz_body_MAXLEN := 8192
-fuzz_parse_i64_SRCS := service/base/util.c
-fuzz_parse_i64_MAXLEN := 48
+FUZZ_SRCS := $(filter-out service/main.c service/boot.c $(LAYER_ADAPTERS:%=service/%/%) \
+	$(shell grep -l '<microhttpd.h>' $(SRCS)),$(SRCS))
+FUZZ_FOLDERS := $(sort $(foreach s,$(FUZZ_SRCS),$(call layer_of,$(s))))
+FUZZ_ARCHIVES := $(FUZZ_FOLDERS:%=build/fuzz/lib/lib%.a)
+
+build/fuzz/obj/%.o: service/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) $(call layer_inc,$<) -c $< -o $@
+
+# $(1): folder.
+define fuzz_lib_rule
+build/fuzz/lib/lib$(1).a: $$(patsubst service/%.c,build/fuzz/obj/%.o,$$(filter service/$(1)/%,$$(FUZZ_SRCS)))
+	@mkdir -p $$(@D)
+	@rm -f $$@
+	$$(AR) rcs $$@ $$^
+endef
+
+$(foreach f,$(FUZZ_FOLDERS),$(eval $(call fuzz_lib_rule,$(f))))
 
 define fuzz_rules
-build/fuzz/fuzz_$(1): fuzz/fuzz_$(1).c fuzz/fuzz.h $$(fuzz_$(1)_SRCS) $$(HDRS) | build/fuzz
-	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ $$< $$(fuzz_$(1)_SRCS) $$(FUZZ_LIBS)
+build/fuzz/fuzz_$(1): fuzz/fuzz_$(1).c fuzz/fuzz.h $$(FUZZ_ARCHIVES) $$(HDRS) | build/fuzz
+	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ $$< -Wl,--start-group $$(FUZZ_ARCHIVES) -Wl,--end-group $$(FUZZ_LIBS)
 endef
 
 $(foreach f,$(FUZZERS),$(eval $(call fuzz_rules,$(f))))
@@ -62,7 +70,7 @@ fuzz-bins: $(FUZZERS:%=build/fuzz/fuzz_%)
 fuzz: fuzz-bins
 	@mkdir -p build/fuzz/logs build/fuzz/artifacts; \
 	failed=""; \
-	for spec in $(foreach f,$(FUZZERS),$(f):$(fuzz_$(f)_MAXLEN)); do \
+	for spec in $(foreach f,$(FUZZERS),$(f):$(call fuzz_maxlen,$(f))); do \
 		name=$${spec%%:*}; maxlen=$${spec##*:}; \
 		corpus=build/fuzz/corpus/$$name; log=build/fuzz/logs/$$name.log; \
 		mkdir -p $$corpus; cp -n fuzz/corpus/$$name/* $$corpus/ 2>/dev/null; \

@@ -11,6 +11,10 @@
 #include "body.h"
 #include "err.h"
 
+/* The largest input worth trying, a little past the limits the parser
+ * enforces (fuzz.mk reads it for -max_len). */
+#define FUZZ_MAX_LEN 8192
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)

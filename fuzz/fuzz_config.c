@@ -15,6 +15,10 @@
 #include <stdbool.h>
 #include <unistd.h>
 
+/* The largest input worth trying, a little past the limits the parser
+ * enforces (fuzz.mk reads it for -max_len). */
+#define FUZZ_MAX_LEN 4096
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -10,6 +10,10 @@
 
 #include <stdbool.h>
 
+/* The largest input worth trying, a little past the limits the parser
+ * enforces (fuzz.mk reads it for -max_len). */
+#define FUZZ_MAX_LEN 160
+
 static bool key_char(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||

@@ -24,6 +24,10 @@
 
 #include <stdbool.h>
 
+/* The largest input worth trying, a little past the limits the parser
+ * enforces (fuzz.mk reads it for -max_len). */
+#define FUZZ_MAX_LEN 4096
+
 #define MAX_USER_ID   9007199254740991LL /* AUTH_MAX_USER_ID */
 #define MAX_PER_ORDER 6                  /* TICKETD_MAX_PER_ORDER's default */
 #define TITLE_MAX     200

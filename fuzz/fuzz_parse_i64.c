@@ -13,6 +13,10 @@
 
 #include <stdbool.h>
 
+/* The largest input worth trying, a little past the limits the parser
+ * enforces (fuzz.mk reads it for -max_len). */
+#define FUZZ_MAX_LEN 48
+
 static const struct {
     int64_t min, max;
 } bounds[] = {

@@ -13,6 +13,10 @@
 
 #include <stdbool.h>
 
+/* The largest input worth trying, a little past the limits the parser
+ * enforces (fuzz.mk reads it for -max_len). */
+#define FUZZ_MAX_LEN 256
+
 static void check_clear_params(const struct route_match *m)
 {
     CHECK(m->nparams == 0);

@@ -10,7 +10,8 @@
 #   1. calls: every symbol an object uses from another folder is defined in
 #      a folder the rule allows, or is a port's function (declared in
 #      service/ports/*.h) defined by an adapter, or an open exception;
-#   2. no two modules (objects) call each other;
+#   2. no two modules (objects) call each other, and no ring of modules
+#      does (a calls b, b calls c, c calls a);
 #   3. the include paths the Makefile gives each folder refuse a header of
 #      every folder the rule does not allow (one probe per pair);
 #   4. no header name is in two folders (headers are included by bare name);
@@ -62,6 +63,24 @@ report=$(nm -A -g "${objects[@]}" | awk -v obj="$obj/" -v rules="$rules" -v adap
     -v exceptions="$exceptions" -v portwords=" $ports_words " '
     function folder(m) { return index(m, "/") ? substr(m, 1, index(m, "/") - 1) : "main" }
     function has(list, w) { return index(list, " " w " ") > 0 }
+    # Depth first from v over the calls no exception covers: a call back
+    # to a module on the path closes a ring. Rings of two are the pair
+    # check below; every ring of modules that has none contains a longer
+    # ring this finds.
+    function ring(v,    i, w, j, s) {
+        state[v] = 1; path[++depth] = v; at[v] = depth
+        for (i = 1; i <= nout[v]; i++) {
+            w = out[v, i]
+            if (state[w] == 1 && depth - at[w] >= 2) {
+                s = ""
+                for (j = at[w]; j <= depth; j++) s = s path[j] " -> "
+                print "breach a ring of modules calls itself: " s w
+            } else if (state[w] == 0) {
+                ring(w)
+            }
+        }
+        state[v] = 2; depth--
+    }
     # The open exception that lets module a use module b, or "".
     function exc(a, b,    fa, fb) {
         fa = folder(a); fb = folder(b)
@@ -106,6 +125,14 @@ report=$(nm -A -g "${objects[@]}" | awk -v obj="$obj/" -v rules="$rules" -v adap
             if (hit != "") { print "used " hit; continue }
             print "breach " a " and " b " call each other (" a " uses " calls[a, b] ", " b " uses " calls[b, a] ")"
         }
+        for (k in calls) {
+            split(k, ab, SUBSEP)
+            if (exc(ab[1], ab[2]) == "" && exc(ab[2], ab[1]) == "") out[ab[1], ++nout[ab[1]]] = ab[2]
+            mods[ab[1]] = 1
+        }
+        depth = 0
+        for (v in mods)
+            if (state[v] == 0) ring(v)
         print "crossing " crossing
     }')
 crossing=$(sed -n 's/^crossing //p' <<<"$report")

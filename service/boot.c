@@ -11,10 +11,11 @@
 #include "consumers.h"
 #include "defenses.h"
 #include "err.h"
-#include "events.h"
 #include "faults.h"
 #include "http.h"
+#include "job.h"
 #include "liveness.h"
+#include "relay.h"
 #include "log.h"
 #include "respcache.h"
 #include "router.h"
@@ -26,6 +27,7 @@
 #include "metrics.h"
 #include "store.h"
 #include "store_mysql.h"
+#include "stream.h"
 #include "retention.h"
 #include "retention_job.h"
 #include "sweep.h"
@@ -56,6 +58,7 @@ static int ports_init(const struct config *cfg)
         log_error("cannot initialise the database or Redis client libraries");
         return TD_EINTERNAL;
     }
+    stream_init();
     return TD_OK;
 }
 
@@ -160,11 +163,23 @@ static int boot(struct app *app, struct config *cfg)
 /* What `serve` (or `worker`) runs besides the main thread. */
 struct running {
     struct http_server *srv;
-    struct events *ev;
-    struct sweep *sw;
-    struct retention_job *ret;
-    struct bloom_job *bloom;
-    struct liveness *live;
+    struct jobs *background;
+    struct jobs *serving;
+};
+
+/* The background work (job.h), started in this order. */
+static const struct job *const background_jobs[] = {
+    &relay_job, &consumers_job, &sweep_job, &retention_job, &bloom_job,
+};
+
+/* What only a server runs, beside its listener. */
+static const struct job *const serving_jobs[] = {&liveness_job};
+
+/* A job's thread gives back, at its end, what it owns of MySQL and Redis:
+ * the runner calls these for the connections the job says it uses. */
+static const struct job_hooks job_hooks = {
+    .store_release = store_thread_release,
+    .cache_release = cache_thread_release,
 };
 
 /* A request worker's connections (http/workers.h): a MySQL connection
@@ -183,19 +198,21 @@ static const struct workers_thread_hooks worker_hooks = {
     .end = worker_thread_end,
 };
 
-/* Starts the background work (relay, consumers, sweep) unless this is a
- * server with TICKETD_WORKERS=0, and for a server the liveness beat and
- * the listener. false when one could not start (logged). */
+#define N_JOBS(table) (sizeof(table) / sizeof(table)[0])
+
+/* Starts the background work unless this is a server with
+ * TICKETD_WORKERS=0, and for a server the liveness beat and the listener.
+ * false when one could not start (logged). */
 static bool start_parts(struct app *app, const struct config *cfg, bool http, struct running *r)
 {
     if (!http || cfg->workers) {
-        if ((r->ev = events_start(app)) == NULL || (r->sw = sweep_start(app)) == NULL ||
-            (r->ret = retention_job_start(app)) == NULL ||
-            (r->bloom = bloom_job_start(app)) == NULL)
+        r->background = jobs_start(app, background_jobs, N_JOBS(background_jobs), &job_hooks);
+        if (r->background == NULL)
             return false;
     }
     if (http) {
-        if ((r->live = liveness_start(app)) == NULL ||
+        if ((r->serving = jobs_start(app, serving_jobs, N_JOBS(serving_jobs), &job_hooks)) ==
+                NULL ||
             (r->srv = http_start(app, &worker_hooks)) == NULL)
             return false;
     }
@@ -206,14 +223,11 @@ static bool start_parts(struct app *app, const struct config *cfg, bool http, st
  * flight finish first; NULL parts are skipped. */
 static void stop_parts(struct running *r)
 {
-    bloom_job_stop(r->bloom);
-    retention_job_stop(r->ret);
-    sweep_stop(r->sw);
-    events_stop(r->ev);
+    jobs_stop(r->background);
     http_stop(r->srv);
     /* Every request has been answered and has released what it held: the
      * process can say it is gone. */
-    liveness_stop(r->live);
+    jobs_stop(r->serving);
     *r = (struct running){0};
 }
 

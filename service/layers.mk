@@ -39,9 +39,4 @@ LAYER_ADAPTERS := mysql redis naive
 # call each other.
 # Every entry says why it is still here; the list is meant to be empty, and
 # make test fails on an entry nothing needs any more.
-LAYER_EXCEPTIONS := \
-	api/api:api
-# api/api:api              the dispatcher calls every handler and the
-#                          handlers call back its helpers (api_fail,
-#                          api_body_object): the helpers are to leave api.c,
-#                          as dispatch now reads the route table (routes.def).
+LAYER_EXCEPTIONS :=

@@ -1,18 +1,17 @@
+/* api.c - the dispatcher (api.h): a request's route, its access and media
+ * type checks, then its handler (routes.def). The handlers' shared helpers
+ * are reply.c's, so that the dispatcher calls the handlers and the
+ * handlers call the helpers, never back. */
 #include "api.h"
 
 #include "api_internal.h"
 #include "app.h"
 #include "auth.h"
 #include "err.h"
-#include "jsonv.h"
 #include "util.h"
 
-#include <stdio.h>
 #include <string.h>
 #include <strings.h>
-
-/* The longest member name a problem's `field` repeats. */
-#define API_FIELD_MAX 64
 
 /* routes.def's handler and quick step; router.c has the rest of each row. */
 struct handler {
@@ -93,79 +92,4 @@ void api_dispatch(struct req *r, struct resp *w)
 {
     if (api_begin(r, w) == API_BLOCKING)
         api_finish(r, w);
-}
-
-json_t *api_body_object(const struct req *r, struct resp *w)
-{
-    char why[200];
-    if (r->body_len == 0) {
-        resp_problem(w, PROBLEM_INVALID_JSON, NULL, "a JSON object body is required");
-        return NULL;
-    }
-    char field[API_FIELD_MAX + 1];
-    json_t *o = jsonv_parse_body(r->body, r->body_len, field, sizeof field, why, sizeof why);
-    if (o == NULL && field[0] != '\0')
-        resp_problem(w, PROBLEM_VALIDATION_FAILED, field, "%s", why);
-    else if (o == NULL)
-        resp_problem(w, PROBLEM_INVALID_JSON, NULL, "%s", why);
-    return o;
-}
-
-bool api_no_input(const struct req *r, struct resp *w)
-{
-    if (r->body_len == 0)
-        return true;
-    json_t *b = api_body_object(r, w);
-    if (b == NULL)
-        return false;
-    bool ok = json_object_size(b) == 0;
-    if (!ok) {
-        const char *key = json_object_iter_key(json_object_iter(b));
-        resp_problem(w, PROBLEM_VALIDATION_FAILED, key, "this request takes no fields");
-    }
-    json_decref(b);
-    return ok;
-}
-
-void api_fail(struct resp *w, int err, const char *what)
-{
-    if (err == TD_EUNAVAIL || err == TD_ERETRY) {
-        resp_problem(w, PROBLEM_DEPENDENCY_UNAVAILABLE, NULL,
-                     "%s: a dependency is unavailable; retry later", what);
-        resp_header(w, "Retry-After", "1");
-        return;
-    }
-    resp_problem(w, PROBLEM_INTERNAL, NULL, "%s failed", what);
-}
-
-json_t *api_session_json(const struct session *s)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_integer(s->id));
-    json_object_set_new(o, "title", json_string(s->title));
-    json_object_set_new(o, "price_cents", json_integer(s->price_cents));
-    json_object_set_new(o, "capacity", json_integer(s->capacity));
-    json_object_set_new(o, "stock", json_integer(s->stock));
-    json_object_set_new(o, "version", json_integer(s->version));
-    return o;
-}
-
-json_t *api_order_json(const struct order *o)
-{
-    json_t *j = json_object();
-    json_object_set_new(j, "order_no", json_string(o->order_no));
-    json_object_set_new(j, "user_id", json_integer(o->user_id));
-    json_object_set_new(j, "session_id", json_integer(o->session_id));
-    json_object_set_new(j, "quantity", json_integer(o->quantity));
-    json_object_set_new(j, "amount_cents", json_integer(o->amount_cents));
-    json_object_set_new(j, "status", json_string(order_status_name(o->status)));
-    json_object_set_new(j, "version", json_integer(o->version));
-    json_object_set_new(j, "created_at", json_string(o->created_at));
-    json_object_set_new(j, "updated_at", json_string(o->updated_at));
-    return j;
-}
-
-bool api_parse_id(const char *s, int64_t *out)
-{
-    return s != NULL && s[0] != '0' && parse_i64(s, 1, AUTH_MAX_USER_ID, out);
 }

@@ -26,7 +26,6 @@ bool api_orders_batch_quick(struct req *r, struct resp *w)
     char field[CARTBODY_FIELD_MAX], why[200];
     struct batch_input *in = xcalloc(1, sizeof *in);
     json_t *body = NULL;
-    bool answered = true;
     if (!api_read_key(r, w, in->key))
         goto out;
     body = api_body_object(r, w);
@@ -39,15 +38,12 @@ bool api_orders_batch_quick(struct req *r, struct resp *w)
     }
     if (!api_read_token(r, w, &in->token))
         goto out;
-    /* The rest waits for Redis and MySQL: a worker takes it. */
-    r->ctx = in;
-    r->ctx_free = free;
-    in = NULL;
-    answered = false;
+    json_decref(body);
+    return api_hand_on(r, in);
 out:
     json_decref(body);
     free(in);
-    return answered;
+    return true;
 }
 
 /* One item's entry: its key, the status POST /orders would have answered,

@@ -1,10 +1,11 @@
 /* api_internal.h - what the api_*.c files share: the handlers the route
- * table (routes.def) names, and the JSON helpers they all use. Not a public
- * interface. */
+ * table (routes.def) names, and the helpers they all use (reply.h). Not a
+ * public interface. */
 #ifndef TICKETD_API_INTERNAL_H
 #define TICKETD_API_INTERNAL_H
 
 #include "model.h"
+#include "reply.h"
 #include "req.h"
 #include "resp.h"
 
@@ -49,27 +50,5 @@ void api_refuse_key_reused(struct resp *w, const char *what);
 void api_refuse_in_progress(struct resp *w, const char *what);
 void api_refuse_token(struct resp *w);
 bool api_read_token(struct req *r, struct resp *w, const char **token);
-
-/* Parses the request body as one JSON object. Returns a new reference, or
- * NULL after writing the problem into w: 400 INVALID_JSON, or 400
- * VALIDATION_FAILED naming the field whose number is too large to parse
- * (2^63, 1e309). */
-json_t *api_body_object(const struct req *r, struct resp *w);
-
-/* For requests that take no fields: accepts an empty body or {}; anything
- * else gets its problem written into w (INVALID_JSON, or VALIDATION_FAILED
- * naming the first field) and false. */
-bool api_no_input(const struct req *r, struct resp *w);
-
-/* Writes the problem for a domain error that has no more specific answer:
- * 503 DEPENDENCY_UNAVAILABLE with Retry-After, or 500. */
-void api_fail(struct resp *w, int err, const char *what);
-
-/* New JSON objects for the records of the API (caller owns them). */
-json_t *api_session_json(const struct session *s);
-json_t *api_order_json(const struct order *o);
-
-/* Parses a decimal id path parameter in 1..2^53-1. */
-bool api_parse_id(const char *s, int64_t *out);
 
 #endif

@@ -139,7 +139,6 @@ bool api_orders_create_quick(struct req *r, struct resp *w)
     struct create_input *in = xcalloc(1, sizeof *in);
     struct order_request *rq = &in->rq;
     struct order_result res;
-    bool answered = true;
     rq->user_id = r->who.user_id;
     rq->key = in->key;
 
@@ -152,14 +151,10 @@ bool api_orders_create_quick(struct req *r, struct resp *w)
         api_order_answer(w, rq, &res);
         goto out;
     }
-    /* The rest waits for Redis and MySQL: a worker takes it (api_finish). */
-    r->ctx = in;
-    r->ctx_free = free;
-    in = NULL;
-    answered = false;
+    return api_hand_on(r, in);
 out:
     free(in);
-    return answered;
+    return true;
 }
 
 void api_orders_create(struct req *r, struct resp *w)

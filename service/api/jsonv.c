@@ -88,18 +88,27 @@ json_t *jsonv_parse_object(const char *data, size_t len, char *why, size_t cap)
     return jsonv_parse_body(data, len, NULL, 0, why, cap);
 }
 
+/* obj's member field when it is there and of type (what names the type),
+ * or NULL after saying why into why. */
+static const json_t *member(const json_t *obj, const char *field, json_type type, const char *what,
+                            char *why, size_t cap)
+{
+    const json_t *v = json_object_get(obj, field);
+    if (v == NULL)
+        snprintf(why, cap, "%s is required", field);
+    else if (json_typeof(v) != type)
+        snprintf(why, cap, "%s must be %s", field, what);
+    else
+        return v;
+    return NULL;
+}
+
 int jsonv_int(const json_t *obj, const char *field, int64_t min, int64_t max, int64_t *out,
               char *why, size_t cap)
 {
-    const json_t *v = json_object_get(obj, field);
-    if (v == NULL) {
-        snprintf(why, cap, "%s is required", field);
+    const json_t *v = member(obj, field, JSON_INTEGER, "an integer", why, cap);
+    if (v == NULL)
         return TD_EINVAL;
-    }
-    if (!json_is_integer(v)) {
-        snprintf(why, cap, "%s must be an integer", field);
-        return TD_EINVAL;
-    }
     json_int_t i = json_integer_value(v);
     if (i < min || i > max) {
         snprintf(why, cap, "%s must be from %lld to %lld", field, (long long)min, (long long)max);
@@ -112,15 +121,9 @@ int jsonv_int(const json_t *obj, const char *field, int64_t min, int64_t max, in
 int jsonv_string(const json_t *obj, const char *field, size_t max_len, const char **out, char *why,
                  size_t cap)
 {
-    const json_t *v = json_object_get(obj, field);
-    if (v == NULL) {
-        snprintf(why, cap, "%s is required", field);
+    const json_t *v = member(obj, field, JSON_STRING, "a string", why, cap);
+    if (v == NULL)
         return TD_EINVAL;
-    }
-    if (!json_is_string(v)) {
-        snprintf(why, cap, "%s must be a string", field);
-        return TD_EINVAL;
-    }
     size_t n = json_string_length(v);
     if (n == 0 || n > max_len || strlen(json_string_value(v)) != n) {
         snprintf(why, cap, "%s must be 1 to %zu characters", field, max_len);

@@ -1,6 +1,6 @@
 /* bgthread.h - a background thread that works in rounds and stops when
- * asked: a pthread with its stopper (stopper.h), for the outbox relay,
- * each stream consumer and the expiry sweep. The thread's function reads
+ * asked: a pthread with its stopper (stopper.h), one for each background
+ * job the runner (jobs/job.h) starts. The thread's function reads
  * t->stopper to know when to end and sleeps on it between rounds.
  * Start and join from one thread; request_stop from any. */
 #ifndef TICKETD_BGTHREAD_H

@@ -1,8 +1,8 @@
 #include "metrics.h"
 
+#include "text.h"
 #include "util.h"
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,30 +245,6 @@ void metrics_request(int route, int status, double seconds)
     atomic_fetch_add_explicit(&req_sum_us[slot], (uint64_t)(seconds * 1e6), memory_order_relaxed);
 }
 
-/* A growing text buffer for the rendering; bounded by the fixed series. */
-struct text {
-    char *p;
-    size_t len, cap;
-};
-
-static void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void text_printf(struct text *t, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n >= 0 && (size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        t->cap *= 2;
-        t->p = xrealloc(t->p, t->cap);
-    }
-}
-
 static const char *slot_label(int slot)
 {
     if (slot < n_routes)
@@ -279,39 +255,39 @@ static const char *slot_label(int slot)
 char *metrics_render(size_t *len)
 {
     struct text t = {xmalloc(16384), 0, 16384};
-    t.p[0] = '\0';
+    t.s[0] = '\0';
     const char *last = "";
     for (int i = 0; i < M_COUNT; i++) {
         const struct metric_def *d = &defs[i];
         if (strcmp(d->name, last) != 0) {
             /* The first row of a name carries its help and type. */
-            text_printf(&t, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help, d->name, d->type);
+            text_put(&t, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help, d->name, d->type);
             last = d->name;
         }
         if (d->labels[0] != '\0')
-            text_printf(&t, "%s{%s} %lld\n", d->name, d->labels, (long long)metrics_get(i));
+            text_put(&t, "%s{%s} %lld\n", d->name, d->labels, (long long)metrics_get(i));
         else
-            text_printf(&t, "%s %lld\n", d->name, (long long)metrics_get(i));
+            text_put(&t, "%s %lld\n", d->name, (long long)metrics_get(i));
     }
 
-    text_printf(&t, "# HELP ticketd_http_requests_total HTTP requests by route and status.\n"
-                    "# TYPE ticketd_http_requests_total counter\n");
+    text_put(&t, "# HELP ticketd_http_requests_total HTTP requests by route and status.\n"
+                 "# TYPE ticketd_http_requests_total counter\n");
     for (int s = 0; s < N_ROUTE_SLOTS; s++) {
         for (size_t i = 0; i <= N_STATUSES; i++) {
             uint64_t v = atomic_load_explicit(&req_count[s][i], memory_order_relaxed);
             if (v == 0)
                 continue;
             if (i < N_STATUSES)
-                text_printf(&t, "ticketd_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
-                            slot_label(s), statuses[i], (unsigned long long)v);
+                text_put(&t, "ticketd_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+                         slot_label(s), statuses[i], (unsigned long long)v);
             else
-                text_printf(&t, "ticketd_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
-                            slot_label(s), (unsigned long long)v);
+                text_put(&t, "ticketd_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
+                         slot_label(s), (unsigned long long)v);
         }
     }
 
-    text_printf(&t, "# HELP ticketd_http_request_duration_seconds Request latency by route.\n"
-                    "# TYPE ticketd_http_request_duration_seconds histogram\n");
+    text_put(&t, "# HELP ticketd_http_request_duration_seconds Request latency by route.\n"
+                 "# TYPE ticketd_http_request_duration_seconds histogram\n");
     for (int s = 0; s < N_ROUTE_SLOTS; s++) {
         uint64_t counts[N_BUCKETS + 1];
         uint64_t total = 0;
@@ -324,20 +300,20 @@ char *metrics_render(size_t *len)
         uint64_t cum = 0;
         for (size_t b = 0; b < N_BUCKETS; b++) {
             cum += counts[b];
-            text_printf(&t,
-                        "ticketd_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} "
-                        "%llu\n",
-                        slot_label(s), buckets[b], (unsigned long long)cum);
+            text_put(&t,
+                     "ticketd_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} "
+                     "%llu\n",
+                     slot_label(s), buckets[b], (unsigned long long)cum);
         }
-        text_printf(&t,
-                    "ticketd_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-                    slot_label(s), (unsigned long long)total);
+        text_put(&t,
+                 "ticketd_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+                 slot_label(s), (unsigned long long)total);
         uint64_t sum_us = atomic_load_explicit(&req_sum_us[s], memory_order_relaxed);
-        text_printf(&t, "ticketd_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n",
-                    slot_label(s), (double)sum_us / 1e6);
-        text_printf(&t, "ticketd_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
-                    slot_label(s), (unsigned long long)total);
+        text_put(&t, "ticketd_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n",
+                 slot_label(s), (double)sum_us / 1e6);
+        text_put(&t, "ticketd_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+                 slot_label(s), (unsigned long long)total);
     }
     *len = t.len;
-    return t.p;
+    return t.s;
 }

@@ -1,6 +1,6 @@
 /* stopper.h - how a background thread sleeps between rounds and is asked
  * to stop: a sleep that ends early the moment stopper_stop() is called.
- * Shared by the expiry sweep and the liveness beat. Thread-safe. */
+ * Each background job's thread has one (bgthread.h). Thread-safe. */
 #ifndef TICKETD_STOPPER_H
 #define TICKETD_STOPPER_H
 

@@ -2,7 +2,6 @@
 #include "bloom_job.h"
 
 #include "app.h"
-#include "bgthread.h"
 #include "bloom.h"
 #include "cache.h"
 #include "defenses.h"
@@ -19,11 +18,6 @@
 #define PAGE 500
 /* A build left by a dead builder expires after this, and another starts. */
 #define BUILD_TTL_MS 60000
-
-struct bloom_job {
-    struct app *app;
-    struct bgthread bg;
-};
 
 struct page {
     const struct app *app;
@@ -53,9 +47,9 @@ static int add_page(const struct page *pg, uint64_t *packed)
 
 /* Every order's key, then complete. Returns TD_OK when built, TD_ECONFLICT
  * when the build was voided under it (Redis flushed, untrusted). */
-static int build(struct bloom_job *j, const char *building, int64_t *keys)
+static int build(struct job_ctx *c, const char *building, int64_t *keys)
 {
-    struct page pg = {.app = j->app, .pos = xcalloc(PAGE, BLOOM_MAX_K * sizeof(uint64_t))};
+    struct page pg = {.app = c->app, .pos = xcalloc(PAGE, BLOOM_MAX_K * sizeof(uint64_t))};
     uint64_t *packed = xcalloc(PAGE, BLOOM_MAX_K * sizeof(uint64_t));
     int rc;
     *keys = 0;
@@ -67,7 +61,7 @@ static int build(struct bloom_job *j, const char *building, int64_t *keys)
         if (rc == TD_OK)
             rc = cache_bloom_build_progress(building, BUILD_TTL_MS);
         *keys += pg.n;
-    } while (rc == TD_OK && pg.n == PAGE && !atomic_load(&j->bg.stopper.stop));
+    } while (rc == TD_OK && pg.n == PAGE && !stopper_stopped(c->stopper));
     free(packed);
     free(pg.pos);
     return rc;
@@ -91,9 +85,9 @@ static void untrust_for_misses(void)
         log_warn("order-key filter: its misses were not cleared; the next round sees them again");
 }
 
-static void round_once(struct bloom_job *j)
+static int bloom_tick(struct job_ctx *c)
 {
-    struct app *app = j->app;
+    struct app *app = c->app;
     char building[96], complete[96];
     int64_t keys = 0;
     if (atomic_load(&app->bloom_missed) && cache_bloom_untrust() == TD_OK) {
@@ -105,9 +99,9 @@ static void round_once(struct bloom_job *j)
     snprintf(complete, sizeof complete, "%s:%lld:1", app->bloom_shape, born);
     if (cache_bloom_build_begin(building, BUILD_TTL_MS) != TD_OK) {
         untrust_for_misses(); /* there is one, or one being built, or Redis is away */
-        return;
+        return app->cfg->bloom_check_ms;
     }
-    int rc = build(j, building, &keys);
+    int rc = build(c, building, &keys);
     if (rc == TD_OK)
         rc = cache_bloom_build_complete(building, complete);
     if (rc == TD_OK) {
@@ -117,42 +111,27 @@ static void round_once(struct bloom_job *j)
         log_warn("order-key filter build abandoned: %s", td_strerror(rc));
     }
     untrust_for_misses();
+    return app->cfg->bloom_check_ms;
 }
 
-static void *job_main(void *p)
+/* With the filter switched off there is nothing to keep. */
+static int bloom_instances(const struct app *app)
 {
-    struct bloom_job *j = p;
-    do {
-        round_once(j);
-    } while (!stopper_sleep(&j->bg.stopper, j->app->cfg->bloom_check_ms));
-    store_thread_release();
-    cache_thread_release();
-    return NULL;
+    return (app->defenses & DEFENSE_BLOOM) ? 1 : 0;
 }
 
-struct bloom_job *bloom_job_start(struct app *app)
+static void bloom_open(struct job_ctx *c)
 {
-    struct bloom_job *j = xcalloc(1, sizeof *j);
-    j->app = app;
-    if (!(app->defenses & DEFENSE_BLOOM))
-        return j; /* nothing to keep: the handle only */
-    if (!bgthread_start(&j->bg, job_main, j, "order-key filter")) {
-        free(j);
-        return NULL;
-    }
+    const struct config *cfg = c->app->cfg;
     log_info("order-key filter: %s (m:k) for %d keys at %d per million, checked every %d ms",
-             app->bloom_shape, app->cfg->bloom_expected_keys, app->cfg->bloom_fp_per_million,
-             app->cfg->bloom_check_ms);
-    return j;
+             c->app->bloom_shape, cfg->bloom_expected_keys, cfg->bloom_fp_per_million,
+             cfg->bloom_check_ms);
 }
 
-void bloom_job_stop(struct bloom_job *j)
-{
-    if (j == NULL)
-        return;
-    if (j->app->defenses & DEFENSE_BLOOM) {
-        bgthread_request_stop(&j->bg);
-        bgthread_join(&j->bg);
-    }
-    free(j);
-}
+const struct job bloom_job = {
+    .name = "order-key filter",
+    .needs = JOB_STORE | JOB_CACHE,
+    .instances = bloom_instances,
+    .open = bloom_open,
+    .tick = bloom_tick,
+};

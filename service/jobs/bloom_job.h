@@ -1,4 +1,5 @@
-/* bloom_job.h - keeps the order-key filter (bloom.h) worth trusting:
+/* bloom_job.h - keeps the order-key filter (bloom.h) worth trusting, a
+ * background job (job.h), off with the filter (TICKETD_DEFENSES=-bloom):
  * every TICKETD_BLOOM_CHECK_MS, in every `serve` (TICKETD_WORKERS=1) and
  * `worker`, it looks at the filter's state in Redis. With no state at all
  * (a fresh, flushed or restarted Redis, or a filter declared untrusted
@@ -21,13 +22,8 @@
 #ifndef TICKETD_BLOOM_JOB_H
 #define TICKETD_BLOOM_JOB_H
 
-struct app;
-struct bloom_job;
+#include "job.h"
 
-/* Starts the thread; app is borrowed and must outlive it. Returns a new
- * handle, or NULL (logged). */
-struct bloom_job *bloom_job_start(struct app *app);
-/* Stops, joins and frees j. NULL is accepted. */
-void bloom_job_stop(struct bloom_job *j);
+extern const struct job bloom_job;
 
 #endif

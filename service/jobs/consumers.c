@@ -2,8 +2,6 @@
 #include "consumers.h"
 
 #include "app.h"
-#include "bgthread.h"
-#include "cache.h"
 #include "consume.h"
 #include "defenses.h"
 #include "err.h"
@@ -18,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BACKOFF_MS     500 /* after the stream or the database failed */
 #define CONSUMER_COUNT 32  /* entries per read or claim */
@@ -110,13 +109,13 @@ enum entry_outcome consumer_handle(const struct app *app, const struct consume_g
     return apply(app, g, en, &pe, deliveries);
 }
 
-/* ---- the thread ---- */
+/* ---- the job ---- */
 
 struct consumer {
     struct app *app;
     const struct consume_group *g;
-    struct bgthread bg;
-    char name[160];
+    const struct job_ctx *job; /* its stopper */
+    char name[160];            /* host-pid-group-n: unique per process and thread */
     bool group_ready;
     /* Own pending entries are read (from id "0" on) before new ones: at
      * start, and after any failure, since what was read but not acked
@@ -124,6 +123,7 @@ struct consumer {
     bool read_own;
     char own_cursor[STREAM_ID_MAX + 1];
     char claim_cursor[STREAM_ID_MAX + 1];
+    int64_t claim_every_ms;
     int64_t next_claim_ms;
 };
 
@@ -149,7 +149,7 @@ static int claimed(const struct stream_entry *en, void *p)
  * waits here for its next try). */
 static int claim_stale(struct consumer *cs)
 {
-    for (int round = 0; round < CLAIM_ROUNDS && !stopper_stopped(&cs->bg.stopper); round++) {
+    for (int round = 0; round < CLAIM_ROUNDS && !stopper_stopped(cs->job->stopper); round++) {
         int rc = stream_claim(cs->g->name, cs->name, cs->app->cfg->claim_idle_ms, CONSUMER_COUNT,
                               cs->claim_cursor, claimed, cs);
         if (rc != TD_OK)
@@ -163,7 +163,7 @@ static int claim_stale(struct consumer *cs)
 static int read_one(const struct stream_entry *en, void *p)
 {
     struct consumer *cs = p;
-    if (stopper_stopped(&cs->bg.stopper))
+    if (stopper_stopped(cs->job->stopper))
         return 1;
     if (cs->read_own && strlen(en->id) <= STREAM_ID_MAX)
         memcpy(cs->own_cursor, en->id, strlen(en->id) + 1);
@@ -184,7 +184,8 @@ static int read_batch(struct consumer *cs)
     return rc;
 }
 
-static void consumer_failed(struct consumer *cs, int rc)
+/* Returns the back-off before the next turn. */
+static int consumer_failed(struct consumer *cs, int rc)
 {
     /* An error reply (not a timeout) is most likely NOGROUP: Redis was
      * restarted or flushed under us. Creating the group again is harmless
@@ -195,7 +196,7 @@ static void consumer_failed(struct consumer *cs, int rc)
     }
     cs->read_own = true;
     snprintf(cs->own_cursor, sizeof cs->own_cursor, "0");
-    stopper_sleep(&cs->bg.stopper, BACKOFF_MS);
+    return BACKOFF_MS;
 }
 
 static bool group_ready(struct consumer *cs)
@@ -211,67 +212,64 @@ static bool group_ready(struct consumer *cs)
     return true;
 }
 
-/* One turn of the loop: claim when due, then read. */
-static int consumer_turn(struct consumer *cs, int64_t claim_every)
+/* One turn: claim when due, then read. */
+static int consumer_tick(struct job_ctx *c)
 {
+    struct consumer *cs = c->state;
+    /* Reading our pending entries again counts as a delivery each time;
+     * while the database is away that would only use up their tries. */
+    if ((cs->read_own && store_ping() != TD_OK) || !group_ready(cs))
+        return BACKOFF_MS;
     if (mono_ms() >= cs->next_claim_ms) {
         int rc = claim_stale(cs);
-        cs->next_claim_ms = mono_ms() + claim_every;
+        cs->next_claim_ms = mono_ms() + cs->claim_every_ms;
         if (rc != TD_OK)
-            return rc;
+            return consumer_failed(cs, rc);
     }
-    return read_batch(cs);
+    int rc = read_batch(cs);
+    return rc != TD_OK ? consumer_failed(cs, rc) : 0;
 }
 
-static void *consumer_main(void *arg)
+/* One consumer per group of consume.h. */
+static int consumer_instances(const struct app *app)
 {
-    struct consumer *cs = arg;
-    int claim_idle_ms = cs->app->cfg->claim_idle_ms;
-    int64_t claim_every = claim_idle_ms / 2 > 50 ? claim_idle_ms / 2 : 50;
+    (void)app;
+    return (int)CONSUME_GROUPS;
+}
+
+static void consumer_open(struct job_ctx *c)
+{
+    struct consumer *cs = c->state;
+    char host[64];
+    cs->app = c->app;
+    cs->job = c;
+    cs->g = &consume_groups[c->index];
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    snprintf(cs->name, sizeof cs->name, "%s-%d-%s-%d", host, (int)getpid(), cs->g->name,
+             c->index + 1);
+    int claim_idle_ms = c->app->cfg->claim_idle_ms;
+    cs->claim_every_ms = claim_idle_ms / 2 > 50 ? claim_idle_ms / 2 : 50;
     cs->read_own = true;
     snprintf(cs->own_cursor, sizeof cs->own_cursor, "0");
     snprintf(cs->claim_cursor, sizeof cs->claim_cursor, "0-0");
-    while (!stopper_stopped(&cs->bg.stopper)) {
-        /* Reading our pending entries again counts as a delivery each
-         * time; while the database is away that would only use up their
-         * tries. */
-        if ((cs->read_own && store_ping() != TD_OK) || !group_ready(cs)) {
-            stopper_sleep(&cs->bg.stopper, BACKOFF_MS);
-            continue;
-        }
-        int rc = consumer_turn(cs, claim_every);
-        if (rc != TD_OK)
-            consumer_failed(cs, rc);
-    }
+    log_info("events: consumer %s of %s started", cs->name, STREAM_NAME);
+}
+
+/* Leaves the group when nothing is pending. */
+static void consumer_finish(struct job_ctx *c)
+{
+    struct consumer *cs = c->state;
     stream_leave(cs->g->name, cs->name);
-    store_thread_release();
-    cache_thread_release();
-    return NULL;
 }
 
-struct consumer *consumer_start(struct app *app, const struct consume_group *g, const char *name)
-{
-    struct consumer *cs = xcalloc(1, sizeof *cs);
-    cs->app = app;
-    cs->g = g;
-    snprintf(cs->name, sizeof cs->name, "%s", name);
-    if (!bgthread_start(&cs->bg, consumer_main, cs, g->name)) {
-        free(cs);
-        return NULL;
-    }
-    return cs;
-}
-
-void consumer_request_stop(struct consumer *cs)
-{
-    if (cs != NULL)
-        bgthread_request_stop(&cs->bg);
-}
-
-void consumer_join(struct consumer *cs)
-{
-    if (cs == NULL)
-        return;
-    bgthread_join(&cs->bg);
-    free(cs);
-}
+const struct job consumers_job = {
+    .name = "stream consumer",
+    .needs = JOB_STORE | JOB_CACHE,
+    .state_size = sizeof(struct consumer),
+    .instances = consumer_instances,
+    .open = consumer_open,
+    .tick = consumer_tick,
+    .finish = consumer_finish,
+};

@@ -1,6 +1,7 @@
-/* consumers.h - the stream consumers: one thread per consumer group
- * (consume.h) reads the event stream (stream.h), applies each entry's
- * effect with its dedup row in one transaction, then acknowledges it.
+/* consumers.h - the stream consumers, a background job (job.h) with one
+ * instance, on a thread of its own, per consumer group (consume.h): each
+ * reads the event stream (stream.h), applies each entry's effect with its
+ * dedup row in one transaction, then acknowledges it.
  *
  * Delivery is at least once; the dedup row, keyed by the business key
  * ("points:<order_no>"), makes the effect happen once. Entries another
@@ -16,22 +17,17 @@
 #ifndef TICKETD_CONSUMERS_H
 #define TICKETD_CONSUMERS_H
 
+#include "job.h"
+
 #include <stdint.h>
 
 struct app;
 struct consume_group;
-struct consumer;
 struct stream_entry;
 
-/* Starts g's consumer thread under name (unique per process and thread);
- * app is borrowed and must outlive it. Returns a new handle, or NULL
- * (logged). */
-struct consumer *consumer_start(struct app *app, const struct consume_group *g, const char *name);
-/* Asks the thread to stop; consumer_join then waits for it (a blocking
- * read returns within TICKETD_CONSUMER_BLOCK_MS), leaves the group when
- * nothing is pending, and frees cs. Both accept NULL. */
-void consumer_request_stop(struct consumer *cs);
-void consumer_join(struct consumer *cs);
+/* Asked to stop, a consumer ends within TICKETD_CONSUMER_BLOCK_MS (its
+ * blocking read returns) and leaves the group when nothing is pending. */
+extern const struct job consumers_job;
 
 enum entry_outcome {
     ENTRY_DONE,   /* acknowledged */

@@ -1,3 +1,4 @@
+/* liveness.c - the liveness beat (liveness.h). */
 #include "liveness.h"
 
 #include "app.h"
@@ -5,16 +6,9 @@
 #include "err.h"
 #include "log.h"
 #include "metrics.h"
-#include "stopper.h"
 #include "util.h"
 
-#include <pthread.h>
-#include <stdlib.h>
-
 struct liveness {
-    struct app *app;
-    pthread_t thread;
-    struct stopper stopper;
     int64_t last_ok_ms; /* the last beat Redis answered (mono_ms), 0: none yet */
 };
 
@@ -31,13 +25,15 @@ static int beat_interval_ms(const struct app *app)
  * replica that had not seen them), and with them, maybe, bits of the
  * order-key filter. The filter is then no longer trusted until it is built
  * again (bloom_job.h); every other record's loss the database covers. */
-static void beat(struct liveness *l)
+static int beat(struct job_ctx *c)
 {
+    struct liveness *l = c->state;
+    const struct app *app = c->app;
     bool had_key = false;
     int64_t now = mono_ms();
-    if (cache_instance_beat(l->app->instance, l->app->cfg->instance_ttl_ms, &had_key) != TD_OK)
-        return;
-    bool expected = l->last_ok_ms != 0 && now - l->last_ok_ms < l->app->cfg->instance_ttl_ms;
+    if (cache_instance_beat(app->instance, app->cfg->instance_ttl_ms, &had_key) != TD_OK)
+        return beat_interval_ms(app);
+    bool expected = l->last_ok_ms != 0 && now - l->last_ok_ms < app->cfg->instance_ttl_ms;
     if (expected && !had_key) {
         metrics_inc(M_REDIS_LOST_RECORDS);
         log_warn("Redis lost this instance's liveness key within its TTL: it lost records; the "
@@ -45,45 +41,30 @@ static void beat(struct liveness *l)
         cache_bloom_untrust();
     }
     l->last_ok_ms = now;
+    return beat_interval_ms(app);
 }
 
-static void *liveness_main(void *p)
+static void liveness_open(struct job_ctx *c)
 {
-    struct liveness *l = p;
-    while (!stopper_sleep(&l->stopper, beat_interval_ms(l->app)))
-        beat(l);
-    cache_instance_gone(l->app->instance);
-    cache_thread_release();
-    return NULL;
+    log_info("instance %s beats every %d ms (TICKETD_INSTANCE_TTL_MS=%d)", c->app->instance,
+             beat_interval_ms(c->app), c->app->cfg->instance_ttl_ms);
 }
 
-struct liveness *liveness_start(struct app *app)
+/* A clean stop: the process says it is gone. */
+static void liveness_finish(struct job_ctx *c)
 {
-    struct liveness *l = xcalloc(1, sizeof *l);
-    l->app = app;
-    stopper_init(&l->stopper);
-    /* The first beat before any request, so that no marker of ours is ever
-     * found without its process's key (unless Redis is down: the beats
-     * that follow put it there). */
-    beat(l);
-    cache_thread_release();
-    if (pthread_create(&l->thread, NULL, liveness_main, l) != 0) {
-        log_error("cannot start the liveness thread");
-        stopper_cleanup(&l->stopper);
-        free(l);
-        return NULL;
-    }
-    log_info("instance %s beats every %d ms (TICKETD_INSTANCE_TTL_MS=%d)", app->instance,
-             beat_interval_ms(app), app->cfg->instance_ttl_ms);
-    return l;
+    cache_instance_gone(c->app->instance);
 }
 
-void liveness_stop(struct liveness *l)
-{
-    if (l == NULL)
-        return;
-    stopper_stop(&l->stopper);
-    pthread_join(l->thread, NULL);
-    stopper_cleanup(&l->stopper);
-    free(l);
-}
+/* The first beat before any request, so that no marker of ours is ever
+ * found without its process's key (unless Redis is down: the beats that
+ * follow put it there). */
+const struct job liveness_job = {
+    .name = "liveness",
+    .needs = JOB_CACHE,
+    .state_size = sizeof(struct liveness),
+    .open = liveness_open,
+    .tick = beat,
+    .finish = liveness_finish,
+    .tick_before_start = true,
+};

@@ -1,4 +1,5 @@
-/* liveness.h - a serving process says it is alive: every third of
+/* liveness.h - a serving process says it is alive, a job (job.h) that
+ * runs beside the HTTP server, not with the background work: every third of
  * TICKETD_INSTANCE_TTL_MS it renews ticketd:instance:<id> in Redis (SET PX
  * TICKETD_INSTANCE_TTL_MS), and deletes it when it stops cleanly.
  *
@@ -12,15 +13,10 @@
 #ifndef TICKETD_LIVENESS_H
 #define TICKETD_LIVENESS_H
 
-struct app;
-struct liveness;
+#include "job.h"
 
-/* Beats once, then starts the beating thread. app (and app->instance) are
- * borrowed and must outlive it. Returns a new handle, or NULL (logged). */
-struct liveness *liveness_start(struct app *app);
-
-/* Stops beating, deletes the instance key, joins and frees l. NULL is
- * accepted. Call after the last request was answered. */
-void liveness_stop(struct liveness *l);
+/* Beats once in jobs_start, then on its thread; stopped, it deletes the
+ * instance key, so stop it after the last request was answered. */
+extern const struct job liveness_job;
 
 #endif

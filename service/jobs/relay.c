@@ -2,8 +2,6 @@
 #include "relay.h"
 
 #include "app.h"
-#include "bgthread.h"
-#include "cache.h"
 #include "err.h"
 #include "log.h"
 #include "metrics.h"
@@ -126,11 +124,10 @@ int relay_redrive(struct redrive_mark *m, int64_t max_id)
     return requeued;
 }
 
-/* ---- the thread ---- */
+/* ---- the job ---- */
 
 struct relay {
-    struct app *app;
-    struct bgthread bg;
+    struct outbox_event ev; /* the row buffer */
     struct redrive_mark mark;
     int64_t next_housekeeping_ms;
 };
@@ -149,50 +146,30 @@ static void housekeeping(struct relay *rl)
                  STREAM_NAME);
 }
 
-static void *relay_main(void *arg)
+static int relay_tick(struct job_ctx *c)
 {
-    struct relay *rl = arg;
-    const struct config *cfg = rl->app->cfg;
-    struct outbox_event *ev = xmalloc(sizeof *ev);
-    while (!stopper_stopped(&rl->bg.stopper)) {
-        int published = 0;
-        int rc = relay_publish(ev, cfg->relay_batch, &published);
-        if (mono_ms() >= rl->next_housekeeping_ms) {
-            housekeeping(rl);
-            rl->next_housekeeping_ms = mono_ms() + HOUSEKEEPING_MS;
-        }
-        if (rc != TD_OK)
-            stopper_sleep(&rl->bg.stopper, BACKOFF_MS); /* rows wait in the outbox */
-        else if (published < cfg->relay_batch)
-            stopper_sleep(&rl->bg.stopper, RELAY_IDLE_MS);
+    struct relay *rl = c->state;
+    int batch = c->app->cfg->relay_batch, published = 0;
+    int rc = relay_publish(&rl->ev, batch, &published);
+    if (mono_ms() >= rl->next_housekeeping_ms) {
+        housekeeping(rl);
+        rl->next_housekeeping_ms = mono_ms() + HOUSEKEEPING_MS;
     }
-    free(ev);
-    store_thread_release();
-    cache_thread_release();
-    return NULL;
+    if (rc != TD_OK)
+        return BACKOFF_MS; /* rows wait in the outbox */
+    return published < batch ? RELAY_IDLE_MS : 0;
 }
 
-struct relay *relay_start(struct app *app)
+static void relay_open(struct job_ctx *c)
 {
-    struct relay *rl = xcalloc(1, sizeof *rl);
-    rl->app = app;
-    if (!bgthread_start(&rl->bg, relay_main, rl, "outbox relay")) {
-        free(rl);
-        return NULL;
-    }
-    return rl;
+    (void)c;
+    log_info("events: relay to %s started", STREAM_NAME);
 }
 
-void relay_request_stop(struct relay *rl)
-{
-    if (rl != NULL)
-        bgthread_request_stop(&rl->bg);
-}
-
-void relay_join(struct relay *rl)
-{
-    if (rl == NULL)
-        return;
-    bgthread_join(&rl->bg);
-    free(rl);
-}
+const struct job relay_job = {
+    .name = "outbox relay",
+    .needs = JOB_STORE | JOB_CACHE,
+    .state_size = sizeof(struct relay),
+    .open = relay_open,
+    .tick = relay_tick,
+};

@@ -1,4 +1,4 @@
-/* relay.h - the outbox relay: moves outbox rows to the event stream
+/* relay.h - the outbox relay, a background job (job.h): moves outbox rows to the event stream
  * (stream.h), each in the transaction that locked it (store_events.h), and
  * checks now and then that every published row whose consumers have not
  * recorded it still has its entry in the stream. The stream may lose
@@ -12,20 +12,14 @@
 #ifndef TICKETD_RELAY_H
 #define TICKETD_RELAY_H
 
+#include "job.h"
 #include "store_events.h"
 
 #include <stdint.h>
 
-struct app;
-struct relay;
-
-/* Starts the relay's thread; app is borrowed and must outlive it. Returns
- * a new handle, or NULL (logged). */
-struct relay *relay_start(struct app *app);
-/* Asks the thread to stop; relay_join then waits for it and frees rl.
- * Both accept NULL. */
-void relay_request_stop(struct relay *rl);
-void relay_join(struct relay *rl);
+/* Publishes a batch as soon as the last one was full, and polls the
+ * outbox now and then when it is not. */
+extern const struct job relay_job;
 
 /* One batch: appends up to batch unpublished rows to the stream, oldest
  * first, and marks them published. scratch is a row buffer of the

@@ -2,12 +2,10 @@
 #include "retention_job.h"
 
 #include "app.h"
-#include "bgthread.h"
 #include "err.h"
 #include "log.h"
 #include "metrics.h"
 #include "retention.h"
-#include "store.h"
 #include "store_retention.h"
 #include "util.h"
 
@@ -121,49 +119,23 @@ void retention_print(FILE *f, const struct retention_report *r)
     }
 }
 
-struct retention_job {
-    struct app *app;
-    struct bgthread bg;
-};
-
-static void *job_main(void *p)
+static void retention_open(struct job_ctx *c)
 {
-    struct retention_job *j = p;
-    const struct config *cfg = j->app->cfg;
+    log_info("retention job: every %d ms, %d days ahead", c->app->cfg->retention_interval_ms,
+             c->app->cfg->retention_ahead_days);
+}
+
+static int retention_tick(struct job_ctx *c)
+{
+    const struct config *cfg = c->app->cfg;
     struct retention_report r[RETAINED_TABLES];
-    bool failing = false;
-    do {
-        int rc = retention_round(cfg, retention_now(cfg, wall_s()), r);
-        /* One line when it starts failing and one when it is back. */
-        if (rc != TD_OK && !failing)
-            log_warn("retention job failed: %s; trying again every %d ms", td_strerror(rc),
-                     cfg->retention_interval_ms);
-        else if (rc == TD_OK && failing)
-            log_info("retention job is working again");
-        failing = rc != TD_OK;
-    } while (!stopper_sleep(&j->bg.stopper, cfg->retention_interval_ms));
-    store_thread_release();
-    return NULL;
+    job_note(c, retention_round(cfg, retention_now(cfg, wall_s()), r), cfg->retention_interval_ms);
+    return cfg->retention_interval_ms;
 }
 
-struct retention_job *retention_job_start(struct app *app)
-{
-    struct retention_job *j = xcalloc(1, sizeof *j);
-    j->app = app;
-    if (!bgthread_start(&j->bg, job_main, j, "retention job")) {
-        free(j);
-        return NULL;
-    }
-    log_info("retention job: every %d ms, %d days ahead", app->cfg->retention_interval_ms,
-             app->cfg->retention_ahead_days);
-    return j;
-}
-
-void retention_job_stop(struct retention_job *j)
-{
-    if (j == NULL)
-        return;
-    bgthread_request_stop(&j->bg);
-    bgthread_join(&j->bg);
-    free(j);
-}
+const struct job retention_job = {
+    .name = "retention job",
+    .needs = JOB_STORE,
+    .open = retention_open,
+    .tick = retention_tick,
+};

@@ -1,4 +1,5 @@
-/* retention_job.h - the retention job (retention.h): every
+/* retention_job.h - the retention job (retention.h), a background job
+ * (job.h): every
  * TICKETD_RETENTION_INTERVAL_MS, in every `serve` (TICKETD_WORKERS=1) and
  * `worker`, and once by `ticketd partitions`, it goes through the retained
  * tables: splits off the partitions of the next TICKETD_RETENTION_AHEAD_DAYS
@@ -13,12 +14,12 @@
 #ifndef TICKETD_RETENTION_JOB_H
 #define TICKETD_RETENTION_JOB_H
 
+#include "job.h"
+
 #include <stdint.h>
 #include <stdio.h>
 
-struct app;
 struct config;
-struct retention_job;
 
 /* What one round did to one table. */
 struct retention_report {
@@ -39,10 +40,7 @@ int retention_round(const struct config *cfg, int64_t now_s, struct retention_re
 /* Prints a round's reports, one line per table. */
 void retention_print(FILE *f, const struct retention_report *r);
 
-/* Starts the job's thread; app is borrowed and must outlive it. Returns a
- * new handle, or NULL (logged). */
-struct retention_job *retention_job_start(struct app *app);
-/* Stops, joins and frees j. NULL is accepted. */
-void retention_job_stop(struct retention_job *j);
+/* One round every TICKETD_RETENTION_INTERVAL_MS. */
+extern const struct job retention_job;
 
 #endif

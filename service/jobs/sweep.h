@@ -1,6 +1,7 @@
-/* sweep.h - the expiry sweep's background thread: every
+/* sweep.h - the expiry sweep, a background job (job.h): every
  * TICKETD_SWEEP_INTERVAL_MS it cancels the orders left unpaid for
- * TICKETD_ORDER_TTL_S (lifecycle_sweep), giving their seats back.
+ * TICKETD_ORDER_TTL_S (lifecycle_sweep), giving their seats back. Asked to
+ * stop, it finishes the order in hand.
  *
  * Any number of instances may sweep at once: each order is expired under
  * its own row lock by the same compare-and-set as a user's cancel, and an
@@ -8,14 +9,8 @@
 #ifndef TICKETD_SWEEP_H
 #define TICKETD_SWEEP_H
 
-struct app;
-struct sweep;
+#include "job.h"
 
-/* Starts the thread; app is borrowed and must outlive it. Returns a new
- * handle, or NULL (logged). */
-struct sweep *sweep_start(struct app *app);
-/* Asks the thread to stop (it finishes the order in hand), joins it and
- * frees s. NULL is accepted. */
-void sweep_stop(struct sweep *s);
+extern const struct job sweep_job;
 
 #endif

@@ -1,36 +1,12 @@
 #include "merge_batch.h"
 
 #include "err.h"
+#include "text.h"
 #include "util.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A growing text. */
-struct text {
-    char *s;
-    size_t len, cap;
-};
-
-static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(struct text *t, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (w >= 0 && (size_t)w < t->cap - t->len) {
-            t->len += (size_t)w;
-            return;
-        }
-        t->cap = t->cap * 2 + (w > 0 ? (size_t)w : 0);
-        t->s = xrealloc(t->s, t->cap);
-    }
-}
 
 static void arg(struct merge_plan *p, struct db_arg a)
 {
@@ -73,12 +49,12 @@ static void plan_order(struct merge_plan *p, struct text *t, int i, int *at)
     const struct merge_order *o = p->orders[i];
     const struct order_draft *d = o->d;
     int s = o->slot;
-    put(t,
-        "INSERT IGNORE INTO orders (order_no, user_id, session_id, request_id, quantity, "
-        "amount_cents, status, version, created_at, updated_at) "
-        "SELECT ?, ?, id, ?, ?, price_cents * ?, 'PENDING_PAYMENT', 1, ?, ? FROM sessions "
-        "WHERE id = ? AND @td_s%d >= ?; ",
-        s);
+    text_put(t,
+             "INSERT IGNORE INTO orders (order_no, user_id, session_id, request_id, quantity, "
+             "amount_cents, status, version, created_at, updated_at) "
+             "SELECT ?, ?, id, ?, ?, price_cents * ?, 'PENDING_PAYMENT', 1, ?, ? FROM sessions "
+             "WHERE id = ? AND @td_s%d >= ?; ",
+             s);
     arg(p, DB_S(d->order_no));
     arg(p, DB_I(d->user_id));
     arg(p, DB_S(d->request_id));
@@ -90,12 +66,12 @@ static void plan_order(struct merge_plan *p, struct text *t, int i, int *at)
     arg(p, DB_I(d->quantity));
     /* ROW_COUNT() is the insert's in both assignments; the code reads the
      * seats as they were when the insert did not take any. */
-    put(t,
-        "SET @td_s%d = @td_s%d - IF(ROW_COUNT() > 0, ?, 0), @td_r%d = IF(ROW_COUNT() > 0, %d, "
-        "IF(EXISTS (SELECT 1 FROM orders WHERE user_id = ? AND request_id = ?), %d, "
-        "IF(@td_s%d IS NULL, %d, IF(@td_s%d < ?, %d, %d)))); ",
-        s, s, i, MERGE_CREATED, MERGE_DUPLICATE, s, MERGE_NO_SESSION, s, MERGE_SOLD_OUT,
-        MERGE_NOT_INSERTED);
+    text_put(t,
+             "SET @td_s%d = @td_s%d - IF(ROW_COUNT() > 0, ?, 0), @td_r%d = IF(ROW_COUNT() > 0, %d, "
+             "IF(EXISTS (SELECT 1 FROM orders WHERE user_id = ? AND request_id = ?), %d, "
+             "IF(@td_s%d IS NULL, %d, IF(@td_s%d < ?, %d, %d)))); ",
+             s, s, i, MERGE_CREATED, MERGE_DUPLICATE, s, MERGE_NO_SESSION, s, MERGE_SOLD_OUT,
+             MERGE_NOT_INSERTED);
     arg(p, DB_I(d->quantity));
     arg(p, DB_I(d->user_id));
     arg(p, DB_S(d->request_id));
@@ -105,8 +81,8 @@ static void plan_order(struct merge_plan *p, struct text *t, int i, int *at)
         /* Named by its own new order number: an order not inserted spends
          * nothing. A token another order spent fails here with 1062 and
          * stops the batch: store_merge.c then places each order alone. */
-        put(t, "INSERT INTO order_tokens (order_id, token_hash, created_at) "
-               "SELECT id, ?, ? FROM orders WHERE order_no = ?; ");
+        text_put(t, "INSERT INTO order_tokens (order_id, token_hash, created_at) "
+                    "SELECT id, ?, ? FROM orders WHERE order_no = ?; ");
         arg(p, DB_S(d->token_key));
         arg(p, DB_S(o->db_now));
         arg(p, DB_S(d->order_no));
@@ -121,7 +97,7 @@ static void put_numbers(struct merge_plan *p, struct text *t, int session)
     for (int i = 0; i < p->n; i++) {
         if (session >= 0 && p->orders[i]->slot != session)
             continue;
-        put(t, first ? "?" : ", ?");
+        text_put(t, first ? "?" : ", ?");
         arg(p, DB_S(p->orders[i]->d->order_no));
         first = false;
     }
@@ -144,34 +120,34 @@ void merge_plan_build(struct merge_plan *p, struct merge_order **orders, int n, 
         orders[i]->rc = TD_EINTERNAL;
         orders[i]->id = orders[i]->amount = 0;
     }
-    put(&t, "START TRANSACTION; ");
+    text_put(&t, "START TRANSACTION; ");
     at++;
     for (int s = 0; s < p->nsessions; s++) {
         /* MAX: one row even for a session that does not exist, so the
          * variable is always set (to NULL then), never left from an
          * earlier batch on this connection. */
-        put(&t, "SELECT MAX(stock) INTO @td_s%d FROM sessions WHERE id = ? FOR UPDATE; ", s);
+        text_put(&t, "SELECT MAX(stock) INTO @td_s%d FROM sessions WHERE id = ? FOR UPDATE; ", s);
         arg(p, DB_I(p->sessions[s]));
         at++;
     }
     for (int i = 0; i < n; i++)
         plan_order(p, &t, i, &at);
     for (int s = 0; s < p->nsessions; s++) {
-        put(&t, "UPDATE sessions SET stock = stock - (SELECT COALESCE(SUM(quantity), 0) FROM "
-                "orders WHERE order_no IN (");
+        text_put(&t, "UPDATE sessions SET stock = stock - (SELECT COALESCE(SUM(quantity), 0) FROM "
+                     "orders WHERE order_no IN (");
         put_numbers(p, &t, s);
-        put(&t, ")), version = version + 1 WHERE id = ? AND @td_s%d IS NOT NULL; ", s);
+        text_put(&t, ")), version = version + 1 WHERE id = ? AND @td_s%d IS NOT NULL; ", s);
         arg(p, DB_I(p->sessions[s]));
         at++;
     }
-    put(&t, "SELECT ");
+    text_put(&t, "SELECT ");
     for (int i = 0; i < n; i++)
-        put(&t, i == 0 ? "@td_r%d" : ", @td_r%d", i);
-    put(&t, "; ");
+        text_put(&t, i == 0 ? "@td_r%d" : ", @td_r%d", i);
+    text_put(&t, "; ");
     p->at_codes = at++;
-    put(&t, "SELECT id, order_no, amount_cents FROM orders WHERE order_no IN (");
+    text_put(&t, "SELECT id, order_no, amount_cents FROM orders WHERE order_no IN (");
     put_numbers(p, &t, -1);
-    put(&t, open ? ")" : "); COMMIT");
+    text_put(&t, open ? ")" : "); COMMIT");
     p->at_rows = at++;
     p->sql = t.s;
 }

@@ -875,6 +875,7 @@ void th_reset(void)
                                          "dead_letters",
                                          "consume_records",
                                          "user_points",
+                                         "points_ledger",
                                          "order_tokens",
                                          "outbox",
                                          "payments",

@@ -1,0 +1,43 @@
+/* reply.h - the handlers' helpers (api_*.c): the request body as JSON,
+ * the answer to a failure, the API's records as JSON, an id from the path.
+ * Below the handlers and the dispatcher (api.c), calling neither. */
+#ifndef TICKETD_REPLY_H
+#define TICKETD_REPLY_H
+
+#include "model.h"
+#include "req.h"
+#include "resp.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Parses the request body as one JSON object. Returns a new reference, or
+ * NULL after writing the problem into w: 400 INVALID_JSON, or 400
+ * VALIDATION_FAILED naming the field whose number is too large to parse
+ * (2^63, 1e309). */
+json_t *api_body_object(const struct req *r, struct resp *w);
+
+/* For requests that take no fields: accepts an empty body or {}; anything
+ * else gets its problem written into w (INVALID_JSON, or VALIDATION_FAILED
+ * naming the first field) and false. */
+bool api_no_input(const struct req *r, struct resp *w);
+
+/* Writes the problem for a domain error that has no more specific answer:
+ * 503 DEPENDENCY_UNAVAILABLE with Retry-After, or 500. */
+void api_fail(struct resp *w, int err, const char *what);
+
+/* New JSON objects for the records of the API (caller owns them). */
+json_t *api_session_json(const struct session *s);
+json_t *api_order_json(const struct order *o);
+
+/* The end of a quick step that did not answer: the rest waits for Redis
+ * and MySQL, so a worker takes it (api_finish), with in (what the quick
+ * step read, one allocation) as r->ctx, freed with the request. Returns
+ * false, the quick step's "not answered". */
+bool api_hand_on(struct req *r, void *in);
+
+/* Parses a decimal id path parameter in 1..2^53-1. */
+bool api_parse_id(const char *s, int64_t *out);
+
+#endif

@@ -1,0 +1,18 @@
+/* text.h - a growing text: printf appends, the buffer doubles (or more)
+ * when it must, and allocation failure aborts (util.h), so callers never
+ * check. For texts built piece by piece whose length is known only at the
+ * end: the metrics page, a merged batch's SQL. Not thread-safe; one owner. */
+#ifndef TICKETD_TEXT_H
+#define TICKETD_TEXT_H
+
+#include <stddef.h>
+
+struct text {
+    char *s; /* NUL-terminated once anything was put; the owner frees it */
+    size_t len, cap;
+};
+
+/* Appends the formatted text, growing t as needed. */
+void text_put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
