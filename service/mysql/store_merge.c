@@ -40,9 +40,11 @@ static struct {
 
 static atomic_bool merge_on;
 static int merge_max = 64;
+static store_merge_alone_fn place_alone; /* set once, before any order */
 
-void store_merge_init(bool on, int max)
+void store_merge_init(bool on, int max, store_merge_alone_fn alone)
 {
+    place_alone = alone;
     atomic_store(&merge_on, on);
     merge_max = max < 1 ? 1 : max > MERGE_MAX_LIMIT ? MERGE_MAX_LIMIT : max;
 }
@@ -104,7 +106,8 @@ static void all_fail(struct entry **batch, int k, int rc)
     }
 }
 
-/* Runs a batch of k > 1 orders as one transaction on c. */
+/* Runs a batch of k > 1 orders as one transaction on c, in its two round
+ * trips (merge_batch.h). */
 static void run_merged(struct db_conn *c, struct entry **batch, int k)
 {
     struct merge_order *orders[MERGE_MAX_LIMIT];
@@ -115,9 +118,14 @@ static void run_merged(struct db_conn *c, struct entry **batch, int k)
      * the batch is sent without it, so the process can die holding the
      * transaction open at the server. */
     bool open = faults_armed("merge.killed_mid_batch");
-    merge_plan_build(&p, orders, k, open);
+    merge_plan_lock(&p, orders, k);
     txretry_note(TXRETRY_OTHER);
-    int rc = db_batch_each(c, p.sql, p.args, p.nargs, open, row_each, &p);
+    int rc = db_batch_each(c, p.sql, p.args, p.nargs, DB_BATCH_OPEN, row_each, &p);
+    if (rc == TD_OK) {
+        (void)merge_plan_write(&p, open);
+        rc = db_batch_each(c, p.sql, p.args, p.nargs, DB_BATCH_REST | (open ? DB_BATCH_OPEN : 0u),
+                           row_each, &p);
+    }
     if (rc == TD_OK && open) {
         (void)FAULT_POINT("merge.killed_mid_batch");
         rc = db_tx_end(c, TD_OK);
@@ -126,9 +134,11 @@ static void run_merged(struct db_conn *c, struct entry **batch, int k)
     if (rc == TD_OK)
         return;
     if (rc == TD_EDUP || rc == TD_ECONFLICT) {
-        /* Refused whole by a statement of one order: a token another order
-         * spent (Redis forgot it), or the stock's CHECK. Nothing was kept;
-         * each order runs alone, for an outcome of its own. */
+        /* Refused whole by the server: a key inserted since the batch
+         * looked (by another instance), a token another order spent
+         * (Redis forgot it), a colliding order number, or the stock's
+         * CHECK. Nothing was kept; each order runs alone, for an outcome
+         * of its own. */
         log_info("mysql: a batch of %d orders was refused (%s); placing each alone", k,
                  db_dup_key(c));
         all_fail(batch, k, STORE_MERGE_ALONE);
@@ -145,9 +155,13 @@ static void run_batch(struct entry **batch, int k)
     metrics_inc(M_ORDER_BATCHES);
     metrics_add(M_ORDER_BATCH_ORDERS, k);
     if (k == 1) {
-        /* A batch of one is today's one-order transaction, which its own
-         * thread runs on its own connection (store_mysql.c). */
-        all_fail(batch, k, STORE_MERGE_ALONE);
+        /* A batch of one is the one-order transaction (store_mysql.c), run
+         * here, in the lead: while it is at the server the next orders
+         * collect, as they do behind a merged batch. */
+        struct merge_order *o = &batch[0]->o;
+        txretry_note(TXRETRY_OTHER);
+        o->rc = place_alone(o->d, o->db_now, &o->id, &o->amount);
+        batch[0]->cause = txretry_noted();
     } else {
         int rc = db_conn(&c);
         if (rc != TD_OK)
