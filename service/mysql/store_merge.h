@@ -1,8 +1,8 @@
 /* store_merge.h - new orders that arrive together share one database
  * round trip and one COMMIT (TICKETD_MERGE=1, the default).
  *
- * Natural batching, as group commit: a worker thread whose order
- * transaction is due joins a queue. If fewer than MERGE_LEADERS batches
+ * Natural batching, as group commit (base/groupq.h): a worker thread whose
+ * order transaction is due joins a queue. If fewer than MERGE_LEADERS batches
  * are under way it leads one at once: it takes every order queued (at most
  * TICKETD_MERGE_MAX), runs them as one transaction on its own connection
  * (merge_batch.h), hands each order its outcome and wakes its thread. The
