@@ -34,6 +34,9 @@
 #   --tokens            fetch an order token per new order (for a server that
 #                       requires X-Order-Token; figures then include POST /tokens)
 #   --json FILE         also write the rows and the targets as JSON
+#   --off-threads N     with --start: TICKETD_THREADS of the TICKETD_MERGE=0
+#                       instance (default 8: one order per trip does best
+#                       with as many workers as database connections)
 #
 # Rows: GET /livez (wrk); the replay of one completed order (wrk, same POST
 # with its Idempotency-Key, token and body); new orders over many sessions
@@ -70,6 +73,7 @@ CONFIG=${ROOT}/config/ticketd.env
 TOKENS=0
 UNIX=0
 JSON_OUT=""
+OFF_THREADS=8
 
 BENCH_STATE=${ROOT}/.state/bench
 BENCH_REDIS_PORT=30379
@@ -120,6 +124,7 @@ while (($# > 0)); do
     --tokens) TOKENS=1 ;;
     --unix) UNIX=1 ;;
     --json) JSON_OUT=${2:?}; shift ;;
+    --off-threads) OFF_THREADS=${2:?}; shift ;;
     -h | --help) usage 0 ;;
     *) printf 'bench: unknown option %s\n' "$1" >&2; usage 2 ;;
     esac
@@ -128,7 +133,7 @@ done
 
 [[ "${SCALE}" == none ]] && SCALE=""
 IFS=',' read -r -a SCALE_LIST <<<"${SCALE}"
-for n in "${DURATION}" "${CONC}" "${SESSIONS}" "${THREADS}" ${CONNS:+"${CONNS}"} \
+for n in "${DURATION}" "${CONC}" "${SESSIONS}" "${THREADS}" "${OFF_THREADS}" ${CONNS:+"${CONNS}"} \
     ${PID:+"${PID}"} ${MYSQL_PID:+"${MYSQL_PID}"} "${SCALE_LIST[@]}"; do
     if ! [[ "${n}" =~ ^[0-9]+$ ]] || ((n < 1)); then
         die "not a positive number: ${n}"
@@ -178,7 +183,7 @@ MYSQL_DB=$(conf TICKETD_MYSQL_DB ticketd)
 # What ticketd --start runs with (the environment, else --config, else the
 # defaults of service/base/config.c); shown in the header.
 IO_THREADS=$(conf TICKETD_IO_THREADS 2)
-WORKER_THREADS=$(conf TICKETD_THREADS 8)
+WORKER_THREADS=$(conf TICKETD_THREADS 32)
 DB_CONNS=$(conf TICKETD_DB_CONNS 8)
 
 SQL_SOCKET="" # --unix: the MariaDB socket sqlbase uses
@@ -296,7 +301,8 @@ if ((START)); then
     if curl -fsS -o /dev/null --max-time 1 "${OFF_URL}/livez" 2>/dev/null; then
         die "something already serves ${OFF_URL}; stop it first"
     fi
-    start_ticketd $((BENCH_HTTP_PORT + 1)) "${BENCH_STATE}/ticketd-merge0.log" TICKETD_MERGE=0
+    start_ticketd $((BENCH_HTTP_PORT + 1)) "${BENCH_STATE}/ticketd-merge0.log" TICKETD_MERGE=0 \
+        TICKETD_THREADS="${OFF_THREADS}"
     STARTED_OFF=$!
     OFF_PID=${STARTED_OFF}
     wait_ready "${OFF_URL}" "${OFF_PID}" "${BENCH_STATE}/ticketd-merge0.log"
@@ -799,8 +805,8 @@ dash() { printf '%s' "${1:--}"; }
 printf '\nticketd benchmark: %s, %s s per row, keep-alive connections %s\n' \
     "${URL}" "${DURATION}" "${LEVELS[*]}"
 if ((START)); then
-    printf 'ticketd --start: TICKETD_IO_THREADS=%s TICKETD_THREADS=%s TICKETD_DB_CONNS=%s\n' \
-        "${IO_THREADS}" "${WORKER_THREADS}" "${DB_CONNS}"
+    printf 'ticketd --start: TICKETD_IO_THREADS=%s TICKETD_THREADS=%s TICKETD_DB_CONNS=%s (the TICKETD_MERGE=0 instance: TICKETD_THREADS=%s)\n' \
+        "${IO_THREADS}" "${WORKER_THREADS}" "${DB_CONNS}" "${OFF_THREADS}"
     if ((UNIX)); then
         printf 'Redis and MariaDB: through their Unix sockets (--unix), for ticketd and sqlbase\n'
     else

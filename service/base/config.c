@@ -32,7 +32,7 @@ static const struct setting settings[] = {
     {"TICKETD_ENV", T_STR, OFF(env), 0, 0, "production", false, env_choices},
     {"TICKETD_BIND", T_STR, OFF(bind), 0, 0, "127.0.0.1", false, NULL},
     {"TICKETD_PORT", T_INT, OFF(port), 1, 65535, "8080", false, NULL},
-    {"TICKETD_THREADS", T_INT, OFF(threads), 1, 1024, "8", false, NULL},
+    {"TICKETD_THREADS", T_INT, OFF(threads), 1, 1024, "32", false, NULL},
     {"TICKETD_DB_CONNS", T_INT, OFF(db_conns), 1, 1024, "8", false, NULL},
     {"TICKETD_IO_THREADS", T_INT, OFF(io_threads), 1, 64, "2", false, NULL},
     {"TICKETD_QUEUE_MAX", T_INT, OFF(queue_max), 1, 1000000, "4096", false, NULL},

@@ -153,6 +153,12 @@ static const struct metric_def defs[M_COUNT] = {
                               "the mean batch size."},
     [M_ORDER_BATCH_QUEUED] = {"ticketd_order_batch_queued", "", "gauge",
                               "New orders waiting for the next merged transaction."},
+    [M_REDIS_PIPELINES] = {"ticketd_redis_pipelines_total", "", "counter",
+                           "Writes that carried the Redis commands of requests in flight "
+                           "together (a lone command is a pipeline of one)."},
+    [M_REDIS_PIPELINED_COMMANDS] = {"ticketd_redis_pipelined_commands_total", "", "counter",
+                                    "Commands those writes carried: divided by the pipelines, "
+                                    "the mean depth."},
 };
 
 static _Atomic int64_t values[M_COUNT];

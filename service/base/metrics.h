@@ -77,6 +77,9 @@ enum metric {
     M_ORDER_BATCHES,
     M_ORDER_BATCH_ORDERS,
     M_ORDER_BATCH_QUEUED, /* gauge */
+    /* Pipelined Redis commands (redis_pipe.c): the mean depth is their ratio. */
+    M_REDIS_PIPELINES,
+    M_REDIS_PIPELINED_COMMANDS,
     M_COUNT
 };
 

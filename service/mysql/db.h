@@ -144,13 +144,23 @@ struct db_batch_row {
 };
 typedef int (*db_batch_row_fn)(void *ctx, int at, const struct db_batch_row *row);
 
+/* How a db_batch_each text spans its transaction (or-ed; 0: from START
+ * TRANSACTION to COMMIT). */
+enum {
+    /* The text ends before its COMMIT: on success the transaction is left
+     * open, for another batch or db_tx_end. */
+    DB_BATCH_OPEN = 1,
+    /* The text goes on with the transaction an open batch left: it starts
+     * without START TRANSACTION, and a link found stale is not redialled
+     * (the transaction went with it). */
+    DB_BATCH_REST = 2,
+};
+
 /* db_batch for a text built at run time (any length): every row of every
  * statement is handed to each(ctx, at, row), at counting statements from
  * 0; a non-zero return stops reading rows (the rest are drained) and is
- * returned after the transaction was rolled back. With open, the text ends
- * before its COMMIT and the transaction is left open on success for
- * db_tx_end (the test build's crash between a batch and its COMMIT). */
+ * returned after the transaction was rolled back. how: DB_BATCH_* flags. */
 int db_batch_each(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
-                  bool open, db_batch_row_fn each, void *ctx);
+                  unsigned how, db_batch_row_fn each, void *ctx);
 
 #endif

@@ -62,8 +62,10 @@ struct batch_reader {
 };
 
 /* Reads the results of a batch in order. *at is the statement being read;
- * last is the index of the final statement, the COMMIT unless open. */
-static int batch_results(struct db_conn *c, int last, bool open, const struct batch_reader *rd,
+ * last is the index of the final statement, the COMMIT unless
+ * DB_BATCH_OPEN; with DB_BATCH_REST statement 0 is inside the
+ * transaction too (an earlier batch began it). */
+static int batch_results(struct db_conn *c, int last, unsigned how, const struct batch_reader *rd,
                          int *at)
 {
     int more;
@@ -86,14 +88,15 @@ static int batch_results(struct db_conn *c, int last, bool open, const struct ba
         }
         /* Every statement between START TRANSACTION and COMMIT must end
          * inside the transaction (see lost_by_server). */
-        if (*at > 0 && (*at < last || open) && !db_server_in_tx(c))
+        bool open = (how & DB_BATCH_OPEN) != 0;
+        if ((*at > 0 || (how & DB_BATCH_REST)) && (*at < last || open) && !db_server_in_tx(c))
             lost = true;
         more = mysql_next_result(c->m);
         if (more > 0) {
             ++*at;
             /* 1213 at the COMMIT is a Galera certification conflict. */
             int frc = db_fail(c, mysql_errno(c->m), mysql_error(c->m),
-                              *at == last && !open ? "COMMIT" : "batch");
+                              *at == last && !(how & DB_BATCH_OPEN) ? "COMMIT" : "batch");
             if (lost) {
                 /* Statements ran outside the transaction before this one
                  * failed: some of them may be kept. Running the batch
@@ -121,12 +124,18 @@ static int batch_results(struct db_conn *c, int last, bool open, const struct ba
     return TD_OK;
 }
 
-static int batch_once(struct db_conn *c, const char *text, size_t len, int last, bool open,
+static int batch_once(struct db_conn *c, const char *text, size_t len, int last, unsigned how,
                       const struct batch_reader *rd, int *at)
 {
     *at = 0;
     if (c->m == NULL)
         return TD_EUNAVAIL;
+    if (how & DB_BATCH_REST) {
+        /* The transaction is under way: a link lost now lost it. */
+        if (mysql_real_query(c->m, text, len) != 0)
+            return db_fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
+        return batch_results(c, last, how, rd, at);
+    }
     /* Until its first statement (START TRANSACTION) answers, a failing
      * link may just be stale, as for db_begin; from then on the batch is
      * inside a transaction, a link lost is the server's trouble, and an
@@ -135,12 +144,12 @@ static int batch_once(struct db_conn *c, const char *text, size_t len, int last,
     if (mysql_real_query(c->m, text, len) != 0)
         return db_fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
     c->in_tx = true;
-    return batch_results(c, last, open, rd, at);
+    return batch_results(c, last, how, rd, at);
 }
 
 /* The batch itself, its text already built: run, redialled once when the
  * link was stale, rolled back on error. */
-static int batch_run(struct db_conn *c, const char *sql, const char *text, size_t len, bool open,
+static int batch_run(struct db_conn *c, const char *sql, const char *text, size_t len, unsigned how,
                      const struct batch_reader *rd)
 {
     int at;
@@ -148,18 +157,19 @@ static int batch_run(struct db_conn *c, const char *sql, const char *text, size_
     for (const char *p = sql; *p != '\0'; p++)
         last += *p == ';';
     bool was_fresh = c->fresh;
-    int rc = batch_once(c, text, len, last, open, rd, &at);
+    int rc = batch_once(c, text, len, last, how, rd, &at);
     /* A stale link fails at the first statement, before anything ran. If
      * the batch did commit and only its answer was lost, running it again
-     * meets the unique index, which the caller reads as "already done". */
-    if (at == 0 && db_redial_stale(c, rc, was_fresh))
-        rc = batch_once(c, text, len, last, open, rd, &at);
+     * meets the unique index, which the caller reads as "already done".
+     * (Not the rest of a transaction: that went with the link.) */
+    if (at == 0 && !(how & DB_BATCH_REST) && db_redial_stale(c, rc, was_fresh))
+        rc = batch_once(c, text, len, last, how, rd, &at);
     c->fresh = false;
     if (rc != TD_OK) {
         db_rollback(c); /* the statement that failed left the transaction open */
         return rc;
     }
-    c->in_tx = open; /* the batch ended with its COMMIT, unless left open */
+    c->in_tx = (how & DB_BATCH_OPEN) != 0; /* the batch ended with its COMMIT, unless left open */
     return TD_OK;
 }
 
@@ -212,14 +222,14 @@ int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int 
     }
     struct first_row f = {row_at, cols, ncols, false};
     struct batch_reader rd = {first_row_each, &f};
-    int rc = batch_run(c, sql, text, len, false, &rd);
+    int rc = batch_run(c, sql, text, len, 0, &rd);
     if (rc != TD_OK)
         return rc;
     return f.got ? TD_OK : TD_ENOTFOUND;
 }
 
 int db_batch_each(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
-                  bool open, db_batch_row_fn each, void *ctx)
+                  unsigned how, db_batch_row_fn each, void *ctx)
 {
     if (c->m == NULL)
         return TD_EUNAVAIL;
@@ -234,7 +244,7 @@ int db_batch_each(struct db_conn *c, const char *sql, const struct db_arg *args,
         log_error("mysql: a batch's arguments do not match its placeholders");
     } else {
         struct batch_reader rd = {each, ctx};
-        rc = batch_run(c, sql, text, len, open, &rd);
+        rc = batch_run(c, sql, text, len, how, &rd);
     }
     free(text);
     return rc;

@@ -1,3 +1,5 @@
+/* merge_batch.c - the texts of a merged batch and the reading of their
+ * answers (merge_batch.h). */
 #include "merge_batch.h"
 
 #include "err.h"
@@ -11,6 +13,17 @@
 static void arg(struct merge_plan *p, struct db_arg a)
 {
     p->args[p->nargs++] = a;
+}
+
+/* A new text for the plan's next trip, with room for nargs arguments. */
+static void begin_text(struct merge_plan *p, struct text *t, int nargs)
+{
+    free(p->sql);
+    free(p->args);
+    p->sql = NULL;
+    p->args = xcalloc((size_t)nargs, sizeof *p->args);
+    p->nargs = 0;
+    *t = (struct text){xmalloc(1024), 0, 1024};
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -32,6 +45,10 @@ static void plan_sessions(struct merge_plan *p)
         if (p->nsessions == 0 || p->sessions[p->nsessions - 1] != all[i])
             p->sessions[p->nsessions++] = all[i];
     }
+    for (int s = 0; s < p->nsessions; s++) {
+        p->stock[s] = -1; /* until its row says otherwise: no such session */
+        p->price[s] = p->taken[s] = 0;
+    }
     for (int i = 0; i < p->n; i++) {
         int64_t *at = bsearch(&p->orders[i]->d->session_id, p->sessions, (size_t)p->nsessions,
                               sizeof p->sessions[0], cmp_i64);
@@ -39,117 +56,151 @@ static void plan_sessions(struct merge_plan *p)
     }
 }
 
-/* One order: its insert, only while its session has the seats, then its
- * code and the seats it took, then the token it spends. The code asks the
- * unique key's question first, as the one-at-a-time transaction does by
- * inserting before the stock: a copy of an order that exists is answered
- * with that order even when the session has sold out since. */
-static void plan_order(struct merge_plan *p, struct text *t, int i, int *at)
+void merge_plan_lock(struct merge_plan *p, struct merge_order **orders, int n)
 {
-    const struct merge_order *o = p->orders[i];
-    const struct order_draft *d = o->d;
-    int s = o->slot;
-    text_put(t,
-             "INSERT IGNORE INTO orders (order_no, user_id, session_id, request_id, quantity, "
-             "amount_cents, status, version, created_at, updated_at) "
-             "SELECT ?, ?, id, ?, ?, price_cents * ?, 'PENDING_PAYMENT', 1, ?, ? FROM sessions "
-             "WHERE id = ? AND @td_s%d >= ?; ",
-             s);
-    arg(p, DB_S(d->order_no));
-    arg(p, DB_I(d->user_id));
-    arg(p, DB_S(d->request_id));
-    arg(p, DB_I(d->quantity));
-    arg(p, DB_I(d->quantity));
-    arg(p, DB_S(o->db_now));
-    arg(p, DB_S(o->db_now));
-    arg(p, DB_I(d->session_id));
-    arg(p, DB_I(d->quantity));
-    /* ROW_COUNT() is the insert's in both assignments; the code reads the
-     * seats as they were when the insert did not take any. */
-    text_put(t,
-             "SET @td_s%d = @td_s%d - IF(ROW_COUNT() > 0, ?, 0), @td_r%d = IF(ROW_COUNT() > 0, %d, "
-             "IF(EXISTS (SELECT 1 FROM orders WHERE user_id = ? AND request_id = ?), %d, "
-             "IF(@td_s%d IS NULL, %d, IF(@td_s%d < ?, %d, %d)))); ",
-             s, s, i, MERGE_CREATED, MERGE_DUPLICATE, s, MERGE_NO_SESSION, s, MERGE_SOLD_OUT,
-             MERGE_NOT_INSERTED);
-    arg(p, DB_I(d->quantity));
-    arg(p, DB_I(d->user_id));
-    arg(p, DB_S(d->request_id));
-    arg(p, DB_I(d->quantity));
-    *at += 2;
-    if (d->token_key != NULL) {
-        /* Named by its own new order number: an order not inserted spends
-         * nothing. A token another order spent fails here with 1062 and
-         * stops the batch: store_merge.c then places each order alone. */
-        text_put(t, "INSERT INTO order_tokens (order_id, token_hash, created_at) "
-                    "SELECT id, ?, ? FROM orders WHERE order_no = ?; ");
-        arg(p, DB_S(d->token_key));
-        arg(p, DB_S(o->db_now));
-        arg(p, DB_S(d->order_no));
-        ++*at;
-    }
-}
-
-/* The numbers of the batch's orders, as "?, ?, ..." with their arguments. */
-static void put_numbers(struct merge_plan *p, struct text *t, int session)
-{
-    bool first = true;
-    for (int i = 0; i < p->n; i++) {
-        if (session >= 0 && p->orders[i]->slot != session)
-            continue;
-        text_put(t, first ? "?" : ", ?");
-        arg(p, DB_S(p->orders[i]->d->order_no));
-        first = false;
-    }
-}
-
-void merge_plan_build(struct merge_plan *p, struct merge_order **orders, int n, bool open)
-{
-    struct text t = {xmalloc(1024), 0, 1024};
-    int at = 0;
+    struct text t;
     memset(p, 0, sizeof *p);
     p->orders = orders;
     p->n = n;
-    p->open = open;
-    /* The most they take: 16 per order (its statements), 2 per order
-     * (its number in its session's UPDATE and in the final SELECT), 2 per
-     * session (at most one per order). */
-    p->args = xcalloc((size_t)(20 * n + 8), sizeof *p->args);
+    p->phase = MERGE_LOCK;
     plan_sessions(p);
     for (int i = 0; i < n; i++) {
         orders[i]->rc = TD_EINTERNAL;
         orders[i]->id = orders[i]->amount = 0;
     }
-    text_put(&t, "START TRANSACTION; ");
-    at++;
+    begin_text(p, &t, p->nsessions + 2 * n);
+    text_put(&t, "START TRANSACTION; SELECT id, stock, price_cents FROM sessions WHERE id IN (");
     for (int s = 0; s < p->nsessions; s++) {
-        /* MAX: one row even for a session that does not exist, so the
-         * variable is always set (to NULL then), never left from an
-         * earlier batch on this connection. */
-        text_put(&t, "SELECT MAX(stock) INTO @td_s%d FROM sessions WHERE id = ? FOR UPDATE; ", s);
+        text_put(&t, s == 0 ? "?" : ", ?");
         arg(p, DB_I(p->sessions[s]));
-        at++;
     }
-    for (int i = 0; i < n; i++)
-        plan_order(p, &t, i, &at);
-    for (int s = 0; s < p->nsessions; s++) {
-        text_put(&t, "UPDATE sessions SET stock = stock - (SELECT COALESCE(SUM(quantity), 0) FROM "
-                     "orders WHERE order_no IN (");
-        put_numbers(p, &t, s);
-        text_put(&t, ")), version = version + 1 WHERE id = ? AND @td_s%d IS NOT NULL; ", s);
-        arg(p, DB_I(p->sessions[s]));
-        at++;
+    text_put(&t, ") ORDER BY id FOR UPDATE; SELECT user_id, request_id FROM orders WHERE "
+                 "(user_id, request_id) IN (");
+    for (int i = 0; i < n; i++) {
+        text_put(&t, i == 0 ? "(?, ?)" : ", (?, ?)");
+        arg(p, DB_I(orders[i]->d->user_id));
+        arg(p, DB_S(orders[i]->d->request_id));
     }
-    text_put(&t, "SELECT ");
-    for (int i = 0; i < n; i++)
-        text_put(&t, i == 0 ? "@td_r%d" : ", @td_r%d", i);
-    text_put(&t, "; ");
-    p->at_codes = at++;
-    text_put(&t, "SELECT id, order_no, amount_cents FROM orders WHERE order_no IN (");
-    put_numbers(p, &t, -1);
-    text_put(&t, open ? ")" : "); COMMIT");
-    p->at_rows = at++;
+    text_put(&t, ")");
     p->sql = t.s;
+}
+
+static bool same_key(const struct order_draft *a, const struct order_draft *b)
+{
+    return a->user_id == b->user_id && strcmp(a->request_id, b->request_id) == 0;
+}
+
+/* The outcome of order i, first come, first served: a key with an order
+ * (in the table, or earlier in this batch) is a duplicate; then its
+ * session must exist and have its seats. */
+static void decide(struct merge_plan *p, int i)
+{
+    struct merge_order *o = p->orders[i];
+    int s = o->slot;
+    if (o->rc == TD_EDUP)
+        return; /* found by the first trip */
+    for (int j = 0; j < i; j++) {
+        if (same_key(p->orders[j]->d, o->d)) {
+            o->rc = TD_EDUP; /* its copy goes first; the caller replays that one */
+            return;
+        }
+    }
+    if (p->stock[s] < 0) {
+        o->rc = TD_ENOTFOUND;
+    } else if (p->stock[s] - p->taken[s] < o->d->quantity) {
+        o->rc = TD_ECONFLICT;
+    } else {
+        p->taken[s] += o->d->quantity;
+        o->amount = p->price[s] * o->d->quantity;
+        o->id = -1; /* placed, awaiting its row */
+        p->placed++;
+    }
+}
+
+/* The orders placed, one row each, in one INSERT. */
+static void put_inserts(struct merge_plan *p, struct text *t)
+{
+    bool first = true;
+    text_put(t, "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, "
+                "amount_cents, status, version, created_at, updated_at) VALUES ");
+    for (int i = 0; i < p->n; i++) {
+        const struct merge_order *o = p->orders[i];
+        if (o->id != -1)
+            continue;
+        text_put(t, first ? "(?, ?, ?, ?, ?, ?, 'PENDING_PAYMENT', 1, ?, ?)"
+                          : ", (?, ?, ?, ?, ?, ?, 'PENDING_PAYMENT', 1, ?, ?)");
+        arg(p, DB_S(o->d->order_no));
+        arg(p, DB_I(o->d->user_id));
+        arg(p, DB_I(o->d->session_id));
+        arg(p, DB_S(o->d->request_id));
+        arg(p, DB_I(o->d->quantity));
+        arg(p, DB_I(o->amount));
+        arg(p, DB_S(o->db_now));
+        arg(p, DB_S(o->db_now));
+        first = false;
+    }
+    text_put(t, " RETURNING id, order_no, amount_cents; ");
+}
+
+/* The tokens the placed orders spend, in one INSERT that names each
+ * order by its number; nothing when none spends one. */
+static void put_tokens(struct merge_plan *p, struct text *t)
+{
+    int k = 0;
+    for (int i = 0; i < p->n; i++)
+        k += p->orders[i]->id == -1 && p->orders[i]->d->token_key != NULL;
+    if (k == 0)
+        return;
+    text_put(
+        t, "INSERT INTO order_tokens (order_id, token_hash, created_at) SELECT id, CASE order_no");
+    for (int i = 0; i < p->n; i++) {
+        const struct order_draft *d = p->orders[i]->d;
+        if (p->orders[i]->id == -1 && d->token_key != NULL) {
+            text_put(t, " WHEN ? THEN ?");
+            arg(p, DB_S(d->order_no));
+            arg(p, DB_S(d->token_key));
+        }
+    }
+    text_put(t, " END, created_at FROM orders WHERE order_no IN (");
+    bool first = true;
+    for (int i = 0; i < p->n; i++) {
+        const struct order_draft *d = p->orders[i]->d;
+        if (p->orders[i]->id == -1 && d->token_key != NULL) {
+            text_put(t, first ? "?" : ", ?");
+            arg(p, DB_S(d->order_no));
+            first = false;
+        }
+    }
+    text_put(t, "); ");
+}
+
+int merge_plan_write(struct merge_plan *p, bool open)
+{
+    struct text t;
+    p->phase = MERGE_WRITE;
+    p->open = open;
+    p->placed = 0;
+    for (int i = 0; i < p->n; i++)
+        decide(p, i);
+    /* 8 per order inserted, 3 per token, 2 per session. */
+    begin_text(p, &t, 11 * p->n + 2 * p->nsessions + 1);
+    if (p->placed > 0) {
+        put_inserts(p, &t);
+        put_tokens(p, &t);
+        for (int s = 0; s < p->nsessions; s++) {
+            if (p->taken[s] == 0)
+                continue;
+            text_put(&t,
+                     "UPDATE sessions SET stock = stock - ?, version = version + 1 WHERE id = ?; ");
+            arg(p, DB_I(p->taken[s]));
+            arg(p, DB_I(p->sessions[s]));
+        }
+    }
+    /* With nothing placed the trip is a COMMIT alone (or, open, a
+     * statement that changes nothing). */
+    text_put(&t, open ? "DO 0" : "COMMIT");
+    p->sql = t.s;
+    return p->placed;
 }
 
 void merge_plan_free(struct merge_plan *p)
@@ -160,23 +211,6 @@ void merge_plan_free(struct merge_plan *p)
     p->args = NULL;
 }
 
-int merge_code_rc(long code)
-{
-    switch (code) {
-    case MERGE_CREATED:
-        return TD_OK;
-    case MERGE_DUPLICATE:
-        return TD_EDUP;
-    case MERGE_NO_SESSION:
-        return TD_ENOTFOUND;
-    case MERGE_SOLD_OUT:
-        return TD_ECONFLICT;
-    case MERGE_NOT_INSERTED:
-        return TD_ERETRY;
-    }
-    return TD_EINTERNAL;
-}
-
 static bool parse_long(const char *s, unsigned long len, int64_t *out)
 {
     char buf[24];
@@ -184,46 +218,64 @@ static bool parse_long(const char *s, unsigned long len, int64_t *out)
         return false;
     memcpy(buf, s, len);
     buf[len] = '\0';
-    return parse_i64(buf, 0, INT64_MAX, out);
+    return parse_i64(buf, INT64_MIN, INT64_MAX, out);
 }
 
-/* The codes: one column per order. A created order keeps TD_EINTERNAL
- * until its row is read too, so one without a row fails rather than be
- * answered without its id. */
-static int take_codes(struct merge_plan *p, const struct db_batch_row *row)
+static bool field_is(const struct db_batch_row *row, int f, const char *s)
 {
-    if (row->nfields != p->n)
+    return row->vals[f] != NULL && strlen(s) == row->lens[f] &&
+           memcmp(s, row->vals[f], row->lens[f]) == 0;
+}
+
+/* A locked session: its seats and price. */
+static int take_session_row(struct merge_plan *p, const struct db_batch_row *row)
+{
+    int64_t id, stock, price;
+    if (row->nfields != 3 || !parse_long(row->vals[0], row->lens[0], &id) ||
+        !parse_long(row->vals[1], row->lens[1], &stock) ||
+        !parse_long(row->vals[2], row->lens[2], &price) || stock < 0)
         return TD_EINTERNAL;
-    for (int i = 0; i < p->n; i++) {
-        int64_t code;
-        if (!parse_long(row->vals[i], row->vals[i] ? row->lens[i] : 0, &code))
-            return TD_EINTERNAL;
-        int rc = merge_code_rc((long)code);
-        if (rc == TD_EINTERNAL)
-            return rc;
-        p->orders[i]->rc = rc == TD_OK ? TD_EINTERNAL : rc;
-        if (rc == TD_OK)
-            p->orders[i]->id = -1; /* awaiting its row */
-    }
+    int64_t *at = bsearch(&id, p->sessions, (size_t)p->nsessions, sizeof p->sessions[0], cmp_i64);
+    if (at == NULL)
+        return TD_EINTERNAL; /* a session the batch did not ask for */
+    p->stock[at - p->sessions] = stock;
+    p->price[at - p->sessions] = price;
     return TD_OK;
 }
 
+/* A key of the batch that has its order already: every order under it is
+ * a duplicate. */
+static int take_existing_row(struct merge_plan *p, const struct db_batch_row *row)
+{
+    int64_t user;
+    bool any = false;
+    if (row->nfields != 2 || !parse_long(row->vals[0], row->lens[0], &user))
+        return TD_EINTERNAL;
+    for (int i = 0; i < p->n; i++) {
+        const struct order_draft *d = p->orders[i]->d;
+        if (d->user_id == user && field_is(row, 1, d->request_id)) {
+            p->orders[i]->rc = TD_EDUP;
+            any = true;
+        }
+    }
+    return any ? TD_OK : TD_EINTERNAL;
+}
+
+/* An inserted order's row: its id, by its number. */
 static int take_order_row(struct merge_plan *p, const struct db_batch_row *row)
 {
     int64_t id, amount;
     if (row->nfields != 3 || !parse_long(row->vals[0], row->lens[0], &id) ||
-        !parse_long(row->vals[2], row->lens[2], &amount) || row->vals[1] == NULL)
+        !parse_long(row->vals[2], row->lens[2], &amount) || id <= 0)
         return TD_EINTERNAL;
     for (int i = 0; i < p->n; i++) {
         struct merge_order *o = p->orders[i];
-        const char *no = o->d->order_no;
-        if (strlen(no) != row->lens[1] || memcmp(no, row->vals[1], row->lens[1]) != 0)
+        if (!field_is(row, 1, o->d->order_no))
             continue;
-        if (o->id != -1)
-            return TD_EINTERNAL; /* a row for an order its code did not create */
+        if (o->id != -1 || o->amount != amount)
+            return TD_EINTERNAL; /* not an order this batch placed, or not as priced */
         o->rc = TD_OK;
         o->id = id;
-        o->amount = amount;
         return TD_OK;
     }
     return TD_EINTERNAL;
@@ -231,9 +283,11 @@ static int take_order_row(struct merge_plan *p, const struct db_batch_row *row)
 
 int merge_plan_row(struct merge_plan *p, int at, const struct db_batch_row *row)
 {
-    if (at == p->at_codes)
-        return take_codes(p, row);
-    if (at == p->at_rows)
+    if (p->phase == MERGE_LOCK && at == 1)
+        return take_session_row(p, row);
+    if (p->phase == MERGE_LOCK && at == 2)
+        return take_existing_row(p, row);
+    if (p->phase == MERGE_WRITE && at == 0 && p->placed > 0)
         return take_order_row(p, row);
-    return TD_EINTERNAL; /* SELECT ... INTO answers no rows */
+    return TD_EINTERNAL; /* a statement that answers no rows */
 }

@@ -1,14 +1,17 @@
 /* store_merge.h - new orders that arrive together share one database
  * round trip and one COMMIT (TICKETD_MERGE=1, the default).
  *
- * Natural batching, as group commit: a worker thread whose order
- * transaction is due joins a queue. If fewer than MERGE_LEADERS batches
+ * Natural batching, as group commit (base/groupq.h): a worker thread whose
+ * order transaction is due joins a queue. If fewer than MERGE_LEADERS batches
  * are under way it leads one at once: it takes every order queued (at most
  * TICKETD_MERGE_MAX), runs them as one transaction on its own connection
  * (merge_batch.h), hands each order its outcome and wakes its thread. The
  * orders that arrive while a batch is at the server wait for it to end;
  * then one of them leads the next batch with all of them. A lone order on
- * an idle service goes at once, by itself (no timer, no added delay).
+ * an idle service goes at once, by itself (no timer, no added delay), and
+ * it holds its lead while it is at the server like any batch: the orders
+ * that arrive meanwhile collect for the next one, which is what lets
+ * batches grow under load.
  *
  * Each order keeps its own outcome: a duplicate key, a sold-out or unknown
  * session fails that order alone. A batch the server refused whole (a
@@ -34,12 +37,18 @@
  * reads the other's answer. */
 #define MERGE_LEADERS 2
 
-/* Merging on or off, and the largest batch. Call before any order. */
-void store_merge_init(bool on, int max);
+/* Places one order by itself, as one transaction on a connection of its
+ * own: store_order_create's answers, with the new order's id and amount. */
+typedef int (*store_merge_alone_fn)(const struct order_draft *d, const char *db_now, int64_t *id,
+                                    int64_t *amount);
+
+/* Merging on or off, the largest batch, and how a batch of one is placed
+ * (store_mysql.c's one-order transaction). Call before any order. */
+void store_merge_init(bool on, int max, store_merge_alone_fn alone);
 bool store_merge_on(void);
 
-/* What store_merge_place answers for an order that must be placed by
- * itself on the caller's own connection (store_mysql.c). */
+/* What store_merge_place answers for an order of a batch the server
+ * refused whole: it must be placed by itself, on its caller's thread. */
 #define STORE_MERGE_ALONE 1
 
 /* Places d (never a demo draft: no switched-off defence) in the next

@@ -95,9 +95,12 @@ static const char *const sql[S_COUNT] = {
                      "WHERE id = ? AND status = ? AND version = ?",
 };
 
+static int place_alone(const struct order_draft *d, const char *db_now, int64_t *id,
+                       int64_t *amount);
+
 int store_init(const struct config *cfg)
 {
-    store_merge_init(cfg->merge, cfg->merge_max);
+    store_merge_init(cfg->merge, cfg->merge_max, place_alone);
     return db_init(cfg);
 }
 
@@ -339,6 +342,17 @@ static int map_refusal(struct db_conn *c, int rc)
     return rc;
 }
 
+/* One order in a transaction of its own, on this thread's connection. */
+static int place_alone(const struct order_draft *d, const char *db_now, int64_t *id,
+                       int64_t *amount)
+{
+    struct db_conn *c;
+    int rc = db_conn(&c);
+    if (rc != TD_OK)
+        return rc;
+    return map_refusal(c, steps->order_place(c, d, db_now, id, amount));
+}
+
 int store_order_create(const struct order_draft *d, struct order *out)
 {
     struct db_conn *c = NULL;
@@ -354,12 +368,8 @@ int store_order_create(const struct order_draft *d, struct order *out)
     bool alone = steps->order_place != place_in_one_trip || d->filter_missed;
     if (!alone && store_merge_on())
         rc = store_merge_place(d, db_now, &id, &amount);
-    if (rc == STORE_MERGE_ALONE) {
-        rc = db_conn(&c);
-        if (rc != TD_OK)
-            return rc;
-        rc = map_refusal(c, steps->order_place(c, d, db_now, &id, &amount));
-    }
+    if (rc == STORE_MERGE_ALONE)
+        rc = place_alone(d, db_now, &id, &amount);
     if (rc != TD_OK)
         return rc;
     if (FAULT_POINT("order.commit_lost")) {

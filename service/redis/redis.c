@@ -1,5 +1,7 @@
 #include "redis.h"
 
+#include "redis_conn.h"
+
 #include "breaker.h"
 #include "err.h"
 #include "log.h"
@@ -19,14 +21,6 @@
 /* After a failure every thread leaves Redis alone this long, then one
  * probe finds out whether it is back (breaker.h). */
 #define REDIS_COOLDOWN_MS 500
-#define REDIS_MAX_ARGS    32
-
-struct redis_conn {
-    redisContext *ctx;
-    unsigned gen;     /* the primary address generation ctx was opened to */
-    bool used;        /* the context has answered at least once */
-    bool peer_closed; /* the last failure was the server closing on us */
-};
 
 static const struct config *cfg;
 static pthread_key_t conn_key;
@@ -63,7 +57,7 @@ static void conn_destroy(void *p)
     free(c);
 }
 
-int redis_init(const struct config *config)
+int redis_conn_init(const struct config *config)
 {
     cfg = config;
     use_sentinel = false;
@@ -228,7 +222,7 @@ static struct redis_conn *thread_conn(void)
     return c;
 }
 
-static int get_conn(struct redis_conn **out)
+int redis_conn_get(struct redis_conn **out)
 {
     struct redis_conn *c = thread_conn();
     *out = NULL;
@@ -286,6 +280,47 @@ static bool transient_error(const char *msg)
            strncmp(msg, "CLUSTERDOWN", 11) == 0 || strncmp(msg, "READONLY", 8) == 0;
 }
 
+void redis_conn_broke(struct redis_conn *c, const char *name)
+{
+    char why[160];
+    c->peer_closed = c->ctx->err == REDIS_ERR_EOF ||
+                     (c->ctx->err == REDIS_ERR_IO && (strstr(c->ctx->errstr, "reset") != NULL ||
+                                                      strstr(c->ctx->errstr, "pipe") != NULL));
+    snprintf(why, sizeof why, "%s failed: %s", name, c->ctx->errstr);
+    drop(c, why);
+}
+
+int redis_conn_take(struct redis_conn *c, const char *name, redisReply *r, redisReply **reply)
+{
+    if (r->type == REDIS_REPLY_ERROR) {
+        int rc = TD_EINTERNAL;
+        if (strncmp(r->str, "NOSCRIPT", 8) == 0) {
+            rc = TD_ENOTFOUND; /* redis_eval retries with EVAL */
+        } else if (strncmp(r->str, "READONLY", 8) == 0) {
+            /* A demoted primary (a failover happened): this connection
+             * goes, and with Sentinel the next one asks where the
+             * primary is now. */
+            char why[160];
+            snprintf(why, sizeof why, "%s: %.100s", name, r->str);
+            c->peer_closed = false;
+            drop(c, why);
+            rc = TD_EUNAVAIL;
+        } else if (transient_error(r->str)) {
+            metrics_inc(M_DEP_ERRORS_REDIS);
+            log_warn("redis: %s: %s", name, r->str);
+            rc = TD_EUNAVAIL;
+        } else {
+            metrics_inc(M_DEP_ERRORS_REDIS);
+            log_error("redis: %s: %s", name, r->str);
+        }
+        freeReplyObject(r);
+        return rc;
+    }
+    c->used = true;
+    *reply = r;
+    return TD_OK;
+}
+
 static int send_argv(struct redis_conn *c, int argc, const char **argv, const size_t *lens,
                      redisReply **reply)
 {
@@ -296,41 +331,10 @@ static int send_argv(struct redis_conn *c, int argc, const char **argv, const si
         l[i] = lens != NULL ? lens[i] : strlen(argv[i]);
     redisReply *r = redisCommandArgv(c->ctx, argc, argv, l);
     if (r == NULL) {
-        char why[160];
-        c->peer_closed = c->ctx->err == REDIS_ERR_EOF ||
-                         (c->ctx->err == REDIS_ERR_IO && (strstr(c->ctx->errstr, "reset") != NULL ||
-                                                          strstr(c->ctx->errstr, "pipe") != NULL));
-        snprintf(why, sizeof why, "%s failed: %s", argv[0], c->ctx->errstr);
-        drop(c, why);
+        redis_conn_broke(c, argv[0]);
         return TD_EUNAVAIL;
     }
-    if (r->type == REDIS_REPLY_ERROR) {
-        int rc = TD_EINTERNAL;
-        if (strncmp(r->str, "NOSCRIPT", 8) == 0) {
-            rc = TD_ENOTFOUND; /* redis_eval retries with EVAL */
-        } else if (strncmp(r->str, "READONLY", 8) == 0) {
-            /* A demoted primary (a failover happened): this connection
-             * goes, and with Sentinel the next one asks where the
-             * primary is now. */
-            char why[160];
-            snprintf(why, sizeof why, "%s: %.100s", argv[0], r->str);
-            c->peer_closed = false;
-            drop(c, why);
-            rc = TD_EUNAVAIL;
-        } else if (transient_error(r->str)) {
-            metrics_inc(M_DEP_ERRORS_REDIS);
-            log_warn("redis: %s: %s", argv[0], r->str);
-            rc = TD_EUNAVAIL;
-        } else {
-            metrics_inc(M_DEP_ERRORS_REDIS);
-            log_error("redis: %s: %s", argv[0], r->str);
-        }
-        freeReplyObject(r);
-        return rc;
-    }
-    c->used = true;
-    *reply = r;
-    return TD_OK;
+    return redis_conn_take(c, argv[0], r, reply);
 }
 
 /* Sends a command; when a connection that used to work turns out closed by
@@ -341,7 +345,7 @@ static int send_once_more(int argc, const char **argv, const size_t *lens, int b
                           redisReply **reply)
 {
     struct redis_conn *c;
-    int rc = get_conn(&c);
+    int rc = redis_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     if (block_ms > 0)
@@ -350,7 +354,7 @@ static int send_once_more(int argc, const char **argv, const size_t *lens, int b
     rc = send_argv(c, argc, argv, lens, reply);
     if (rc == TD_EUNAVAIL && reused && c->peer_closed) {
         c->used = false;
-        rc = get_conn(&c); /* c is NULL when this fails */
+        rc = redis_conn_get(&c); /* c is NULL when this fails */
         if (rc == TD_OK) {
             if (block_ms > 0)
                 redisSetTimeout(c->ctx, ms_to_tv(block_ms + cfg->redis_timeout_ms));
@@ -362,20 +366,27 @@ static int send_once_more(int argc, const char **argv, const size_t *lens, int b
     return rc;
 }
 
-/* Every command goes through the shared breaker: while Redis is known to be
- * down no thread waits for it, and the first answer after an outage opens
- * it to every thread at once. */
-static int send_retry(int argc, const char **argv, const size_t *lens, int block_ms,
-                      redisReply **reply)
+enum breaker_pass redis_breaker_ask(void)
 {
-    enum breaker_pass pass = breaker_ask(&health, mono_ms());
-    if (pass == BREAKER_REFUSED)
-        return TD_EUNAVAIL;
-    int rc = send_once_more(argc, argv, lens, block_ms, reply);
+    return breaker_ask(&health, mono_ms());
+}
+
+void redis_breaker_report(enum breaker_pass pass, int rc)
+{
     if (rc == TD_EUNAVAIL)
         trip(pass);
     else
         breaker_success(&health, pass);
+}
+
+int redis_conn_send(int argc, const char **argv, const size_t *lens, int block_ms,
+                    redisReply **reply)
+{
+    enum breaker_pass pass = redis_breaker_ask();
+    if (pass == BREAKER_REFUSED)
+        return TD_EUNAVAIL;
+    int rc = send_once_more(argc, argv, lens, block_ms, reply);
+    redis_breaker_report(pass, rc);
     return rc;
 }
 
@@ -389,46 +400,4 @@ void redis_lose_reply(const char *why)
     struct redis_conn *c = thread_conn();
     drop(c, why);
     trip(BREAKER_CALL);
-}
-
-int redis_command(int argc, const char **argv, const size_t *lens, redisReply **reply)
-{
-    *reply = NULL;
-    int rc = send_retry(argc, argv, lens, 0, reply);
-    return rc == TD_ENOTFOUND ? TD_EINTERNAL : rc;
-}
-
-int redis_command_blocking(int argc, const char **argv, const size_t *lens, int block_ms,
-                           redisReply **reply)
-{
-    *reply = NULL;
-    int rc = send_retry(argc, argv, lens, block_ms, reply);
-    return rc == TD_ENOTFOUND ? TD_EINTERNAL : rc;
-}
-
-int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, const char **args,
-               redisReply **reply)
-{
-    const char *argv[REDIS_MAX_ARGS];
-    char n[16];
-    *reply = NULL;
-    if (3 + nkeys + nargs > REDIS_MAX_ARGS)
-        return TD_EINTERNAL;
-    snprintf(n, sizeof n, "%d", nkeys);
-    argv[0] = "EVALSHA";
-    argv[1] = s->sha;
-    argv[2] = n;
-    for (int i = 0; i < nkeys; i++)
-        argv[3 + i] = keys[i];
-    for (int i = 0; i < nargs; i++)
-        argv[3 + nkeys + i] = args[i];
-    int rc = send_retry(3 + nkeys + nargs, argv, NULL, 0, reply);
-    if (rc == TD_ENOTFOUND) {
-        argv[0] = "EVAL";
-        argv[1] = s->source;
-        rc = send_retry(3 + nkeys + nargs, argv, NULL, 0, reply);
-        if (rc == TD_ENOTFOUND)
-            rc = TD_EINTERNAL;
-    }
-    return rc;
 }

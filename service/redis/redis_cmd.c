@@ -1,0 +1,68 @@
+/* redis_cmd.c - redis.h's commands: each through the pipeline when it is
+ * on and the command does not block (redis_pipe.c), else in a round trip
+ * of its own (redis.c). */
+#include "redis.h"
+
+#include "err.h"
+#include "redis_conn.h"
+
+#include <stdio.h>
+
+int redis_init(const struct config *cfg)
+{
+    int rc = redis_conn_init(cfg);
+    if (rc == TD_OK)
+        redis_pipe_init(cfg->merge);
+    return rc;
+}
+
+/* One command; TD_ENOTFOUND stands for NOSCRIPT. */
+static int send_one(int argc, const char **argv, const size_t *lens, int block_ms,
+                    redisReply **reply)
+{
+    *reply = NULL;
+    if (block_ms == 0 && redis_pipe_on())
+        return redis_pipe_send(argc, argv, lens, reply);
+    return redis_conn_send(argc, argv, lens, block_ms, reply);
+}
+
+int redis_command(int argc, const char **argv, const size_t *lens, redisReply **reply)
+{
+    int rc = send_one(argc, argv, lens, 0, reply);
+    return rc == TD_ENOTFOUND ? TD_EINTERNAL : rc;
+}
+
+int redis_command_blocking(int argc, const char **argv, const size_t *lens, int block_ms,
+                           redisReply **reply)
+{
+    int rc = send_one(argc, argv, lens, block_ms, reply);
+    return rc == TD_ENOTFOUND ? TD_EINTERNAL : rc;
+}
+
+int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, const char **args,
+               redisReply **reply)
+{
+    const char *argv[REDIS_MAX_ARGS];
+    char n[16];
+    *reply = NULL;
+    if (3 + nkeys + nargs > REDIS_MAX_ARGS)
+        return TD_EINTERNAL;
+    snprintf(n, sizeof n, "%d", nkeys);
+    argv[0] = "EVALSHA";
+    argv[1] = s->sha;
+    argv[2] = n;
+    for (int i = 0; i < nkeys; i++)
+        argv[3 + i] = keys[i];
+    for (int i = 0; i < nargs; i++)
+        argv[3 + nkeys + i] = args[i];
+    int rc = send_one(3 + nkeys + nargs, argv, NULL, 0, reply);
+    if (rc == TD_ENOTFOUND) {
+        /* A restarted or flushed Redis: EVAL runs it and caches it again. */
+        argv[0] = "EVAL";
+        argv[1] = s->source;
+        rc = send_one(3 + nkeys + nargs, argv, NULL, 0, reply);
+        if (rc == TD_ENOTFOUND)
+            rc = TD_EINTERNAL;
+    }
+    return rc;
+}
