@@ -54,7 +54,7 @@ static void test_defaults(void **state)
         int want;
     } ints[] = {
         {"port", offsetof(struct config, port), 8080},
-        {"threads", offsetof(struct config, threads), 8},
+        {"threads", offsetof(struct config, threads), 32},
         {"db_conns", offsetof(struct config, db_conns), 8},
         {"max_body", offsetof(struct config, max_body), 16384},
         {"redis_port", offsetof(struct config, redis_port), 6379},
@@ -403,7 +403,7 @@ static void test_file_unknown_key_skipped(void **state)
     if (rc != TD_OK)
         fail_msg("refused: %s", err);
     assert_int_equal(cfg.port, 9001);
-    assert_int_equal(cfg.threads, 8); /* the default: the misspelt line was ignored */
+    assert_int_equal(cfg.threads, 32); /* the default: the misspelt line was ignored */
     config_cleanup(&cfg);
 }
 
