@@ -554,13 +554,15 @@ wrk_row() {
 # load_row KEY NAME CONNS SCENARIO ARGS...
 load_row() {
     local key=$1 name=$2 c=$3 scenario=$4 json=${WORK}/$4-$3.json rc=0 note n from to rate td my rd
-    local tok=(--no-token) b0 o0 b1 o1
+    local tok=(--no-token) b0 o0 b1 o1 p0 c0 p1 c1
     shift 4
     rm -f "${WORK}/load-cpu.times"
     ((TOKENS)) && tok=()
     log "row: ${name}, c${c}"
     b0=$(metric_of "${ROW_URL}" ticketd_order_batches_total)
     o0=$(metric_of "${ROW_URL}" ticketd_order_batch_orders_total)
+    p0=$(metric_of "${ROW_URL}" ticketd_redis_pipelines_total)
+    c0=$(metric_of "${ROW_URL}" ticketd_redis_pipelined_commands_total)
     measure_begin
     sampler_start
     TICKETD_JWT_SECRET=${JWT_SECRET} TICKETD_PAY_SECRET=${PAY_SECRET} \
@@ -582,11 +584,17 @@ load_row() {
     # The mean merged batch: orders per order transaction over the row.
     b1=$(metric_of "${ROW_URL}" ticketd_order_batches_total)
     o1=$(metric_of "${ROW_URL}" ticketd_order_batch_orders_total)
+    p1=$(metric_of "${ROW_URL}" ticketd_redis_pipelines_total)
+    c1=$(metric_of "${ROW_URL}" ticketd_redis_pipelined_commands_total)
     if ((b1 > b0)); then
         BATCH[${key}]=$(awk -v b=$((b1 - b0)) -v o=$((o1 - o0)) 'BEGIN { printf "%.1f", o / b }')
         note="${note}; batch ${BATCH[${key}]}"
     else
         note="${note}; one order per transaction"
+    fi
+    # The mean Redis pipeline: commands per write (ticketd_redis_pipelines_total).
+    if ((p1 > p0)); then
+        note="${note}, Redis pipeline $(awk -v p=$((p1 - p0)) -v c=$((c1 - c0)) 'BEGIN { printf "%.1f", c / p }')"
     fi
     # ticketd-load creates its sessions before the load and reads them
     # after it: ticketd's and MariaDB's CPU per request is taken over the
