@@ -68,6 +68,11 @@ static void ports_cleanup(void)
     store_cleanup();
 }
 
+/* The tables chosen, kept for the adapters, which borrow them. */
+static struct cache_entries chosen_cache;
+static struct store_mysql_steps chosen_store;
+static struct store_events_steps chosen_events;
+
 /* The adapters behind the ports, chosen once from the defences that are
  * on: each entry is the real one, or with its defence switched off (the
  * demo, defenses_check_env) the naive one that the defence exists to
@@ -77,35 +82,35 @@ static void ports_cleanup(void)
 static void choose_adapters(struct app *app)
 {
     unsigned on = app->defenses;
-    struct cache_entries c = cache_redis_entries;
+    chosen_cache = cache_redis_entries;
     if (!(on & DEFENSE_TOKEN_ATOMIC)) {
-        c.token_take = cache_naive_token_take;
-        c.order_begin = cache_naive_order_begin;
+        chosen_cache.token_take = cache_naive_token_take;
+        chosen_cache.order_begin = cache_naive_order_begin;
     }
     if (!(on & DEFENSE_LOCK_OWNER_CHECK)) {
-        c.order_complete = cache_naive_order_complete;
-        c.order_release = cache_naive_order_release;
+        chosen_cache.order_complete = cache_naive_order_complete;
+        chosen_cache.order_release = cache_naive_order_release;
     }
     if (!(on & DEFENSE_BLOOM_LIVENESS))
-        c.bloom_check = cache_naive_bloom_check;
+        chosen_cache.bloom_check = cache_naive_bloom_check;
     cache_naive_init();
-    cache_redis_use(&c);
+    cache_redis_use(&chosen_cache);
 
-    struct store_mysql_steps s = store_mysql_steps;
+    chosen_store = store_mysql_steps;
     bool look_first = !(on & DEFENSE_UNIQUE_INDEX), read_stock = !(on & DEFENSE_STOCK_CAS);
     if (look_first || read_stock)
-        s.order_place = look_first && read_stock ? store_naive_place_both
-                        : look_first             ? store_naive_place_look_first
-                                                 : store_naive_place_read_stock;
+        chosen_store.order_place = look_first && read_stock ? store_naive_place_both
+                                   : look_first             ? store_naive_place_look_first
+                                                            : store_naive_place_read_stock;
     if (!(on & DEFENSE_STATE_CAS)) {
-        s.read_for_move = store_naive_read_plain;
-        s.move = store_naive_move_blind;
+        chosen_store.read_for_move = store_naive_read_plain;
+        chosen_store.move = store_naive_move_blind;
     }
-    store_mysql_use(&s);
+    store_mysql_use(&chosen_store);
 
-    struct store_events_steps e = store_events_steps;
+    chosen_events = store_events_steps;
     if (!(on & DEFENSE_CONSUMER_DEDUP_SAME_TX))
-        e.consume = store_naive_consume_apart;
+        chosen_events.consume = store_naive_consume_apart;
     /* The ledger is the business key that outlives the dedup row. The
      * lessons of the consumer's own dedup (skipped, or keyed by the stream
      * entry) run without it, so that each shows what its own mistake costs;
@@ -113,8 +118,8 @@ static void choose_adapters(struct app *app)
     unsigned ledger = DEFENSE_BUSINESS_KEY_AFTER_EXPIRY | DEFENSE_CONSUMER_DEDUP |
                       DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY;
     if ((on & ledger) != ledger)
-        e.points_ledger = store_naive_no_ledger;
-    store_events_use(&e);
+        chosen_events.points_ledger = store_naive_no_ledger;
+    store_events_use(&chosen_events);
 
     app->dedup_key = (on & DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY) ? consumers_key_by_business
                                                                 : consume_naive_key_by_entry;

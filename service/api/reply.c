@@ -57,14 +57,9 @@ void api_fail(struct resp *w, int err, const char *what)
 
 json_t *api_session_json(const struct session *s)
 {
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_integer(s->id));
-    json_object_set_new(o, "title", json_string(s->title));
-    json_object_set_new(o, "price_cents", json_integer(s->price_cents));
-    json_object_set_new(o, "capacity", json_integer(s->capacity));
-    json_object_set_new(o, "stock", json_integer(s->stock));
-    json_object_set_new(o, "version", json_integer(s->version));
-    return o;
+    return json_pack("{s:I, s:s, s:I, s:I, s:I, s:I}", "id", (json_int_t)s->id, "title", s->title,
+                     "price_cents", (json_int_t)s->price_cents, "capacity", (json_int_t)s->capacity,
+                     "stock", (json_int_t)s->stock, "version", (json_int_t)s->version);
 }
 
 json_t *api_order_json(const struct order *o)

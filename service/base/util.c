@@ -34,6 +34,16 @@ void *xcalloc(size_t count, size_t n)
     return p;
 }
 
+void *xthread_object(pthread_key_t key, size_t n)
+{
+    void *p = pthread_getspecific(key);
+    if (p == NULL) {
+        p = xcalloc(1, n);
+        pthread_setspecific(key, p);
+    }
+    return p;
+}
+
 void *xrealloc(void *p, size_t n)
 {
     void *q = realloc(p, n ? n : 1);

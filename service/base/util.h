@@ -7,6 +7,7 @@
 #ifndef TICKETD_UTIL_H
 #define TICKETD_UTIL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,9 @@
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t n);
 void *xrealloc(void *p, size_t n);
+/* The calling thread's object under key: n zeroed bytes allocated at its
+ * first call on this thread (the key's destructor frees them). */
+void *xthread_object(pthread_key_t key, size_t n);
 /* Returns a new copy of s (caller frees). */
 char *xstrdup(const char *s);
 /* Returns a new copy of the first n bytes of s, NUL-terminated (caller frees). */

@@ -312,12 +312,7 @@ static struct db_conn *thread_conn(void)
             borrowed = pool_borrow();
         return borrowed;
     }
-    struct db_conn *c = pthread_getspecific(conn_key);
-    if (c == NULL) {
-        c = xcalloc(1, sizeof *c);
-        pthread_setspecific(conn_key, c);
-    }
-    return c;
+    return xthread_object(conn_key, sizeof(struct db_conn));
 }
 
 int db_conn(struct db_conn **out)

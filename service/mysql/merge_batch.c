@@ -174,6 +174,28 @@ static void put_tokens(struct merge_plan *p, struct text *t)
     text_put(t, "); ");
 }
 
+/* Session s's stock drops by the seats of the batch's orders in it, as
+ * the table holds them: on Galera a transaction aborted by a replicated
+ * write can leave the statements after the abort running on their own,
+ * and a decrement by a number would then outlive the orders it was
+ * for. Counted from the rows, it takes nothing when they are gone. */
+static void put_stock_update(struct merge_plan *p, struct text *t, int s)
+{
+    bool first = true;
+    text_put(t, "UPDATE sessions SET stock = stock - (SELECT COALESCE(SUM(quantity), 0) FROM "
+                "orders WHERE order_no IN (");
+    for (int i = 0; i < p->n; i++) {
+        const struct merge_order *o = p->orders[i];
+        if (o->id == -1 && o->slot == s) {
+            text_put(t, first ? "?" : ", ?");
+            arg(p, DB_S(o->d->order_no));
+            first = false;
+        }
+    }
+    text_put(t, ")), version = version + 1 WHERE id = ?; ");
+    arg(p, DB_I(p->sessions[s]));
+}
+
 int merge_plan_write(struct merge_plan *p, bool open)
 {
     struct text t;
@@ -182,18 +204,15 @@ int merge_plan_write(struct merge_plan *p, bool open)
     p->placed = 0;
     for (int i = 0; i < p->n; i++)
         decide(p, i);
-    /* 8 per order inserted, 3 per token, 2 per session. */
-    begin_text(p, &t, 11 * p->n + 2 * p->nsessions + 1);
+    /* 8 per order inserted, 3 per token, 1 per order and 1 per session
+     * in the stock updates. */
+    begin_text(p, &t, 12 * p->n + p->nsessions + 1);
     if (p->placed > 0) {
         put_inserts(p, &t);
         put_tokens(p, &t);
         for (int s = 0; s < p->nsessions; s++) {
-            if (p->taken[s] == 0)
-                continue;
-            text_put(&t,
-                     "UPDATE sessions SET stock = stock - ?, version = version + 1 WHERE id = ?; ");
-            arg(p, DB_I(p->taken[s]));
-            arg(p, DB_I(p->sessions[s]));
+            if (p->taken[s] > 0)
+                put_stock_update(p, &t, s);
         }
     }
     /* With nothing placed the trip is a COMMIT alone (or, open, a

@@ -20,7 +20,8 @@
  *
  *   INSERT INTO orders ... VALUES (...), (...) RETURNING id, order_no, amount_cents;
  *   INSERT INTO order_tokens ... SELECT ... FROM orders WHERE order_no IN (...);
- *   UPDATE sessions SET stock = stock - ? ... WHERE id = ?;   -- each session once
+ *   UPDATE sessions SET stock = stock - (the quantities of its orders
+ *          inserted, read back) ... WHERE id = ?;          -- each session once
  *   COMMIT
  *
  * Sessions are locked in ascending id order, so two batches never wait for

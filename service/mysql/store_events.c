@@ -328,14 +328,12 @@ const struct store_events_steps store_events_steps = {
     .points_ledger = store_events_points_ledger,
 };
 
-/* Written once at boot, before any thread consumes; read only after. */
-static struct store_events_steps chosen;
+/* Set once at boot, before any thread consumes; read only after. */
 static const struct store_events_steps *steps = &store_events_steps;
 
 void store_events_use(const struct store_events_steps *s)
 {
-    chosen = *s;
-    steps = &chosen;
+    steps = s;
 }
 
 int store_tx_consume(const char *consumer, const char *dedup_key, int64_t redrive_id,

@@ -305,14 +305,12 @@ const struct store_mysql_steps store_mysql_steps = {
     .move = store_tx_transition,
 };
 
-/* Written once at boot, before any thread uses the store; read only after. */
-static struct store_mysql_steps chosen;
+/* Set once at boot, before any thread uses the store; read only after. */
 static const struct store_mysql_steps *steps = &store_mysql_steps;
 
 void store_mysql_use(const struct store_mysql_steps *s)
 {
-    chosen = *s;
-    steps = &chosen;
+    steps = s;
 }
 
 int store_tx_read_for_move(struct db_conn *c, const char *locking, const char *plain,

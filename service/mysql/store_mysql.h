@@ -91,8 +91,9 @@ struct store_mysql_steps {
 /* The real steps: every defence on. */
 extern const struct store_mysql_steps store_mysql_steps;
 
-/* The steps to run from now on (copied). Call once, before any thread
- * uses the store; until then the real steps run. */
+/* The steps to run from now on (borrowed: they must outlive the store,
+ * as boot.c's static table does). Call once, before any thread uses the
+ * store; until then the real steps run. */
 void store_mysql_use(const struct store_mysql_steps *steps);
 
 /* The chosen steps, for the store_*.c adapters. */
@@ -119,8 +120,8 @@ struct store_events_steps {
 /* The real steps (store_events.c): every defence on. */
 extern const struct store_events_steps store_events_steps;
 
-/* The steps to run from now on (copied). Call once, before any thread
- * consumes; until then the real steps run. */
+/* The steps to run from now on (borrowed, as store_mysql_use's). Call
+ * once, before any thread consumes; until then the real steps run. */
 void store_events_use(const struct store_events_steps *steps);
 
 /* The chosen consumer steps, for the store_*.c adapters. */

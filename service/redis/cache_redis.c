@@ -410,14 +410,12 @@ const struct cache_entries cache_redis_entries = {
     .bloom_check = entry_bloom_check,
 };
 
-/* Written once at boot, before any thread uses the cache; read only after. */
-static struct cache_entries chosen;
+/* Set once at boot, before any thread uses the cache; read only after. */
 static const struct cache_entries *entries = &cache_redis_entries;
 
 void cache_redis_use(const struct cache_entries *e)
 {
-    chosen = *e;
-    entries = &chosen;
+    entries = e;
 }
 
 int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)

@@ -60,8 +60,9 @@ struct cache_entries {
 /* The real entries: every defence on. */
 extern const struct cache_entries cache_redis_entries;
 
-/* The entries to answer with from now on (copied). Call once, before any
- * thread uses the cache; until then the real entries answer. */
+/* The entries to answer with from now on (borrowed: they must outlive
+ * the cache, as boot.c's static table does). Call once, before any thread
+ * uses the cache; until then the real entries answer. */
 void cache_redis_use(const struct cache_entries *e);
 
 #endif

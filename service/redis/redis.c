@@ -214,12 +214,7 @@ static bool is_primary(redisContext *ctx)
 
 static struct redis_conn *thread_conn(void)
 {
-    struct redis_conn *c = pthread_getspecific(conn_key);
-    if (c == NULL) {
-        c = xcalloc(1, sizeof *c);
-        pthread_setspecific(conn_key, c);
-    }
-    return c;
+    return xthread_object(conn_key, sizeof(struct redis_conn));
 }
 
 int redis_conn_get(struct redis_conn **out)

@@ -140,6 +140,9 @@ static void test_outcomes_first_come(void **state)
     assert_int_equal(count(p.sql, "INSERT INTO orders"), 1);
     assert_int_equal(count(p.sql, "'PENDING_PAYMENT'"), 2);
     assert_int_equal(count(p.sql, "UPDATE sessions"), 1);
+    /* The decrement counts the rows inserted, not a number decided before. */
+    assert_non_null(strstr(p.sql, "stock = stock - (SELECT COALESCE(SUM(quantity), 0) FROM orders "
+                                  "WHERE order_no IN (?, ?))"));
     assert_null(strstr(p.sql, "order_tokens"));
     assert_int_equal(placeholders(p.sql), p.nargs);
     assert_non_null(strstr(p.sql, "; COMMIT"));
