@@ -34,6 +34,19 @@ void *xcalloc(size_t count, size_t n)
     return p;
 }
 
+bool id_chars_ok(const char *s, size_t max)
+{
+    size_t n = 0;
+    for (; s[n] != '\0'; n++) {
+        char c = s[n];
+        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok || n == max)
+            return false;
+    }
+    return n >= 1;
+}
+
 void *xthread_object(pthread_key_t key, size_t n)
 {
     void *p = pthread_getspecific(key);

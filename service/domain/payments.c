@@ -25,15 +25,7 @@ static const enum metric outcome_metrics[PAY_OUTCOME_COUNT] = {
 
 bool payments_txn_id_valid(const char *s)
 {
-    size_t n = 0;
-    for (; s[n] != '\0'; n++) {
-        char c = s[n];
-        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '_' || c == ':' || c == '-';
-        if (!ok || n == TXN_ID_MAX)
-            return false;
-    }
-    return n >= 1;
+    return id_chars_ok(s, TXN_ID_MAX);
 }
 
 enum pay_outcome payments_decide(enum order_status status, int64_t order_amount,

@@ -69,15 +69,7 @@ const struct req_source http_exchange_source = {exchange_header, exchange_query}
  * harmless in logs and headers; otherwise we make one. */
 bool http_request_id_ok(const char *s)
 {
-    size_t n = 0;
-    for (; s[n] != '\0'; n++) {
-        char c = s[n];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '-' || c == '_' || c == '.' || c == ':';
-        if (!ok || n >= 64)
-            return false;
-    }
-    return n > 0;
+    return id_chars_ok(s, 64);
 }
 
 /* Headers that say one thing once. A second copy is ambiguous (which one
