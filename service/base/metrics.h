@@ -11,75 +11,9 @@
 #include <stdint.h>
 
 enum metric {
-    M_ORDERS_CREATED,
-    M_STOCK_CONFLICTS,
-    M_TX_RETRIES_DEADLOCK, /* ticketd_transaction_retries_total, by cause */
-    M_TX_RETRIES_LOCK_WAIT,
-    M_TX_RETRIES_CERTIFICATION,
-    M_TX_RETRIES_OTHER,
-    M_DUP_RESPONSE_CACHE,
-    M_DUP_UNIQUE_INDEX,
-    M_DUP_INFLIGHT_KEY,
-    M_DUP_SESSION_LOCK,
-    M_DUP_TOKEN,
-    M_DUP_KEY_REUSED,
-    M_INFLIGHT_TAKEOVERS,
-    M_TOKEN_FORGOTTEN,
-    M_DEP_ERRORS_REDIS,
-    M_DEP_ERRORS_MYSQL,
-    M_BREAKER_OPENED_REDIS,
-    M_BREAKER_OPENED_MYSQL,
-    M_REDIS_DEGRADED,
-    M_PAYMENTS_APPLIED,
-    M_PAYMENTS_FAILED,
-    M_PAYMENTS_DUPLICATE,
-    M_PAYMENTS_LATE,
-    M_PAYMENTS_MISMATCH,
-    M_PAYMENTS_REPLAYED,
-    M_PAYMENTS_TXN_REUSED,
-    M_ORDERS_CANCELLED,
-    M_ORDERS_EXPIRED,
-    M_EVENTS_PUBLISHED,
-    M_EVENTS_CONSUMED_POINTS,
-    M_EVENTS_CONSUMED_TICKETING,
-    M_EVENTS_DUPLICATE_POINTS,
-    M_EVENTS_DUPLICATE_TICKETING,
-    M_EVENTS_RECLAIMED,
-    M_EVENTS_DEAD_LETTERED,
-    M_OUTBOX_BACKLOG,    /* gauge */
-    M_STREAM_LAG,        /* gauge */
-    M_INFLIGHT_REQUESTS, /* gauge */
-    M_HTTP_HEAD_TIMEOUTS,
-    M_HTTP_REQUEST_TIMEOUTS,
-    M_HTTP_CONNECTIONS_SHED,
-    /* The retention job (retention.h), one of each per retained table. */
-    M_PARTITIONS_DROPPED_OUTBOX,
-    M_PARTITIONS_DROPPED_CONSUME,
-    M_PARTITIONS_DROPPED_DEAD_LETTERS,
-    M_PARTITIONS_DROPPED_IDEM,
-    M_RETAINED_ROWS_OUTBOX, /* gauge */
-    M_RETAINED_ROWS_CONSUME,
-    M_RETAINED_ROWS_DEAD_LETTERS,
-    M_RETAINED_ROWS_IDEM,
-    M_RETAINED_OLDEST_OUTBOX, /* gauge */
-    M_RETAINED_OLDEST_CONSUME,
-    M_RETAINED_OLDEST_DEAD_LETTERS,
-    M_RETAINED_OLDEST_IDEM,
-    /* The order-key filter in front of the refusals' database look-up. */
-    M_REFUSAL_DB_LOOKUPS,
-    M_BLOOM_SAVED,
-    M_BLOOM_MAYBE,
-    M_BLOOM_UNTRUSTED,
-    M_BLOOM_BUILDS,
-    M_BLOOM_MISSES_SEEN,
-    M_REDIS_LOST_RECORDS,
-    /* Merged new orders (store_merge.h): the mean batch is their ratio. */
-    M_ORDER_BATCHES,
-    M_ORDER_BATCH_ORDERS,
-    M_ORDER_BATCH_QUEUED, /* gauge */
-    /* Pipelined Redis commands (redis_pipe.c): the mean depth is their ratio. */
-    M_REDIS_PIPELINES,
-    M_REDIS_PIPELINED_COMMANDS,
+#define METRIC(id, name, labels, type, help) M_##id,
+#include "metrics.def"
+#undef METRIC
     M_COUNT
 };
 
