@@ -11,26 +11,28 @@
     "SELECT COALESCE(TIMESTAMPDIFF(SECOND, MIN(created_at), UTC_TIMESTAMP(3)), -1) FROM " table    \
     " WHERE created_day < ?"
 
+/* One retained table: its name, its TICKETD_RETAIN_*_H setting, the count
+ * of its rows that are still work (NULL: none ever is), and its metrics,
+ * M_*_<m>. */
+#define RETAINED(table, setting, work_sql, m)                                                      \
+    {                                                                                              \
+        table, offsetof(struct config, setting), work_sql, OLDEST_SQL(table),                      \
+            M_PARTITIONS_DROPPED_##m, M_RETAINED_ROWS_##m, M_RETAINED_OLDEST_##m                   \
+    }
+
 /* Order-related records default to 7 days, consumer rows to at least the
  * stream's redelivery window (config.c checks it). An outbox row still to
  * be relayed and a dead letter still open are work, not history: their
  * partitions wait. A cart's record past its window goes too: its items'
  * orders answer the retry (sql/010). */
 const struct retained_table retained_tables[RETAINED_TABLES] = {
-    {"outbox", offsetof(struct config, retain_outbox_h),
-     "SELECT COUNT(*) FROM outbox WHERE created_day < ? AND published_at IS NULL",
-     OLDEST_SQL("outbox"), M_PARTITIONS_DROPPED_OUTBOX, M_RETAINED_ROWS_OUTBOX,
-     M_RETAINED_OLDEST_OUTBOX},
-    {"consume_records", offsetof(struct config, retain_consume_records_h), NULL,
-     OLDEST_SQL("consume_records"), M_PARTITIONS_DROPPED_CONSUME, M_RETAINED_ROWS_CONSUME,
-     M_RETAINED_OLDEST_CONSUME},
-    {"dead_letters", offsetof(struct config, retain_dead_letters_h),
-     "SELECT COUNT(*) FROM dead_letters WHERE created_day < ? AND replayed_at IS NULL",
-     OLDEST_SQL("dead_letters"), M_PARTITIONS_DROPPED_DEAD_LETTERS, M_RETAINED_ROWS_DEAD_LETTERS,
-     M_RETAINED_OLDEST_DEAD_LETTERS},
-    {"idempotency_records", offsetof(struct config, retain_idempotency_records_h), NULL,
-     OLDEST_SQL("idempotency_records"), M_PARTITIONS_DROPPED_IDEM, M_RETAINED_ROWS_IDEM,
-     M_RETAINED_OLDEST_IDEM},
+    RETAINED("outbox", retain_outbox_h,
+             "SELECT COUNT(*) FROM outbox WHERE created_day < ? AND published_at IS NULL", OUTBOX),
+    RETAINED("consume_records", retain_consume_records_h, NULL, CONSUME),
+    RETAINED("dead_letters", retain_dead_letters_h,
+             "SELECT COUNT(*) FROM dead_letters WHERE created_day < ? AND replayed_at IS NULL",
+             DEAD_LETTERS),
+    RETAINED("idempotency_records", retain_idempotency_records_h, NULL, IDEM),
 };
 
 int retention_hours(const struct retained_table *t, const struct config *cfg)
