@@ -14,6 +14,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <search.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -102,11 +103,8 @@ static const struct command commands[] = {
 
 static const struct command *find_command(const char *name)
 {
-    for (size_t i = 0; i < N_COMMANDS; i++) {
-        if (strcmp(commands[i].name, name) == 0)
-            return &commands[i];
-    }
-    return NULL;
+    size_t n = N_COMMANDS;
+    return lfind(&name, commands, &n, sizeof commands[0], name_first_cmp);
 }
 
 static bool is_help_flag(const char *s)

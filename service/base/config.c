@@ -5,6 +5,7 @@
 #include "log.h"
 #include "util.h"
 
+#include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,11 +110,8 @@ static const struct setting settings[] = {
 
 static const struct setting *find_setting(const char *name)
 {
-    for (size_t i = 0; i < N_SETTINGS; i++) {
-        if (strcmp(settings[i].name, name) == 0)
-            return &settings[i];
-    }
-    return NULL;
+    size_t n = N_SETTINGS;
+    return lfind(&name, settings, &n, sizeof settings[0], name_first_cmp);
 }
 
 /* Writes "a, b or c" into out. */

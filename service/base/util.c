@@ -47,6 +47,11 @@ bool id_chars_ok(const char *s, size_t max)
     return n >= 1;
 }
 
+int name_first_cmp(const void *key, const void *row)
+{
+    return strcmp(*(const char *const *)key, *(const char *const *)row);
+}
+
 void *xthread_object(pthread_key_t key, size_t n)
 {
     void *p = pthread_getspecific(key);

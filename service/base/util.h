@@ -18,6 +18,9 @@ void *xrealloc(void *p, size_t n);
 /* True when s is 1 to max characters, each a letter, a digit or one of
  * . _ : - : an id a client sent that is safe in logs, headers and keys. */
 bool id_chars_ok(const char *s, size_t max);
+/* For lfind(3) over a table whose rows begin with their name (a const
+ * char *): key points at the name looked for. */
+int name_first_cmp(const void *key, const void *row);
 /* The calling thread's object under key: n zeroed bytes allocated at its
  * first call on this thread (the key's destructor frees them). */
 void *xthread_object(pthread_key_t key, size_t n);
