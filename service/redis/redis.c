@@ -22,6 +22,13 @@
  * probe finds out whether it is back (breaker.h). */
 #define REDIS_COOLDOWN_MS 500
 
+struct redis_conn {
+    redisContext *ctx;
+    unsigned gen;     /* the primary address generation ctx was opened to */
+    bool used;        /* the context has answered at least once */
+    bool peer_closed; /* the last failure was the server closing on us */
+};
+
 static const struct config *cfg;
 static pthread_key_t conn_key;
 static struct breaker health = BREAKER_INIT("redis", REDIS_COOLDOWN_MS);
@@ -217,7 +224,7 @@ static struct redis_conn *thread_conn(void)
     return xthread_object(conn_key, sizeof(struct redis_conn));
 }
 
-int redis_conn_get(struct redis_conn **out)
+static int get_conn(struct redis_conn **out)
 {
     struct redis_conn *c = thread_conn();
     *out = NULL;
@@ -275,7 +282,9 @@ static bool transient_error(const char *msg)
            strncmp(msg, "CLUSTERDOWN", 11) == 0 || strncmp(msg, "READONLY", 8) == 0;
 }
 
-void redis_conn_broke(struct redis_conn *c, const char *name)
+/* The link broke while command name waited for its reply: notes whether
+ * the server closed it (peer_closed) and drops the context. */
+static void link_broke(struct redis_conn *c, const char *name)
 {
     char why[160];
     c->peer_closed = c->ctx->err == REDIS_ERR_EOF ||
@@ -285,7 +294,10 @@ void redis_conn_broke(struct redis_conn *c, const char *name)
     drop(c, why);
 }
 
-int redis_conn_take(struct redis_conn *c, const char *name, redisReply *r, redisReply **reply)
+/* What a reply r to command name means: TD_OK with r in *reply, or r
+ * freed and TD_ENOTFOUND (NOSCRIPT), TD_EUNAVAIL (READONLY: the context
+ * is dropped; or a transient error) or TD_EINTERNAL (logged). */
+static int take_reply(struct redis_conn *c, const char *name, redisReply *r, redisReply **reply)
 {
     if (r->type == REDIS_REPLY_ERROR) {
         int rc = TD_EINTERNAL;
@@ -316,73 +328,99 @@ int redis_conn_take(struct redis_conn *c, const char *name, redisReply *r, redis
     return TD_OK;
 }
 
-static int send_argv(struct redis_conn *c, int argc, const char **argv, const size_t *lens,
-                     redisReply **reply)
+bool redis_cmd_set(struct redis_cmd *cmd, int argc, const char **argv, const size_t *lens)
 {
-    size_t l[REDIS_MAX_ARGS];
+    *cmd = (struct redis_cmd){.argc = argc, .argv = argv, .rc = TD_EINTERNAL};
     if (argc > REDIS_MAX_ARGS)
-        return TD_EINTERNAL;
+        return false;
     for (int i = 0; i < argc; i++)
-        l[i] = lens != NULL ? lens[i] : strlen(argv[i]);
-    redisReply *r = redisCommandArgv(c->ctx, argc, argv, l);
-    if (r == NULL) {
-        redis_conn_broke(c, argv[0]);
-        return TD_EUNAVAIL;
-    }
-    return redis_conn_take(c, argv[0], r, reply);
+        cmd->lens[i] = lens != NULL ? lens[i] : strlen(argv[i]);
+    return true;
 }
 
-/* Sends a command; when a connection that used to work turns out closed by
- * the server (Redis restarted while we were idle), reconnects at once and
- * sends it one more time. A closed socket means the command never reached
- * the new server, so this cannot run it twice; a timeout is never retried. */
-static int send_once_more(int argc, const char **argv, const size_t *lens, int block_ms,
-                          redisReply **reply)
+static void fail_from(struct redis_cmd *const *cmds, int from, int k, int rc)
 {
-    struct redis_conn *c;
-    int rc = redis_conn_get(&c);
-    if (rc != TD_OK)
-        return rc;
-    if (block_ms > 0)
-        redisSetTimeout(c->ctx, ms_to_tv(block_ms + cfg->redis_timeout_ms));
-    bool reused = c->used;
-    rc = send_argv(c, argc, argv, lens, reply);
-    if (rc == TD_EUNAVAIL && reused && c->peer_closed) {
-        c->used = false;
-        rc = redis_conn_get(&c); /* c is NULL when this fails */
-        if (rc == TD_OK) {
-            if (block_ms > 0)
-                redisSetTimeout(c->ctx, ms_to_tv(block_ms + cfg->redis_timeout_ms));
-            rc = send_argv(c, argc, argv, lens, reply);
+    for (int i = from; i < k; i++)
+        cmds[i]->rc = rc;
+}
+
+/* Sends cmds[0..k) on c in one write and reads their replies in order.
+ * Returns how many replies were read before the link broke (k when it
+ * did not). */
+static int exchange(struct redis_conn *c, struct redis_cmd *const *cmds, int k)
+{
+    for (int i = 0; i < k; i++) {
+        if (redisAppendCommandArgv(c->ctx, cmds[i]->argc, cmds[i]->argv, cmds[i]->lens) !=
+            REDIS_OK) {
+            link_broke(c, cmds[i]->argv[0]);
+            fail_from(cmds, 0, k, TD_EUNAVAIL);
+            return 0;
         }
     }
-    if (block_ms > 0 && c != NULL && c->ctx != NULL)
-        redisSetTimeout(c->ctx, ms_to_tv(cfg->redis_timeout_ms));
+    for (int i = 0; i < k; i++) {
+        void *r = NULL;
+        if (redisGetReply(c->ctx, &r) != REDIS_OK || r == NULL) {
+            link_broke(c, cmds[i]->argv[0]);
+            fail_from(cmds, i, k, TD_EUNAVAIL);
+            return i;
+        }
+        cmds[i]->rc = take_reply(c, cmds[i]->argv[0], r, &cmds[i]->reply);
+        if (c->ctx == NULL) {
+            /* Dropped on a READONLY answer: the rest of the replies went
+             * with the connection. */
+            fail_from(cmds, i + 1, k, TD_EUNAVAIL);
+            return i + 1;
+        }
+    }
+    return k;
+}
+
+/* The calling thread's connection, with the socket timeout a blocking
+ * command needs (block_ms > 0) or the usual one. */
+static int conn_for(int block_ms, struct redis_conn **c)
+{
+    int rc = get_conn(c);
+    if (rc == TD_OK && block_ms > 0)
+        redisSetTimeout((*c)->ctx, ms_to_tv(block_ms + cfg->redis_timeout_ms));
     return rc;
 }
 
-enum breaker_pass redis_breaker_ask(void)
+/* Every write goes through the shared breaker: while Redis is known to be
+ * down no thread waits for it, and the first answer after an outage opens
+ * it to every thread at once. When a connection that used to work turns
+ * out closed by the server (Redis restarted while we were idle), the
+ * commands are sent once more on a new one: a closed socket means they
+ * never reached the new server, so this cannot run them twice; a timeout
+ * is never retried. */
+void redis_send(struct redis_cmd *const *cmds, int k, int block_ms)
 {
-    return breaker_ask(&health, mono_ms());
-}
-
-void redis_breaker_report(enum breaker_pass pass, int rc)
-{
+    struct redis_conn *c = NULL;
+    enum breaker_pass pass = breaker_ask(&health, mono_ms());
+    if (pass == BREAKER_REFUSED) {
+        fail_from(cmds, 0, k, TD_EUNAVAIL);
+        return;
+    }
+    if (conn_for(block_ms, &c) != TD_OK) {
+        fail_from(cmds, 0, k, TD_EUNAVAIL);
+    } else {
+        bool reused = c->used;
+        if (exchange(c, cmds, k) == 0 && reused && c->peer_closed) {
+            c->used = false;
+            if (conn_for(block_ms, &c) == TD_OK)
+                (void)exchange(c, cmds, k);
+        }
+        if (block_ms > 0 && c != NULL && c->ctx != NULL)
+            redisSetTimeout(c->ctx, ms_to_tv(cfg->redis_timeout_ms));
+    }
+    int rc = TD_OK;
+    for (int i = 0; i < k; i++) {
+        if (cmds[i]->rc == TD_EUNAVAIL)
+            rc = TD_EUNAVAIL;
+    }
     if (rc == TD_EUNAVAIL)
         trip(pass);
     else
         breaker_success(&health, pass);
-}
-
-int redis_conn_send(int argc, const char **argv, const size_t *lens, int block_ms,
-                    redisReply **reply)
-{
-    enum breaker_pass pass = redis_breaker_ask();
-    if (pass == BREAKER_REFUSED)
-        return TD_EUNAVAIL;
-    int rc = send_once_more(argc, argv, lens, block_ms, reply);
-    redis_breaker_report(pass, rc);
-    return rc;
 }
 
 bool redis_is_down(void)

@@ -20,10 +20,17 @@ int redis_init(const struct config *cfg)
 static int send_one(int argc, const char **argv, const size_t *lens, int block_ms,
                     redisReply **reply)
 {
+    struct redis_cmd cmd;
+    struct redis_cmd *one = &cmd;
     *reply = NULL;
+    if (!redis_cmd_set(&cmd, argc, argv, lens))
+        return TD_EINTERNAL;
     if (block_ms == 0 && redis_pipe_on())
-        return redis_pipe_send(argc, argv, lens, reply);
-    return redis_conn_send(argc, argv, lens, block_ms, reply);
+        (void)redis_pipe_send(&cmd);
+    else
+        redis_send(&one, 1, block_ms);
+    *reply = cmd.reply;
+    return cmd.rc;
 }
 
 int redis_command(int argc, const char **argv, const size_t *lens, redisReply **reply)

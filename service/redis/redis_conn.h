@@ -1,12 +1,11 @@
-/* redis_conn.h - inside redis/: the calling thread's connection and the
- * shared breaker (redis.c), the commands of many threads in one write
- * (redis_pipe.c), both used by redis_cmd.c, which answers redis.h's
- * commands with one or the other. Not for other folders: they call
- * redis.h. */
+/* redis_conn.h - inside redis/: commands sent on the calling thread's
+ * connection through the shared breaker (redis.c), the commands of many
+ * threads gathered into one such write (redis_pipe.c), and redis_cmd.c,
+ * which answers redis.h's commands with one or the other. Not for other
+ * folders: they call redis.h. */
 #ifndef TICKETD_REDIS_CONN_H
 #define TICKETD_REDIS_CONN_H
 
-#include "breaker.h"
 #include "config.h"
 
 #include <hiredis.h>
@@ -15,45 +14,33 @@
 
 #define REDIS_MAX_ARGS 32
 
-struct redis_conn {
-    redisContext *ctx;
-    unsigned gen;     /* the primary address generation ctx was opened to */
-    bool used;        /* the context has answered at least once */
-    bool peer_closed; /* the last failure was the server closing on us */
-};
-
 /* redis_init's part here: the configuration and the thread key. */
 int redis_conn_init(const struct config *cfg);
 
-/* One command in a round trip of its own on the calling thread's
- * connection, through the breaker (block_ms > 0: a blocking command's
- * wait, added to the socket timeout). Answers as redis_command, but
- * TD_ENOTFOUND for NOSCRIPT. */
-int redis_conn_send(int argc, const char **argv, const size_t *lens, int block_ms,
-                    redisReply **reply);
+/* One command and, once sent, its answer: rc as redis_command answers,
+ * but TD_ENOTFOUND for NOSCRIPT, and the reply when TD_OK. */
+struct redis_cmd {
+    int argc;
+    const char **argv; /* borrowed */
+    size_t lens[REDIS_MAX_ARGS];
+    redisReply *reply;
+    int rc;
+};
 
-/* The calling thread's connection, opened (to the current primary) if it
- * is not. TD_OK, or TD_EUNAVAIL (logged, dropped). */
-int redis_conn_get(struct redis_conn **out);
+/* Fills cmd (lens NULL: the arguments are C strings). False when there
+ * are more than REDIS_MAX_ARGS. */
+bool redis_cmd_set(struct redis_cmd *cmd, int argc, const char **argv, const size_t *lens);
 
-/* The link broke while command name waited for its reply: notes whether
- * the server closed it (peer_closed) and drops the context. */
-void redis_conn_broke(struct redis_conn *c, const char *name);
-
-/* What a reply r to command name means: TD_OK with r in *reply, or r
- * freed and TD_ENOTFOUND (NOSCRIPT), TD_EUNAVAIL (READONLY: the context
- * is dropped; or a transient error) or TD_EINTERNAL (logged). */
-int redis_conn_take(struct redis_conn *c, const char *name, redisReply *r, redisReply **reply);
-
-/* The shared breaker: ask before a round trip, then report its outcome
- * (TD_EUNAVAIL opens it). */
-enum breaker_pass redis_breaker_ask(void);
-void redis_breaker_report(enum breaker_pass pass, int rc);
+/* Sends cmds[0..k) on the calling thread's connection in one write,
+ * through the breaker, and sets each one's answer (block_ms > 0: one
+ * blocking command's wait, added to the socket timeout). */
+void redis_send(struct redis_cmd *const *cmds, int k, int block_ms);
 
 /* The pipeline (redis_pipe.c): on or off (TICKETD_MERGE), and one
- * command through it, answered as redis_command answers. */
+ * command sent through it with the others queued at once (as
+ * redis_send answers it). Returns cmd->rc. */
 void redis_pipe_init(bool on);
 bool redis_pipe_on(void);
-int redis_pipe_send(int argc, const char **argv, const size_t *lens, redisReply **reply);
+int redis_pipe_send(struct redis_cmd *cmd);
 
 #endif
