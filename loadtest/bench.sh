@@ -559,10 +559,7 @@ load_row() {
     rm -f "${WORK}/load-cpu.times"
     ((TOKENS)) && tok=()
     log "row: ${name}, c${c}"
-    b0=$(metric_of "${ROW_URL}" ticketd_order_batches_total)
-    o0=$(metric_of "${ROW_URL}" ticketd_order_batch_orders_total)
-    p0=$(metric_of "${ROW_URL}" ticketd_redis_pipelines_total)
-    c0=$(metric_of "${ROW_URL}" ticketd_redis_pipelined_commands_total)
+    read -r b0 o0 p0 c0 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
     measure_begin
     sampler_start
     TICKETD_JWT_SECRET=${JWT_SECRET} TICKETD_PAY_SECRET=${PAY_SECRET} \
@@ -582,10 +579,7 @@ load_row() {
         | "\(.status) \(.code) x\(.count)"] | if length > 0 then "; " + (.[:3] | join(", ")) else "" end)' "${json}")"
     ((rc == 0)) || note="${note}; ticketd-load exit ${rc}"
     # The mean merged batch: orders per order transaction over the row.
-    b1=$(metric_of "${ROW_URL}" ticketd_order_batches_total)
-    o1=$(metric_of "${ROW_URL}" ticketd_order_batch_orders_total)
-    p1=$(metric_of "${ROW_URL}" ticketd_redis_pipelines_total)
-    c1=$(metric_of "${ROW_URL}" ticketd_redis_pipelined_commands_total)
+    read -r b1 o1 p1 c1 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
     if ((b1 > b0)); then
         BATCH[${key}]=$(awk -v b=$((b1 - b0)) -v o=$((o1 - o0)) 'BEGIN { printf "%.1f", o / b }')
         note="${note}; batch ${BATCH[${key}]}"
@@ -672,10 +666,19 @@ for c in "${LEVELS[@]}"; do
     wrk_row "replay@${c}" "replay of one completed key" "${c}" -s "${HERE}/wrk/replay.lua" "${URL}/api/v1/orders"
 done
 
-# metric_of URL NAME: one sample of a ticketd's /metrics (0 when absent).
-metric_of() {
-    curl -fsS --max-time 5 "$1/metrics" 2>/dev/null | awk -v n="$2" '$1 == n { v = $2 } END { print v + 0 }'
+# metrics_of URL NAME...: one sample of a ticketd's /metrics, the value of
+# each NAME on one line in the order given (0 when absent).
+metrics_of() {
+    local url=$1
+    shift
+    curl -fsS --max-time 5 "${url}/metrics" 2>/dev/null | awk -v names="$*" '
+        BEGIN { n = split(names, want, " ") }
+        { v[$1] = $2 }
+        END { for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? " " : ""), v[want[i]] + 0; print "" }'
 }
+# The merged batches and the Redis pipelines of a new-order row.
+MERGE_METRICS=(ticketd_order_batches_total ticketd_order_batch_orders_total
+    ticketd_redis_pipelines_total ticketd_redis_pipelined_commands_total)
 
 declare -A BATCH=()
 for c in "${LEVELS[@]}"; do
