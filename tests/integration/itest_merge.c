@@ -38,6 +38,19 @@ static void buyer_init(struct buyer *b, const struct th_server *srv, const struc
     th_order_token(issuer, user, b->token);
 }
 
+/* b[from..to): buyers of one seat of session each, user base + i and key
+ * "<prefix>-<i>", sending to srv with tokens from issuer. */
+static void buyers_init(struct buyer *b, int from, int to, const struct th_server *srv,
+                        const struct th_server *issuer, int64_t base, int64_t session,
+                        const char *prefix)
+{
+    for (int i = from; i < to; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s-%d", prefix, i);
+        buyer_init(&b[i], srv, issuer, base + i, session, 1, key);
+    }
+}
+
 static void buy(struct buyer *b)
 {
     th_resp_free(&b->r);
@@ -192,11 +205,7 @@ static void test_spent_token_in_batch_fails_alone(void **state)
     struct th_resp first = th_order(plain, 6101, "first-key", b[0].token, s, 1);
     assert_int_equal(first.status, 201);
     assert_int_equal(th_redis_int("FLUSHALL"), 0);
-    for (int i = 1; i < 4; i++) {
-        char key[32];
-        snprintf(key, sizeof key, "ok-%d", i);
-        buyer_init(&b[i], a, plain, 6101 + i, s, 1, key);
-    }
+    buyers_init(b, 1, 4, a, plain, 6101, s, "ok");
     th_parallel(4, buy_each, b);
     assert_int_equal(batch_orders(a), 4);
     th_expect_problem(&b[0].r, 409, "ORDER_TOKEN_INVALID");
@@ -220,11 +229,7 @@ static void test_first_come_first_served(void **state)
     (void)state;
     struct th_server *a = th_serve(0, batch_of_4), *plain = th_serve(1, NULL);
     int64_t s = th_session(plain, 2, 500);
-    for (int i = 0; i < 4; i++) {
-        char key[32];
-        snprintf(key, sizeof key, "fcfs-%d", i);
-        buyer_init(&b[i], a, plain, 6201 + i, s, 1, key);
-    }
+    buyers_init(b, 0, 4, a, plain, 6201, s, "fcfs");
     for (int i = 0; i < 4; i++) {
         assert_int_equal(pthread_create(&t[i], NULL, buy_thread, &b[i]), 0);
         if (i < 3)
@@ -256,11 +261,7 @@ static void test_killed_mid_batch(void **state)
                            "TICKETD_FAULT=merge.wait_full:fail,merge.killed_mid_batch:crash", NULL};
     struct th_server *a = th_serve(0, crash), *plain = th_serve(1, NULL);
     int64_t s = th_session(plain, 10, 500);
-    for (int i = 0; i < 3; i++) {
-        char key[32];
-        snprintf(key, sizeof key, "mid-%d", i);
-        buyer_init(&b[i], a, plain, 6301 + i, s, 1, key);
-    }
+    buyers_init(b, 0, 3, a, plain, 6301, s, "mid");
     th_parallel(3, buy_each, b);
     th_kill(a);
     for (int i = 0; i < 3; i++)
@@ -303,11 +304,7 @@ static void test_merge_off_one_per_transaction(void **state)
     const char *off[] = {"TICKETD_MERGE=0", NULL};
     struct th_server *a = th_serve(0, off);
     int64_t s = th_session(a, 5, 500);
-    for (int i = 0; i < 8; i++) {
-        char key[32];
-        snprintf(key, sizeof key, "off-%d", i);
-        buyer_init(&b[i], a, a, 6401 + i, s, 1, key);
-    }
+    buyers_init(b, 0, 8, a, a, 6401, s, "off");
     th_parallel(8, buy_each, b);
     int created = 0;
     for (int i = 0; i < 8; i++) {
