@@ -345,37 +345,39 @@ void verdict_anomalies(struct verdict *v, long long n, const char *fmt, ...)
     va_end(ap);
 }
 
+/* msgs_add under the verdict's lock: the load's threads report at once. */
+static void locked_add(struct verdict *v, struct vmsgs *m, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+static void locked_add(struct verdict *v, struct vmsgs *m, const char *fmt, va_list ap)
+{
+    pthread_mutex_lock(&v->lock);
+    msgs_add(m, fmt, ap);
+    pthread_mutex_unlock(&v->lock);
+}
+
 void verdict_observation(struct verdict *v, const char *fmt, ...)
 {
     va_list ap;
-
-    pthread_mutex_lock(&v->lock);
     va_start(ap, fmt);
-    msgs_add(&v->observations, fmt, ap);
+    locked_add(v, &v->observations, fmt, ap);
     va_end(ap);
-    pthread_mutex_unlock(&v->lock);
 }
 
 void verdict_note(struct verdict *v, const char *fmt, ...)
 {
     va_list ap;
-
-    pthread_mutex_lock(&v->lock);
     va_start(ap, fmt);
-    msgs_add(&v->notes, fmt, ap);
+    locked_add(v, &v->notes, fmt, ap);
     va_end(ap);
-    pthread_mutex_unlock(&v->lock);
 }
 
 void verdict_fail(struct verdict *v, const char *fmt, ...)
 {
     va_list ap;
-
-    pthread_mutex_lock(&v->lock);
     va_start(ap, fmt);
-    msgs_add(&v->failures, fmt, ap);
+    locked_add(v, &v->failures, fmt, ap);
     va_end(ap);
-    pthread_mutex_unlock(&v->lock);
 }
 
 /* Answers came both before and after the fault began: it hit a load in
