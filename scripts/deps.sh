@@ -8,10 +8,12 @@
 #                              Galera, mariabackup (its state transfer),
 #                              socat (which mariabackup streams through) and
 #                              Redis Sentinel
-#   scripts/deps.sh --image    the same, plus what `make test-image` needs
-#                              where Docker is not running: Podman with
-#                              runc, podman-compose, and debootstrap (base
-#                              images where no registry answers)
+#   scripts/deps.sh --image    the same, plus what `make test-image` needs:
+#                              docker-compose (the stack from compose.yaml
+#                              under Docker), Podman with runc and
+#                              podman-compose where Docker's daemon cannot
+#                              start, and debootstrap (base images where no
+#                              registry answers)
 #   TICKETD_SKIP_DEPS=1        skip the check (image builds that install their
 #                              own, smaller set of packages)
 #
@@ -49,7 +51,17 @@ PACKAGES=(
     clang-14
     libfuzzer-14-dev
     valgrind
+    # the conventions' own tools in make test: Node.js runs the OpenAPI
+    # linter (tools/openapi/, scripts/lint-openapi.sh; npm below), and
+    # Prometheus brings promtool and the server the scrape test starts
+    nodejs
+    prometheus
 )
+# npm comes with Node.js from some other sources, which conflict with
+# Debian's npm package: wanted only where no npm is on PATH yet.
+if ! command -v npm >/dev/null 2>&1; then
+    PACKAGES+=(npm)
+fi
 
 # Only `make test-cluster` needs these: most checkouts never start a cluster.
 CLUSTER_PACKAGES=(
@@ -58,8 +70,12 @@ CLUSTER_PACKAGES=(
     socat
     redis-sentinel
 )
-# Only `make test-image` needs these, and only without a running Docker.
+# Only `make test-image` needs these.
 IMAGE_PACKAGES=(
+    # Docker's daemon and Compose 1.29 (docker-compose, which reads
+    # compose.yaml); Podman where the daemon cannot start
+    docker.io
+    docker-compose
     podman
     # Podman 4.3 on Debian 12 uses CNI networks: without this plugin a
     # container cannot resolve another by name (ticketd's container would

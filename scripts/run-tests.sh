@@ -93,6 +93,19 @@ else
     head -10 "$LOGS/openapi.out" | sed 's/^/      /'
 fi
 
+# The contract through a real OpenAPI 3.1 linter (Redocly's, pinned by
+# tools/openapi/package-lock.json): any error or warning fails it.
+echo "== docs/openapi.yaml through the OpenAPI linter (scripts/lint-openapi.sh)"
+if scripts/lint-openapi.sh >"$LOGS/openapi-lint.out" 2>&1; then
+    passed=$((passed + 1))
+    echo "ok    $(tail -1 "$LOGS/openapi-lint.out")"
+else
+    failed=$((failed + 1))
+    failures+=("openapi lint (see $LOGS/openapi-lint.out)")
+    echo "FAIL  openapi lint"
+    grep -E '^ +[0-9]+:[0-9]+ |^openapi lint|^lint-openapi' "$LOGS/openapi-lint.out" | head -10 | sed 's/^/      /'
+fi
+
 # The house rule (service/layers.mk) on the release objects: who calls whom
 # across folders, and the include paths refusing a wrong include.
 echo "== layers (service/layers.mk)"
