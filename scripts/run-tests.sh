@@ -14,7 +14,9 @@
 #                                     TICKETD_TEST_ONLY=lab: only the replay
 #                                     lab's tests, tests/lab/run.sh;
 #                                     TICKETD_TEST_ONLY=docs: only the docs check
-#                                     (scripts/check-docs.py alone is quicker)
+#                                     (scripts/check-docs.py alone is quicker);
+#                                     TICKETD_TEST_ONLY=prometheus: the alerting
+#                                     rules and tests/prometheus/run.sh
 #
 # Each test binary is a cmocka group; its "[  PASSED  ] N" and "[  FAILED  ] N"
 # lines are added up. A binary that crashes or prints no summary counts as one
@@ -138,6 +140,31 @@ if [[ -z "$ONLY" || "$ONLY" == *docs* ]]; then
     ((f == 0)) || failures+=("docs (see $out)")
 fi
 
+# The alerting rules (config/prometheus/alerts.yml) through promtool: the
+# file itself, then its unit tests (tests/prometheus/alerts.test.yml:
+# series in, alerts expected out); one check each.
+if [[ -z "$ONLY" || "$ONLY" == *prom* ]]; then
+    echo "== alerting rules (promtool check rules, promtool test rules)"
+    if promtool check rules config/prometheus/alerts.yml >"$LOGS/promtool-rules.out" 2>&1; then
+        passed=$((passed + 1))
+        echo "ok    promtool check rules: config/prometheus/alerts.yml,$(sed -n 's/.*SUCCESS: \([0-9]*\) rules found.*/ \1 rules/p' "$LOGS/promtool-rules.out")"
+    else
+        failed=$((failed + 1))
+        failures+=("promtool check rules (see $LOGS/promtool-rules.out)")
+        echo "FAIL  promtool check rules"
+        head -10 "$LOGS/promtool-rules.out" | sed 's/^/      /'
+    fi
+    if promtool test rules tests/prometheus/alerts.test.yml >"$LOGS/promtool-test.out" 2>&1; then
+        passed=$((passed + 1))
+        echo "ok    promtool test rules: tests/prometheus/alerts.test.yml, $(grep -c 'alertname:' tests/prometheus/alerts.test.yml) expectations"
+    else
+        failed=$((failed + 1))
+        failures+=("promtool test rules (see $LOGS/promtool-test.out)")
+        echo "FAIL  promtool test rules"
+        grep -E 'FAILED|alertname:' "$LOGS/promtool-test.out" | head -10 | sed 's/^/      /'
+    fi
+fi
+
 echo "== unit tests (release, then ASan+UBSan)"
 for bin in build/release/tests/test_* build/asan/tests/test_*; do
     [[ -x "$bin" ]] && run_one "$bin"
@@ -229,6 +256,24 @@ if [[ $unit_only -eq 0 ]]; then
         for bin in build/release/tests/itest_*; do
             [[ -x "$bin" ]] && run_one "$bin"
         done
+        # Prometheus's own tools on a live instance (tests/prometheus/run.sh):
+        # promtool check metrics after a storm, a real server scraping it and
+        # the query of its orders; each of its checks counts as one.
+        if [[ -z "$ONLY" || "$ONLY" == *prom* ]]; then
+            echo "== Prometheus (promtool check metrics after a storm; a real server scrapes a test instance)"
+            out="$LOGS/prometheus.out"
+            tests/prometheus/run.sh "$STATE" >"$out" 2>&1
+            grep -E '^(ok|FAIL) |^      ' "$out"
+            p=$(sed -n 's/^prometheus: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$out")
+            f=$(sed -n 's/^prometheus: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$out")
+            if [[ -z "$p" ]]; then
+                p=0
+                f=1 # it stopped before its summary
+            fi
+            passed=$((passed + p))
+            failed=$((failed + f))
+            ((f == 0)) || failures+=("prometheus (see $out)")
+        fi
     else
         failures+=("private servers did not start")
         failed=$((failed + 1))
