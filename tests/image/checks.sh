@@ -87,8 +87,7 @@ quiet() {
 run_mariadb() {
     quiet mariadb engine run -d --name "${P}-mariadb" --network "${NET}" -v "${VOL}:/var/lib/mysql" \
         "${ULIMIT_ARGS[@]}" -e MARIADB_DATABASE=ticketd -e MARIADB_USER=ticketd \
-        -e MARIADB_PASSWORD=ticketd "${MARIADB_IMG}" /usr/local/bin/mariadb-start.sh \
-        --character-set-server=utf8mb4 --skip-name-resolve --max-connections=500 \
+        -e MARIADB_PASSWORD=ticketd "${MARIADB_IMG}" --character-set-server=utf8mb4 --skip-name-resolve --max-connections=500 \
         --innodb-buffer-pool-size=256M
 }
 
@@ -129,7 +128,36 @@ wait_ready() {
     return 1
 }
 
+# The stack from compose.yaml itself, as a user starts it, with the local
+# images in place of the registry's (tests/image/compose.local.yaml); up
+# returns once MariaDB and Redis are healthy, the migration exited 0 and
+# ticketd started, or fails.
+compose_up() {
+    TICKETD_PUBLISH=127.0.0.1:${PORT} compose up -d --no-build >"${WORK}/compose-up.log" 2>&1 || {
+        tail -n 20 "${WORK}/compose-up.log" | sed 's/^/  /'
+        compose ps 2>&1 | sed 's/^/  /'
+        compose logs --no-color mariadb migrate 2>&1 | tail -n 20 | sed 's/^/  /'
+        return 1
+    }
+    grep -E '^(Creating|Starting) ' "${WORK}/compose-up.log" | sed 's/^/  /'
+    return 0
+}
+
+migrate_exited_0() {
+    local code
+    code=$(engine inspect --format '{{.State.ExitCode}}' "${P}-migrate") || return 1
+    compose logs --no-color migrate 2>/dev/null | tail -n 4 | sed 's/^/  /'
+    [[ "${code}" == 0 ]]
+}
+
 start_stack() {
+    if [[ ${#COMPOSE[@]} -gt 0 ]]; then
+        must "docker-compose up: compose.yaml's stack (images: tests/image/compose.local.yaml), port 127.0.0.1:${PORT}" \
+            compose_up
+        must "compose.yaml's one-shot migrate service applied the migrations and exited 0" migrate_exited_0
+        must "GET /readyz 200 through the published port" wait_ready
+        return
+    fi
     must "network ${NET}" engine network create "${NET}" >/dev/null
     must "volume ${VOL}" engine volume create "${VOL}" >/dev/null
     must "MariaDB container started" run_mariadb
@@ -147,9 +175,9 @@ check_settings() {
     logs=$(engine logs "${P}-ticketd" 2>/dev/null)
     check "settings from the env file (TICKETD_ENV=dev)" \
         grep -q '"config TICKETD_ENV=dev"' <<<"${logs}"
-    check "the environment wins over the env file (TICKETD_BIND=0.0.0.0, TICKETD_REDIS_HOST=${P}-redis)" \
+    check "the environment wins over the env file (TICKETD_BIND=0.0.0.0, TICKETD_REDIS_HOST=${REDIS_HOST})" \
         bash -c 'grep -q "\"config TICKETD_BIND=0.0.0.0\"" <<<"$1" &&
-                 grep -q "\"config TICKETD_REDIS_HOST=$2\"" <<<"$1"' _ "${logs}" "${P}-redis"
+                 grep -q "\"config TICKETD_REDIS_HOST=$2\"" <<<"$1"' _ "${logs}" "${REDIS_HOST}"
 }
 
 # --- the README's curl session -------------------------------------------------
@@ -196,6 +224,37 @@ check_curl_session() {
     post_order "${o}4" "${KEY}-2" "${TOK}" "{\"session_id\":${SID},\"quantity\":2}"
     check "another key, the spent token: 409 ORDER_TOKEN_INVALID" \
         answer_is "${o}4" 409 ORDER_TOKEN_INVALID
+}
+
+# The README's session block itself (the ```sh block under "A session with
+# curl"), run by bash against the published port, with one change: the
+# tokens come from `ticketd token` in the container (the same env file, so
+# the same secret) instead of build/release/ticketd on the host. Each
+# "# HTTP/1.1 NNN" comment in the block says what the curl -si before it
+# answers: the status lines printed must be those, in that order.
+readme_session() {
+    local block="${WORK}/readme-session.sh" out="${WORK}/readme-session.out" want got
+    awk '/^## A session with curl/ { s = 1 } s && /^```sh$/ { b = 1; next } b && /^```$/ { exit } b' \
+        README.md >"${block}"
+    if ! grep -q '^U=http://127.0.0.1:8080$' "${block}" ||
+        ! grep -q 'build/release/ticketd token --config \$C' "${block}"; then
+        echo "  README.md's session block no longer sets U=http://127.0.0.1:8080 and calls build/release/ticketd token"
+        return 1
+    fi
+    sed -i -e "s|^U=http://127.0.0.1:8080\$|U=${URL}|" \
+        -e "s|build/release/ticketd token --config \\\$C|${ENGINE[*]} exec ${P}-ticketd ticketd token|" "${block}"
+    if ! bash -e -o pipefail "${block}" >"${out}" 2>&1; then
+        tail -n 10 "${out}" | sed 's/^/  /'
+        return 1
+    fi
+    want=$(sed -n 's/^# HTTP\/1\.1 \([0-9]\{3\}\).*/\1/p' "${block}" | paste -sd' ' -)
+    got=$(tr -d '\r' <"${out}" | sed -n 's/^HTTP\/1\.1 \([0-9]\{3\}\).*/\1/p' | paste -sd' ' -)
+    echo "  statuses the README promises: ${want}; answered: ${got}"
+    [[ -n "${want}" && "${got}" == "${want}" ]]
+}
+
+check_readme_session() {
+    check "README.md's curl session block, run as written against the published port" readme_session
 }
 
 # --- the storm, the audit ---------------------------------------------------------
@@ -275,10 +334,17 @@ logs_json() {
         grep -q '"msg":"access"' <<<"${logs}"
 }
 
+# Under Compose as a user stops it (`docker-compose stop`: SIGTERM, then
+# SIGKILL after compose.yaml's stop_grace_period, which would exit 137).
 sigterm_exit_0() {
     local code
-    engine kill --signal TERM "${P}-ticketd" >/dev/null || return 1
-    code=$(timeout 60 "${ENGINE[@]}" wait "${P}-ticketd") || return 1
+    if [[ ${#COMPOSE[@]} -gt 0 ]]; then
+        timeout 60 "${COMPOSE[@]}" stop ticketd >/dev/null 2>&1 || return 1
+        code=$(engine inspect --format '{{.State.ExitCode}}' "${P}-ticketd") || return 1
+    else
+        engine kill --signal TERM "${P}-ticketd" >/dev/null || return 1
+        code=$(timeout 60 "${ENGINE[@]}" wait "${P}-ticketd") || return 1
+    fi
     echo "  exit code ${code}"
     [[ "${code}" == 0 ]]
 }

@@ -3,7 +3,14 @@
 # the server with an init file that creates the database and the account
 # named by MARIADB_DATABASE, MARIADB_USER and MARIADB_PASSWORD (every start;
 # each statement is a no-op once done).
+#
+# The image's entrypoint: options (arguments starting with "-") go to the
+# server, as mariadb:10.11 takes them; any other command runs as given.
 set -eu
+case "${1:--}" in
+-*) ;;
+*) exec "$@" ;;
+esac
 : "${MARIADB_DATABASE:?}" "${MARIADB_USER:?}" "${MARIADB_PASSWORD:?}"
 case "${MARIADB_DATABASE}${MARIADB_USER}${MARIADB_PASSWORD}" in
 *[!A-Za-z0-9_-]*)
