@@ -54,6 +54,7 @@ COMPOSE=()
 REDIS_HOST=${P}-redis
 # The PID of the dockerd this test started, if it did (stopped at the end).
 DOCKERD_PID=
+DOCKERD_UP_MS=
 DOCKERD_LOG=${ROOT}/build/image/dockerd.log
 WORK=$(mktemp -d /tmp/ticketd-itest.XXXXXX)
 PASSED=0
@@ -128,13 +129,17 @@ docker_running() { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2
 # wait, bounded by count, until it answers. False if it cannot start (a
 # kernel or sandbox without what it needs): Podman then.
 start_dockerd() {
-    local i
+    local i t0
     [[ "$(id -u)" -eq 0 ]] && command -v dockerd >/dev/null 2>&1 || return 1
     mkdir -p "$(dirname "${DOCKERD_LOG}")"
+    t0=$(date +%s%N)
     dockerd --pidfile "${WORK}/dockerd.pid" >"${DOCKERD_LOG}" 2>&1 &
     DOCKERD_PID=$!
     for ((i = 0; i < 120; i++)); do
-        docker_running && return 0
+        if docker_running; then
+            DOCKERD_UP_MS=$((($(date +%s%N) - t0) / 1000000))
+            return 0
+        fi
         kill -0 "${DOCKERD_PID}" 2>/dev/null || break
         sleep 0.5
     done
@@ -174,7 +179,7 @@ main() {
     fi
     trap 'fail "interrupted"; finish' INT TERM
     if [[ "${TICKETD_ENGINE:-docker}" == docker ]] && ! docker_running && start_dockerd; then
-        say "started dockerd (pid ${DOCKERD_PID}; log ${DOCKERD_LOG}); it is stopped at the end"
+        say "started dockerd (pid ${DOCKERD_PID}; log ${DOCKERD_LOG}): it answered after ${DOCKERD_UP_MS} ms; it is stopped at the end"
     fi
     choose_engine
     if [[ "${ENGINE_NAME}" == docker ]] && command -v docker-compose >/dev/null 2>&1; then
