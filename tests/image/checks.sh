@@ -139,7 +139,8 @@ compose_up() {
         compose logs --no-color mariadb migrate 2>&1 | tail -n 20 | sed 's/^/  /'
         return 1
     }
-    grep -E '^(Creating|Starting) ' "${WORK}/compose-up.log" | sed 's/^/  /'
+    grep -E '^Creating (network|volume) |^(Creating|Starting) .* done$' "${WORK}/compose-up.log" |
+        tr -s ' ' | sed 's/^/  /'
     return 0
 }
 
