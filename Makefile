@@ -13,10 +13,14 @@
 #   make lab     the replay lab's live page on http://127.0.0.1:8090/ (lab/):
 #                its own Redis, MariaDB and two instances; Ctrl-C stops all
 #   make lesson  the lessons' names; make lesson L=<name> runs one without its
-#                defence, then with it, and prints both figures
+#                defence, then with it, and prints both figures (the galera-*
+#                lessons on the test cluster of scripts/cluster.sh, as root)
 #   make lessons-run
 #                every lesson, both ways, into docs/lessons-run.md (the
 #                figures the docs quote)
+#   make cluster-lessons-run
+#                the three galera-* lessons, twice, into
+#                docs/cluster-lessons-run.md (lab/cluster_lessons.py; root)
 #   make test-lab
 #                the lab's tests: the page in headless Chromium, make lesson,
 #                and what the lab refuses (also part of make test)
@@ -81,7 +85,7 @@ TEST_MYSQL_PORT := 23306
 SERVICES := scripts/services.sh
 
 .PHONY: all build deps run stop reset test test-cluster image test-image unit integration format format-check layers-check bench \
-	demo lab lesson lessons-run lab-bins test-lab valgrind clean
+	demo lab lesson lessons-run cluster-lessons-run lab-bins test-lab valgrind clean
 
 all: build
 
@@ -224,12 +228,18 @@ lab: deps
 # Without L only the names, so that listing them builds nothing.
 lesson:
 	@if [[ -z "$(L)" ]]; then exec $(LAB) lesson; fi; \
-	    scripts/deps.sh && $(MAKE) --no-print-directory lab-bins >/dev/null && \
+	    scripts/deps.sh $(if $(filter galera-%,$(L)),--cluster) && \
+	    $(MAKE) --no-print-directory lab-bins >/dev/null && \
 	    exec $(LAB) lesson "$(L)" $(LAB_ARGS)
 
 lessons-run: deps
 	@$(MAKE) --no-print-directory lab-bins
 	@$(LAB) record $(LAB_ARGS)
+
+cluster-lessons-run:
+	@scripts/deps.sh --cluster
+	@$(MAKE) --no-print-directory lab-bins
+	@lab/cluster_lessons.py record
 
 test-lab: deps
 	@$(MAKE) --no-print-directory lab-bins

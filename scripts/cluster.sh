@@ -6,15 +6,23 @@
 #
 # Usage: scripts/cluster.sh COMMAND STATE_DIR [ARG]
 #
-#   up STATE_DIR            start what is not running: node 1 bootstraps the
-#                           cluster (--wsrep-new-cluster) on a first start,
-#                           nodes 2 and 3 join it (state transfer by
-#                           mariabackup); Redis primary, replica, Sentinels.
-#                           Creates the database, its user and the SST user.
+#   up STATE_DIR            start what is not running: when no node runs,
+#                           the one that holds the most commits (node 1 on
+#                           a first start) bootstraps the cluster
+#                           (--wsrep-new-cluster), the others join it
+#                           (IST, or state transfer by mariabackup); Redis
+#                           primary, replica, Sentinels. Creates the
+#                           database, its user and the SST user.
 #   down STATE_DIR          stop everything this folder started (by pid:
 #                           SIGTERM, then SIGKILL after a bounded wait)
 #   status STATE_DIR        one line per process; exit 0 only if all run
 #   kill-node STATE_DIR N   SIGKILL Galera node N (1-3)
+#   crash STATE_DIR [power] SIGKILL all three Galera nodes at once (one
+#                           kill(2) each, no wait between them); with
+#                           "power" and the nodes on disks of their own
+#                           (TICKETD_CLUSTER_DISK_MB), each disk then loses
+#                           what the kernel had not yet written to it, as
+#                           in a power cut (see "Disks" below)
 #   start-node STATE_DIR N  start node N again; it rejoins (IST, or SST)
 #   wait-synced STATE_DIR N [S]
 #                           wait (S seconds, default 60) until node N is
@@ -41,6 +49,20 @@
 #   node once found its IST port taken and never rejoined).
 #   Override with TICKETD_CLUSTER_SQL_PORTS, _WSREP_PORTS, _REDIS_PORTS,
 #   _SENTINEL_PORTS (space-separated).
+#
+# Durability: innodb_flush_log_at_trx_commit=1 (TICKETD_CLUSTER_FLUSH_AT_COMMIT
+# overrides it; the setting is dynamic, SET GLOBAL changes it on a running
+# node). With 2 a node writes its log at each commit and flushes it to disk
+# once a second: three nodes that lose power together lose the commits of
+# that last second, answered orders included (docs/scaling.md).
+#
+# Disks: with TICKETD_CLUSTER_DISK_MB=N (root only) each node's folder is an
+# ext4 file system of N MB of its own, on a loop device with direct I/O
+# over STATE_DIR/disks/gN.img, so that the image holds exactly what the
+# kernel wrote to that "disk". `crash STATE_DIR power` copies each image
+# right after the kill, which drops every page the kernel still held in
+# its cache, and mounts the copy: what a node finds after a power cut.
+# Once made, the disks stay in use for that folder (`down` unmounts them).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -52,6 +74,12 @@ read -r -a SQL_PORTS <<<"${TICKETD_CLUSTER_SQL_PORTS:-22306 22307 22308}"
 read -r -a WSREP_PORTS <<<"${TICKETD_CLUSTER_WSREP_PORTS:-22567 22577 22587}"
 read -r -a REDIS_PORTS <<<"${TICKETD_CLUSTER_REDIS_PORTS:-22379 22380}"
 read -r -a SENTINEL_PORTS <<<"${TICKETD_CLUSTER_SENTINEL_PORTS:-22381 22382 22383}"
+FLUSH_AT_COMMIT=${TICKETD_CLUSTER_FLUSH_AT_COMMIT:-1}
+[[ "${FLUSH_AT_COMMIT}" =~ ^[012]$ ]] || {
+    echo "cluster: error: TICKETD_CLUSTER_FLUSH_AT_COMMIT must be 0, 1 or 2" >&2
+    exit 2
+}
+DISK_MB=${TICKETD_CLUSTER_DISK_MB:-}
 
 MASTER_NAME=ticketd
 DB_NAME=${TICKETD_MYSQL_DB:-ticketd}
@@ -161,10 +189,12 @@ write_node_cnf() {
         # ticketd's migrations create a trigger (005); with Galera's binary
         # log that needs SUPER or this.
         echo "log_bin_trust_function_creators=1"
-        # Durability comes from the other nodes (a commit is certified by all
-        # before it returns); flushing each commit to disk too is the usual
-        # Galera trade, and what the figures of docs/scaling.md use.
-        echo "innodb_flush_log_at_trx_commit=2"
+        # Each commit flushed to disk before it is answered. A commit is
+        # certified by every node before it returns, but three nodes that
+        # lose power together keep only what reached their disks: with 2
+        # (write at commit, flush once a second) they lose the last
+        # second's answered orders (the galera-crash-durability lesson).
+        echo "innodb_flush_log_at_trx_commit=${FLUSH_AT_COMMIT}"
         echo "wsrep_on=ON"
         echo "wsrep_provider=$(galera_provider)"
         echo "wsrep_cluster_name=ticketd-test"
@@ -176,10 +206,10 @@ write_node_cnf() {
         echo "wsrep_sst_auth=${SST_USER}:${SST_PASSWORD}"
         echo "wsrep_sst_receive_address=127.0.0.1:$((base + 2))"
         echo "wsrep_slave_threads=2"
-        # Causal reads: a read waits until the node applied every write the
-        # cluster committed before it, so an instance on node 2 sees the
-        # order an instance on node 1 just created.
-        echo "wsrep_sync_wait=1"
+        # wsrep_sync_wait (causal reads) is left at the server's default, 0,
+        # as on a stock node: ticketd sets it on its own connections
+        # (TICKETD_MYSQL_SYNC_WAIT, 1 by default), and the
+        # galera-read-own-writes lesson shows what happens without it.
         echo "[sst]"
         echo "progress=0"
         echo "sst-syslog=-1"
@@ -300,35 +330,196 @@ create_accounts() {
         sql+="GRANT ALL PRIVILEGES ON \`${DB_NAME}\`.* TO '${DB_USER}'@'${host}';"
         sql+="GRANT ALL PRIVILEGES ON \`${DB_NAME}\\_%\`.* TO '${DB_USER}'@'${host}';"
     done
-    node_root 1 -e "${sql}" || die "galera: creating the accounts failed"
+    node_root "$1" -e "${sql}" || die "galera: creating the accounts failed"
+}
+
+# The last commit (seqno) node N holds: from grastate.dat after a clean
+# stop, else (seqno -1: the node died) recovered from InnoDB by
+# `mariadbd --wsrep-recover`, which replays the redo log and exits. -1 when
+# the node has no data.
+node_seqno() {
+    local n=$1 d g seq
+    d=$(node_dir "${n}")
+    g="${d}/data/grastate.dat"
+    [[ -e "${d}/initialised" && -s "${g}" ]] || {
+        echo -1
+        return 0
+    }
+    seq=$(sed -n 's/^seqno: *//p' "${g}")
+    if [[ "${seq}" == -1 || -z "${seq}" ]]; then
+        write_node_cnf "${n}"
+        "${MARIADBD}" --defaults-file="${d}/my.cnf" --wsrep-recover \
+            --log-error="${d}/recover.log" </dev/null >/dev/null 2>&1 9>&- || true
+        seq=$(sed -n 's/.*WSREP: Recovered position: [^:]*:\(-\{0,1\}[0-9]*\).*/\1/p' \
+            "${d}/recover.log" | tail -1)
+    fi
+    [[ "${seq}" =~ ^-?[0-9]+$ ]] || seq=-1
+    echo "${seq}"
+}
+
+# When no node runs: the node that holds the most commits, which must
+# start the new cluster (a node behind it would make the others drop what
+# only they hold). Node 1 on a first start, or when they hold the same.
+most_advanced() {
+    local n best=1 best_seq=-2 seq
+    for n in 1 2 3; do
+        seq=$(node_seqno "${n}")
+        log "galera: node ${n} holds commits up to seqno ${seq}"
+        if ((seq > best_seq)); then
+            best=${n}
+            best_seq=${seq}
+        fi
+    done
+    echo "${best}"
 }
 
 galera_up() {
-    local n
+    local n first="" joined=1
     MARIADB=$(need_bin mariadb mysql)
+    MARIADBD=$(need_bin mariadbd mysqld)
     need_bin mariabackup >/dev/null
     need_bin socat >/dev/null
-    if ! node_pid 1 >/dev/null && ! node_pid 2 >/dev/null && ! node_pid 3 >/dev/null; then
-        # Nobody runs: node 1 starts a new cluster from its own data.
-        if [[ -e "$(node_dir 1)/data/grastate.dat" ]]; then
-            sed -i 's/^safe_to_bootstrap: 0/safe_to_bootstrap: 1/' "$(node_dir 1)/data/grastate.dat"
+    disks_attach
+    for n in 1 2 3; do
+        if node_pid "${n}" >/dev/null; then
+            first=${n}
+            break
         fi
-        start_node 1 1
-    elif ! node_pid 1 >/dev/null; then
-        start_node 1 0
+    done
+    if [[ -z "${first}" ]]; then
+        # Nobody runs: the most advanced node starts a new cluster from
+        # its own data (Galera refuses unless its grastate.dat says it is
+        # safe to; after a crash none does).
+        first=$(most_advanced)
+        if [[ -e "$(node_dir "${first}")/data/grastate.dat" ]]; then
+            sed -i 's/^safe_to_bootstrap: 0/safe_to_bootstrap: 1/' "$(node_dir "${first}")/data/grastate.dat"
+        fi
+        start_node "${first}" 1
     fi
-    wait_synced 1 "${WAIT_S}" 1
-    : >"$(node_dir 1)/initialised"
+    wait_synced "${first}" "${WAIT_S}" 1
+    : >"$(node_dir "${first}")/initialised"
     # Idempotent; the joiners' state transfer needs the SST user first.
-    create_accounts
-    for n in 2 3; do
+    create_accounts "${first}"
+    for n in 1 2 3; do
+        [[ "${n}" == "${first}" ]] && continue
+        joined=$((joined + 1))
         start_node "${n}" 0
         # One joiner at a time: each state transfer takes a donor.
-        wait_synced "${n}" "${WAIT_S}" "${n}"
+        wait_synced "${n}" "${WAIT_S}" "${joined}"
         : >"$(node_dir "${n}")/initialised"
     done
-    wait_synced 1 "${WAIT_S}"
+    wait_synced "${first}" "${WAIT_S}"
+    if [[ -d "${STATE}/disks" ]]; then
+        # What the state transfers wrote, on the disks now, as the kernel
+        # would have written it within 30 s: a power cut tests the commits'
+        # durability, not how fresh a joiner's copy was.
+        for n in 1 2 3; do sync -f "$(node_dir "${n}")"; done
+    fi
     log "galera: 3 nodes Synced on 127.0.0.1:${SQL_PORTS[*]}"
+}
+
+# ---------------------------------------------------------------------------
+# Disks of their own (TICKETD_CLUSTER_DISK_MB; see the header)
+
+disks_on() { [[ -n "${DISK_MB}" || -d "${STATE}/disks" ]]; }
+disk_img() { printf '%s/disks/g%d.img' "${STATE}" "$1"; }
+
+disk_mount() {
+    local n=$1 img dev
+    img=$(disk_img "${n}")
+    dev=$(losetup --direct-io=on -f --show "${img}") || die "disk: losetup failed for ${img}"
+    # Without direct I/O the image's own page cache would keep what the
+    # disk never got, and the power cut would drop nothing.
+    [[ "$(cat "/sys/block/${dev#/dev/}/loop/dio" 2>/dev/null)" == 1 ]] || {
+        losetup -d "${dev}"
+        die "disk: ${dev} has no direct I/O (needs a file system that supports O_DIRECT under ${STATE})"
+    }
+    mkdir -p "$(node_dir "${n}")"
+    mount "${dev}" "$(node_dir "${n}")" || {
+        losetup -d "${dev}"
+        die "disk: mounting ${img} failed"
+    }
+}
+
+disks_attach() {
+    local n img
+    disks_on || return 0
+    [[ "$(id -u)" -eq 0 ]] || die "disk: TICKETD_CLUSTER_DISK_MB needs root (losetup, mount)"
+    mkdir -p "${STATE}/disks"
+    for n in 1 2 3; do
+        mountpoint -q "$(node_dir "${n}")" && continue
+        img=$(disk_img "${n}")
+        if [[ ! -e "${img}" ]]; then
+            [[ "${DISK_MB}" =~ ^[0-9]+$ && "${DISK_MB}" -ge 512 ]] ||
+                die "disk: TICKETD_CLUSTER_DISK_MB must be at least 512"
+            # Nothing of an earlier node without a disk may linger under it.
+            rm -rf -- "$(node_dir "${n}")"
+            truncate -s "${DISK_MB}M" "${img}"
+            mkfs.ext4 -q -F "${img}" || die "disk: mkfs.ext4 failed for ${img}"
+        fi
+        disk_mount "${n}"
+        log "disk: node ${n} on ${img} ($(findmnt -no SOURCE "$(node_dir "${n}")"), direct I/O)"
+    done
+}
+
+disk_unmount() {
+    local n=$1 dir dev tries
+    dir=$(node_dir "${n}")
+    mountpoint -q "${dir}" || return 0
+    dev=$(findmnt -no SOURCE "${dir}")
+    for tries in 1 2 3 4 5 6 7 8 9 10; do
+        umount "${dir}" 2>/dev/null && break
+        ((tries == 10)) && die "disk: ${dir} stays busy"
+        sleep 0.5
+    done
+    losetup -d "${dev}" 2>/dev/null || true
+}
+
+disks_detach() {
+    local n
+    [[ -d "${STATE}/disks" ]] || return 0
+    for n in 1 2 3; do disk_unmount "${n}"; done
+}
+
+# The power cut, after the kill: each image is copied as the disk holds
+# it (the loop device's direct I/O put there exactly what the kernel
+# wrote), and the copy replaces it. Unmounting the old one writes its
+# cached pages back to the image thrown away. The kernel writes a dirty
+# page back on its own only after 30 s (vm.dirty_expire_centisecs), so the
+# seconds the copies take change nothing of the log's last second.
+disks_power_cut() {
+    local n img
+    for n in 1 2 3; do
+        img=$(disk_img "${n}")
+        cp --sparse=always "${img}" "${img}.cut"
+    done
+    for n in 1 2 3; do
+        img=$(disk_img "${n}")
+        disk_unmount "${n}"
+        mv -f "${img}.cut" "${img}"
+    done
+    log "disk: power cut: each disk keeps what the kernel had written to it"
+}
+
+cmd_crash() {
+    local n pid pids=() deadline
+    for n in 1 2 3; do
+        pid=$(node_pid "${n}") && pids+=("${pid}")
+    done
+    ((${#pids[@]} == 3)) || die "galera: crash needs all three nodes running (${#pids[@]} run)"
+    kill -KILL "${pids[@]}"
+    log "galera: SIGKILL to nodes 1, 2 and 3 (pids ${pids[*]})"
+    deadline=$(($(now_ms) + 10000))
+    for pid in "${pids[@]}"; do
+        while proc_alive "${pid}" && (($(now_ms) < deadline)); do sleep 0.02; done
+    done
+    for n in 1 2 3; do
+        kill_session "$(cat "$(node_dir "${n}")/launched.pid" 2>/dev/null || echo 0)"
+    done
+    if [[ "${1:-}" == power ]]; then
+        [[ -d "${STATE}/disks" ]] || die "disk: 'crash power' needs the nodes on disks of their own (TICKETD_CLUSTER_DISK_MB)"
+        disks_power_cut
+    fi
 }
 
 # ---------------------------------------------------------------------------
@@ -527,6 +718,7 @@ cmd_down() {
         fi
         kill_session "$(cat "$(node_dir "${n}")/launched.pid" 2>/dev/null || echo 0)"
     done
+    disks_detach
 }
 
 cmd_status() {
@@ -578,6 +770,10 @@ main() {
         cmd_down
         ;;
     status) cmd_status ;;
+    crash)
+        take_lock
+        cmd_crash "${1:-}"
+        ;;
     kill-node)
         valid_node "${1:-}"
         pid=$(node_pid "$1") || die "galera: node $1 is not running"

@@ -61,6 +61,7 @@ static const struct setting settings[] = {
     {"TICKETD_MYSQL_DB", T_STR, OFF(mysql_db), 0, 0, "ticketd", false, NULL},
     {"TICKETD_MYSQL_SOCKET", T_STR, OFF(mysql_socket), 0, 0, "", false, NULL},
     {"TICKETD_MYSQL_TIMEOUT_S", T_INT, OFF(mysql_timeout_s), 1, 600, "5", false, NULL},
+    {"TICKETD_MYSQL_SYNC_WAIT", T_INT, OFF(mysql_sync_wait), 0, 15, "1", false, NULL},
     {"TICKETD_TX_RETRIES", T_INT, OFF(tx_retries), 0, 50, "5", false, NULL},
     {"TICKETD_MERGE", T_BOOL, OFF(merge), 0, 0, "1", false, NULL},
     {"TICKETD_MERGE_MAX", T_INT, OFF(merge_max), 1, 256, "64", false, NULL},

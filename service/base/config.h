@@ -44,6 +44,7 @@ struct config {
     char *mysql_db;
     char *mysql_socket;
     int mysql_timeout_s;
+    int mysql_sync_wait; /* Galera's wsrep_sync_wait for every connection; 0: the server's */
     int tx_retries;
     bool merge;    /* new orders that arrive together share one transaction */
     int merge_max; /* the most orders one such transaction carries */

@@ -271,6 +271,16 @@ static int connect_thread(struct db_conn *c)
      * and duplicate lookups seeing the latest committed rows. */
     mysql_options(m, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
     mysql_options(m, MYSQL_INIT_COMMAND, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    /* On a Galera node a read waits until the node applied what the cluster
+     * committed before it: an order made through another node is found
+     * (docs/scaling.md). MariaDB without a cluster ignores it; a server
+     * that lacks the variable (MySQL) refuses the connection: set 0 there. */
+    char sync_wait[48];
+    if (cfg->mysql_sync_wait > 0) {
+        snprintf(sync_wait, sizeof sync_wait, "SET SESSION wsrep_sync_wait = %d",
+                 cfg->mysql_sync_wait);
+        mysql_options(m, MYSQL_INIT_COMMAND, sync_wait);
+    }
     const char *sock = cfg->mysql_socket[0] ? cfg->mysql_socket : NULL;
     if (mysql_real_connect(m, sock ? NULL : cfg->mysql_host, cfg->mysql_user, cfg->mysql_password,
                            cfg->mysql_db, (unsigned int)cfg->mysql_port, sock,

@@ -1,0 +1,710 @@
+#!/usr/bin/python3
+"""The three lessons that need a MariaDB Galera cluster of three nodes.
+
+The replay lab's other lessons run on one MariaDB; these run on the test
+cluster of scripts/cluster.sh (its 22xxx ports, under .state/cluster-lab),
+with `ticketd serve` instances each on its own node. Each runs without its
+defence, then with it, and ends with the lab's line
+
+    lesson NAME: without DEFENCE: N UNIT; with it: M UNIT
+
+- galera-stock-cas: the stock read on one node and written back as a
+  computed value (the demo's naive order, stock-cas off) by two instances
+  on two nodes: Galera certifies the write sets, yet seats are oversold
+  (lost updates); the compare-and-set decrement: 0.
+- galera-read-own-writes: an order read on another node right after its
+  201: 404 for an order that exists (a stale read), unless ticketd sets
+  wsrep_sync_wait on its connections (TICKETD_MYSQL_SYNC_WAIT, 1 by
+  default).
+- galera-crash-durability: all three nodes killed at once mid-storm, and
+  their disks losing what the kernel had not written yet (a power cut, by
+  scripts/cluster.sh's loop-device disks), then restarted: with
+  innodb_flush_log_at_trx_commit=2, orders whose 201 the clients hold and
+  the database lost; with 1: 0.
+
+  cluster_lessons.py list
+  cluster_lessons.py lesson NAME [--size F] [--kill-only]
+  cluster_lessons.py record [--runs N] [--out FILE] [--size F]
+
+`make lesson L=galera-...` runs one (lab/ticketd-lab hands the name over);
+`make cluster-lessons-run` records all three, twice, into
+docs/cluster-lessons-run.md. Everything it starts is stopped at the end
+(the nodes too, unless TICKETD_CLUSTER_KEEP=1).
+"""
+
+import argparse
+import datetime
+import fcntl
+import http.client
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
+SERVICES = os.path.join(ROOT, "scripts", "services.sh")
+TICKETD = os.path.join(ROOT, "build", "release", "ticketd")
+LOAD = os.path.join(ROOT, "build", "loadtest", "ticketd-load")
+
+SQL_PORTS = [22306, 22307, 22308]
+HTTP_PORTS = [22080, 22081, 22082]
+REDIS_PORT = 22379
+# Each node a disk of its own, so that a power cut can be played (root only).
+DISK_MB = "1024"
+
+
+class LessonError(Exception):
+    pass
+
+
+def log(text):
+    print(text, flush=True)
+
+
+def env_without_ticketd(extra=None):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("TICKETD_") or k.startswith("TICKETD_CLUSTER_")}
+    env.update(extra or {})
+    return env
+
+
+class Cluster:
+    """The three nodes and Redis of scripts/cluster.sh, and the instances."""
+
+    def __init__(self, state, logs):
+        self.state = os.path.abspath(state)
+        self.logs = logs
+        self.procs = []
+        self.jwt_secret = os.urandom(32).hex()
+        self.pay_secret = os.urandom(32).hex()
+        self.disks = os.geteuid() == 0
+        os.makedirs(logs, exist_ok=True)
+
+    def cl(self, *args, check=True, quiet=True):
+        extra = {"TICKETD_CLUSTER_DISK_MB": DISK_MB} if self.disks else {}
+        with open(os.path.join(self.logs, "cluster.log"), "ab") as out:
+            rc = subprocess.call([CLUSTER, args[0], self.state, *args[1:]],
+                                 env=env_without_ticketd(extra), stdin=subprocess.DEVNULL,
+                                 stdout=out, stderr=out if quiet else None)
+        if check and rc != 0:
+            raise LessonError("scripts/cluster.sh %s failed (see %s/cluster.log)"
+                              % (args[0], self.logs))
+        return rc
+
+    def services(self, cmd):
+        env = env_without_ticketd({
+            "TICKETD_MYSQL_HOST": "127.0.0.1", "TICKETD_MYSQL_PORT": str(SQL_PORTS[0]),
+            "TICKETD_REDIS_HOST": "127.0.0.1", "TICKETD_REDIS_PORT": str(REDIS_PORT)})
+        with open(os.path.join(self.logs, "services.log"), "ab") as out:
+            if subprocess.call([SERVICES, cmd], env=env, stdout=out, stderr=out,
+                               stdin=subprocess.DEVNULL) != 0:
+                raise LessonError("scripts/services.sh %s failed (see %s/services.log)"
+                                  % (cmd, self.logs))
+
+    def up(self):
+        for b in (TICKETD, LOAD):
+            if not os.access(b, os.X_OK):
+                raise LessonError("%s is missing: run it through make lesson (it builds it)"
+                                  % os.path.relpath(b, ROOT))
+        log("cluster: starting 3 Galera nodes (:%s) and Redis under %s%s"
+            % (",".join(map(str, SQL_PORTS)), os.path.relpath(self.state, ROOT),
+               ", each node on a disk of its own" if self.disks else ""))
+        t0 = time.monotonic()
+        self.cl("up")
+        self.services("migrate")
+        log("cluster: 3 nodes Synced, migrated (%.0f s)" % (time.monotonic() - t0))
+
+    def down(self):
+        self.stop_instances()
+        # TICKETD_CLUSTER_KEEP=1 leaves the nodes running (as for
+        # tests/cluster/run.sh): the next lesson starts in seconds.
+        if os.environ.get("TICKETD_CLUSTER_KEEP") != "1":
+            self.cl("down", check=False)
+
+    def sql(self, node, statement):
+        res = subprocess.run([CLUSTER, "sql", self.state, str(node), "--database=ticketd",
+                              "-e", statement], env=env_without_ticketd(),
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise LessonError("SQL on node %d failed: %s" % (node, res.stderr.strip()))
+        return res.stdout
+
+    def set_global(self, name, value):
+        for node in (1, 2, 3):
+            self.sql(node, "SET GLOBAL %s = %s" % (name, value))
+
+    def reset(self):
+        self.services("reset")
+
+    # --- instances ------------------------------------------------------------
+
+    def start_instances(self, nodes, tag, off="", env=()):
+        """One `ticketd serve` per entry of nodes (1-3), instance i on
+        HTTP_PORTS[i] and node nodes[i]."""
+        self.stop_instances()
+        for i, node in enumerate(nodes):
+            e = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": os.environ.get("HOME", "/"),
+                "TICKETD_ENV": "demo",
+                "TICKETD_DEFENSES": ",".join("-" + d for d in off.split(",") if d) or "all",
+                "TICKETD_BIND": "127.0.0.1",
+                "TICKETD_PORT": str(HTTP_PORTS[i]),
+                "TICKETD_THREADS": "8",
+                "TICKETD_REDIS_HOST": "127.0.0.1",
+                "TICKETD_REDIS_PORT": str(REDIS_PORT),
+                "TICKETD_MYSQL_HOST": "127.0.0.1",
+                "TICKETD_MYSQL_PORT": str(SQL_PORTS[node - 1]),
+                "TICKETD_MYSQL_USER": "ticketd",
+                "TICKETD_MYSQL_PASSWORD": "ticketd",
+                "TICKETD_MYSQL_DB": "ticketd",
+                "TICKETD_JWT_SECRET": self.jwt_secret,
+                "TICKETD_PAY_SECRET": self.pay_secret,
+                "TICKETD_ACCESS_LOG": "0",
+                "TICKETD_CONSUMER_BLOCK_MS": "100",
+            }
+            for kv in env:
+                k, v = kv.split("=", 1)
+                e[k] = v
+            path = os.path.join(self.logs, "%s-%d.log" % (tag, HTTP_PORTS[i]))
+            with open(path, "wb") as out:
+                self.procs.append(subprocess.Popen([TICKETD, "serve"], env=e, stdout=out,
+                                                   stderr=subprocess.STDOUT,
+                                                   stdin=subprocess.DEVNULL))
+        for i in range(len(nodes)):
+            self.wait_ready(HTTP_PORTS[i])
+        log("  %d instances: %s" % (len(nodes), ", ".join(
+            ":%d on node %d" % (HTTP_PORTS[i], n) for i, n in enumerate(nodes))))
+
+    def wait_ready(self, port):
+        for _ in range(300):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+                c.request("GET", "/readyz")
+                if c.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            if any(p.poll() is not None for p in self.procs):
+                raise LessonError("ticketd exited at start (logs in %s)" % self.logs)
+            time.sleep(0.1)
+        raise LessonError("ticketd on :%d not ready after 30 s" % port)
+
+    def stop_instances(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
+
+    def metric(self, ports, name):
+        """The sum of one metric's samples (a name with its labels) over
+        the instances on ports."""
+        total = 0.0
+        for port in ports:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                c.request("GET", "/metrics")
+                for line in c.getresponse().read().decode().splitlines():
+                    parts = line.split()
+                    if len(parts) == 2 and parts[0] == name:
+                        total += float(parts[1])
+            except OSError:
+                pass
+        return int(total)
+
+    def load(self, tag, ports, args):
+        """ticketd-load over the instances on ports; its JSON report."""
+        json_path = os.path.join(self.logs, "%s.json" % tag)
+        if os.path.exists(json_path):
+            os.unlink(json_path)
+        argv = [LOAD] + args
+        for port in ports:
+            argv += ["--target", "http://127.0.0.1:%d" % port]
+        argv += ["--json", json_path]
+        env = dict(os.environ)
+        env.update({"TICKETD_JWT_SECRET": self.jwt_secret,
+                    "TICKETD_PAY_SECRET": self.pay_secret})
+        log("  ticketd-load %s" % " ".join(args))
+        with open(os.path.join(self.logs, "%s.txt" % tag), "wb") as out:
+            rc = subprocess.call(argv, cwd=ROOT, env=env, stdout=out, stderr=out,
+                                 stdin=subprocess.DEVNULL, timeout=600)
+        try:
+            with open(json_path) as f:
+                report = json.load(f)
+        except (OSError, ValueError):
+            raise LessonError("ticketd-load exited %d without its report (%s)" % (rc, json_path))
+        return report
+
+    def jwt(self, user, admin=False):
+        """A user's JWT, as `ticketd token` mints it."""
+        argv = [TICKETD, "token", "--user", str(user)] + (["--admin"] if admin else [])
+        env = {"PATH": "/usr/bin:/bin", "TICKETD_ENV": "demo",
+               "TICKETD_JWT_SECRET": self.jwt_secret, "TICKETD_PAY_SECRET": self.pay_secret}
+        res = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise LessonError("ticketd token failed: %s" % res.stderr.strip())
+        return res.stdout.strip()
+
+
+# ---------------------------------------------------------------------------
+# (a) galera-stock-cas
+
+
+def stock_cas_pass(cl, which, n):
+    # One database connection per instance, and one order per transaction
+    # (no merged batches, in both passes): each instance orders one at a
+    # time, so every race is between two nodes, none inside one. On one
+    # server the same naive order oversells too (the stock-cas lesson);
+    # here the point is that Galera's certification does not stop it.
+    cl.start_instances([1, 2, 3], "galera-stock-cas-" + which,
+                       off="stock-cas" if which == "without" else "",
+                       env=["TICKETD_DB_CONNS=1", "TICKETD_MERGE=0"])
+    rep = cl.load("galera-stock-cas-" + which, HTTP_PORTS,
+                  ["flash-sale", "--users", "200", "--seats", "50", "--rounds",
+                   str(n(24)), "--concurrency", "24", "--duration", "180", "--no-audit"])
+    retries = {c: cl.metric(HTTP_PORTS, 'ticketd_transaction_retries_total{cause="%s"}' % c)
+               for c in ("certification", "deadlock")}
+    cl.stop_instances()
+    damage = rep.get("damage", {})
+    oversold = int(damage.get("oversold_seats", 0))
+    sold = sessions_sold(cl)
+    return {
+        "figure": oversold,
+        "notes": "%d flash sales of 50 seats, %d seats taken in all; Galera refused %d "
+                 "racing write-backs at certification and aborted %d (retried)"
+                 % (n(24), sold, retries["certification"], retries["deadlock"]),
+        "verdict": rep.get("verdict"),
+    }
+
+
+def sessions_sold(cl):
+    out = cl.sql(1, "SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE status <> 'CANCELLED'")
+    return int(out.split()[0]) if out.split() else 0
+
+
+# ---------------------------------------------------------------------------
+# (b) galera-read-own-writes
+
+
+def make_session(admin):
+    c = http.client.HTTPConnection("127.0.0.1", HTTP_PORTS[0], timeout=10)
+    c.request("POST", "/api/v1/sessions",
+              body=json.dumps({"title": "read your own writes", "price_cents": 1000,
+                               "stock": 1000000}),
+              headers={"Authorization": "Bearer " + admin, "Content-Type": "application/json"})
+    resp = c.getresponse()
+    body = resp.read()
+    c.close()
+    if resp.status != 201:
+        raise LessonError("creating a session answered %d: %s" % (resp.status, body[:200]))
+    return json.loads(body)["id"]
+
+
+def read_own_writes_pass(cl, which, n):
+    sync_wait = "0" if which == "without" else "1"
+    cl.start_instances([1, 2, 3], "galera-read-own-writes-" + which,
+                       env=["TICKETD_MYSQL_SYNC_WAIT=" + sync_wait,
+                            "TICKETD_ORDER_TOKEN_REQUIRED=0"])
+    admin = cl.jwt(1, admin=True)
+    workers = 12
+    # A session per client: orders of different clients never touch one
+    # stock row, so no certification conflict blurs the reads.
+    sids = [make_session(admin) for _ in range(workers)]
+    per_worker = max(1, n(900) // workers)
+    base = 700000 + int(time.time()) % 100000 * 10
+    tokens = [cl.jwt(base + w) for w in range(workers)]
+    stale = []  # (order_no, wrote on, read on)
+    counts = {"created": 0, "found": 0}
+    others = {}
+    lock = threading.Lock()
+    log("  %d clients x %d orders: each POST /api/v1/orders on one instance, then at once "
+        "GET /api/v1/orders/{order_no} on the next (another node); TICKETD_MYSQL_SYNC_WAIT=%s"
+        % (workers, per_worker, sync_wait))
+
+    def ask(conns, i, method, path, body=None, headers=None):
+        """One request on instance i's kept-alive connection; a connection
+        the server closed is opened again once. (status, body) or (0, b"")."""
+        for _ in range(2):
+            try:
+                conns[i].request(method, path, body=body, headers=headers or {})
+                r = conns[i].getresponse()
+                return r.status, r.read()
+            except (OSError, http.client.HTTPException):
+                conns[i].close()
+                conns[i] = http.client.HTTPConnection("127.0.0.1", HTTP_PORTS[i], timeout=10)
+        return 0, b""
+
+    def note(what):
+        with lock:
+            others[what] = others.get(what, 0) + 1
+
+    def client(w):
+        conns = [http.client.HTTPConnection("127.0.0.1", p, timeout=10) for p in HTTP_PORTS]
+        auth = {"Authorization": "Bearer " + tokens[w]}
+        for i in range(per_worker):
+            a = (w + i) % 3
+            b = (a + 1) % 3
+            key = "row-%d-%d-%d" % (base, w, i)
+            status, body = ask(conns, a, "POST", "/api/v1/orders",
+                               json.dumps({"session_id": sids[w], "quantity": 1}),
+                               dict(auth, **{"Idempotency-Key": key,
+                                             "Content-Type": "application/json"}))
+            if status != 201:
+                note("POST %d" % status)
+                continue
+            no = json.loads(body)["order_no"]
+            status, _ = ask(conns, b, "GET", "/api/v1/orders/" + no, headers=auth)
+            with lock:
+                counts["created"] += 1
+                if status == 200:
+                    counts["found"] += 1
+                elif status == 404:
+                    stale.append((no, a + 1, b + 1))
+            if status not in (200, 404):
+                note("GET %d" % status)
+        for conn in conns:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(w,)) for w in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cl.stop_instances()
+    # Each 404 against the database: an order every node holds.
+    held = {s[0] for s in stale}
+    if stale:
+        nos = ",".join("'%s'" % s[0] for s in stale)
+        for node in (1, 2, 3):
+            held &= set(cl.sql(node, "SELECT order_no FROM orders WHERE order_no IN (%s)"
+                               % nos).split())
+    exist = len(held)
+    with open(os.path.join(cl.logs, "galera-read-own-writes-%s.stale" % which), "w") as f:
+        for s in stale:
+            f.write("%s made on node %d, 404 on node %d%s\n"
+                    % (s + ("" if s[0] in held else " (missing on a node)",)))
+    first = ("; first: order %s made on node %d, 404 on node %d" % stale[0]) if stale else ""
+    other = ", ".join("%d %s" % (v, k) for k, v in sorted(others.items())) or "none"
+    return {
+        "figure": exist,
+        "notes": "%d orders made, each read at once on another node: %d found, %d answered "
+                 "404, of which %d exist on every node%s; other answers: %s"
+                 % (counts["created"], counts["found"], len(stale), exist, first, other),
+        "verdict": "DAMAGE" if exist else "NO_DAMAGE",
+    }
+
+
+# ---------------------------------------------------------------------------
+# (c) galera-crash-durability
+
+
+def crash_pass(cl, which, n, kill_only=False):
+    flush = "2" if which == "without" else "1"
+    tag = "galera-crash-durability-" + which
+    cl.set_global("innodb_flush_log_at_trx_commit", flush)
+    cl.start_instances([1, 2, 3], tag)
+    orders_out = os.path.join(cl.logs, tag + ".orders")
+    if os.path.exists(orders_out):
+        os.unlink(orders_out)
+    crash = "%s crash %s%s" % (CLUSTER, cl.state, "" if kill_only else " power")
+    log("  innodb_flush_log_at_trx_commit=%s on the three nodes; the crash: SIGKILL of "
+        "the three nodes at once%s" % (flush, "" if kill_only else
+                                       ", then each disk loses what the kernel held "
+                                       "(a power cut)"))
+    rep = cl.load(tag, HTTP_PORTS, [
+        "new-orders", "--sessions", "20", "--concurrency", "24",
+        "--requests", str(n(8000)), "--duration", "60", "--client-retries", "0",
+        "--no-audit", "--settle", "0", "--orders-out", orders_out,
+        "--fault", crash, "--fault-after", str(n(3000))])
+    fault = rep.get("fault") or {}
+    cl.stop_instances()
+    with open(orders_out) as f:
+        answered = sorted({line.strip() for line in f if line.strip()})
+    log("  the clients hold %d answered orders (201); restarting the cluster" % len(answered))
+    t0 = time.monotonic()
+    cl.cl("up")
+    log("  cluster back (%.0f s): the most advanced node bootstrapped, the others joined"
+        % (time.monotonic() - t0))
+    rows = set(cl.sql(1, "SELECT order_no FROM orders").split())
+    lost = [o for o in answered if o not in rows]
+    # The restarted nodes run with scripts/cluster.sh's setting again (1).
+    return {
+        "figure": len(lost),
+        "notes": "%d orders answered 201 (the crash after %s answers); %d rows after the "
+                 "restart; %d answered orders missing%s"
+                 % (len(answered), fault.get("after_answers", fault.get("answers", "?")),
+                    len(rows), len(lost), ("; first: " + lost[0]) if lost else ""),
+        "verdict": "DAMAGE" if lost else "NO_DAMAGE",
+    }
+
+
+LESSONS = [
+    {
+        "name": "galera-stock-cas",
+        "title": "Lost updates across Galera nodes",
+        "defence": "stock-cas",
+        "unit": "oversold seats",
+        "run": stock_cas_pass,
+    },
+    {
+        "name": "galera-read-own-writes",
+        "title": "Reading your own write on another node",
+        "defence": "wsrep_sync_wait",
+        "unit": "404s for orders that exist",
+        "run": read_own_writes_pass,
+    },
+    {
+        "name": "galera-crash-durability",
+        "title": "Three nodes crash together",
+        "defence": "innodb_flush_log_at_trx_commit=1",
+        "unit": "answered orders lost",
+        "run": crash_pass,
+    },
+]
+BY_NAME = {lesson["name"]: lesson for lesson in LESSONS}
+
+
+def scaler(size):
+    return lambda x: max(1, int(round(x * size)))
+
+
+def run_lesson(cl, lesson, n, kill_only=False):
+    res = {}
+    for which in ("without", "with"):
+        log("%s, %s %s:" % (lesson["name"], which, lesson["defence"]))
+        cl.reset()
+        if lesson["name"] == "galera-crash-durability":
+            r = lesson["run"](cl, which, n, kill_only)
+        else:
+            r = lesson["run"](cl, which, n)
+        log("  %s: %d %s; %s" % (which, r["figure"], lesson["unit"], r["notes"]))
+        res[which] = r
+    return res
+
+
+def lesson_line(lesson, res):
+    name = lesson["name"]
+    return "lesson %s: without %s: %d %s; with it: %d %s" % (
+        name, lesson["defence"], res["without"]["figure"], lesson["unit"],
+        res["with"]["figure"], lesson["unit"])
+
+
+def hold_lock(state):
+    os.makedirs(state, exist_ok=True)
+    fd = os.open(os.path.join(state, "lesson.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.exit("cluster lessons: another run uses %s" % state)
+    return fd
+
+
+def our_nodes(state):
+    """True when a node of this state folder runs (kept by TICKETD_CLUSTER_KEEP)."""
+    for n in (1, 2, 3):
+        try:
+            with open(os.path.join(state, "g%d" % n, "mysqld.pid")) as f:
+                pid = int(f.read().strip())
+            with open("/proc/%d/comm" % pid) as f:
+                if f.read().startswith("mariadbd"):
+                    return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
+def busy_cluster(state):
+    """The cluster's ports are shared with make test-cluster."""
+    import socket
+
+    for port in (HTTP_PORTS if our_nodes(state) else SQL_PORTS + HTTP_PORTS):
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return port
+    return None
+
+
+def cmd_lesson(name, size=1.0, state=None, logs=None, kill_only=False):
+    lesson = BY_NAME.get(name)
+    if lesson is None:
+        print("cluster lessons: unknown lesson '%s'" % name, file=sys.stderr)
+        return 2
+    if kill_only and name != "galera-crash-durability":
+        print("cluster lessons: --kill-only is for galera-crash-durability", file=sys.stderr)
+        return 2
+    state = state or os.path.join(ROOT, ".state", "cluster-lab")
+    logs = logs or os.path.join(ROOT, "build", "cluster-lab")
+    if name == "galera-crash-durability" and not kill_only and os.geteuid() != 0:
+        print("cluster lessons: the power cut needs root (loop devices); run as root, or "
+              "with --kill-only for the process kill alone", file=sys.stderr)
+        return 2
+    hold_lock(state)
+    cl = Cluster(state, logs)
+    port = busy_cluster(state)
+    if port is not None:
+        print("cluster lessons: 127.0.0.1:%d is taken: is make test-cluster running? "
+              "One cluster at a time" % port, file=sys.stderr)
+        return 1
+    try:
+        cl.up()
+        res = run_lesson(cl, lesson, scaler(size), kill_only)
+    finally:
+        cl.down()
+    print(lesson_line(lesson, res), flush=True)
+    return 0
+
+
+def machine():
+    model = "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return "%d cores (%s), %s %s" % (os.cpu_count() or 0, model, platform.system(),
+                                     platform.release())
+
+
+def revision():
+    rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return rev + (" with local changes" if dirty else "")
+
+
+def cmd_record(runs, out, size, state=None, logs=None, kill_only_too=True):
+    state = state or os.path.join(ROOT, ".state", "cluster-lab")
+    logs = logs or os.path.join(ROOT, "build", "cluster-lab")
+    if os.geteuid() != 0:
+        print("cluster lessons: recording needs root (the power cut's loop devices)",
+              file=sys.stderr)
+        return 2
+    hold_lock(state)
+    port = busy_cluster(state)
+    if port is not None:
+        print("cluster lessons: 127.0.0.1:%d is taken: is make test-cluster running?" % port,
+              file=sys.stderr)
+        return 1
+    cl = Cluster(state, logs)
+    rows = []
+    kill_rows = []
+    t0 = time.monotonic()
+    n = scaler(size)
+    try:
+        cl.up()
+        for run in range(1, runs + 1):
+            for lesson in LESSONS:
+                rows.append((run, lesson, run_lesson(cl, lesson, n)))
+        if kill_only_too:
+            lesson = BY_NAME["galera-crash-durability"]
+            for run in range(1, runs + 1):
+                kill_rows.append((run, run_lesson(cl, lesson, n, kill_only=True)))
+    finally:
+        cl.down()
+    write(out, rows, kill_rows, size, time.monotonic() - t0)
+    print("cluster lessons: wrote %s" % out, file=sys.stderr)
+    return 0
+
+
+def write(path, rows, kill_rows, size, took):
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out = [
+        "# The Galera lessons, measured",
+        "",
+        "Generated by `make cluster-lessons-run` (`lab/cluster_lessons.py record`); do not "
+        "edit by hand. The figures docs/lessons.md and docs/scaling.md quote for the Galera "
+        "lessons come from this run.",
+        "",
+        "- when: %s; ticketd %s; size %g" % (now, revision(), size),
+        "- machine: %s" % machine(),
+        "- cluster: scripts/cluster.sh, three MariaDB %s Galera nodes on 127.0.0.1 (each on "
+        "an ext4 disk of its own: a loop device with direct I/O), Redis; the instances "
+        "`TICKETD_ENV=demo`; the tables and Redis emptied before each pass; %.0f s in all"
+        % (server_version(), took),
+        "",
+        "Figures vary from run to run (they count races and the moment of a crash); the "
+        "pattern is what holds: damage without the defence, 0 with it.",
+        "",
+        "| run | lesson | without the defence | with it | without: what happened | with: what happened |",
+        "|--:|---|--:|--:|---|---|",
+    ]
+    for run, lesson, res in rows:
+        out.append("| %d | `%s` | **%d %s** (without %s) | %d | %s | %s |" % (
+            run, lesson["name"], res["without"]["figure"], lesson["unit"], lesson["defence"],
+            res["with"]["figure"], res["without"]["notes"], res["with"]["notes"]))
+    if kill_rows:
+        out += [
+            "",
+            "## The crash without the power cut",
+            "",
+            "`galera-crash-durability --kill-only`: the same storm and SIGKILL of the three "
+            "nodes, but their disks keep the kernel's page cache (the processes die, the "
+            "machine does not). With `innodb_flush_log_at_trx_commit=2` a commit's log is "
+            "written to the kernel at once and only flushed to the disk once a second, so "
+            "a process kill alone loses nothing; it takes the machine's crash (here: its "
+            "disks' power cut) to lose the last second.",
+            "",
+            "| run | without (flush 2) | with (flush 1) | without: what happened |",
+            "|--:|--:|--:|---|",
+        ]
+        for run, res in kill_rows:
+            out.append("| %d | %d answered orders lost | %d | %s |" % (
+                run, res["without"]["figure"], res["with"]["figure"], res["without"]["notes"]))
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def server_version():
+    res = subprocess.run(["mariadbd", "--version"], capture_output=True, text=True)
+    if res.returncode != 0:
+        res = subprocess.run(["/usr/sbin/mariadbd", "--version"], capture_output=True, text=True)
+    words = res.stdout.split()
+    return words[2].split("-")[0] if len(words) > 2 else "?"
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog="cluster_lessons.py")
+    ap.add_argument("command", choices=["list", "lesson", "record"])
+    ap.add_argument("name", nargs="?")
+    ap.add_argument("--size", type=float, default=1.0)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--kill-only", action="store_true")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "cluster-lessons-run.md"))
+    args = ap.parse_args(argv)
+
+    def stop(signum, _frame):
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+    try:
+        if args.command == "list":
+            for lesson in LESSONS:
+                print("  %-28s %s (Galera cluster)" % (lesson["name"], lesson["title"]))
+            return 0
+        if args.command == "lesson":
+            return cmd_lesson(args.name, args.size, kill_only=args.kill_only)
+        return cmd_record(args.runs, args.out, args.size)
+    except LessonError as e:
+        print("cluster lessons: error: %s" % e, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("cluster lessons: interrupted; everything it started is stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
