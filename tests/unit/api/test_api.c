@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "fake_api.h"
+#include "fake_keys.h"
 #include "fake_lifecycle.h"
 #include "fakes.h"
 
@@ -252,6 +253,114 @@ static void then_callback_recorded(const struct resp *w)
     json_decref(j);
 }
 
+/* --- the key look-up's knobs ------------------------------------------------ */
+
+#define FP64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define KEYS "/api/v1/idempotency-keys/"
+
+static void key_done_in_redis(void)
+{
+    snprintf(fake_keys.records[0], sizeof fake_keys.records[0],
+             "D|" FP64 "|201|{\"order_no\":\"" ORDER_NO "\",\"status\":\"PENDING_PAYMENT\"}");
+}
+
+static void key_in_database(void)
+{
+    fake_keys.order_rc = TD_OK;
+    snprintf(fake_keys.order.order_no, sizeof fake_keys.order.order_no, "%s", ORDER_NO);
+}
+
+/* Both: Redis forgot the order, and a retry's marker stands meanwhile. */
+static void key_in_flight(void)
+{
+    snprintf(fake_keys.records[0], sizeof fake_keys.records[0], "P|" FP64 "|%s0123456789abcdef",
+             app.instance);
+    fake_keys.ttl_ms[0] = cfg.inflight_ttl_ms - 1234;
+}
+
+static void key_retried_after_flush(void)
+{
+    key_in_flight();
+    key_in_database();
+}
+
+static void key_of_a_dead_copy(void)
+{
+    snprintf(fake_keys.records[0], sizeof fake_keys.records[0],
+             "P|" FP64 "|00000000000000000123456789abcdef");
+    fake_cache.alive_rc = TD_ENOTFOUND;
+}
+
+static void batch_done_in_redis(void)
+{
+    snprintf(fake_keys.records[1], sizeof fake_keys.records[1],
+             "D|" FP64 "|200|{\"complete\":true,\"items\":[]}");
+}
+
+static void batch_in_flight(void)
+{
+    snprintf(fake_keys.records[1], sizeof fake_keys.records[1], "P|" FP64 "|%s0123456789abcdef",
+             app.instance);
+    fake_keys.ttl_ms[1] = cfg.inflight_ttl_ms;
+}
+
+static void key_redis_down(void)
+{
+    fake_keys.peek_rc = TD_EUNAVAIL;
+}
+
+static void key_mysql_down(void)
+{
+    fake_keys.order_rc = TD_EUNAVAIL;
+}
+
+static void then_key(const struct resp *w, const char *state, const char *kind)
+{
+    json_t *j = body_of(w);
+    assert_string_equal(json_string_value(json_object_get(j, "key")), "k-1");
+    assert_string_equal(json_string_value(json_object_get(j, "state")), state);
+    assert_string_equal(json_string_value(json_object_get(j, "kind")), kind);
+    json_decref(j);
+    assert_string_equal(fake_keys.names[0], "k-1");
+    assert_string_equal(fake_keys.names[1], "batch/k-1");
+}
+
+static void then_key_order(const struct resp *w)
+{
+    then_key(w, "COMPLETED", "order");
+    json_t *j = body_of(w);
+    assert_int_equal(json_integer_value(json_object_get(j, "status")), 201);
+    assert_string_equal(json_string_value(json_object_get(j, "order_no")), ORDER_NO);
+    assert_string_equal(json_string_value(json_object_get(j, "location")),
+                        "/api/v1/orders/" ORDER_NO);
+    json_decref(j);
+}
+
+static void then_key_running(const struct resp *w)
+{
+    then_key(w, "IN_PROGRESS", "order");
+    json_t *j = body_of(w);
+    assert_int_equal(json_integer_value(json_object_get(j, "age_ms")), 1234);
+    json_decref(j);
+}
+
+static void then_key_batch(const struct resp *w)
+{
+    then_key(w, "COMPLETED", "batch");
+    json_t *j = body_of(w);
+    assert_int_equal(json_integer_value(json_object_get(j, "status")), 200);
+    assert_true(json_is_true(json_object_get(j, "complete")));
+    json_decref(j);
+}
+
+static void then_batch_running(const struct resp *w)
+{
+    then_key(w, "IN_PROGRESS", "batch");
+    json_t *j = body_of(w);
+    assert_int_equal(json_integer_value(json_object_get(j, "age_ms")), 0);
+    json_decref(j);
+}
+
 /* --- the table --------------------------------------------------------------- */
 
 #define ORDER_BODY "{\"session_id\":7,\"quantity\":2}"
@@ -437,6 +546,42 @@ static const struct api_case cases[] = {
     {"callback for no order", "POST", "/api/v1/payments/callback", .sig = SIGNED, .headers = {JSON},
      .body = CB_BODY, .given = no_order, .status = 404, .code = "ORDER_NOT_FOUND",
      .calls = "payment_begin payment_lock payment_rollback"},
+
+    /* GET /api/v1/idempotency-keys/{key}: Redis's record first, the
+     * database when Redis forgot; looking takes and writes nothing. */
+    {"key answered by Redis", "GET", KEYS "k-1", USER_JWT, .given = key_done_in_redis,
+     .status = 200, .header = "Cache-Control: no-store", .calls = "idem_peek",
+     .then = then_key_order},
+    {"key answered by the database", "GET", KEYS "k-1", USER_JWT, .given = key_in_database,
+     .status = 200, .calls = "idem_peek order_peek", .then = then_key_order},
+    {"key in flight", "GET", KEYS "k-1", USER_JWT, .given = key_in_flight, .status = 200,
+     .calls = "idem_peek order_peek", .then = then_key_running},
+    {"key completed while a retry runs", "GET", KEYS "k-1", USER_JWT,
+     .given = key_retried_after_flush, .status = 200, .calls = "idem_peek order_peek",
+     .then = then_key_order},
+    {"key of a dead copy", "GET", KEYS "k-1", USER_JWT, .given = key_of_a_dead_copy, .status = 404,
+     .code = "IDEMPOTENCY_KEY_NOT_FOUND", .calls = "idem_peek instance_alive order_peek idem_find"},
+    {"batch key answered by Redis", "GET", KEYS "k-1", USER_JWT, .given = batch_done_in_redis,
+     .status = 200, .calls = "idem_peek order_peek", .then = then_key_batch},
+    {"batch key in flight", "GET", KEYS "k-1", USER_JWT, .given = batch_in_flight, .status = 200,
+     .calls = "idem_peek order_peek idem_find", .then = then_batch_running},
+    {"key unknown", "GET", KEYS "k-1", USER_JWT, .status = 404, .code = "IDEMPOTENCY_KEY_NOT_FOUND",
+     .calls = "idem_peek order_peek idem_find"},
+    {"key unknown without Redis", "GET", KEYS "k-1", USER_JWT, .given = key_redis_down,
+     .status = 503, .code = "DEPENDENCY_UNAVAILABLE", .calls = "idem_peek order_peek idem_find"},
+    {"key without MySQL", "GET", KEYS "k-1", USER_JWT, .given = key_mysql_down, .status = 503,
+     .code = "DEPENDENCY_UNAVAILABLE", .header = "Retry-After: 1", .calls = "idem_peek order_peek"},
+    {"key malformed", "GET", KEYS "k%201", USER_JWT, .status = 400,
+     .code = "IDEMPOTENCY_KEY_INVALID", .calls = ""},
+    {"key quoted", "GET", KEYS "\"k-1\"", USER_JWT, .status = 400,
+     .code = "IDEMPOTENCY_KEY_INVALID", .calls = ""},
+    {"key of 65 characters", "GET",
+     KEYS "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", USER_JWT,
+     .status = 400, .code = "IDEMPOTENCY_KEY_INVALID", .calls = ""},
+    {"key without a token", "GET", KEYS "k-1", .status = 401, .code = "UNAUTHENTICATED",
+     .calls = ""},
+    {"key posted", "POST", KEYS "k-1", USER_JWT, .status = 405, .code = "METHOD_NOT_ALLOWED",
+     .header = "Allow: GET, HEAD", .calls = ""},
 
     /* POST /api/v1/sessions, GET /api/v1/sessions/{id} */
     {"session created", "POST", "/api/v1/sessions", ADMIN_JWT, .headers = {JSON},
