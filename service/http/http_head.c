@@ -75,8 +75,9 @@ bool http_request_id_ok(const char *s)
 /* Headers that say one thing once. A second copy is ambiguous (which one
  * did the proxy in front of us look at?), so it is refused, not guessed. */
 static const char *const singletons[] = {
-    "Idempotency-Key", "X-Order-Token", "Authorization", "X-Pay-Timestamp",
-    "X-Pay-Signature", "X-Request-Id",  "Content-Type",  "Host",
+    "Idempotency-Key", "X-Order-Token",     "Authorization",     "X-Pay-Timestamp",
+    "X-Pay-Signature", "X-Request-Id",      "Content-Type",      "Host",
+    "webhook-id",      "webhook-timestamp", "webhook-signature",
 };
 #define N_SINGLETONS (sizeof singletons / sizeof singletons[0])
 

@@ -50,8 +50,9 @@
 /* Who calls: the runner adds the Authorization header. */
 enum who { ANON, USER_JWT, ADMIN_JWT, BAD_JWT };
 
-/* How a payment callback is signed: the runner adds the X-Pay-* headers. */
-enum sig { UNSIGNED, SIGNED, WRONG_SIG, STALE_SIG };
+/* How a payment callback is signed: the runner adds the X-Pay-* headers,
+ * or for WEBHOOK_* the Standard Webhooks ones (webhook-id is the row's). */
+enum sig { UNSIGNED, SIGNED, WRONG_SIG, STALE_SIG, WEBHOOK_SIGNED, WEBHOOK_WRONG };
 
 #define MAX_HEADERS 6
 
@@ -169,6 +170,12 @@ static void pending_order(void)
     fake_payments.amount_cents = 500;
 }
 
+static void delivery_of_another_body(void)
+{
+    fake_payments.delivery_find_rc = TD_OK;
+    snprintf(fake_payments.delivery_fp, sizeof fake_payments.delivery_fp, "%064d", 0);
+}
+
 static void audit_down(void)
 {
     fake_api.audit_rc = TD_EUNAVAIL;
@@ -251,6 +258,12 @@ static void then_callback_recorded(const struct resp *w)
     assert_string_equal(json_string_value(json_object_get(j, "result")), "SUCCESS");
     assert_string_equal(fake_payments.txn_id, "t-1");
     json_decref(j);
+}
+
+static void then_callback_dedup(const struct resp *w)
+{
+    assert_non_null(w->layer);
+    assert_string_equal(w->layer, "callback-dedup");
 }
 
 /* --- the key look-up's knobs ------------------------------------------------ */
@@ -546,6 +559,25 @@ static const struct api_case cases[] = {
     {"callback for no order", "POST", "/api/v1/payments/callback", .sig = SIGNED, .headers = {JSON},
      .body = CB_BODY, .given = no_order, .status = 404, .code = "ORDER_NOT_FOUND",
      .calls = "payment_begin payment_lock payment_rollback"},
+    /* The Standard Webhooks scheme: its delivery id claimed with the payment. */
+    {"webhook delivery", "POST", "/api/v1/payments/callback", .sig = WEBHOOK_SIGNED,
+     .headers = {JSON, "webhook-id: msg-1"}, .body = CB_BODY, .given = pending_order, .status = 200,
+     .calls = "delivery_find payment_begin delivery_claim payment_lock payment_find "
+              "payment_insert payment_move payment_event payment_commit",
+     .then = then_callback_recorded},
+    {"webhook signed wrong", "POST", "/api/v1/payments/callback", .sig = WEBHOOK_WRONG,
+     .headers = {JSON, "webhook-id: msg-1"}, .body = CB_BODY, .status = 401,
+     .code = "SIGNATURE_INVALID", .calls = ""},
+    {"webhook without an id", "POST", "/api/v1/payments/callback", .sig = WEBHOOK_SIGNED,
+     .headers = {JSON}, .body = CB_BODY, .status = 400, .code = "VALIDATION_FAILED",
+     .field = "webhook-id", .calls = ""},
+    {"webhook id outside the grammar", "POST", "/api/v1/payments/callback", .sig = WEBHOOK_SIGNED,
+     .headers = {JSON, "webhook-id: msg 1"}, .body = CB_BODY, .status = 400,
+     .code = "VALIDATION_FAILED", .field = "webhook-id", .calls = ""},
+    {"webhook id of another body", "POST", "/api/v1/payments/callback", .sig = WEBHOOK_SIGNED,
+     .headers = {JSON, "webhook-id: msg-1"}, .body = CB_BODY, .given = delivery_of_another_body,
+     .status = 422, .code = "IDEMPOTENCY_KEY_REUSED", .field = "webhook-id",
+     .calls = "delivery_find", .then = then_callback_dedup},
 
     /* GET /api/v1/idempotency-keys/{key}: Redis's record first, the
      * database when Redis forgot; looking takes and writes nothing. */
@@ -677,7 +709,18 @@ static void build_headers(const struct api_case *c, struct fake_request *fr, cha
         free(jwt);
         fr->headers[fr->nheaders++] = auth;
     }
-    if (c->sig != UNSIGNED) {
+    if (c->sig == WEBHOOK_SIGNED || c->sig == WEBHOOK_WRONG) {
+        char v1[PAYSIG_WEBHOOK_LEN + 1];
+        const char *secret = c->sig == WEBHOOK_WRONG ? "not-the-secret" : PAY_SECRET;
+        const char *id = fake_header(fr, "webhook-id");
+        const char *body = c->body != NULL ? c->body : "";
+        snprintf(sig[0], sizeof sig[0], "webhook-timestamp: %lld", (long long)wall_s());
+        paysig_sign_webhook((const unsigned char *)secret, strlen(secret), id != NULL ? id : "",
+                            sig[0] + strlen("webhook-timestamp: "), body, strlen(body), v1);
+        snprintf(sig[1], sizeof sig[1], "webhook-signature: %s", v1);
+        fr->headers[fr->nheaders++] = sig[0];
+        fr->headers[fr->nheaders++] = sig[1];
+    } else if (c->sig != UNSIGNED) {
         char ts[24], hex[PAYSIG_HEX_LEN + 1];
         int64_t when = c->sig == STALE_SIG ? wall_s() - cfg.pay_tolerance_s - 60 : wall_s();
         const char *body = c->body != NULL ? c->body : "";
