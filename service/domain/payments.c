@@ -285,8 +285,8 @@ int payments_callback(struct app *app, const struct payment_callback *cb,
 
 /* A delivery id recorded on an earlier day is in no row today's insert
  * would meet (the day is part of the key): it is looked for first, as
- * committed now. TD_OK with a->delivery_known, TD_ECONFLICT for another
- * body's id, TD_OK when there is none. */
+ * committed now. TD_OK, with a->delivery_known when it was recorded with
+ * this body and a->delivery_reused with another; or the store's error. */
 static int look_up_delivery(struct attempt *a)
 {
     char fp[IDEM_FP_LEN + 1];
@@ -297,9 +297,10 @@ static int look_up_delivery(struct attempt *a)
         return TD_OK;
     if (rc != TD_OK)
         return rc;
-    if (strcmp(fp, a->dl->fingerprint) != 0)
-        return TD_ECONFLICT;
-    a->delivery_known = true;
+    if (strcmp(fp, a->dl->fingerprint) == 0)
+        a->delivery_known = true;
+    else
+        a->delivery_reused = true;
     return TD_OK;
 }
 
@@ -313,11 +314,14 @@ int payments_callback_delivery(struct app *app, const struct payment_callback *c
         return TD_ENOTFOUND;
     struct attempt a = {.cb = cb, .dl = dl, .dedup = (app->defenses & DEFENSE_CALLBACK_DEDUP) != 0};
     int rc = look_up_delivery(&a);
-    if (rc != TD_OK)
-        return rc; /* TD_ECONFLICT: the delivery id is another body's */
-    rc = txretry_run(app->cfg->tx_retries, attempt_once, &a);
-    if (a.delivery_reused)
+    if (rc == TD_OK && !a.delivery_reused)
+        rc = txretry_run(app->cfg->tx_retries, attempt_once, &a);
+    if (a.delivery_reused) {
+        /* The delivery id is another body's (recorded before, or by a copy
+         * that committed it first): nothing is recorded. */
+        metrics_inc(M_PAYMENTS_WEBHOOK_ID_REUSED);
         return TD_ECONFLICT;
+    }
     if (rc == TD_EDUP)
         return replay(&a, res);
     if (rc != TD_OK)

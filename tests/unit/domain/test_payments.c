@@ -499,10 +499,12 @@ static void test_delivery_id_reused(void **state)
     struct payment_result res;
     delivery(&dl);
     /* Recorded before with another body: refused before any transaction. */
+    int64_t reused = metrics_get(M_PAYMENTS_WEBHOOK_ID_REUSED);
     fake_payments.delivery_find_rc = TD_OK;
     snprintf(fake_payments.delivery_fp, sizeof fake_payments.delivery_fp, "%s", FP_OTHER);
     assert_int_equal(payments_callback_delivery(&app, &cb, &dl, &res), TD_ECONFLICT);
     assert_string_equal(fake_calls, "delivery_find");
+    assert_int_equal(metrics_get(M_PAYMENTS_WEBHOOK_ID_REUSED) - reused, 1);
     /* Committed by a racing copy with another body: refused, rolled back. */
     fakes_reset();
     fake_payments_reset();
