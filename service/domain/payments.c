@@ -308,13 +308,17 @@ int payments_callback_delivery(struct app *app, const struct payment_callback *c
                                const struct payment_delivery *dl, struct payment_result *res)
 {
     memset(res, 0, sizeof *res);
+    struct attempt a = {.cb = cb, .dl = dl, .dedup = (app->defenses & DEFENSE_CALLBACK_DEDUP) != 0};
+    /* A delivery id is bound to its body whatever the body says: another
+     * body under it is refused as such, even one naming no order. */
+    int rc = look_up_delivery(&a);
+    if (rc != TD_OK)
+        return rc;
     /* Anything but an order number names no order (and must not reach a
      * query that compares with PAD SPACE): 404 without a transaction. */
-    if (!order_no_valid(cb->order_no))
+    if (!a.delivery_reused && !order_no_valid(cb->order_no))
         return TD_ENOTFOUND;
-    struct attempt a = {.cb = cb, .dl = dl, .dedup = (app->defenses & DEFENSE_CALLBACK_DEDUP) != 0};
-    int rc = look_up_delivery(&a);
-    if (rc == TD_OK && !a.delivery_reused)
+    if (!a.delivery_reused)
         rc = txretry_run(app->cfg->tx_retries, attempt_once, &a);
     if (a.delivery_reused) {
         /* The delivery id is another body's (recorded before, or by a copy
