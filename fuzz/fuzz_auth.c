@@ -12,10 +12,9 @@
  *
  * Invariants: on success the identity is a user id in 1..2^53-1; on
  * refusal it is cleared. A signed token is accepted exactly when its
- * header names HS256 and its claims hold a decimal `sub` in range (no
- * leading zero), an integer `exp` after now and no integer `nbf` after
- * now; the admin flag is set exactly for role "admin". The same token
- * under another secret is refused. */
+ * header names HS256 and no critical extension (crit) and its claims hold a decimal `sub` in range
+ * (no leading zero), an integer `exp` after now and no integer `nbf` after now; the admin flag is
+ * set exactly for role "admin". The same token under another secret is refused. */
 #include "fuzz.h"
 
 #include "auth.h"
@@ -129,6 +128,8 @@ static bool header_ok(const char *jose, size_t len)
     const json_t *alg_v = json_object_get(h, "alg");
     const char *alg = json_string_value(alg_v);
     bool ok = alg != NULL && strlen(alg) == json_string_length(alg_v) && strcmp(alg, "HS256") == 0;
+    /* RFC 7515 4.1.11: no critical extension is understood. */
+    ok = ok && json_object_get(h, "crit") == NULL;
     json_decref(h);
     return ok;
 }

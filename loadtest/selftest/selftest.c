@@ -120,6 +120,18 @@ static void test_sign(void)
     check(paysign(pay, "1700000000", body, strlen(body), hex) == 0, "callback signed");
     check(strcmp(hex, "6d5bcff6b246f279cfd2c47d1743ef797a15952ab856c9b9d84554fa94c1b7c5") == 0,
           "callback signature matches the reference");
+
+    /* The example of the Standard Webhooks specification. */
+    char sig[PAYSIGN_WEBHOOK_LEN];
+    check(paysign_webhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                          "1614265330", "{\"test\": 2432232314}", 20, sig) == 0,
+          "delivery signed");
+    check(strcmp(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=") == 0,
+          "delivery signature matches the specification's");
+    check(paysign_webhook("whsec_not-base64!", "m", "1", "{}", 2, sig) == -1,
+          "no delivery signature with a broken whsec_ secret");
+    check(paysign_webhook("", "m", "1", "{}", 2, sig) == -1,
+          "no delivery signature without a secret");
 }
 
 static void test_exit_code(void)

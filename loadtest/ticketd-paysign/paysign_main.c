@@ -1,35 +1,71 @@
 /*
  * ticketd-paysign - signs one payment callback as the gateway would, for
- * scripts/pay.sh: reads the raw body from stdin, prints its X-Pay-Signature.
+ * scripts/pay.sh: reads the raw body from stdin, prints its signature, in
+ * either of the schemes ticketd accepts.
  *
  *   TICKETD_PAY_SECRET=... ticketd-paysign TIMESTAMP < body
+ *       X-Pay-Signature: lowercase hex HMAC-SHA256 of "<TIMESTAMP>.<body>"
+ *   TICKETD_PAY_SECRET=... ticketd-paysign --webhook ID TIMESTAMP < body
+ *       webhook-signature (Standard Webhooks): "v1,<base64>" over
+ *       "<ID>.<TIMESTAMP>.<body>", keyed with a whsec_ secret's decoded
+ *       base64 or another secret's bytes
  *
- * The secret comes from the environment, never the command line, where
- * every user of the machine could read it. Exit code 0, or 2 on misuse.
+ * A gateway signs with one secret: when TICKETD_PAY_SECRET holds two (a
+ * rotation, "new,old"), the first is used. The secret comes from the
+ * environment, never the command line, where every user of the machine
+ * could read it. Exit code 0, or 2 on misuse.
  */
 #include "paysign.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A callback body is a few hundred bytes; ticketd refuses more than 1 MiB. */
 #define BODY_MAX (1024 * 1024)
 
+static int usage(void)
+{
+    fprintf(stderr, "usage: TICKETD_PAY_SECRET=... ticketd-paysign [--webhook ID] TIMESTAMP "
+                    "< body\n");
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
-    const char *secret = getenv("TICKETD_PAY_SECRET");
-    char hex[PAYSIGN_HEX_LEN];
+    const char *env = getenv("TICKETD_PAY_SECRET");
+    const char *id = NULL, *ts;
+    char hex[PAYSIGN_HEX_LEN], sig[PAYSIGN_WEBHOOK_LEN], secret[1024];
     char *body;
     size_t len;
+    int rc;
 
-    if (argc != 2) {
-        fprintf(stderr, "usage: TICKETD_PAY_SECRET=... ticketd-paysign TIMESTAMP < body\n");
-        return 2;
+    if (argc == 4 && strcmp(argv[1], "--webhook") == 0) {
+        id = argv[2];
+        ts = argv[3];
+    } else if (argc == 2) {
+        ts = argv[1];
+    } else {
+        return usage();
     }
-    if (secret == NULL || secret[0] == '\0') {
+    if (env == NULL || env[0] == '\0') {
         fprintf(stderr, "ticketd-paysign: TICKETD_PAY_SECRET is not set\n");
         return 2;
     }
+    /* The first secret, blanks around it dropped, as ticketd reads it. */
+    size_t n = strcspn(env, ",");
+    while (n > 0 && (env[0] == ' ' || env[0] == '\t')) {
+        env++;
+        n--;
+    }
+    while (n > 0 && (env[n - 1] == ' ' || env[n - 1] == '\t'))
+        n--;
+    if (n == 0 || n >= sizeof secret) {
+        fprintf(stderr, "ticketd-paysign: TICKETD_PAY_SECRET holds no usable secret\n");
+        return 2;
+    }
+    memcpy(secret, env, n);
+    secret[n] = '\0';
     body = malloc(BODY_MAX + 1);
     if (body == NULL)
         return 2;
@@ -39,11 +75,13 @@ int main(int argc, char **argv)
         free(body);
         return 2;
     }
-    if (paysign(secret, argv[1], body, len, hex) != 0) {
-        free(body);
+    rc = id != NULL ? paysign_webhook(secret, id, ts, body, len, sig)
+                    : paysign(secret, ts, body, len, hex);
+    free(body);
+    if (rc != 0) {
+        fprintf(stderr, "ticketd-paysign: cannot sign with this secret\n");
         return 2;
     }
-    free(body);
-    printf("%s\n", hex);
+    printf("%s\n", id != NULL ? sig : hex);
     return 0;
 }

@@ -3,6 +3,7 @@
 #include "api_internal.h"
 #include "app.h"
 #include "err.h"
+#include "idem.h"
 #include "jsonv.h"
 #include "payments.h"
 
@@ -18,25 +19,43 @@ static void signature_problem(struct resp *w, enum problem p, const char *detail
     resp_header(w, "WWW-Authenticate", "HMAC-SHA256 realm=\"ticketd-payments\"");
 }
 
-/* Step 1 of the defence (payments.h), before anything reads the body. */
-static bool verify(struct req *r, struct resp *w)
+/* Step 1 of the defence (payments.h), before anything reads the body: the
+ * Standard Webhooks scheme when webhook-signature is sent, else X-Pay-*.
+ * A webhook-id, the delivery's key, obeys the Idempotency-Key grammar. */
+static bool verify(struct req *r, struct resp *w, bool *webhook)
 {
-    enum paysig_result sig =
-        payments_verify(r->app, req_header(r, "X-Pay-Timestamp"), req_header(r, "X-Pay-Signature"),
-                        r->body, r->body_len);
-    switch (sig) {
+    struct payment_proof proof = {
+        .pay_timestamp = req_header(r, "X-Pay-Timestamp"),
+        .pay_signature = req_header(r, "X-Pay-Signature"),
+        .webhook_id = req_header(r, "webhook-id"),
+        .webhook_timestamp = req_header(r, "webhook-timestamp"),
+        .webhook_signature = req_header(r, "webhook-signature"),
+    };
+    *webhook = payments_proof_is_webhook(&proof);
+    if (*webhook && (proof.webhook_id == NULL || !idem_key_valid(proof.webhook_id))) {
+        resp_problem(w, PROBLEM_VALIDATION_FAILED, "webhook-id",
+                     "webhook-id must be 1 to %d characters of A-Z a-z 0-9 . _ : -", IDEM_KEY_MAX);
+        return false;
+    }
+    switch (payments_verify(r->app, &proof, r->body, r->body_len)) {
     case PAYSIG_OK:
         return true;
     case PAYSIG_STALE:
         signature_problem(w, PROBLEM_TIMESTAMP_OUT_OF_TOLERANCE,
-                          "X-Pay-Timestamp is too far from now; sign the callback again");
+                          *webhook
+                              ? "webhook-timestamp is too far from now; sign the delivery again"
+                              : "X-Pay-Timestamp is too far from now; sign the callback again");
         return false;
     case PAYSIG_BAD:
         break;
     }
     signature_problem(w, PROBLEM_SIGNATURE_INVALID,
-                      "X-Pay-Timestamp and X-Pay-Signature (lowercase hex HMAC-SHA256 of "
-                      "\"<timestamp>.<body>\") are missing or do not match");
+                      *webhook
+                          ? "webhook-timestamp and webhook-signature (v1,<base64 HMAC-SHA256 "
+                            "of \"<webhook-id>.<webhook-timestamp>.<body>\">, "
+                            "space-separated) are missing or none matches"
+                          : "X-Pay-Timestamp and X-Pay-Signature (lowercase hex HMAC-SHA256 of "
+                            "\"<timestamp>.<body>\") are missing or do not match");
     return false;
 }
 
@@ -81,11 +100,22 @@ fail:
 void api_payment_callback(struct req *r, struct resp *w)
 {
     struct payment_callback cb;
+    struct payment_delivery dl;
     struct payment_result res;
     json_t *body = NULL;
-    if (!verify(r, w) || !read_callback(r, w, &body, &cb))
+    bool webhook = false;
+    if (!verify(r, w, &webhook) || !read_callback(r, w, &body, &cb))
         return;
-    int rc = payments_callback(r->app, &cb, &res);
+    if (webhook)
+        payments_delivery_init(&dl, req_header(r, "webhook-id"), r->body, r->body_len);
+    int rc = payments_callback_delivery(r->app, &cb, webhook ? &dl : NULL, &res);
+    if (rc == TD_ECONFLICT) {
+        /* Not a retry: a retry of a delivery repeats its raw body. */
+        resp_problem(w, PROBLEM_IDEMPOTENCY_KEY_REUSED, "webhook-id",
+                     "webhook-id %s was delivered before with another body", dl.id);
+        w->layer = "callback-dedup";
+        goto out;
+    }
     if (rc == TD_ENOTFOUND) {
         resp_problem(w, PROBLEM_ORDER_NOT_FOUND, NULL, "no order %s", cb.order_no);
         goto out;

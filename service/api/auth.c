@@ -76,8 +76,13 @@ static json_t *hs256_claims(const char *token, size_t n, const char *secret)
     json_t *header = segment_json(token, (size_t)(dot1 - token));
     const char *alg = claim_str(header, "alg");
     bool hs256 = alg != NULL && strcmp(alg, "HS256") == 0;
+    /* RFC 7515 4.1.11: a header that lists critical extensions must be
+     * refused by a reader that does not understand every one of them.
+     * ticketd understands none, and an empty or malformed "crit" is
+     * invalid in itself, so any "crit" refuses the token. */
+    bool critical = json_object_get(header, "crit") != NULL;
     json_decref(header);
-    if (!hs256)
+    if (!hs256 || critical)
         return NULL;
     return segment_json(dot1 + 1, (size_t)(dot2 - dot1 - 1));
 }

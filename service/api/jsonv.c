@@ -5,49 +5,84 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The top-level member whose value holds byte pos of data, which jansson
- * parsed without error up to there: its name into field (cap bytes), or
- * false when pos is in no member of a top-level object (a bare number, an
- * array, a key) or the name does not fit. */
-static bool member_at(const char *data, size_t pos, char *field, size_t cap)
+/* How deep a number's path is followed; a deeper one is not named. */
+#define PATH_DEPTH 16
+
+/* One object or array that is open at the byte looked at. */
+struct open_value {
+    bool object;
+    bool in_value;   /* object: after the current member's colon */
+    const char *key; /* object: the current member's name, quotes included */
+    size_t key_len;
+    size_t index; /* array: the current element */
+};
+
+/* Appends one member name, as JSON spells it (escapes and all; jansson
+ * reads it), to the path in field. False when it has a NUL or no room. */
+static bool path_name(const char *key, size_t key_len, bool dot, char *field, size_t cap)
 {
+    json_t *name = json_loadb(key, key_len, JSON_DECODE_ANY, NULL);
+    const char *text = json_string_value(name);
+    size_t used = strlen(field);
+    bool ok = text != NULL && strlen(text) == json_string_length(name) &&
+              used + (dot ? 1 : 0) + strlen(text) < cap;
+    if (ok)
+        snprintf(field + used, cap - used, "%s%s", dot ? "." : "", text);
+    json_decref(name);
+    return ok;
+}
+
+/* The path of the value that holds byte pos of data, which jansson parsed
+ * without error up to there, into field (cap bytes): the top-level member's
+ * name, then ".name" for a member and "[i]" for an element of what it
+ * holds (items[0].session_id), as validation errors name fields. False when
+ * pos is in no member of a top-level object (a bare number, an array, a
+ * key), lies deeper than PATH_DEPTH, or the path does not fit. */
+static bool path_at(const char *data, size_t pos, char *field, size_t cap)
+{
+    struct open_value open[PATH_DEPTH];
     int depth = 0;
-    bool top_is_object = false, in_value = false;
-    const char *key = NULL;
-    size_t key_len = 0;
     for (size_t i = 0; i < pos; i++) {
         char c = data[i];
+        struct open_value *top = depth > 0 ? &open[depth - 1] : NULL;
         if (c == '"') {
             size_t start = i++;
             while (i < pos && data[i] != '"')
                 i += data[i] == '\\' ? 2 : 1;
-            if (depth == 1 && top_is_object && !in_value) {
-                key = data + start;
-                key_len = i + 1 - start;
+            if (top != NULL && top->object && !top->in_value) {
+                top->key = data + start;
+                top->key_len = i + 1 - start;
             }
         } else if (c == '{' || c == '[') {
-            if (depth == 0)
-                top_is_object = c == '{';
-            depth++;
+            if (depth == PATH_DEPTH)
+                return false;
+            open[depth++] = (struct open_value){.object = c == '{'};
         } else if (c == '}' || c == ']') {
             depth--;
-        } else if (depth == 1 && c == ':') {
-            in_value = true;
-        } else if (depth == 1 && c == ',') {
-            in_value = false;
-            key = NULL;
+        } else if (top != NULL && c == ':') {
+            top->in_value = true;
+        } else if (top != NULL && c == ',') {
+            top->in_value = false;
+            top->key = NULL;
+            top->index++;
         }
     }
-    if (depth < 1 || !top_is_object || !in_value || key == NULL)
+    if (depth < 1 || !open[0].object)
         return false;
-    /* The name as JSON says it, escapes and all: let jansson read it. */
-    json_t *name = json_loadb(key, key_len, JSON_DECODE_ANY, NULL);
-    const char *text = json_string_value(name);
-    bool ok = text != NULL && strlen(text) == json_string_length(name) && strlen(text) < cap;
-    if (ok)
-        snprintf(field, cap, "%s", text);
-    json_decref(name);
-    return ok;
+    field[0] = '\0';
+    for (int d = 0; d < depth; d++) {
+        const struct open_value *v = &open[d];
+        size_t used = strlen(field);
+        if (!v->object) {
+            int n = snprintf(field + used, cap - used, "[%zu]", v->index);
+            if (n < 0 || (size_t)n >= cap - used)
+                return false;
+        } else if (!v->in_value || v->key == NULL ||
+                   !path_name(v->key, v->key_len, d > 0, field, cap)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 json_t *jsonv_parse_body(const char *data, size_t len, char *field, size_t field_cap, char *why,
@@ -68,10 +103,12 @@ json_t *jsonv_parse_body(const char *data, size_t len, char *field, size_t field
          * refuses while parsing: to the client they are a value out of
          * range for the member that carries it. */
         if (json_error_code(&e) == json_error_numeric_overflow && field != NULL && e.position > 0 &&
-            (size_t)e.position <= len && member_at(data, (size_t)e.position, field, field_cap)) {
+            (size_t)e.position <= len && path_at(data, (size_t)e.position, field, field_cap)) {
             snprintf(why, cap, "%s is out of range", field);
             return NULL;
         }
+        if (field != NULL && field_cap > 0)
+            field[0] = '\0'; /* path_at may have begun a path it could not finish */
         snprintf(why, cap, "%s at line %d, column %d", e.text, e.line, e.column);
         return NULL;
     }

@@ -21,8 +21,9 @@ json_t *jsonv_parse_object(const char *data, size_t len, char *why, size_t cap);
  * field was wrong: when the body is refused because a number in it is
  * beyond what the parser holds (an integer outside int64, such as 2^63,
  * or a real that overflows, such as 1e309), field (field_cap bytes) gets
- * the name of the top-level member that number belongs to, and the
- * caller answers VALIDATION_FAILED for that field. Otherwise, or when no
+ * the path of the member that number belongs to (quantity,
+ * items[0].session_id), and the caller answers VALIDATION_FAILED for that
+ * field. Otherwise, or when no
  * member can be named, field is "" (INVALID_JSON). A body holding a NUL
  * byte anywhere is invalid. field may be NULL. */
 json_t *jsonv_parse_body(const char *data, size_t len, char *field, size_t field_cap, char *why,

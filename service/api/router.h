@@ -49,7 +49,10 @@ struct route_info {
 };
 
 #define ROUTER_MAX_PARAMS 2
-#define ROUTER_PARAM_MAX  64
+/* Long enough for any key or id a route takes, so that a too long one
+ * reaches its handler's own refusal (a key of 65 characters is 400
+ * IDEMPOTENCY_KEY_INVALID, not an unknown path). */
+#define ROUTER_PARAM_MAX 256
 
 struct route_match {
     char params[ROUTER_MAX_PARAMS][ROUTER_PARAM_MAX + 1];

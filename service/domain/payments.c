@@ -51,15 +51,40 @@ enum pay_outcome payments_decide(enum order_status status, int64_t order_amount,
     return PAY_DUPLICATE;
 }
 
-enum paysig_result payments_verify(const struct app *app, const char *timestamp,
-                                   const char *signature, const char *body, size_t len)
+bool payments_proof_is_webhook(const struct payment_proof *proof)
+{
+    return proof->webhook_signature != NULL;
+}
+
+enum paysig_result payments_verify(const struct app *app, const struct payment_proof *proof,
+                                   const char *body, size_t len)
 {
     static atomic_bool warned;
     const struct config *cfg = app->cfg;
-    if (cfg->pay_secret[0] == '\0' && !atomic_exchange(&warned, true))
-        log_warn("TICKETD_PAY_SECRET is not set: every payment callback is refused");
-    return paysig_verify(cfg->pay_secret, timestamp, signature, body, len, wall_s(),
-                         cfg->pay_tolerance_s);
+    struct paysig_keys keys;
+    char why[160];
+    /* Read per callback: a few hundred bytes of parsing, against a
+     * secret that has one place to live, the configuration. */
+    if (!paysig_keys_parse(cfg->pay_secret, &keys, why, sizeof why)) {
+        if (!atomic_exchange(&warned, true))
+            log_warn("%s: every payment callback is refused", why);
+        return PAYSIG_BAD;
+    }
+    if (payments_proof_is_webhook(proof))
+        return paysig_verify_webhook(&keys, proof->webhook_id, proof->webhook_timestamp,
+                                     proof->webhook_signature, body, len, wall_s(),
+                                     cfg->pay_tolerance_s);
+    return paysig_verify_keys(&keys, proof->pay_timestamp, proof->pay_signature, body, len,
+                              wall_s(), cfg->pay_tolerance_s);
+}
+
+void payments_delivery_init(struct payment_delivery *dl, const char *id, const char *body,
+                            size_t len)
+{
+    unsigned char md[SHA256_BYTES];
+    dl->id = id;
+    sha256(body != NULL ? body : "", len, md);
+    hex_encode(md, sizeof md, dl->fingerprint);
 }
 
 bool payments_same_callback(const struct payment_seen *seen, const struct payment_callback *cb)
@@ -71,7 +96,12 @@ bool payments_same_callback(const struct payment_seen *seen, const struct paymen
 /* One callback's transaction, as it goes. */
 struct attempt {
     const struct payment_callback *cb;
-    bool dedup; /* the defence is on (off only in the replay lab) */
+    const struct payment_delivery *dl; /* a Standard Webhooks delivery, or NULL */
+    bool delivery_known;               /* dl's id was recorded before, with this body */
+    bool claimed;                      /* dl's id is recorded in this transaction */
+    bool delivery_reused;              /* dl's id was recorded with another body */
+    bool keep_replay;                  /* a replay whose new delivery id is committed */
+    bool dedup;                        /* the defence is on (off only in the replay lab) */
     struct order order;
     enum pay_outcome outcome;
     enum order_status after;  /* the order's status once the callback is applied */
@@ -160,13 +190,44 @@ static int record(struct pay_tx *tx, struct attempt *a, bool recorded)
     return rc == TD_OK ? write_event(tx, a) : rc;
 }
 
+/* The delivery step: a new delivery id is recorded first, before the
+ * order's lock, so that copies of one delivery queue on its row and the
+ * second finds what the first committed. TD_ECONFLICT when the id is
+ * another body's. */
+static int claim_delivery(struct pay_tx *tx, struct attempt *a)
+{
+    char seen[IDEM_FP_LEN + 1];
+    if (a->dl == NULL || a->delivery_known)
+        return TD_OK;
+    int rc = store_payment_delivery_claim(tx, a->dl->id, a->dl->fingerprint, a->cb->txn_id, seen);
+    if (rc == TD_OK)
+        a->claimed = true;
+    if (rc != TD_EDUP)
+        return rc;
+    /* A copy committed the id first: with this body it is this very
+     * delivery, answered below by its txn_id's row. */
+    if (strcmp(seen, a->dl->fingerprint) == 0)
+        return TD_OK;
+    a->delivery_reused = true;
+    return TD_ECONFLICT;
+}
+
 /* Steps 2 to 4, in order, on the locked order. */
 static int callback_in_tx(struct pay_tx *tx, struct attempt *a)
 {
     bool recorded = false;
-    int rc = store_payment_lock_order(tx, a->cb->order_no, &a->order);
+    int rc = claim_delivery(tx, a);
+    if (rc == TD_OK)
+        rc = store_payment_lock_order(tx, a->cb->order_no, &a->order);
     if (rc == TD_OK)
         rc = dedup_txn(tx, a, &recorded);
+    if (rc == TD_EDUP && a->claimed && payments_same_callback(&a->seen, a->cb)) {
+        /* A new delivery of a payment recorded before: its answer is the
+         * replay, and its id is committed with that answer, so that the
+         * same id with another body is refused from now on. */
+        a->keep_replay = true;
+        return TD_OK;
+    }
     if (rc == TD_OK)
         rc = decide(a);
     return rc == TD_OK ? record(tx, a, recorded) : rc;
@@ -177,11 +238,13 @@ static int attempt_once(void *p)
 {
     struct attempt *a = p;
     struct pay_tx tx;
-    a->raced = false;
+    a->raced = a->claimed = a->delivery_reused = a->keep_replay = false;
     int rc = store_payment_begin(&tx);
     if (rc != TD_OK)
         return rc;
     rc = store_payment_end(&tx, callback_in_tx(&tx, a));
+    if (rc == TD_OK && a->keep_replay)
+        return TD_EDUP; /* committed the delivery; a->seen answers */
     if (a->raced) {
         /* The same txn_id, sent for another order at the same time,
          * committed first: the unique key decided. Its row, read outside
@@ -217,13 +280,52 @@ static int replay(const struct attempt *a, struct payment_result *res)
 int payments_callback(struct app *app, const struct payment_callback *cb,
                       struct payment_result *res)
 {
+    return payments_callback_delivery(app, cb, NULL, res);
+}
+
+/* A delivery id recorded on an earlier day is in no row today's insert
+ * would meet (the day is part of the key): it is looked for first, as
+ * committed now. TD_OK, with a->delivery_known when it was recorded with
+ * this body and a->delivery_reused with another; or the store's error. */
+static int look_up_delivery(struct attempt *a)
+{
+    char fp[IDEM_FP_LEN + 1];
+    if (a->dl == NULL)
+        return TD_OK;
+    int rc = store_payment_delivery_find(a->dl->id, fp);
+    if (rc == TD_ENOTFOUND)
+        return TD_OK;
+    if (rc != TD_OK)
+        return rc;
+    if (strcmp(fp, a->dl->fingerprint) == 0)
+        a->delivery_known = true;
+    else
+        a->delivery_reused = true;
+    return TD_OK;
+}
+
+int payments_callback_delivery(struct app *app, const struct payment_callback *cb,
+                               const struct payment_delivery *dl, struct payment_result *res)
+{
     memset(res, 0, sizeof *res);
+    struct attempt a = {.cb = cb, .dl = dl, .dedup = (app->defenses & DEFENSE_CALLBACK_DEDUP) != 0};
+    /* A delivery id is bound to its body whatever the body says: another
+     * body under it is refused as such, even one naming no order. */
+    int rc = look_up_delivery(&a);
+    if (rc != TD_OK)
+        return rc;
     /* Anything but an order number names no order (and must not reach a
      * query that compares with PAD SPACE): 404 without a transaction. */
-    if (!order_no_valid(cb->order_no))
+    if (!a.delivery_reused && !order_no_valid(cb->order_no))
         return TD_ENOTFOUND;
-    struct attempt a = {.cb = cb, .dedup = (app->defenses & DEFENSE_CALLBACK_DEDUP) != 0};
-    int rc = txretry_run(app->cfg->tx_retries, attempt_once, &a);
+    if (!a.delivery_reused)
+        rc = txretry_run(app->cfg->tx_retries, attempt_once, &a);
+    if (a.delivery_reused) {
+        /* The delivery id is another body's (recorded before, or by a copy
+         * that committed it first): nothing is recorded. */
+        metrics_inc(M_PAYMENTS_WEBHOOK_ID_REUSED);
+        return TD_ECONFLICT;
+    }
     if (rc == TD_EDUP)
         return replay(&a, res);
     if (rc != TD_OK)

@@ -4,7 +4,15 @@
  * The defence (callback-dedup), step by step in payments.c:
  *
  *   1. verify    the HMAC over the raw body and its timestamp
- *                (payments_verify), before anything reads the body;
+ *                (payments_verify), before anything reads the body, in
+ *                the X-Pay-* scheme or the Standard Webhooks one;
+ *      delivery  a Standard Webhooks delivery's id (webhook-id) is kept
+ *                with the fingerprint of its raw body, in the payment's
+ *                own transaction: the same id with the same body is a
+ *                retry, answered as its payment was (the txn_id replays
+ *                it), the same id with another body is refused
+ *                (TD_ECONFLICT, 422 IDEMPOTENCY_KEY_REUSED), and a
+ *                refused delivery records nothing;
  *   2. dedup     under the order's row lock, look for the txn_id: one seen
  *                before changes nothing. The same callback again (same
  *                order, amount and status) is answered with its first
@@ -33,6 +41,7 @@
 #ifndef TICKETD_PAYMENTS_H
 #define TICKETD_PAYMENTS_H
 
+#include "idem.h"
 #include "model.h"
 #include "payment.h"
 #include "paysig.h"
@@ -66,12 +75,38 @@ struct payment_result {
  * same txn_id, order number, amount and status. */
 bool payments_same_callback(const struct payment_seen *seen, const struct payment_callback *cb);
 
-/* Step 1: checks a callback's X-Pay-Timestamp and X-Pay-Signature (raw
- * values, NULL when absent) over its raw body with TICKETD_PAY_SECRET and
+/* The headers that prove a callback's origin, raw values, NULL when
+ * absent. With webhook_signature the Standard Webhooks scheme is used,
+ * otherwise X-Pay-* (paysig.h). */
+struct payment_proof {
+    const char *pay_timestamp;
+    const char *pay_signature;
+    const char *webhook_id;
+    const char *webhook_timestamp;
+    const char *webhook_signature;
+};
+
+/* True when the Standard Webhooks scheme applies to proof. */
+bool payments_proof_is_webhook(const struct payment_proof *proof);
+
+/* Step 1: checks proof over the callback's raw body with the secrets of
+ * TICKETD_PAY_SECRET (one, or two during a rotation) and
  * TICKETD_PAY_TOLERANCE_S against the wall clock (paysig.h). Without a
- * secret every callback is PAYSIG_BAD (and a warning is logged once). */
-enum paysig_result payments_verify(const struct app *app, const char *timestamp,
-                                   const char *signature, const char *body, size_t len);
+ * readable secret every callback is PAYSIG_BAD (and a warning is logged
+ * once). */
+enum paysig_result payments_verify(const struct app *app, const struct payment_proof *proof,
+                                   const char *body, size_t len);
+
+/* A Standard Webhooks delivery: its id (borrowed) and the hex SHA-256 of
+ * its raw body. */
+struct payment_delivery {
+    const char *id;
+    char fingerprint[IDEM_FP_LEN + 1];
+};
+
+/* Fills *dl for delivery id (borrowed) of body (len bytes). */
+void payments_delivery_init(struct payment_delivery *dl, const char *id, const char *body,
+                            size_t len);
 
 /* Steps 2 to 4: applies one verified callback: one transaction, run again after
  * deadlocks. Returns TD_OK with *res filled (cleared on entry);
@@ -82,5 +117,13 @@ enum paysig_result payments_verify(const struct app *app, const char *timestamp,
  * recorded; the gateway will retry); TD_EINTERNAL. */
 int payments_callback(struct app *app, const struct payment_callback *cb,
                       struct payment_result *res);
+
+/* payments_callback for a Standard Webhooks delivery dl (NULL: none, as
+ * payments_callback): also TD_ECONFLICT when dl's id was recorded with
+ * another raw body (nothing recorded). The delivery is recorded with the
+ * callback's answer, a replay of its txn_id's included, in the same
+ * transaction. */
+int payments_callback_delivery(struct app *app, const struct payment_callback *cb,
+                               const struct payment_delivery *dl, struct payment_result *res);
 
 #endif

@@ -75,8 +75,9 @@ bool http_request_id_ok(const char *s)
 /* Headers that say one thing once. A second copy is ambiguous (which one
  * did the proxy in front of us look at?), so it is refused, not guessed. */
 static const char *const singletons[] = {
-    "Idempotency-Key", "X-Order-Token", "Authorization", "X-Pay-Timestamp",
-    "X-Pay-Signature", "X-Request-Id",  "Content-Type",  "Host",
+    "Idempotency-Key", "X-Order-Token",     "Authorization",     "X-Pay-Timestamp",
+    "X-Pay-Signature", "X-Request-Id",      "Content-Type",      "Host",
+    "webhook-id",      "webhook-timestamp", "webhook-signature",
 };
 #define N_SINGLETONS (sizeof singletons / sizeof singletons[0])
 
@@ -89,7 +90,6 @@ struct head_check {
     const char *first_length;
     bool transfer_encoding;
     bool unknown_coding; /* a Transfer-Encoding other than chunked */
-    bool padded_coding;  /* "chunked" with blanks after it */
     int seen[N_SINGLETONS];
     const char *prev_end; /* where the previous value's text ended */
 };
@@ -184,10 +184,10 @@ static enum MHD_Result inspect_header(void *cls, enum MHD_ValueKind kind, const 
     } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
         size_t pad = 0;
         h->transfer_encoding = true;
+        /* "chunked " is chunked (RFC 9110 5.5: blanks around a value are
+         * not part of it), and answered as chunked is, below. */
         if (!is_chunked(value, value_size, &pad))
             h->unknown_coding = true;
-        else if (pad > 0)
-            h->padded_coding = true;
     }
     return MHD_YES;
 }
@@ -253,15 +253,6 @@ bool http_precheck(struct MHD_Connection *c, struct exchange *x)
     if (h.content_lengths > 0 && h.transfer_encoding) {
         resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL,
                      "Content-Length and Transfer-Encoding must not both be sent");
-        return false;
-    }
-    /* "chunked " is chunked to RFC 9110 (blanks around a value are not
-     * part of it) but not to libmicrohttpd 0.9.75, which compares the
-     * value whole and would read the body as the next request: the two
-     * disagree on where this request ends, so it is refused. */
-    if (h.padded_coding) {
-        resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL,
-                     "Transfer-Encoding: chunked must not be followed by blanks");
         return false;
     }
     /* RFC 9112 6.1: a transfer coding we do not know leaves the body's end

@@ -133,4 +133,18 @@ int cache_bloom_build_complete(const char *building, const char *complete);
 /* Deletes the state: the filter is not trusted until it is built again. */
 int cache_bloom_untrust(void);
 
+/* What Redis holds under one name of the idem:{user}: space (an order's
+ * Idempotency-Key, or "batch/<key>" for a cart's batch key), for a look
+ * that changes nothing (keys.h). */
+struct idem_peek {
+    char *record;   /* the record's text (new, caller frees), or NULL: none */
+    size_t len;     /* its length */
+    int64_t ttl_ms; /* its time left to live in ms; -1: none (or no record) */
+};
+
+/* Reads the records of two names of user_id's keys and their times left
+ * to live, in one round trip (one read-only script): writes nothing, takes
+ * nothing over. out[i] is cleared on entry; free each record. */
+int cache_idem_peek(int64_t user_id, const char *name1, const char *name2, struct idem_peek out[2]);
+
 #endif

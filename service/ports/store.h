@@ -95,4 +95,10 @@ int store_order_get(const char *order_no, int64_t user_id, struct order *out);
  * newest first, into out[]; *n is how many. */
 int store_order_list(int64_t user_id, int64_t before_id, int limit, struct order *out, int *n);
 
+/* The order a user placed under an Idempotency-Key, as committed now: a
+ * plain read that locks nothing and waits for no copy still writing (the
+ * key look-up, keys.h, must change nothing and hold up nobody; Redis's
+ * marker tells it of a copy in flight). TD_ENOTFOUND if none. */
+int store_order_peek_request(int64_t user_id, const char *request_id, struct order *out);
+
 #endif

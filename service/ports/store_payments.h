@@ -9,6 +9,7 @@
 #ifndef TICKETD_STORE_PAYMENTS_H
 #define TICKETD_STORE_PAYMENTS_H
 
+#include "idem.h"
 #include "payment.h"
 #include "statemachine.h"
 
@@ -59,5 +60,21 @@ int store_payment_move(struct pay_tx *tx, const struct order *o, enum order_even
  * biz_key already. */
 int store_payment_event(struct pay_tx *tx, const char *type, const char *biz_key,
                         const char *payload);
+
+/* The delivery ids of Standard Webhooks callbacks (webhook-id), kept with
+ * the fingerprint of the raw body they came with, in idempotency_records
+ * (scope "webhook", user 0) for TICKETD_RETAIN_IDEMPOTENCY_RECORDS_H. */
+
+/* The fingerprint the newest row of delivery id holds (any day), read
+ * outside any transaction, into fp (IDEM_FP_LEN + 1 bytes): TD_OK, or
+ * TD_ENOTFOUND when the id was never recorded. */
+int store_payment_delivery_find(const char *id, char *fp);
+
+/* Records delivery id with its body's fingerprint fp and its txn_id in
+ * tx, under today's row: TD_OK; TD_EDUP when a row of id was committed
+ * today by another transaction (a copy racing this one is waited for),
+ * with its fingerprint in seen_fp (IDEM_FP_LEN + 1 bytes). */
+int store_payment_delivery_claim(struct pay_tx *tx, const char *id, const char *fp,
+                                 const char *txn_id, char *seen_fp);
 
 #endif

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "fake_api.h"
+#include "fake_keys.h"
 #include "fake_lifecycle.h"
 #include "fakes.h"
 
@@ -49,8 +50,9 @@
 /* Who calls: the runner adds the Authorization header. */
 enum who { ANON, USER_JWT, ADMIN_JWT, BAD_JWT };
 
-/* How a payment callback is signed: the runner adds the X-Pay-* headers. */
-enum sig { UNSIGNED, SIGNED, WRONG_SIG, STALE_SIG };
+/* How a payment callback is signed: the runner adds the X-Pay-* headers,
+ * or for WEBHOOK_* the Standard Webhooks ones (webhook-id is the row's). */
+enum sig { UNSIGNED, SIGNED, WRONG_SIG, STALE_SIG, WEBHOOK_SIGNED, WEBHOOK_WRONG };
 
 #define MAX_HEADERS 6
 
@@ -168,6 +170,12 @@ static void pending_order(void)
     fake_payments.amount_cents = 500;
 }
 
+static void delivery_of_another_body(void)
+{
+    fake_payments.delivery_find_rc = TD_OK;
+    snprintf(fake_payments.delivery_fp, sizeof fake_payments.delivery_fp, "%064d", 0);
+}
+
 static void audit_down(void)
 {
     fake_api.audit_rc = TD_EUNAVAIL;
@@ -249,6 +257,120 @@ static void then_callback_recorded(const struct resp *w)
     json_t *j = body_of(w);
     assert_string_equal(json_string_value(json_object_get(j, "result")), "SUCCESS");
     assert_string_equal(fake_payments.txn_id, "t-1");
+    json_decref(j);
+}
+
+static void then_callback_dedup(const struct resp *w)
+{
+    assert_non_null(w->layer);
+    assert_string_equal(w->layer, "callback-dedup");
+}
+
+/* --- the key look-up's knobs ------------------------------------------------ */
+
+#define FP64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define KEYS "/api/v1/idempotency-keys/"
+
+static void key_done_in_redis(void)
+{
+    snprintf(fake_keys.records[0], sizeof fake_keys.records[0],
+             "D|" FP64 "|201|{\"order_no\":\"" ORDER_NO "\",\"status\":\"PENDING_PAYMENT\"}");
+}
+
+static void key_in_database(void)
+{
+    fake_keys.order_rc = TD_OK;
+    snprintf(fake_keys.order.order_no, sizeof fake_keys.order.order_no, "%s", ORDER_NO);
+}
+
+/* Both: Redis forgot the order, and a retry's marker stands meanwhile. */
+static void key_in_flight(void)
+{
+    snprintf(fake_keys.records[0], sizeof fake_keys.records[0], "P|" FP64 "|%s0123456789abcdef",
+             app.instance);
+    fake_keys.ttl_ms[0] = cfg.inflight_ttl_ms - 1234;
+}
+
+static void key_retried_after_flush(void)
+{
+    key_in_flight();
+    key_in_database();
+}
+
+static void key_of_a_dead_copy(void)
+{
+    snprintf(fake_keys.records[0], sizeof fake_keys.records[0],
+             "P|" FP64 "|00000000000000000123456789abcdef");
+    fake_cache.alive_rc = TD_ENOTFOUND;
+}
+
+static void batch_done_in_redis(void)
+{
+    snprintf(fake_keys.records[1], sizeof fake_keys.records[1],
+             "D|" FP64 "|200|{\"complete\":true,\"items\":[]}");
+}
+
+static void batch_in_flight(void)
+{
+    snprintf(fake_keys.records[1], sizeof fake_keys.records[1], "P|" FP64 "|%s0123456789abcdef",
+             app.instance);
+    fake_keys.ttl_ms[1] = cfg.inflight_ttl_ms;
+}
+
+static void key_redis_down(void)
+{
+    fake_keys.peek_rc = TD_EUNAVAIL;
+}
+
+static void key_mysql_down(void)
+{
+    fake_keys.order_rc = TD_EUNAVAIL;
+}
+
+static void then_key(const struct resp *w, const char *state, const char *kind)
+{
+    json_t *j = body_of(w);
+    assert_string_equal(json_string_value(json_object_get(j, "key")), "k-1");
+    assert_string_equal(json_string_value(json_object_get(j, "state")), state);
+    assert_string_equal(json_string_value(json_object_get(j, "kind")), kind);
+    json_decref(j);
+    assert_string_equal(fake_keys.names[0], "k-1");
+    assert_string_equal(fake_keys.names[1], "batch/k-1");
+}
+
+static void then_key_order(const struct resp *w)
+{
+    then_key(w, "COMPLETED", "order");
+    json_t *j = body_of(w);
+    assert_int_equal(json_integer_value(json_object_get(j, "status")), 201);
+    assert_string_equal(json_string_value(json_object_get(j, "order_no")), ORDER_NO);
+    assert_string_equal(json_string_value(json_object_get(j, "location")),
+                        "/api/v1/orders/" ORDER_NO);
+    json_decref(j);
+}
+
+static void then_key_running(const struct resp *w)
+{
+    then_key(w, "IN_PROGRESS", "order");
+    json_t *j = body_of(w);
+    assert_int_equal(json_integer_value(json_object_get(j, "age_ms")), 1234);
+    json_decref(j);
+}
+
+static void then_key_batch(const struct resp *w)
+{
+    then_key(w, "COMPLETED", "batch");
+    json_t *j = body_of(w);
+    assert_int_equal(json_integer_value(json_object_get(j, "status")), 200);
+    assert_true(json_is_true(json_object_get(j, "complete")));
+    json_decref(j);
+}
+
+static void then_batch_running(const struct resp *w)
+{
+    then_key(w, "IN_PROGRESS", "batch");
+    json_t *j = body_of(w);
+    assert_int_equal(json_integer_value(json_object_get(j, "age_ms")), 0);
     json_decref(j);
 }
 
@@ -437,6 +559,61 @@ static const struct api_case cases[] = {
     {"callback for no order", "POST", "/api/v1/payments/callback", .sig = SIGNED, .headers = {JSON},
      .body = CB_BODY, .given = no_order, .status = 404, .code = "ORDER_NOT_FOUND",
      .calls = "payment_begin payment_lock payment_rollback"},
+    /* The Standard Webhooks scheme: its delivery id claimed with the payment. */
+    {"webhook delivery", "POST", "/api/v1/payments/callback", .sig = WEBHOOK_SIGNED,
+     .headers = {JSON, "webhook-id: msg-1"}, .body = CB_BODY, .given = pending_order, .status = 200,
+     .calls = "delivery_find payment_begin delivery_claim payment_lock payment_find "
+              "payment_insert payment_move payment_event payment_commit",
+     .then = then_callback_recorded},
+    {"webhook signed wrong", "POST", "/api/v1/payments/callback", .sig = WEBHOOK_WRONG,
+     .headers = {JSON, "webhook-id: msg-1"}, .body = CB_BODY, .status = 401,
+     .code = "SIGNATURE_INVALID", .calls = ""},
+    {"webhook without an id", "POST", "/api/v1/payments/callback", .sig = WEBHOOK_SIGNED,
+     .headers = {JSON}, .body = CB_BODY, .status = 400, .code = "VALIDATION_FAILED",
+     .field = "webhook-id", .calls = ""},
+    {"webhook id outside the grammar", "POST", "/api/v1/payments/callback", .sig = WEBHOOK_SIGNED,
+     .headers = {JSON, "webhook-id: msg 1"}, .body = CB_BODY, .status = 400,
+     .code = "VALIDATION_FAILED", .field = "webhook-id", .calls = ""},
+    {"webhook id of another body", "POST", "/api/v1/payments/callback", .sig = WEBHOOK_SIGNED,
+     .headers = {JSON, "webhook-id: msg-1"}, .body = CB_BODY, .given = delivery_of_another_body,
+     .status = 422, .code = "IDEMPOTENCY_KEY_REUSED", .field = "webhook-id",
+     .calls = "delivery_find", .then = then_callback_dedup},
+
+    /* GET /api/v1/idempotency-keys/{key}: Redis's record first, the
+     * database when Redis forgot; looking takes and writes nothing. */
+    {"key answered by Redis", "GET", KEYS "k-1", USER_JWT, .given = key_done_in_redis,
+     .status = 200, .header = "Cache-Control: no-store", .calls = "idem_peek",
+     .then = then_key_order},
+    {"key answered by the database", "GET", KEYS "k-1", USER_JWT, .given = key_in_database,
+     .status = 200, .calls = "idem_peek order_peek", .then = then_key_order},
+    {"key in flight", "GET", KEYS "k-1", USER_JWT, .given = key_in_flight, .status = 200,
+     .calls = "idem_peek order_peek", .then = then_key_running},
+    {"key completed while a retry runs", "GET", KEYS "k-1", USER_JWT,
+     .given = key_retried_after_flush, .status = 200, .calls = "idem_peek order_peek",
+     .then = then_key_order},
+    {"key of a dead copy", "GET", KEYS "k-1", USER_JWT, .given = key_of_a_dead_copy, .status = 404,
+     .code = "IDEMPOTENCY_KEY_NOT_FOUND", .calls = "idem_peek instance_alive order_peek idem_find"},
+    {"batch key answered by Redis", "GET", KEYS "k-1", USER_JWT, .given = batch_done_in_redis,
+     .status = 200, .calls = "idem_peek order_peek", .then = then_key_batch},
+    {"batch key in flight", "GET", KEYS "k-1", USER_JWT, .given = batch_in_flight, .status = 200,
+     .calls = "idem_peek order_peek idem_find", .then = then_batch_running},
+    {"key unknown", "GET", KEYS "k-1", USER_JWT, .status = 404, .code = "IDEMPOTENCY_KEY_NOT_FOUND",
+     .calls = "idem_peek order_peek idem_find"},
+    {"key unknown without Redis", "GET", KEYS "k-1", USER_JWT, .given = key_redis_down,
+     .status = 503, .code = "DEPENDENCY_UNAVAILABLE", .calls = "idem_peek order_peek idem_find"},
+    {"key without MySQL", "GET", KEYS "k-1", USER_JWT, .given = key_mysql_down, .status = 503,
+     .code = "DEPENDENCY_UNAVAILABLE", .header = "Retry-After: 1", .calls = "idem_peek order_peek"},
+    {"key malformed", "GET", KEYS "k%201", USER_JWT, .status = 400,
+     .code = "IDEMPOTENCY_KEY_INVALID", .calls = ""},
+    {"key quoted", "GET", KEYS "\"k-1\"", USER_JWT, .status = 400,
+     .code = "IDEMPOTENCY_KEY_INVALID", .calls = ""},
+    {"key of 65 characters", "GET",
+     KEYS "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", USER_JWT,
+     .status = 400, .code = "IDEMPOTENCY_KEY_INVALID", .calls = ""},
+    {"key without a token", "GET", KEYS "k-1", .status = 401, .code = "UNAUTHENTICATED",
+     .calls = ""},
+    {"key posted", "POST", KEYS "k-1", USER_JWT, .status = 405, .code = "METHOD_NOT_ALLOWED",
+     .header = "Allow: GET, HEAD", .calls = ""},
 
     /* POST /api/v1/sessions, GET /api/v1/sessions/{id} */
     {"session created", "POST", "/api/v1/sessions", ADMIN_JWT, .headers = {JSON},
@@ -532,7 +709,18 @@ static void build_headers(const struct api_case *c, struct fake_request *fr, cha
         free(jwt);
         fr->headers[fr->nheaders++] = auth;
     }
-    if (c->sig != UNSIGNED) {
+    if (c->sig == WEBHOOK_SIGNED || c->sig == WEBHOOK_WRONG) {
+        char v1[PAYSIG_WEBHOOK_LEN + 1];
+        const char *secret = c->sig == WEBHOOK_WRONG ? "not-the-secret" : PAY_SECRET;
+        const char *id = fake_header(fr, "webhook-id");
+        const char *body = c->body != NULL ? c->body : "";
+        snprintf(sig[0], sizeof sig[0], "webhook-timestamp: %lld", (long long)wall_s());
+        paysig_sign_webhook((const unsigned char *)secret, strlen(secret), id != NULL ? id : "",
+                            sig[0] + strlen("webhook-timestamp: "), body, strlen(body), v1);
+        snprintf(sig[1], sizeof sig[1], "webhook-signature: %s", v1);
+        fr->headers[fr->nheaders++] = sig[0];
+        fr->headers[fr->nheaders++] = sig[1];
+    } else if (c->sig != UNSIGNED) {
         char ts[24], hex[PAYSIG_HEX_LEN + 1];
         int64_t when = c->sig == STALE_SIG ? wall_s() - cfg.pay_tolerance_s - 60 : wall_s();
         const char *body = c->body != NULL ? c->body : "";

@@ -189,6 +189,35 @@ static void expect_token_refused(const char *header, const char *payload, const 
     free(h);
 }
 
+/* RFC 7515 4.1.11: "crit" names extensions the reader must understand, and
+ * ticketd understands none: correctly signed, each is refused, while the
+ * same header without "crit" (and with another unknown, non-critical
+ * parameter) is accepted. */
+static void test_critical_extensions(void **state)
+{
+    (void)state;
+    static const char payload[] = "{\"sub\":\"42\",\"exp\":" FUTURE "}";
+    static const char *const headers[] = {
+        "{\"alg\":\"HS256\",\"crit\":[\"exp\"],\"exp\":1900000000}",
+        "{\"alg\":\"HS256\",\"crit\":[\"b64\"],\"b64\":false}",
+        "{\"alg\":\"HS256\",\"crit\":[\"http://example.com/x\"]}",
+        "{\"alg\":\"HS256\",\"crit\":[]}",
+        "{\"alg\":\"HS256\",\"crit\":\"b64\"}",
+        "{\"alg\":\"HS256\",\"crit\":null}",
+    };
+    for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++)
+        expect_token_refused(headers[i], payload, EVP_sha256(), SECRET);
+
+    struct identity who;
+    char *t = make_token("{\"alg\":\"HS256\",\"kid\":\"k1\",\"x-note\":1}", payload, EVP_sha256(),
+                         SECRET);
+    char *h = xasprintf("Bearer %s", t);
+    assert_int_equal(auth_verify(h, SECRET, NOW, &who), TD_OK);
+    assert_int_equal(who.user_id, 42);
+    free(t);
+    free(h);
+}
+
 static void test_signature_and_algorithm(void **state)
 {
     (void)state;
@@ -382,7 +411,7 @@ int main(void)
         cmocka_unit_test(test_claims_table),      cmocka_unit_test(test_signature_and_algorithm),
         cmocka_unit_test(test_tampered_payload),  cmocka_unit_test(test_header_shapes),
         cmocka_unit_test(test_overlong_token),    cmocka_unit_test(test_issue_round_trip),
-        cmocka_unit_test(test_remembered_tokens),
+        cmocka_unit_test(test_remembered_tokens), cmocka_unit_test(test_critical_extensions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

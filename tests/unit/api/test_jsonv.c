@@ -130,9 +130,17 @@ static void test_overflow_names_the_field(void **state)
         {" { \"quantity\" : 1e309 } ", "quantity"},
         {"{\"txn_id\":\"a,b:{\\\"c\\\"\",\"amount_cents\":9223372036854775808}", "amount_cents"},
         {"{\"quant\\u0069ty\":1e309}", "quantity"},
-        {"{\"a\":{\"b\":1e309}}", "a"},
-        {"{\"a\":[1,2,9223372036854775808]}", "a"},
-        {"{\"a\":[{\"x\":1},{\"y\":[1e309]}]}", "a"},
+        /* Deeper: the path of the value, as validation errors name it. */
+        {"{\"a\":{\"b\":1e309}}", "a.b"},
+        {"{\"a\":[1,2,9223372036854775808]}", "a[2]"},
+        {"{\"a\":[{\"x\":1},{\"y\":[1e309]}]}", "a[1].y[0]"},
+        {"{\"items\":[{\"key\":\"k\",\"session_id\":9223372036854775808,\"quantity\":1}]}",
+         "items[0].session_id"},
+        {"{\"items\":[{\"key\":\"a\",\"session_id\":1},{\"quantity\":1,\"session_id\":"
+         "-9223372036854775809}]}",
+         "items[1].session_id"},
+        {"{\"a\":{\"k,\\\"x\":[],\"b\":{\"c\":1e309}}}", "a.b.c"},
+        {"{\"a\":[[[[[[[[[[[[[[[[1e309]]]]]]]]]]]]]]]]}", ""}, /* deeper than named */
         {"{\"a\":\"}\",\"b\":1e309}", "b"},
         /* The edges that still fit. */
         {"{\"quantity\":9223372036854775807}", NULL},

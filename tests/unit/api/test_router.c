@@ -42,6 +42,8 @@ static const struct route_case routes[] = {
     {"GET", "/api/v1/sessions/7", ROUTE_SESSION_GET, "7", NULL},
     {"GET", "/api/v1/me", ROUTE_ME, NULL, NULL},
     {"GET", "/api/v1/admin/audit", ROUTE_ADMIN_AUDIT, NULL, NULL},
+    {"GET", "/api/v1/idempotency-keys/k-1", ROUTE_IDEM_KEY_GET, "k-1", NULL},
+    {"DELETE", "/api/v1/idempotency-keys/k-1", ROUTE_METHOD_NOT_ALLOWED, NULL, "GET, HEAD"},
 
     /* HEAD is answered by the GET route. */
     {"HEAD", "/livez", ROUTE_LIVEZ, NULL, NULL},
@@ -130,7 +132,7 @@ static void test_every_route_is_covered(void **state)
 static void test_param_bounds(void **state)
 {
     (void)state;
-    char path[256];
+    char path[ROUTER_PARAM_MAX + 64];
     char param[ROUTER_PARAM_MAX + 2];
     struct route_match m;
 

@@ -356,6 +356,19 @@ static void test_callback_race_lost(void **state)
     assert_int_equal(fake_payments.commits, 0);
 }
 
+static enum paysig_result verify_xpay(const char *ts, const char *sig, const char *body, size_t len)
+{
+    struct payment_proof p = {.pay_timestamp = ts, .pay_signature = sig};
+    return payments_verify(&app, &p, body, len);
+}
+
+static enum paysig_result verify_webhook(const char *id, const char *ts, const char *sigs,
+                                         const char *body)
+{
+    struct payment_proof p = {.webhook_id = id, .webhook_timestamp = ts, .webhook_signature = sigs};
+    return payments_verify(&app, &p, body, strlen(body));
+}
+
 static void test_verify(void **state)
 {
     (void)state;
@@ -364,18 +377,178 @@ static void test_verify(void **state)
     /* No secret: nothing is accepted, however it is signed. */
     snprintf(ts, sizeof ts, "%lld", (long long)wall_s());
     paysig_sign("", ts, body, strlen(body), sig);
-    assert_int_equal(payments_verify(&app, ts, sig, body, strlen(body)), PAYSIG_BAD);
+    assert_int_equal(verify_xpay(ts, sig, body, strlen(body)), PAYSIG_BAD);
 
     free(cfg.pay_secret);
     cfg.pay_secret = strdup("s3cret");
     cfg.pay_tolerance_s = 300;
     paysig_sign("s3cret", ts, body, strlen(body), sig);
-    assert_int_equal(payments_verify(&app, ts, sig, body, strlen(body)), PAYSIG_OK);
-    assert_int_equal(payments_verify(&app, ts, sig, body, strlen(body) - 1), PAYSIG_BAD);
-    assert_int_equal(payments_verify(&app, NULL, sig, body, strlen(body)), PAYSIG_BAD);
+    assert_int_equal(verify_xpay(ts, sig, body, strlen(body)), PAYSIG_OK);
+    assert_int_equal(verify_xpay(ts, sig, body, strlen(body) - 1), PAYSIG_BAD);
+    assert_int_equal(verify_xpay(NULL, sig, body, strlen(body)), PAYSIG_BAD);
     snprintf(ts, sizeof ts, "%lld", (long long)wall_s() - 301);
     paysig_sign("s3cret", ts, body, strlen(body), sig);
-    assert_int_equal(payments_verify(&app, ts, sig, body, strlen(body)), PAYSIG_STALE);
+    assert_int_equal(verify_xpay(ts, sig, body, strlen(body)), PAYSIG_STALE);
+}
+
+/* A rotation: the new secret (whsec_, base64 of its key) and the old one
+ * (plain), each accepted in both schemes; a third is not. The scheme is
+ * Standard Webhooks exactly when webhook-signature is sent. */
+static void test_verify_rotation_and_schemes(void **state)
+{
+    (void)state;
+    char ts[24], hex[PAYSIG_HEX_LEN + 1], v1[PAYSIG_WEBHOOK_LEN + 1];
+    const char body[] = "{\"txn_id\":\"t\"}";
+    static const unsigned char new_key[] = "new-key-bytes!!";
+    free(cfg.pay_secret);
+    /* base64("new-key-bytes!!") */
+    cfg.pay_secret = strdup("whsec_bmV3LWtleS1ieXRlcyEh, old-secret");
+    cfg.pay_tolerance_s = 300;
+    snprintf(ts, sizeof ts, "%lld", (long long)wall_s());
+
+    paysig_sign_webhook(new_key, sizeof new_key - 1, "d-1", ts, body, strlen(body), v1);
+    assert_int_equal(verify_webhook("d-1", ts, v1, body), PAYSIG_OK);
+    paysig_sign_webhook((const unsigned char *)"old-secret", 10, "d-1", ts, body, strlen(body), v1);
+    assert_int_equal(verify_webhook("d-1", ts, v1, body), PAYSIG_OK);
+    paysig_sign_webhook((const unsigned char *)"third", 5, "d-1", ts, body, strlen(body), v1);
+    assert_int_equal(verify_webhook("d-1", ts, v1, body), PAYSIG_BAD);
+    /* The id is signed: another id, the same signature, is refused. */
+    paysig_sign_webhook(new_key, sizeof new_key - 1, "d-1", ts, body, strlen(body), v1);
+    assert_int_equal(verify_webhook("d-2", ts, v1, body), PAYSIG_BAD);
+
+    /* X-Pay-* keys with the secret as written, whsec_ and all. */
+    paysig_sign("whsec_bmV3LWtleS1ieXRlcyEh", ts, body, strlen(body), hex);
+    assert_int_equal(verify_xpay(ts, hex, body, strlen(body)), PAYSIG_OK);
+    paysig_sign("old-secret", ts, body, strlen(body), hex);
+    assert_int_equal(verify_xpay(ts, hex, body, strlen(body)), PAYSIG_OK);
+    paysig_sign("third", ts, body, strlen(body), hex);
+    assert_int_equal(verify_xpay(ts, hex, body, strlen(body)), PAYSIG_BAD);
+
+    /* webhook-signature decides the scheme: with it, a valid X-Pay pair
+     * beside it does not help. */
+    paysig_sign("old-secret", ts, body, strlen(body), hex);
+    struct payment_proof both = {.pay_timestamp = ts,
+                                 .pay_signature = hex,
+                                 .webhook_id = "d-1",
+                                 .webhook_timestamp = ts,
+                                 .webhook_signature = "v1,AAAA"};
+    assert_true(payments_proof_is_webhook(&both));
+    assert_int_equal(payments_verify(&app, &both, body, strlen(body)), PAYSIG_BAD);
+
+    /* A setting that cannot be read accepts nothing. */
+    free(cfg.pay_secret);
+    cfg.pay_secret = strdup("a,b,c");
+    paysig_sign("a", ts, body, strlen(body), hex);
+    assert_int_equal(verify_xpay(ts, hex, body, strlen(body)), PAYSIG_BAD);
+}
+
+/* ---- Standard Webhooks deliveries --------------------------------------- */
+
+#define FP_OTHER "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+
+static void delivery(struct payment_delivery *dl)
+{
+    payments_delivery_init(dl, "msg-1", "{\"b\":1}", 7);
+}
+
+static void test_delivery_new(void **state)
+{
+    (void)state;
+    struct payment_callback cb = callback();
+    struct payment_delivery dl;
+    struct payment_result res;
+    delivery(&dl);
+    assert_int_equal(strlen(dl.fingerprint), 64);
+    assert_int_equal(payments_callback_delivery(&app, &cb, &dl, &res), TD_OK);
+    assert_int_equal(res.outcome, PAY_APPLIED);
+    assert_false(res.replayed);
+    /* The id is claimed first, in the payment's own transaction. */
+    assert_string_equal(fake_calls, "delivery_find payment_begin delivery_claim payment_lock "
+                                    "payment_find payment_insert payment_move payment_event "
+                                    "payment_commit");
+    assert_string_equal(fake_payments.delivery_id, "msg-1");
+}
+
+static void test_delivery_retried(void **state)
+{
+    (void)state;
+    /* The same id and body were recorded: no second claim, the txn_id's
+     * row answers, replayed. */
+    struct payment_callback cb = callback();
+    struct payment_delivery dl;
+    struct payment_result res;
+    delivery(&dl);
+    fake_payments.delivery_find_rc = TD_OK;
+    snprintf(fake_payments.delivery_fp, sizeof fake_payments.delivery_fp, "%s", dl.fingerprint);
+    fake_payments.replayed = true;
+    fake_payments.outcome = PAY_APPLIED;
+    fake_payments.status = ORDER_PAID;
+    assert_int_equal(payments_callback_delivery(&app, &cb, &dl, &res), TD_OK);
+    assert_true(res.replayed);
+    assert_int_equal(res.outcome, PAY_APPLIED);
+    assert_int_equal(fake_payments.delivery_claims, 0);
+    assert_string_equal(fake_calls,
+                        "delivery_find payment_begin payment_lock payment_find payment_rollback");
+}
+
+static void test_delivery_id_reused(void **state)
+{
+    (void)state;
+    struct payment_callback cb = callback();
+    struct payment_delivery dl;
+    struct payment_result res;
+    delivery(&dl);
+    /* Recorded before with another body: refused before any transaction. */
+    int64_t reused = metrics_get(M_PAYMENTS_WEBHOOK_ID_REUSED);
+    fake_payments.delivery_find_rc = TD_OK;
+    snprintf(fake_payments.delivery_fp, sizeof fake_payments.delivery_fp, "%s", FP_OTHER);
+    assert_int_equal(payments_callback_delivery(&app, &cb, &dl, &res), TD_ECONFLICT);
+    assert_string_equal(fake_calls, "delivery_find");
+    assert_int_equal(metrics_get(M_PAYMENTS_WEBHOOK_ID_REUSED) - reused, 1);
+    /* Committed by a racing copy with another body: refused, rolled back. */
+    fakes_reset();
+    fake_payments_reset();
+    fake_payments.delivery_claim_rc = TD_EDUP;
+    snprintf(fake_payments.delivery_fp, sizeof fake_payments.delivery_fp, "%s", FP_OTHER);
+    assert_int_equal(payments_callback_delivery(&app, &cb, &dl, &res), TD_ECONFLICT);
+    assert_string_equal(fake_calls, "delivery_find payment_begin delivery_claim payment_rollback");
+    assert_int_equal(fake_payments.commits, 0);
+    /* ... or with this body: this very delivery, answered by its txn_id. */
+    fakes_reset();
+    fake_payments_reset();
+    fake_payments.delivery_claim_rc = TD_EDUP;
+    snprintf(fake_payments.delivery_fp, sizeof fake_payments.delivery_fp, "%s", dl.fingerprint);
+    fake_payments.replayed = true;
+    fake_payments.outcome = PAY_APPLIED;
+    assert_int_equal(payments_callback_delivery(&app, &cb, &dl, &res), TD_OK);
+    assert_true(res.replayed);
+    assert_int_equal(fake_payments.commits, 0);
+}
+
+static void test_delivery_of_a_recorded_payment(void **state)
+{
+    (void)state;
+    /* A new id for a txn_id recorded before (by X-Pay, or another id): a
+     * replay, and the id is committed with it. */
+    struct payment_callback cb = callback();
+    struct payment_delivery dl;
+    struct payment_result res;
+    delivery(&dl);
+    fake_payments.replayed = true;
+    fake_payments.outcome = PAY_APPLIED;
+    fake_payments.status = ORDER_PAID;
+    assert_int_equal(payments_callback_delivery(&app, &cb, &dl, &res), TD_OK);
+    assert_true(res.replayed);
+    assert_string_equal(fake_calls, "delivery_find payment_begin delivery_claim payment_lock "
+                                    "payment_find payment_commit");
+    assert_int_equal(fake_payments.inserts, 0);
+    /* Not for an unknown order: a refused delivery records nothing. */
+    fakes_reset();
+    fake_payments_reset();
+    fake_payments.rc[0] = TD_ENOTFOUND;
+    fake_payments.nrc = 1;
+    assert_int_equal(payments_callback_delivery(&app, &cb, &dl, &res), TD_ENOTFOUND);
+    assert_int_equal(fake_payments.commits, 0);
 }
 
 static void test_callback_implausible_order(void **state)
@@ -465,6 +638,11 @@ int main(void)
         T(test_callback_dedup_off),
         T(test_callback_race_lost),
         T(test_verify),
+        T(test_verify_rotation_and_schemes),
+        T(test_delivery_new),
+        T(test_delivery_retried),
+        T(test_delivery_id_reused),
+        T(test_delivery_of_a_recorded_payment),
         T(test_callback_implausible_order),
         T(test_callback_store_errors),
     };

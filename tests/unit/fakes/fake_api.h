@@ -11,10 +11,17 @@
 
 #include "fakes.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct fake_api {
     int idem_find_rc; /* TD_ENOTFOUND after reset */
+    /* What store_idem_find hands back with TD_OK: the record's status and
+     * whether it is final. Recorded: the scope and key of the last find. */
+    int idem_status;
+    bool idem_complete;
+    char idem_scope[FAKE_STR];
+    char idem_key[FAKE_STR];
     int idem_put_rc;
     int audit_rc;
     int points_rc;

@@ -1,5 +1,6 @@
 /* fake_calls.c - the call log both port fakes write to (fakes.h). */
 #include "fakes.h"
+#include "fake_keys.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,4 +24,5 @@ void fakes_reset(void)
     fake_calls[0] = '\0';
     fake_store_reset();
     fake_cache_reset();
+    fake_keys_reset();
 }

@@ -27,11 +27,15 @@ void idem_stored_cleanup(struct idem_stored *st)
 
 int store_idem_find(const char *scope, int64_t user_id, const char *key, struct idem_stored *out)
 {
-    (void)scope;
     (void)user_id;
-    (void)key;
     memset(out, 0, sizeof *out);
     fake_call("idem_find");
+    snprintf(fake_api.idem_scope, sizeof fake_api.idem_scope, "%s", scope);
+    snprintf(fake_api.idem_key, sizeof fake_api.idem_key, "%s", key);
+    if (fake_api.idem_find_rc == TD_OK) {
+        out->status = fake_api.idem_status;
+        out->complete = fake_api.idem_complete;
+    }
     return fake_api.idem_find_rc;
 }
 

@@ -16,6 +16,7 @@ void fake_payments_reset(void)
     fake_payments.status = ORDER_PENDING_PAYMENT;
     fake_payments.amount_cents = 2000;
     fake_payments.seen_amount_cents = -1;
+    fake_payments.delivery_find_rc = TD_ENOTFOUND;
 }
 
 int store_payment_begin(struct pay_tx *tx)
@@ -118,4 +119,27 @@ int store_payment_event(struct pay_tx *tx, const char *type, const char *biz_key
     snprintf(fake_payments.event_biz_key, sizeof fake_payments.event_biz_key, "%s", biz_key);
     snprintf(fake_payments.event_payload, sizeof fake_payments.event_payload, "%s", payload);
     return fake_payments.event_rc;
+}
+
+int store_payment_delivery_find(const char *id, char *fp)
+{
+    (void)id;
+    fake_call("delivery_find");
+    snprintf(fp, IDEM_FP_LEN + 1, "%s",
+             fake_payments.delivery_find_rc == TD_OK ? fake_payments.delivery_fp : "");
+    return fake_payments.delivery_find_rc;
+}
+
+int store_payment_delivery_claim(struct pay_tx *tx, const char *id, const char *fp,
+                                 const char *txn_id, char *seen_fp)
+{
+    (void)tx;
+    (void)fp;
+    (void)txn_id;
+    fake_call("delivery_claim");
+    fake_payments.delivery_claims++;
+    snprintf(fake_payments.delivery_id, sizeof fake_payments.delivery_id, "%s", id);
+    snprintf(seen_fp, IDEM_FP_LEN + 1, "%s",
+             fake_payments.delivery_claim_rc == TD_EDUP ? fake_payments.delivery_fp : "");
+    return fake_payments.delivery_claim_rc;
 }

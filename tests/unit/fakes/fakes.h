@@ -187,6 +187,17 @@ struct fake_payments {
     char event_type[FAKE_STR];
     char event_biz_key[FAKE_STR];
     char event_payload[FAKE_RECORD];
+
+    /* Standard Webhooks deliveries: store_payment_delivery_find answers
+     * delivery_find_rc (TD_ENOTFOUND after reset) with delivery_fp;
+     * store_payment_delivery_claim answers delivery_claim_rc, with
+     * delivery_fp as the row another copy committed when TD_EDUP. Recorded:
+     * the claims, and the last claimed id. */
+    int delivery_find_rc;
+    int delivery_claim_rc;
+    char delivery_fp[65];
+    int delivery_claims;
+    char delivery_id[FAKE_STR];
 };
 
 void fake_payments_reset(void);

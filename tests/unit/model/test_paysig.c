@@ -171,6 +171,196 @@ static void test_raw_bytes_are_signed(void **state)
     assert_int_equal(paysig_verify(SECRET, TS, a, "{\"a\":1}", 7, NOW, TOL), PAYSIG_BAD);
 }
 
+/* ---- Standard Webhooks ------------------------------------------------ */
+
+/* The example of the Standard Webhooks specification: a whsec_ secret,
+ * its id, timestamp and payload, and the signature every implementation
+ * must produce (checked here again with Python's hmac and base64). */
+#define SW_SECRET  "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+#define SW_ID      "msg_p5jXN8AQM9LWM0D4loKWxJek"
+#define SW_TS      "1614265330"
+#define SW_NOW     ((int64_t)1614265330)
+#define SW_PAYLOAD "{\"test\": 2432232314}"
+#define SW_SIG     "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+/* HMAC-SHA256("pay-secret-0123456789", "msg-1." TS "." body), base64, by
+ * `python3 -c 'import hmac,hashlib,base64; ...'`: a secret without whsec_
+ * keys with its own bytes. */
+#define PLAIN_SIG "v1,k80iO2VJDQMxnq5NlGOVY8VpnzgkvTWqdW1AsQWzjN4="
+
+static struct paysig_keys keys_of(const char *setting)
+{
+    struct paysig_keys k;
+    char why[160];
+    if (!paysig_keys_parse(setting, &k, why, sizeof why))
+        fail_msg("'%s' refused: %s", setting, why);
+    return k;
+}
+
+static enum paysig_result sw_verify(const struct paysig_keys *k, const char *sigs, int64_t now)
+{
+    return paysig_verify_webhook(k, SW_ID, SW_TS, sigs, SW_PAYLOAD, strlen(SW_PAYLOAD), now, TOL);
+}
+
+static void test_webhook_known_signatures(void **state)
+{
+    (void)state;
+    struct paysig_keys k = keys_of(SW_SECRET);
+    char sig[PAYSIG_WEBHOOK_LEN + 1];
+    paysig_sign_webhook(k.k[0].raw, k.k[0].raw_len, SW_ID, SW_TS, SW_PAYLOAD, strlen(SW_PAYLOAD),
+                        sig);
+    assert_string_equal(sig, SW_SIG);
+    assert_int_equal(sw_verify(&k, SW_SIG, SW_NOW), PAYSIG_OK);
+
+    struct paysig_keys plain = keys_of(SECRET);
+    assert_int_equal(plain.k[0].raw_len, strlen(SECRET));
+    assert_int_equal(
+        paysig_verify_webhook(&plain, "msg-1", TS, PLAIN_SIG, body, strlen(body), NOW, TOL),
+        PAYSIG_OK);
+    /* The same text as an X-Pay secret keys with its bytes, whsec_ and all. */
+    char hex[PAYSIG_HEX_LEN + 1];
+    paysig_sign(SW_SECRET, TS, body, strlen(body), hex);
+    assert_int_equal(paysig_verify_keys(&k, TS, hex, body, strlen(body), NOW, TOL), PAYSIG_OK);
+}
+
+static void test_webhook_signature_lists(void **state)
+{
+    (void)state;
+    struct paysig_keys k = keys_of(SW_SECRET);
+    static const struct {
+        const char *list;
+        enum paysig_result want;
+    } cases[] = {
+        {SW_SIG, PAYSIG_OK},
+        /* One of several matches, wherever it stands. */
+        {"v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= " SW_SIG, PAYSIG_OK},
+        {SW_SIG " v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", PAYSIG_OK},
+        {"v1a,c2lnbmF0dXJlIG9mIGFub3RoZXIgc2NoZW1l " SW_SIG, PAYSIG_OK},
+        {"  " SW_SIG "  ", PAYSIG_OK},
+        {"v2,abc  \t" SW_SIG, PAYSIG_OK},
+        /* None does. */
+        {"", PAYSIG_BAD},
+        {" ", PAYSIG_BAD},
+        {"v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", PAYSIG_BAD},
+        {"V1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", PAYSIG_BAD},
+        {"v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE", PAYSIG_BAD},
+        {"v1,g0hM9SsE-OTPJTGt_tmIKtSyZlE3uFJELVlNIOLJ1OE=", PAYSIG_BAD}, /* base64url */
+        {"g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", PAYSIG_BAD},
+        {"v1," SW_SIG, PAYSIG_BAD},
+        {"v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=,", PAYSIG_BAD},
+        {"v1a,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", PAYSIG_BAD},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        enum paysig_result got = sw_verify(&k, cases[i].list, SW_NOW);
+        if (got != cases[i].want)
+            fail_msg("'%s': %d, want %d", cases[i].list, got, cases[i].want);
+    }
+    /* Headers missing. */
+    assert_int_equal(
+        paysig_verify_webhook(&k, NULL, SW_TS, SW_SIG, SW_PAYLOAD, strlen(SW_PAYLOAD), SW_NOW, TOL),
+        PAYSIG_BAD);
+    assert_int_equal(
+        paysig_verify_webhook(&k, SW_ID, NULL, SW_SIG, SW_PAYLOAD, strlen(SW_PAYLOAD), SW_NOW, TOL),
+        PAYSIG_BAD);
+    assert_int_equal(
+        paysig_verify_webhook(&k, SW_ID, SW_TS, NULL, SW_PAYLOAD, strlen(SW_PAYLOAD), SW_NOW, TOL),
+        PAYSIG_BAD);
+    /* Everything signed counts: the id, the timestamp, each body byte. */
+    assert_int_equal(paysig_verify_webhook(&k, "msg_other", SW_TS, SW_SIG, SW_PAYLOAD,
+                                           strlen(SW_PAYLOAD), SW_NOW, TOL),
+                     PAYSIG_BAD);
+    assert_int_equal(paysig_verify_webhook(&k, SW_ID, "1614265331", SW_SIG, SW_PAYLOAD,
+                                           strlen(SW_PAYLOAD), SW_NOW, TOL),
+                     PAYSIG_BAD);
+    assert_int_equal(paysig_verify_webhook(&k, SW_ID, SW_TS, SW_SIG, SW_PAYLOAD,
+                                           strlen(SW_PAYLOAD) - 1, SW_NOW, TOL),
+                     PAYSIG_BAD);
+}
+
+static void test_webhook_timestamp_after_signature(void **state)
+{
+    (void)state;
+    struct paysig_keys k = keys_of(SW_SECRET);
+    assert_int_equal(sw_verify(&k, SW_SIG, SW_NOW + TOL), PAYSIG_OK);
+    assert_int_equal(sw_verify(&k, SW_SIG, SW_NOW - TOL), PAYSIG_OK);
+    assert_int_equal(sw_verify(&k, SW_SIG, SW_NOW + TOL + 1), PAYSIG_STALE);
+    assert_int_equal(sw_verify(&k, SW_SIG, SW_NOW - TOL - 1), PAYSIG_STALE);
+    /* A forgery is BAD, in the window or not. */
+    assert_int_equal(
+        sw_verify(&k, "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", SW_NOW + 9999),
+        PAYSIG_BAD);
+}
+
+/* Two secrets during a rotation: either one's signature passes, in either
+ * scheme, a third's does not. */
+static void test_rotation(void **state)
+{
+    (void)state;
+    struct paysig_keys k = keys_of("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw," SECRET);
+    assert_int_equal(k.n, 2);
+    assert_int_equal(sw_verify(&k, SW_SIG, SW_NOW), PAYSIG_OK);
+    assert_int_equal(
+        paysig_verify_webhook(&k, "msg-1", TS, PLAIN_SIG, body, strlen(body), NOW, TOL), PAYSIG_OK);
+    assert_int_equal(paysig_verify_keys(&k, TS, known, body, strlen(body), NOW, TOL), PAYSIG_OK);
+
+    struct paysig_keys third = keys_of("whsec_bmV3LWtleS1ieXRlcyEh");
+    char sig[PAYSIG_WEBHOOK_LEN + 1], hex[PAYSIG_HEX_LEN + 1];
+    paysig_sign_webhook(third.k[0].raw, third.k[0].raw_len, SW_ID, SW_TS, SW_PAYLOAD,
+                        strlen(SW_PAYLOAD), sig);
+    assert_int_equal(sw_verify(&k, sig, SW_NOW), PAYSIG_BAD);
+    paysig_sign("a-third-secret", TS, body, strlen(body), hex);
+    assert_int_equal(paysig_verify_keys(&k, TS, hex, body, strlen(body), NOW, TOL), PAYSIG_BAD);
+    /* STALE from a matching secret is the answer, not BAD from the other. */
+    assert_int_equal(paysig_verify_keys(&k, TS, known, body, strlen(body), NOW + TOL + 1, TOL),
+                     PAYSIG_STALE);
+}
+
+static void test_secret_settings(void **state)
+{
+    (void)state;
+    struct paysig_keys k;
+    char why[160];
+    k = keys_of("  new-secret , old-secret\t");
+    assert_int_equal(k.n, 2);
+    assert_string_equal(k.k[0].text, "new-secret");
+    assert_string_equal(k.k[1].text, "old-secret");
+    k = keys_of("whsec_bmV3LWtleS1ieXRlcyEh");
+    assert_int_equal(k.n, 1);
+    assert_int_equal(k.k[0].raw_len, 15);
+    assert_memory_equal(k.k[0].raw, "new-key-bytes!!", 15);
+    /* "whsec_" alone is an ordinary secret: nothing follows the prefix. */
+    k = keys_of("whsec_");
+    assert_int_equal(k.k[0].raw_len, 6);
+
+    static const char *const bad[] = {
+        "",
+        ",",
+        "a,",
+        ",a",
+        "a, ,b",
+        "a,b,c",
+        "whsec_not base64",
+        "whsec_bmV3LWtleS1ieXRlcyE",
+        "whsec_bmV3LWtleS1ieXRlcyEh=",
+        "whsec_bmV3-LWtleS1ieXRlcyEh",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&k, 0xAA, sizeof k);
+        if (paysig_keys_parse(bad[i], &k, why, sizeof why))
+            fail_msg("'%s' accepted", bad[i]);
+        assert_int_equal(k.n, 0);
+        assert_true(why[0] != '\0');
+    }
+    assert_false(paysig_keys_parse(NULL, &k, why, sizeof why));
+    char longest[PAYSIG_SECRET_MAX + 2];
+    memset(longest, 'x', sizeof longest);
+    longest[PAYSIG_SECRET_MAX] = '\0';
+    assert_true(paysig_keys_parse(longest, &k, why, sizeof why));
+    longest[PAYSIG_SECRET_MAX] = 'x';
+    longest[PAYSIG_SECRET_MAX + 1] = '\0';
+    assert_false(paysig_keys_parse(longest, &k, why, sizeof why));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -181,6 +371,11 @@ int main(void)
         cmocka_unit_test(test_forgery_learns_nothing_about_the_clock),
         cmocka_unit_test(test_timestamp_must_be_plain_seconds),
         cmocka_unit_test(test_raw_bytes_are_signed),
+        cmocka_unit_test(test_webhook_known_signatures),
+        cmocka_unit_test(test_webhook_signature_lists),
+        cmocka_unit_test(test_webhook_timestamp_after_signature),
+        cmocka_unit_test(test_rotation),
+        cmocka_unit_test(test_secret_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
