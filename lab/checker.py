@@ -257,7 +257,10 @@ def check(ops, snap, limit=5):
     by_token = {}
     for op in creates:
         end = op.get("end") or {}
-        if op.get("token") and outcome(op) == "ok" and end.get("order_no"):
+        # Orders made (201, not replayed): a replay of a key's own order
+        # under another token is that key's order, not a second one.
+        if op.get("token") and outcome(op) == "ok" and end.get("order_no") \
+                and end.get("status") == 201 and not end.get("replayed"):
             by_token.setdefault(op["token"], {}).setdefault(end["order_no"], op)
     for token, made in by_token.items():
         if len(made) > 1:
@@ -344,7 +347,9 @@ def check(ops, snap, limit=5):
             body = op.get("body") if isinstance(op.get("body"), dict) else {}
             if (order_no and body.get("order_no") == order_no) or (txn and body.get("txn_id") == txn):
                 out.append(op)
-        return sorted(out, key=lambda o: o.get("time") or 0)
+        # The copy that applied first, then the others in time order.
+        return sorted(out, key=lambda o: ((o.get("end") or {}).get("outcome") != "APPLIED",
+                                          o.get("time") or 0))
 
     applied = {}
     for p in snap.get("payments", []):

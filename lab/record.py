@@ -46,7 +46,20 @@ def others(lesson, r):
     shown = dict(lessons.DAMAGE)
     found = ["%d %s" % (v, shown[k]) for k, v in r["damage"].items()
              if k in shown and k not in lesson["figure"] and v]
+    if lesson.get("judge") == "missed":
+        found.insert(0, "the test found %d duplicate orders" % r["found"])
     return "; ".join(found) or "none"
+
+
+def witness_of(r):
+    c = r.get("checker") or {}
+    if c.get("error"):
+        return "the checker could not judge it: %s" % c["error"]
+    if not c.get("witnesses"):
+        return "none (%s)" % c.get("summary", "no verdict").replace("checker: ", "")
+    v = c.get("violations", {})
+    return "%s (of %s)" % (c["witnesses"][0]["text"],
+                           ", ".join("%d %s" % (n, k) for k, n in v.items()))
 
 
 def record(args, stack):
@@ -103,6 +116,12 @@ def write(path, rows, size, took):
         out.append("- `%s`" % lesson["name"])
         for which in ("without", "with"):
             out.append("  - %s: `%s`" % (which, res[which]["command"]))
+    out += ["", "## The checker's first witness of each pass", "",
+            "`lab/checker.py` read each pass's history of client operations and the "
+            "database; here the first violation it named, with the requests that made it.", ""]
+    for lesson, res in rows:
+        for which in ("without", "with"):
+            out.append("- `%s` %s: %s" % (lesson["name"], which, witness_of(res[which])))
     out += ["", "## Audit checks that failed", ""]
     for lesson, res in rows:
         for which in ("without", "with"):
