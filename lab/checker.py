@@ -43,6 +43,7 @@ KINDS = [
     ("paid-and-cancelled", "an order both paid and cancelled"),
     ("double-applied", "two payments applied to one order"),
     ("applied-and-refunded", "a payment applied and also sent back for refund"),
+    ("points-wrong", "points credited other than once per paid order"),
 ]
 KIND_TEXT = dict(KINDS)
 
@@ -154,19 +155,25 @@ def op_phrase(op):
 # --- the database -------------------------------------------------------------
 
 SNAPSHOT_SQL = {
-    "orders": "SELECT order_no, user_id, session_id, request_id, quantity, status FROM orders",
+    "orders": "SELECT order_no, user_id, session_id, request_id, quantity, status, amount_cents "
+              "FROM orders",
+    "points": "SELECT user_id, points FROM user_points",
     "sessions": "SELECT id, capacity, stock FROM sessions",
     "payments": "SELECT p.txn_id, o.order_no, p.outcome, p.status FROM payments p "
                 "JOIN orders o ON o.id = p.order_id",
     "refunds": "SELECT biz_key FROM outbox WHERE event_type = 'payment.refund_required'",
 }
 SNAPSHOT_COLS = {
-    "orders": ["order_no", "user_id", "session_id", "request_id", "quantity", "status"],
+    "orders": ["order_no", "user_id", "session_id", "request_id", "quantity", "status",
+               "amount_cents"],
+    "points": ["user_id", "points"],
     "sessions": ["id", "capacity", "stock"],
     "payments": ["txn_id", "order_no", "outcome", "status"],
     "refunds": ["txn_id"],
 }
-INT_COLS = {"user_id", "session_id", "quantity", "id", "capacity", "stock"}
+INT_COLS = {"user_id", "session_id", "quantity", "id", "capacity", "stock", "amount_cents",
+            "points"}
+PAID = ("PAID", "TICKETED", "COMPLETED")
 
 
 def read_database(argv, env=None):
@@ -388,6 +395,29 @@ def check(ops, snap, limit=5):
                     p["order_no"], p["txn_id"],
                     (": " + ", ".join(op_phrase(o) for o in wops)) if wops else ""),
                 wops, [p]))
+
+    # Points: a user's points are one credit per paid order (a point per
+    # whole unit of its amount), as the audit's points_match_paid_orders.
+    if "points" in snap:
+        want = {}
+        for o in orders:
+            if o["status"] in PAID:
+                want[o["user_id"]] = want.get(o["user_id"], 0) + o.get("amount_cents", 0) // 100
+        have = {p["user_id"]: p["points"] for p in snap["points"]}
+        for user in sorted(set(want) | set(have)):
+            w, h = want.get(user, 0), have.get(user, 0)
+            if w == h:
+                continue
+            mine = [o["order_no"] for o in orders if o["user_id"] == user]
+            wops = [op for no in mine for op in pay_ops(order_no=no)[:1]][:2]
+            found["points-wrong"].append(witness(
+                "points-wrong",
+                "user %s: %d points, %d expected from %d paid orders (%s)%s" % (
+                    user, h, w, sum(1 for o in orders if o["user_id"] == user
+                                    and o["status"] in PAID),
+                    "credited twice" if h > w else "lost",
+                    (": " + ", ".join(op_phrase(o) for o in wops)) if wops else ""),
+                wops, [{"user_id": user, "points": h, "expected": w}]))
 
     # Unknown outcomes, and which of them a later retry of the key resolved.
     unknown = resolved = 0

@@ -56,7 +56,8 @@ def witness_of(r):
     if c.get("error"):
         return "the checker could not judge it: %s" % c["error"]
     if not c.get("witnesses"):
-        return "none (%s)" % c.get("summary", "no verdict").replace("checker: ", "")
+        note = ("; " + c["no_rule"]) if c.get("no_rule") and r["figure"] else ""
+        return "none (%s)%s" % (c.get("summary", "no verdict").replace("checker: ", ""), note)
     v = c.get("violations", {})
     return "%s (of %s)" % (c["witnesses"][0]["text"],
                            ", ".join("%d %s" % (n, k) for k, n in v.items()))

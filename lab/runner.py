@@ -492,6 +492,11 @@ def judge_history(stack, p, history_path, lesson):
         prefer.index(w["kind"]) if w["kind"] in prefer else len(prefer)))[:WITNESSES_KEPT]
     out["off"] = p["off"] or "nothing"
     out["summary"] = checker.summary_line(out)
+    if not prefer:
+        # Damage the checker has no rule for (a lock bypassed, a cart
+        # item bought twice under fresh keys, a cost): said, not hidden.
+        out["no_rule"] = "the checker names no requests for %s: ticketd-load's verdict counts " \
+                         "them from the database" % lesson["unit"]
     return out
 
 

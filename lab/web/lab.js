@@ -234,7 +234,9 @@ function witnesses(w, lesson, res) {
   const c = res.checker || {};
   const kids = [];
   if (c.error) kids.push(el("p", { class: "none" }, "the checker could not judge the history: " + c.error));
-  else if (!c.witnesses || !c.witnesses.length) {
+  else if ((!c.witnesses || !c.witnesses.length) && c.no_rule && res.figure > 0) {
+    kids.push(el("p", { class: "none" }, c.no_rule + "."));
+  } else if (!c.witnesses || !c.witnesses.length) {
     kids.push(el("p", { class: "none" }, "checker: no request broke a rule (" + (c.ops || 0) +
       " operations; " + (c.unknown || 0) + " unknown outcomes, " + (c.unknown_resolved || 0) +
       " resolved by a later retry)"));

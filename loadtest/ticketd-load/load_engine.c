@@ -340,7 +340,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
 static const char *target_of(struct load_engine *e, struct load_req *r)
 {
     if (r->attempts == 0)
-        r->pinned = r->target >= 0 && r->target < e->cfg.target_count;
+        r->pinned = r->target >= 0 && r->target < e->cfg.target_count && !r->first_choice;
     if (r->target < 0 || r->target >= e->cfg.target_count) {
         r->target = e->rr % e->cfg.target_count;
         e->rr = (e->rr + 1) % e->cfg.target_count;

@@ -112,6 +112,7 @@ struct load_req {
     size_t body_len;
     struct curl_slist *headers; /* owned */
     int target;                 /* index into the targets; -1: round robin */
+    bool first_choice;          /* target is only where it goes first: fail over as unpinned */
     double delay_s;             /* start this long after next() returned it (0: at once) */
     bool retry_in_progress;     /* also retry 409 REQUEST_IN_PROGRESS (wait for the outcome) */
 

@@ -197,6 +197,21 @@ def main():
                               "status": "SUCCESS"}], refunds=["t-4"]),
           "applied-and-refunded", [p], ("t-4",))
 
+    # Points credited twice for one paid order (a redelivered event).
+    h = History()
+    p = h.op("gateway", "pay", 0.5, 0.55, "ok", body={"txn_id": "t-5", "order_no": "O-W"},
+             status=200, outcome="APPLIED")
+    paid = order("O-W", 18, "k-w", status="PAID")
+    paid["amount_cents"] = 1000
+    snap = snapshot([paid])
+    snap["points"] = [{"user_id": 18, "points": 20}]
+    flags("points credited twice", h, snap, "points-wrong", [p],
+          ("user 18: 20 points, 10 expected", "credited twice"))
+    snap["points"] = [{"user_id": 18, "points": 10}]
+    res = judge(h, snap)
+    ok(res["violations"] == {}, "points once per paid order: no violation (got %s)"
+       % res["violations"])
+
     # Clean: unknown outcomes resolved by a later retry of the same key (a
     # timeout whose order the retry is answered with; a 503 that did
     # nothing, then a retry that made the order), copies told "in
