@@ -262,7 +262,9 @@ function witnessBox(wit, off) {
     const width = Math.max(((end - (o.sent || 0)) / span) * 100, 1);
     const cls = o.type === "ok" ? (o.replayed ? "replayed" : "ok") : o.type;
     const label = "op " + o.op + " " + o.f + (o.key ? " " + o.key : "") + " → " + o.answer +
-      (o.order_no ? " order " + o.order_no : "");
+      (o.layer ? "" : " (no layer)") + (o.order_no ? " · order " + o.order_no : "") +
+      " · " + (o.sent || 0).toFixed(2) + "–" +
+      (o.done === null || o.done === undefined ? "?" : o.done.toFixed(2)) + " s";
     return el("div", { class: "wop", title: label + " (sent " + (o.sent || 0).toFixed(3) + " s, answered " +
                        (o.done === null || o.done === undefined ? "never" : o.done.toFixed(3) + " s") + ")" },
       el("span", { class: "label" }, label),

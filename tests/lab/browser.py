@@ -188,6 +188,12 @@ def main():
         dt.call("Page.enable")
         dt.call("Page.navigate", url="%s?autorun=%s&passes=both" % (args.url, args.lesson))
         deadline = time.monotonic() + BOUND_S
+        # The page first shows the lab's last run, which may be final
+        # already: only once the run its button started goes are the
+        # figures this run's.
+        while time.monotonic() < deadline and dt.js(
+                "document.getElementById('run-status').dataset.status") != "running":
+            time.sleep(0.05)
         without = wait_final(dt, "without", deadline)
         wit = wait_witnesses(dt, "without", deadline) if without is not None else None
         dt.shot(os.path.join(args.shots, "lab-%s-without.png" % args.lesson))
