@@ -215,10 +215,15 @@ def check(ops, snap, limit=5):
     for o in orders:
         orders_of_key.setdefault((o["user_id"], o["request_id"]), []).append(o)
 
+    told_of = {}
+    for op in sorted(creates, key=lambda o: (o.get("time") or 0, o.get("op") or 0)):
+        no = (op.get("end") or {}).get("order_no")
+        if outcome(op) == "ok" and no:
+            told_of.setdefault(no, []).append(op)
+
     def told(order_no):
         """The operations that were answered with this order, first first."""
-        return [op for op in creates if outcome(op) == "ok"
-                and (op.get("end") or {}).get("order_no") == order_no]
+        return told_of.get(order_no, [])
 
     # Two orders for one key (the database says so; the history says who
     # was told which).
