@@ -135,6 +135,15 @@ def main():
           snapshot([order("O-04", 9, "k-3"), order("O-05", 9, "k-4")]),
           "token-reused", [a, b], ("two orders with one token",))
 
+    # Two orders of one key made with its one token: a duplicate order,
+    # not a token used by two keys.
+    h = History()
+    a = h.create(9, "k-3b", 0.1, "ok", 201, "O-04b", token="tok-same-key")
+    b = h.create(9, "k-3b", 0.1, "ok", 201, "O-05b", token="tok-same-key")
+    flags("two orders of one key, one token", h,
+          snapshot([order("O-04b", 9, "k-3b"), order("O-05b", 9, "k-3b")]),
+          "duplicate-order", [a, b])
+
     # More seats held than the session has.
     h = History()
     h.create(10, "k-5", 0.1, "ok", 201, "O-06", session=2)
