@@ -41,6 +41,22 @@ DAMAGE = [
     ("audit_failed_checks", "failed audit checks"),
 ]
 
+# Which of the checker's violations (lab/checker.py) name the requests
+# behind each damage kind: a lesson's witnesses of its own kind come first.
+WITNESS_KINDS = {
+    "duplicate_orders": ["duplicate-order", "told-new-twice"],
+    "token_reused_orders": ["token-reused", "duplicate-order"],
+    "oversold_seats": ["oversold"],
+    "refunded_applied_payments": ["applied-and-refunded"],
+    "double_applied_payments": ["double-applied"],
+    "paid_cancelled_orders": ["paid-and-cancelled"],
+    "failures_replayed": ["failure-replayed"],
+    "forbidden_answers": ["refused-with-order", "told-new-twice"],
+    "wrong_refusals": ["refused-with-order"],
+    "double_credited_points": ["points-wrong"],
+    "missing_points": ["points-wrong"],
+}
+
 MAIN_DB = "main"
 NOINDEX_DB = "noindex"
 REDIS_LAYERS = "response-cache,inflight-key,session-lock,token"
@@ -66,17 +82,19 @@ def _gateway(n, orders=150):
     return ["gateway-retry", "--orders", str(n(orders)), "--retries", "3"]
 
 
-def _mq(n, orders=60):
-    return ["mq-redelivery", "--orders", str(n(orders)), "--settle", "20"]
+def _mq(n, orders=60, settle=20):
+    # Points lost never come: a pass that loses them waits its whole
+    # settle time for them, with nothing else to show.
+    return ["mq-redelivery", "--orders", str(n(orders)), "--settle", str(settle)]
 
 
 def _refusals(n, rounds=200):
     return ["refusal-storm", "--rounds", str(n(rounds))]
 
 
-def _pass(off="", db=MAIN_DB, faults=False, env=(), load=None, sql=()):
+def _pass(off="", db=MAIN_DB, faults=False, env=(), load=None, sql=(), stall=False):
     return {"off": off, "db": db, "faults": faults, "env": list(env), "load": load,
-            "sql": list(sql)}
+            "sql": list(sql), "stall": stall}
 
 
 # The consumers' dedup rows start in one partition for everything, as a
@@ -93,6 +111,74 @@ FRESH_CONSUME_PARTITIONS = [
 # any speed: the moment is counted in answers, not in ms.
 def _fstorm(n):
     return _storm(n, rounds=600) + ["--fault-after", str(n(1600))]
+
+
+# The runs whose copies must pass Redis while the key's first copy is still
+# in the database: the pass holds the orders table with a long transaction
+# (runner.Stall) from its start, so every order's INSERT waits after its
+# look-up, until the load's --fault or --fault-end command releases it after
+# a number of answers. The clients send no order token: the token's row in
+# the database is a unique key too and would catch the copy (the token
+# lessons show that layer). Each held order keeps a thread and a database
+# connection, hence the larger pools.
+STALL_ENV = ["TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_THREADS=128", "TICKETD_DB_CONNS=96"]
+# An instance frozen longer than this is taken for dead (its heartbeat).
+FREEZE_ENV = ["TICKETD_INSTANCE_TTL_MS=300"]
+# Markers and locks that expire while the request they stand for still runs.
+SHORT_TTL_ENV = ["TICKETD_INFLIGHT_TTL_MS=300", "TICKETD_LOCK_TTL_MS=300"]
+
+
+def _stalled_storm(n, rounds=40, copies=6, spread=1500):
+    """Every key at once, its copies leaving every spread/(copies-1) ms: a
+    client that sends its request again on its own timer."""
+    return ["retry-storm", "--rounds", str(n(rounds)), "--copies", str(copies), "--spread",
+            str(spread), "--concurrency", str(n(rounds) * copies), "--stock", "1000000",
+            "--no-token"]
+
+
+def _flush_then_release(n, rounds=40):
+    # After two waves of copies (answered 409 REQUEST_IN_PROGRESS) the flush;
+    # the third wave finds no markers; one wave more, and the stall ends.
+    return ["--fault-after", str(2 * n(rounds)), "@flush", "--fault-end-after",
+            str(n(rounds)), "@end-release"]
+
+
+def _freeze_storm(n, rounds=60):
+    # Copies every 300 ms, each to the next instance. Halfway through the
+    # first wave's answers the second instance freezes; once its heartbeat
+    # expired (300 ms) the first takes over its markers; after as many
+    # answers as keys (only the first instance answers: two waves at least)
+    # the stall ends and the frozen one wakes.
+    return _stalled_storm(n, rounds=rounds, copies=8, spread=2100) + [
+        "--fault-after", str(max(1, n(rounds) // 2)), "@stop2", "--fault-end-after",
+        str(n(rounds)), "@end-release-cont2"]
+
+
+# Records that expire a second after they were written.
+LATE_ENV = ["TICKETD_INFLIGHT_TTL_MS=1000", "TICKETD_LOCK_TTL_MS=1000", "TICKETD_IDEM_TTL_S=1"]
+
+
+def _late_storm(n, rounds=40):
+    # Copies every 600 ms: the one at 0.6 s meets the marker, the one at
+    # 1.2 s comes after it expired, the one at 1.8 s meets the retry's; the
+    # stall ends once half of those answered.
+    return _stalled_storm(n, rounds=rounds, copies=5, spread=2400) + [
+        "--fault-after", str(n(rounds) * 3 // 2), "@release"]
+
+
+def _slow_storm(n, rounds=30):
+    # Ten copies a key, 100 ms apart: the 300 ms markers expire twice or
+    # three times while the first copy waits; the stall ends after four
+    # waves' worth of answers.
+    return _stalled_storm(n, rounds=rounds, copies=10, spread=900) + [
+        "--fault-after", str(4 * n(rounds)), "@release"]
+
+
+# Orders both paid and cancelled never get the points the verdict waits
+# for: without state-cas the verdict would wait its whole settle time (20 s)
+# with nothing to show. Points and tickets of a sound run settle within a
+# second here.
+STATE_CAS_SETTLE = ["--settle", "5"]
 
 
 LESSONS = [
@@ -210,10 +296,10 @@ LESSONS = [
         "figure": ["paid_cancelled_orders"],
         "without": lambda n: _pass("state-cas", faults=True,
                                    env=["TICKETD_FAULT=order.before_transition:delay:50"],
-                                   load=_gateway(n)),
+                                   load=_gateway(n) + STATE_CAS_SETTLE),
         "with": lambda n: _pass(faults=True,
                                 env=["TICKETD_FAULT=order.before_transition:delay:50"],
-                                load=_gateway(n)),
+                                load=_gateway(n) + STATE_CAS_SETTLE),
     },
     {
         "name": "callback-dedup",
@@ -246,11 +332,11 @@ LESSONS = [
         "without": lambda n: _pass(
             "consumer-dedup-same-tx", faults=True,
             env=["TICKETD_CLAIM_IDLE_MS=300", "TICKETD_FAULT=consumer.effect:fail:10"],
-            load=_mq(n)),
+            load=_mq(n, settle=5)),
         "with": lambda n: _pass(
             faults=True,
             env=["TICKETD_CLAIM_IDLE_MS=300", "TICKETD_FAULT=consumer.effect:fail:10"],
-            load=_mq(n)),
+            load=_mq(n, settle=5)),
     },
     {
         "name": "consumer-dedup-business-key",
@@ -270,24 +356,21 @@ LESSONS = [
     },
     {
         "name": "late-replay",
-        "expect": "zero",
         "kind": "lesson",
         "title": "Expiry and late replays",
         "articles": "004 §5.2",
-        "idea": "Records in Redis expire, and a retry after that is not a new request: the "
-        "unique index still answers it with the order. Both passes show 0 on purpose: a "
-        "late retry races nothing, so even the naive look-up finds its order; watch the "
-        "late replays come from unique-index (or check-then-insert without it).",
+        "idea": "Records in Redis expire, and a retry after that is not a new request. Here "
+        "the in-flight marker lives 1 s while the first attempt is still in the database (a "
+        "long transaction holds the orders table): the retry that comes 1.2 s later finds no "
+        "record, looks for the order, finds none yet, and inserts a second one. The unique "
+        "index makes it wait for the first attempt and answers it with that order.",
         "defence": "unique-index",
         "where": "service/domain/orders_db.c:orders_write_order, orders_replay_from_database",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
-        # Without the index the copies of the storm race the look-up; the
-        # late retries themselves find their orders either way.
-        "without": lambda n: _pass("unique-index", NOINDEX_DB, env=["TICKETD_IDEM_TTL_S=1"],
-                                   load=_storm(n, rounds=100, copies=4) + ["--late", "2500"]),
-        "with": lambda n: _pass(env=["TICKETD_IDEM_TTL_S=1"],
-                                load=_storm(n, rounds=100, copies=4) + ["--late", "2500"]),
+        "without": lambda n: _pass("unique-index", NOINDEX_DB, env=STALL_ENV + LATE_ENV,
+                                   stall=True, load=_late_storm(n)),
+        "with": lambda n: _pass(env=STALL_ENV + LATE_ENV, stall=True, load=_late_storm(n)),
     },
     {
         "name": "forget-failures",
@@ -327,23 +410,26 @@ LESSONS = [
         "kind": "lesson",
         "title": "Concurrent replay as the minimum test",
         "articles": "004 §4.4, 002 §2.3",
-        "idea": "Send the same request many times at the same moment and count what the "
-        "database holds; a sequential retry test proves nothing. Here the code is broken "
-        "(check-then-insert, no unique key) in both passes: copies one after another find "
-        "nothing wrong, copies at once find the duplicates.",
+        "idea": "A replay test must send its copies AT ONCE to find anything. Both passes "
+        "test the same broken code (check-then-insert, no unique key). Sent one after "
+        "another (each key once, then again once answered), the copies find 0 duplicate "
+        "orders and the broken code passes the test: that is the damage. Sent at once, 8 "
+        "copies a key, they find the duplicates, and the test fails it: 0 broken code "
+        "passed.",
         "defence": "copies sent at once",
-        "where": "loadtest/ticketd-load/, tests/integration/itest_replaylab.c",
-        "unit": "duplicate orders found",
+        "where": "loadtest/ticketd-load/ (retry-storm), tests/integration/itest_replaylab.c",
+        "unit": "broken order paths passed by the test",
         "figure": ["duplicate_orders"],
-        # Inverted on purpose: the "defence" is the test's concurrency, and
-        # the damage it finds is the point.
-        # The sequential test spreads each key's copies over 800 ms (about
-        # 110 ms apart, far above an order's latency), so each copy looks
-        # after the one before committed.
-        "expect": "found",
+        # The figure is whether the test missed the bug (1) or found it (0);
+        # what it found is shown beside it.
+        "judge": "missed",
+        # One after another: each key's one copy, then (retry-storm's retry
+        # after the storm) the same request again once every key was
+        # answered. Copies on a timer instead (--spread) overlap whenever
+        # an order is slower than the timer, and find a duplicate now and
+        # then: that test is not sequential, only unreliable.
         "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB,
-                                   load=_storm(n, rounds=50)
-                                   + ["--spread", "800", "--concurrency", "64"]),
+                                   load=_storm(n, rounds=50, copies=1)),
         "with": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB,
                                 load=_storm(n, rounds=50)),
     },
@@ -426,30 +512,40 @@ LESSONS = [
         "title": "Redis flushed mid-storm",
         "articles": "000 §3.3, 002 §3.3",
         "idea": "Redis is an accelerator, not the arbiter: flushed, its records, locks and "
-        "tokens are gone. The database must still decide.",
+        "in-flight markers are gone. Here the flush lands while each key's first copy is "
+        "still in the database (a long transaction holds the orders table); the key's next "
+        "copy finds no marker, looks for the order, finds none yet, and inserts a second one. "
+        "The unique index makes it wait for the first and answer with that order.",
         "defence": "unique-index",
-        "where": "service/domain/orders_redis.c:redis_failed, orders_take_token",
+        "where": "service/domain/orders_redis.c:redis_failed, service/domain/orders_db.c:orders_write_order",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
-        "without": lambda n: _pass("unique-index", NOINDEX_DB, load=_fstorm(n) + ["@flush"]),
-        "with": lambda n: _pass(load=_fstorm(n) + ["@flush"]),
+        # The flush also takes the instances' heartbeats: beating every
+        # 100 ms, they are back before the next wave of copies.
+        "without": lambda n: _pass("unique-index", NOINDEX_DB, env=STALL_ENV + FREEZE_ENV,
+                                   stall=True,
+                                   load=_stalled_storm(n) + _flush_then_release(n)),
+        "with": lambda n: _pass(env=STALL_ENV + FREEZE_ENV, stall=True,
+                                load=_stalled_storm(n) + _flush_then_release(n)),
     },
     {
         "name": "instance-kill",
-        "expect": "zero",
         "kind": "fault",
-        "title": "One instance killed mid-storm",
+        "title": "One instance frozen mid-storm",
         "articles": "000 §4.3",
-        "idea": "kill -9 of the second instance: its connections drop and the clients send "
-        "the same requests to the first, which answers with the orders the dead one "
-        "committed or creates them once. Without the index it still shows 0 here: the "
-        "survivor's Redis layers catch the resent copies.",
+        "idea": "The second instance is frozen (SIGSTOP: a GC pause, a VM migrated) while its "
+        "orders wait in the database. Its heartbeat stops, so the first instance takes over "
+        "its in-flight markers and runs the copies the clients send it; then the frozen one "
+        "wakes and commits. A kill -9 alone shows 0 here: the database rolls back a dead "
+        "connection's transaction, and an order it had committed is found. The unique index "
+        "makes the copy wait for the first.",
         "defence": "unique-index",
-        "where": "service/domain/orders_redis.c:take_over_dead, service/domain/orders_db.c:orders_replay_from_database",
+        "where": "service/domain/orders_redis.c:take_over_dead, service/domain/orders_db.c:orders_write_order",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
-        "without": lambda n: _pass("unique-index", NOINDEX_DB, load=_fstorm(n) + ["@kill2"]),
-        "with": lambda n: _pass(load=_fstorm(n) + ["@kill2"]),
+        "without": lambda n: _pass("unique-index", NOINDEX_DB, env=STALL_ENV + FREEZE_ENV,
+                                   stall=True, load=_freeze_storm(n)),
+        "with": lambda n: _pass(env=STALL_ENV + FREEZE_ENV, stall=True, load=_freeze_storm(n)),
     },
     {
         "name": "mysql-restart",
@@ -471,26 +567,18 @@ LESSONS = [
         "kind": "fault",
         "title": "A request slower than the TTLs",
         "articles": "000 §4.3, 004 §5.1",
-        "idea": "A marker or lock that expires while its request still runs lets a copy in, "
-        "and the unique index must catch it. Without the index only the few copies that "
-        "look before the first one commits get through (every order is equally slow), so "
-        "the figure is small, and some runs show 0.",
+        "idea": "A marker or lock that expires while its request still runs lets a copy in. "
+        "Here the database is the slow part (a long transaction holds the orders table) and "
+        "the markers live 300 ms: every copy that comes after one expired looks for the "
+        "order, finds none yet, and inserts another. The unique index makes it wait for the "
+        "first and answer with that order.",
         "defence": "unique-index",
         "where": "service/domain/orders_db.c:orders_write_order, service/domain/orders_redis.c:take_over_dead",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
-        "without": lambda n: _pass(
-            "unique-index", NOINDEX_DB, faults=True,
-            env=["TICKETD_THREADS=32", "TICKETD_INFLIGHT_TTL_MS=300", "TICKETD_LOCK_TTL_MS=300",
-                 "TICKETD_FAULT=order.after_redis:delay:800:%d" % n(40)],
-            load=["retry-storm", "--rounds", str(n(60)), "--copies", "6", "--spread", "1000",
-                  "--concurrency", "60", "--stock", "1000000"]),
-        "with": lambda n: _pass(
-            faults=True,
-            env=["TICKETD_THREADS=32", "TICKETD_INFLIGHT_TTL_MS=300", "TICKETD_LOCK_TTL_MS=300",
-                 "TICKETD_FAULT=order.after_redis:delay:800:%d" % n(40)],
-            load=["retry-storm", "--rounds", str(n(60)), "--copies", "6", "--spread", "1000",
-                  "--concurrency", "60", "--stock", "1000000"]),
+        "without": lambda n: _pass("unique-index", NOINDEX_DB, env=STALL_ENV + SHORT_TTL_ENV,
+                                   stall=True, load=_slow_storm(n)),
+        "with": lambda n: _pass(env=STALL_ENV + SHORT_TTL_ENV, stall=True, load=_slow_storm(n)),
     },
 ]
 
@@ -506,5 +594,6 @@ def public(lesson):
     """What the page may see of a lesson (no callables)."""
     keys = ("name", "kind", "title", "articles", "idea", "defence", "where", "unit", "figure")
     out = {k: lesson[k] for k in keys}
+    out["judge"] = lesson.get("judge", "damage")
     out["expect"] = lesson.get("expect", "damage")
     return out

@@ -46,7 +46,21 @@ def others(lesson, r):
     shown = dict(lessons.DAMAGE)
     found = ["%d %s" % (v, shown[k]) for k, v in r["damage"].items()
              if k in shown and k not in lesson["figure"] and v]
+    if lesson.get("judge") == "missed":
+        found.insert(0, "the test found %d duplicate orders" % r["found"])
     return "; ".join(found) or "none"
+
+
+def witness_of(r):
+    c = r.get("checker") or {}
+    if c.get("error"):
+        return "the checker could not judge it: %s" % c["error"]
+    if not c.get("witnesses"):
+        note = ("; " + c["no_rule"]) if c.get("no_rule") and r["figure"] else ""
+        return "none (%s)%s" % (c.get("summary", "no verdict").replace("checker: ", ""), note)
+    v = c.get("violations", {})
+    return "%s (of %s)" % (c["witnesses"][0]["text"],
+                           ", ".join("%d %s" % (n, k) for k, n in v.items()))
 
 
 def record(args, stack):
@@ -82,7 +96,8 @@ def write(path, rows, size, took):
         "- when: %s; ticketd %s; size %g" % (now, revision(), size),
         "- machine: %s" % machine(),
         "- stack: the lab's private Redis and MariaDB, two `ticketd serve` instances "
-        "(TICKETD_ENV=demo, TICKETD_THREADS=8); the database and Redis emptied before each "
+        "(TICKETD_ENV=demo, TICKETD_THREADS=8 unless a pass's command says otherwise); the "
+        "database and Redis emptied before each "
         "pass; %.0f s for the %d lessons, both ways" % (took, len(rows)),
         "",
         "Figures vary from run to run (they count races); what holds is the "
@@ -103,6 +118,12 @@ def write(path, rows, size, took):
         out.append("- `%s`" % lesson["name"])
         for which in ("without", "with"):
             out.append("  - %s: `%s`" % (which, res[which]["command"]))
+    out += ["", "## The checker's first witness of each pass", "",
+            "`lab/checker.py` read each pass's history of client operations and the "
+            "database; here the first violation it named, with the requests that made it.", ""]
+    for lesson, res in rows:
+        for which in ("without", "with"):
+            out.append("- `%s` %s: %s" % (lesson["name"], which, witness_of(res[which])))
     out += ["", "## Audit checks that failed", ""]
     for lesson, res in rows:
         for which in ("without", "with"):

@@ -26,6 +26,9 @@ import threading
 import time
 import urllib.request
 
+import checker
+import lessons
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVICES = os.path.join(ROOT, "scripts", "services.sh")
 TICKETD = os.path.join(ROOT, "build", "release", "ticketd")
@@ -35,6 +38,8 @@ LOAD = os.path.join(ROOT, "build", "loadtest", "ticketd-load")
 DB_NAMES = {"main": "ticketd", "noindex": "ticketd_lab_noindex"}
 TICK_S = 0.2
 LOAD_TIMEOUT_S = 300
+STALL_MAX_S = 60
+WITNESSES_KEPT = 5  # the page shows up to five
 
 # What a database shows while a run goes, in the units of the verdict. The
 # verdict (ticketd-load's JSON) is what counts; this only makes the damage
@@ -105,6 +110,8 @@ class Stack:
         self.pay_secret = random_hex()
         self.load_proc = None
         self.closed = False
+        # The file whose appearance ends a pass's database stall (Stall).
+        self.release_path = os.path.join(os.path.abspath(log_dir), "stall.release")
         os.makedirs(log_dir, exist_ok=True)
 
     # --- servers -------------------------------------------------------------
@@ -239,6 +246,7 @@ class Stack:
     def stop_instances(self):
         for proc in self.procs:
             if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)  # a frozen instance must hear SIGTERM
                 proc.send_signal(signal.SIGTERM)
         for proc in self.procs:
             try:
@@ -271,6 +279,15 @@ class Stack:
                 out += ["--fault", redis]
             elif w == "@kill2":
                 out += ["--fault", "kill -9 %d" % self.procs[1].pid]
+            elif w == "@stop2":
+                out += ["--fault", "kill -STOP %d" % self.procs[1].pid]
+            elif w == "@release":
+                out += ["--fault", "touch %s" % shlex.quote(self.release_path)]
+            elif w == "@end-release":
+                out += ["--fault-end", "touch %s" % shlex.quote(self.release_path)]
+            elif w == "@end-release-cont2":
+                out += ["--fault-end", "touch %s && kill -CONT %d"
+                        % (shlex.quote(self.release_path), self.procs[1].pid)]
             elif w == "@mysql-restart":
                 out += ["--fault", mysql]
             else:
@@ -291,6 +308,60 @@ class Stack:
                "TICKETD_REDIS_PORT=%d" % self.redis_port, "TICKETD_JWT_SECRET=" + self.jwt_secret,
                "TICKETD_PAY_SECRET=" + self.pay_secret]
         return "env -i PATH=/usr/bin:/bin %s %s partitions" % (" ".join(env), shlex.quote(TICKETD))
+
+
+class Stall:
+    """A long transaction that holds the orders table while a pass runs:
+    `SELECT id FROM orders FOR UPDATE` takes every row and every gap, so
+    each order's INSERT waits, after its transaction looked for the key and
+    found nothing. The database is slower than every TTL in front of it.
+    It ends (ROLLBACK) when the release file appears, which the load's
+    --fault or --fault-end command creates after a number of answers (the
+    load's progress), or after STALL_MAX_S at the latest."""
+
+    def __init__(self, stack, db):
+        self.stack = stack
+        self.release = stack.release_path
+        if os.path.exists(self.release):
+            os.unlink(self.release)
+        self.proc = subprocess.Popen(stack.mariadb_argv(db) + ["--unbuffered"],
+                                     env=stack.mariadb_env(), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
+        self.proc.stdin.write("SET SESSION innodb_lock_wait_timeout = 120; BEGIN; "
+                              "SELECT COUNT(*) FROM (SELECT id FROM orders FOR UPDATE) t; "
+                              "SELECT 'stall-locked';\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.strip() == "stall-locked":
+                break
+        else:
+            raise LabError("the database stall could not take its locks")
+        self.thread = threading.Thread(target=self._hold, daemon=True)
+        self.thread.start()
+
+    def _hold(self):
+        deadline = time.monotonic() + STALL_MAX_S
+        while not os.path.exists(self.release) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.end()
+
+    def end(self):
+        try:
+            self.proc.stdin.write("ROLLBACK;\n")
+            self.proc.stdin.close()
+        except (OSError, ValueError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def close(self):
+        with open(self.release, "a"):
+            pass
+        self.thread.join(timeout=15)
 
 
 def port_busy(port):
@@ -383,20 +454,55 @@ def run_pass(stack, lesson, which, size_n, sink, tag):
     argv = [LOAD] + stack.expand(p["load"])
     for port in stack.http_ports:
         argv += ["--target", "http://127.0.0.1:%d" % port]
-    argv += ["--interval", "200", "--json", json_path, "-v"]
+    history_path = os.path.join(stack.log_dir, "%s.history.jsonl" % tag)
+    argv += ["--interval", "200", "--json", json_path, "--history", history_path, "-v"]
     env = dict(os.environ)
     env.update({"TICKETD_JWT_SECRET": stack.jwt_secret, "TICKETD_PAY_SECRET": stack.pay_secret})
     sink.phase(which, "running: " + " ".join(p["load"]))
     sink.start(which, shown_command(p))
-    with open(os.path.join(stack.log_dir, "%s.txt" % tag), "wb") as out:
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL)
-        stack.load_proc = proc
-        watch(proc, stack, p["db"], sink, os.path.join(stack.log_dir, "%s.answers" % tag))
-    return read_result(lesson, json_path, proc.returncode, p)
+    stall = Stall(stack, p["db"]) if p.get("stall") else None
+    try:
+        with open(os.path.join(stack.log_dir, "%s.txt" % tag), "wb") as out:
+            proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.PIPE,
+                                    stdin=subprocess.DEVNULL)
+            stack.load_proc = proc
+            watch(proc, stack, p["db"], sink, os.path.join(stack.log_dir, "%s.answers" % tag),
+                  has_end="--fault-end" in argv, which=which)
+    finally:
+        if stall is not None:
+            stall.close()
+    res = read_result(lesson, json_path, proc.returncode, p)
+    res["history"] = os.path.basename(history_path)
+    res["checker"] = judge_history(stack, p, history_path, lesson)
+    return res
 
 
-def watch(proc, stack, db, sink, answers_path):
+def judge_history(stack, p, history_path, lesson):
+    """The checker's verdict on the pass's history and database: the
+    violations by kind and the first witnesses (checker.py)."""
+    try:
+        ops = checker.read_history(history_path)
+        snap = checker.read_database(stack.mariadb_argv(p["db"]), stack.mariadb_env())
+    except (checker.CheckError, KeyError, OSError) as e:
+        # A pass on another stack (a cluster) may have no database here:
+        # its figures stand; only the witnesses are missing, and said so.
+        return {"error": str(e), "violations": {}, "witnesses": []}
+    out = checker.check(ops, snap, limit=WITNESSES_KEPT)
+    # The lesson's own kinds of violation first: its damage, named.
+    prefer = [k for d in lesson["figure"] for k in lessons.WITNESS_KINDS.get(d, [])]
+    out["witnesses"] = sorted(out["witnesses"], key=lambda w: (
+        prefer.index(w["kind"]) if w["kind"] in prefer else len(prefer)))[:WITNESSES_KEPT]
+    out["off"] = p["off"] or "nothing"
+    out["summary"] = checker.summary_line(out)
+    if not prefer:
+        # Damage the checker has no rule for (a lock bypassed, a cart
+        # item bought twice under fresh keys, a cost): said, not hidden.
+        out["no_rule"] = "the checker names no requests for %s: ticketd-load's verdict counts " \
+                         "them from the database" % lesson["unit"]
+    return out
+
+
+def watch(proc, stack, db, sink, answers_path, has_end=False, which=None):
     """Feeds the sink from the load's answer lines and the database, every
     TICK_S, until the load exits (bounded by LOAD_TIMEOUT_S)."""
     t0 = time.monotonic()
@@ -411,9 +517,16 @@ def watch(proc, stack, db, sink, answers_path):
                     sink.answer(*got)
                     continue
                 keep.write(line + "\n")
-                if line.startswith("ticketd-load: fault"):
-                    sink.fault("end" if "exited" in line else "start",
-                               time.monotonic() - t0, line)
+                if line.startswith("ticketd-load: settling:") and which is not None:
+                    sink.phase(which, line[len("ticketd-load: "):])
+                # The fault is over when its command exited, or, with a
+                # --fault-end, when that ran (a stall released, an
+                # instance woken).
+                if line.startswith("ticketd-load: fault end at") or (
+                        line.startswith("ticketd-load: fault exited") and not has_end):
+                    sink.fault("end", time.monotonic() - t0, line)
+                elif line.startswith("ticketd-load: fault at"):
+                    sink.fault("start", time.monotonic() - t0, line)
         done.set()
 
     threading.Thread(target=reader, daemon=True).start()
@@ -449,10 +562,14 @@ def read_result(lesson, json_path, rc, p):
     damage = report.get("damage", {})
     figures = report.get("figures", {})
     audit = report.get("audit", {})
+    # A damage kind, or one of the scenario's figures (a cost, such as
+    # refusal-storm's database look-ups).
+    found = sum(int(damage.get(k, figures.get(k, 0))) for k in lesson["figure"])
     return {
-        # A damage kind, or one of the scenario's figures (a cost, such as
-        # refusal-storm's database look-ups).
-        "figure": sum(int(damage.get(k, figures.get(k, 0))) for k in lesson["figure"]),
+        # A lesson about a test ("judge": "missed") counts a test that found
+        # nothing in broken code; what it found is "found".
+        "figure": (1 if found == 0 else 0) if lesson.get("judge") == "missed" else found,
+        "found": found,
         "damage": damage,
         "checks": audit.get("checks", []) if isinstance(audit, dict) else [],
         "verdict": report.get("verdict"),

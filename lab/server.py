@@ -5,6 +5,8 @@
   GET  /api/lessons      the table (lessons.public), the damage kinds and units
   GET  /api/state        the current or last run; ?run=ID&without=N&with=N asks
                          only for the ticks after the N the page already has
+  GET  /api/history      ?run=ID&pass=without|with: that pass's history of client
+                         operations (JSON lines, docs/lab.md), the last run only
   POST /api/runs         {"lesson": NAME, "passes": "both" | "without" | "with"}
                          202 started; 409 while a run goes; 422 unknown lesson
 
@@ -207,7 +209,34 @@ def make_handler(lab):
                         have[k] = int(q[k])
                 run = lab.run
                 return self.send(200, run.view(have) if run else {"status": "idle"})
+            if url.path == "/api/history":
+                return self.history(parse_qs(url.query))
             return self.send(404, problem(404, "Not found", "no such page: %s" % url.path))
+
+        def history(self, q):
+            """The last run's history of one pass, as a download. The file
+            name comes from the run's own result, never from the query."""
+            run = lab.run
+            which = (q.get("pass") or [""])[0]
+            res = None
+            if run is not None and (q.get("run") or [""])[0] == str(run.id) \
+                    and which in ("without", "with"):
+                res = run.data[which]["result"]
+            path = os.path.join(lab.stack.log_dir, res["history"]) if res else None
+            if path is None or not os.path.exists(path):
+                return self.send(404, problem(404, "No such history",
+                                              "only the last run's finished passes have one"))
+            with open(path, "rb") as f:
+                data = f.read()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Content-Disposition", "attachment; filename=\"%s\""
+                             % os.path.basename(path))
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(data)
+            return None
 
         def do_POST(self):
             if urlparse(self.path).path != "/api/runs":

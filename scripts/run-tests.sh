@@ -12,7 +12,9 @@
 #                                     only the test binaries whose name
 #                                     contains that text (a quick loop);
 #                                     TICKETD_TEST_ONLY=lab: only the replay
-#                                     lab's tests, tests/lab/run.sh;
+#                                     lab's tests, tests/lab/run.sh and the
+#                                     checker's (TICKETD_TEST_ONLY=checker:
+#                                     the checker's alone, no servers);
 #                                     TICKETD_TEST_ONLY=docs: only the docs check
 #                                     (scripts/check-docs.py alone is quicker);
 #                                     TICKETD_TEST_ONLY=prometheus: the alerting
@@ -200,6 +202,33 @@ else
         grep '^FAIL' "$out" | head -10 | sed 's/^/      /'
     else
         echo "ok    selftest: $n checks passed"
+    fi
+fi
+
+# The lab's checker (lab/checker.py) on hand-made histories, one of each
+# kind of violation and clean ones: each check counts as one; a crash, or
+# no count line, as one failure. No servers needed.
+echo "== lab checker (tests/lab/test_checker.py)"
+if [[ -z "$ONLY" || "checker" == *"$ONLY"* || "$ONLY" == *lab* ]]; then
+    out="$LOGS/checker.out"
+    python3 tests/lab/test_checker.py >"$out" 2>&1
+    rc=$?
+    line=$(grep -E '^checker: [0-9]+ checks, [0-9]+ failed$' "$out" | tail -1)
+    n=$(echo "$line" | sed -n 's/^checker: \([0-9]*\) checks.*/\1/p')
+    f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed$/\1/p')
+    n=${n:-0}
+    f=${f:-0}
+    if [[ -z "$line" || ( $rc -ne 0 && $f -eq 0 ) ]]; then
+        f=$((f + 1))
+    fi
+    passed=$((passed + n - (f > n ? n : f)))
+    failed=$((failed + f))
+    if [[ $f -gt 0 ]]; then
+        failures+=("lab checker (see $out)")
+        echo "FAIL  checker: $f failed"
+        grep '^FAIL' "$out" | head -10 | sed 's/^/      /'
+    else
+        echo "ok    checker: $n checks passed"
     fi
 fi
 

@@ -37,8 +37,8 @@ const SPARE = ["#332288", "#44AA99", "#999933", "#AA4499", "#117733", "#661100",
 // What a run of the lesson shows, said on its card before it runs.
 const EXPECT = {
   damage: "Expect: damage without the defence, 0 with it.",
-  zero: "Expect: 0 both ways (the card says why).",
-  found: "Expect: 0 found by copies one after another, damage found by copies at once.",
+  missed: "Expect: copies one after another find nothing and pass the broken code (1); " +
+    "copies at once find the duplicates (0 broken code passed).",
 };
 
 let TABLE = null; // what /api/lessons said
@@ -159,7 +159,7 @@ function card(lesson) {
     el("p", {}, lesson.idea),
     el("p", {}, el("b", {}, "Defence: "), lesson.defence, el("b", {}, " · damage in: "), lesson.unit),
     el("p", { class: "where" }, lesson.where),
-    el("p", { class: "expect" }, EXPECT[lesson.expect] || ""),
+    el("p", { class: "expect" }, EXPECT[lesson.judge === "missed" ? "missed" : lesson.expect] || ""),
     el("div", {}, ...buttons));
 }
 
@@ -195,6 +195,7 @@ function showLesson(name, passes) {
     n.dataset.final = "0";
     p.querySelector(".command").textContent = "";
     document.getElementById("chips-" + w).replaceChildren();
+    document.getElementById("witnesses-" + w).replaceChildren();
   }
   document.getElementById("compare").replaceChildren();
   document.getElementById("checks").replaceChildren();
@@ -223,6 +224,60 @@ function chips(w, damage) {
     : [el("span", {}, "no damage of any kind")]));
 }
 
+// The checker's witnesses of a finished pass (lab/checker.py): each the
+// requests that broke a rule, as a short timeline, with their answers and
+// layers and the defence that was off; and the pass's history to download.
+function witnesses(w, lesson, res) {
+  const box = document.getElementById("witnesses-" + w);
+  if (box.dataset.run === String(runId)) return; // drawn once per pass
+  box.dataset.run = String(runId);
+  const c = res.checker || {};
+  const kids = [];
+  if (c.error) kids.push(el("p", { class: "none" }, "the checker could not judge the history: " + c.error));
+  else if ((!c.witnesses || !c.witnesses.length) && c.no_rule && res.figure > 0) {
+    kids.push(el("p", { class: "none" }, c.no_rule + "."));
+  } else if (!c.witnesses || !c.witnesses.length) {
+    kids.push(el("p", { class: "none" }, "checker: no request broke a rule (" + (c.ops || 0) +
+      " operations; " + (c.unknown || 0) + " unknown outcomes, " + (c.unknown_resolved || 0) +
+      " resolved by a later retry)"));
+  } else {
+    const total = Object.values(c.violations).reduce((a, b) => a + b, 0);
+    kids.push(el("h5", {}, "Witnesses: the requests that did it (" + c.witnesses.length + " of " + total + ")"));
+    for (const wit of c.witnesses) kids.push(witnessBox(wit, c.off));
+  }
+  kids.push(el("a", { class: "history", href: "/api/history?run=" + runId + "&pass=" + w,
+                      download: res.history || "history.jsonl" },
+    "download this run's history (" + (c.ops || 0) + " operations, JSON lines)"));
+  box.replaceChildren(...kids);
+}
+
+function witnessBox(wit, off) {
+  const ops = wit.ops || [];
+  const t0 = Math.min(...ops.map((o) => o.sent || 0));
+  const t1 = Math.max(...ops.map((o) => (o.done === null || o.done === undefined ? o.sent || 0 : o.done)));
+  const span = Math.max(t1 - t0, 0.001);
+  const rows = ops.map((o) => {
+    const left = (((o.sent || 0) - t0) / span) * 100;
+    const end = o.done === null || o.done === undefined ? t1 : o.done;
+    const width = Math.max(((end - (o.sent || 0)) / span) * 100, 1);
+    const cls = o.type === "ok" ? (o.replayed ? "replayed" : "ok") : o.type;
+    const label = "op " + o.op + " " + o.f + (o.key ? " " + o.key : "") + " → " + o.answer +
+      (o.layer ? "" : " (no layer)") + (o.order_no ? " · order " + o.order_no : "") +
+      " · " + (o.sent || 0).toFixed(2) + "–" +
+      (o.done === null || o.done === undefined ? "?" : o.done.toFixed(2)) + " s";
+    return el("div", { class: "wop", title: label + " (sent " + (o.sent || 0).toFixed(3) + " s, answered " +
+                       (o.done === null || o.done === undefined ? "never" : o.done.toFixed(3) + " s") + ")" },
+      el("span", { class: "label" }, label),
+      el("span", { class: "lane" }, el("span", { class: "bar " + cls,
+                                                 style: "left:" + left.toFixed(1) + "%;width:" + Math.min(width, 100 - left).toFixed(1) + "%" })));
+  });
+  return el("div", { class: "witness", "data-kind": wit.kind },
+    el("div", { class: "rule" }, wit.rule),
+    el("div", { class: "off" }, "defence off: " + (off || "nothing") + " · " + t0.toFixed(2) + "–" + t1.toFixed(2) + " s"),
+    ...rows,
+    el("div", { class: "text" }, wit.text));
+}
+
 function updatePass(w, lesson, d) {
   const p = document.getElementById("pass-" + w);
   if (d.command) p.querySelector(".command").textContent = d.command;
@@ -241,9 +296,19 @@ function updatePass(w, lesson, d) {
     const dmg = {};
     for (const [k] of TABLE.damage) dmg[k] = d.result.damage[k] || 0;
     chips(w, dmg);
+    if (lesson.judge === "missed") {
+      document.getElementById("chips-" + w).prepend(el("span", { class: "found" },
+        "the test found " + d.result.found + " duplicate orders"));
+    }
+    witnesses(w, lesson, d.result);
   } else if (d.ticks.length) {
     const live = d.ticks[d.ticks.length - 1].damage;
-    if (live) {
+    if (live && lesson.judge === "missed") {
+      // what the test finds so far; whether it missed is known at the end
+      setFigure(w, lesson, null, false);
+      document.getElementById("chips-" + w).replaceChildren(
+        el("span", { class: "found" }, "found so far: " + (live.duplicate_orders || 0) + " duplicate orders"));
+    } else if (live) {
       const kinds = lesson.figure.filter((k) => TABLE.live.includes(k));
       setFigure(w, lesson, kinds.length ? kinds.reduce((s, k) => s + (live[k] || 0), 0) : null, false);
       chips(w, live);

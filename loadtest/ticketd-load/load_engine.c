@@ -1,5 +1,7 @@
 #include "load_engine.h"
 
+#include "load_history.h"
+
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -338,7 +340,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
 static const char *target_of(struct load_engine *e, struct load_req *r)
 {
     if (r->attempts == 0)
-        r->pinned = r->target >= 0 && r->target < e->cfg.target_count;
+        r->pinned = r->target >= 0 && r->target < e->cfg.target_count && !r->first_choice;
     if (r->target < 0 || r->target >= e->cfg.target_count) {
         r->target = e->rr % e->cfg.target_count;
         e->rr = (e->rr + 1) % e->cfg.target_count;
@@ -670,6 +672,7 @@ static int launch(struct load_engine *e, struct load_req *r)
     if (r->attempts == 0)
         r->first_start = r->t_start;
     r->attempts++;
+    load_history_invoke(r);
     if (curl_multi_add_handle(e->multi, h) != CURLM_OK) {
         curl_easy_cleanup(h);
         load_req_free(r);
@@ -743,6 +746,7 @@ static int engine_loop(struct load_engine *e, int concurrency, bool bounded, loa
                 continue;
             curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
             answer_fill(r, h, msg->data.result);
+            load_history_complete(r);
             curl_multi_remove_handle(e->multi, h);
             r->easy = NULL;
             easy_put(e, h);

@@ -112,8 +112,14 @@ struct load_req {
     size_t body_len;
     struct curl_slist *headers; /* owned */
     int target;                 /* index into the targets; -1: round robin */
+    bool first_choice;          /* target is only where it goes first: fail over as unpinned */
     double delay_s;             /* start this long after next() returned it (0: at once) */
     bool retry_in_progress;     /* also retry 409 REQUEST_IN_PROGRESS (wait for the outcome) */
+
+    /* The client that sends it (the user of its JWT; 0: none), for the
+     * history, and the operation number the history gave this attempt. */
+    uint64_t client;
+    long long op;
 
     /* Scenario's own bookkeeping, untouched by the engine. */
     void *owner;

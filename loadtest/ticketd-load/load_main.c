@@ -9,6 +9,7 @@
  * requests that never got a definite answer.
  */
 #include "load_engine.h"
+#include "load_history.h"
 #include "load_scenario.h"
 #include "load_sign.h"
 #include "load_verdict.h"
@@ -77,7 +78,8 @@ static void usage(FILE *out)
         "  --shared-token      double-click: the clicks of a burst share one order token\n"
         "                      (one form, submitted twice, each time with a new key)\n"
         "  --spread MS         retry-storm: the copies of a key leave over MS ms instead of\n"
-        "                      at once (a client resending on its own timer)\n"
+        "                      at once (a client resending on its own timer), each\n"
+        "                      copy first to the next --target\n"
         "  --late MS           retry-storm: wait MS ms before the retries after the storm\n"
         "                      (past TICKETD_IDEM_TTL_S: the records have expired)\n"
         "  --gaps MS,MS...     double-click: each click leaves MS ms after the one before\n"
@@ -114,7 +116,14 @@ static void usage(FILE *out)
         "                      load's progress, it lands mid-load on any machine\n"
         "  --fault-at MS       run --fault MS ms after the load starts instead (by the\n"
         "                      clock: on a faster machine the load may be over)\n"
+        "  --fault-end CMD     run CMD once --fault ended and --fault-end-after more\n"
+        "                      load answers came (release a stall, wake an instance);\n"
+        "                      at the load's end at the latest; a failing CMD is a run\n"
+        "                      error\n"
+        "  --fault-end-after N (default 100)\n"
         "  --json FILE         also write the figures as JSON, with a time series\n"
+        "  --history FILE      write every client operation as JSON lines, Jepsen's\n"
+        "                      invoke, then ok / fail / info (docs/lab.md)\n"
         "  --orders-out FILE   append the order_no of every final 201 to POST /orders,\n"
         "                      one a line (to check each against the database)\n"
         "  --interval MS       time series interval (1000)\n"
@@ -294,6 +303,7 @@ static int opts_parse_table(int argc, char **argv, struct load_opts *o, struct s
         N("after-load", OPTABLE_STR, after_load, 0, 0),
         N("midway", OPTABLE_STR, midway, 0, 0),
         N("json", OPTABLE_STR, json_path, 0, 0),
+        N("history", OPTABLE_STR, history_path, 0, 0),
         N("interval", OPTABLE_MS, series_interval_s, 50, 60000),
         N("scenario", OPTABLE_STR, scenario, 0, 0),
         N("client-retries", OPTABLE_INT, client_retries, 0, 1000),
@@ -306,6 +316,8 @@ static int opts_parse_table(int argc, char **argv, struct load_opts *o, struct s
         N("fault", OPTABLE_STR, fault, 0, 0),
         N("fault-at", OPTABLE_MS, fault_at_s, 0, 86400000LL),
         N("fault-after", OPTABLE_LL, fault_after, 1, 1000000000LL),
+        N("fault-end", OPTABLE_STR, fault_end, 0, 0),
+        N("fault-end-after", OPTABLE_LL, fault_end_after, 1, 1000000000LL),
         CALL("orders-out", opt_orders_out),
         {"verbose", 'v', OPTABLE_COUNT, &o->verbose, 0, 0, NULL, NULL},
         {"help", 'h', OPTABLE_HELP, NULL, 0, 0, NULL, NULL},
@@ -335,6 +347,7 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
     o->retry_window_s = 20;
     o->fault_at_s = -1;
     o->fault_after = -1;
+    o->fault_end_after = 100;
 
     if (opts_parse_table(argc, argv, o, &sf) != 0)
         return -1;
@@ -427,7 +440,10 @@ static int preflight(struct load_engine *e, const struct load_opts *o)
  * records when it ran and how it ended, while the load goes on. */
 struct fault_run {
     const char *cmd;
-    double t0; /* the load's start, load_now() */
+    const char *end_cmd; /* --fault-end, or NULL */
+    long long end_after;
+    int end_status; /* its exit status; -1: could not run or killed */
+    double t0;      /* the load's start, load_now() */
     struct verdict_fault rec;
     atomic_bool load_over; /* set when the load ended: stop waiting */
     pthread_t thread;
@@ -450,36 +466,56 @@ static void fault_wait(struct fault_run *f)
     }
 }
 
+/* Runs cmd with /bin/sh -c and waits: its exit status, or -1 if it could
+ * not run or was killed. */
+static int fault_shell(const char *cmd)
+{
+    int status = 0;
+    pid_t pid = fork();
+
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* --fault-end: once end_after more answers came after the fault began (or
+ * the load ended), the command that ends the fault. */
+static void fault_end_run(struct fault_run *f)
+{
+    const struct timespec tick = {0, 1000000};
+    uint64_t want = (uint64_t)f->rec.answers_before + (uint64_t)f->end_after;
+
+    while (!atomic_load(&f->load_over) && load_answers() < want)
+        nanosleep(&tick, NULL);
+    fprintf(stderr, "ticketd-load: fault end at %.2f s, after %llu answers: %s\n",
+            load_now() - f->t0, (unsigned long long)load_answers(), f->end_cmd);
+    f->end_status = fault_shell(f->end_cmd);
+    fprintf(stderr, "ticketd-load: fault end exited %d at %.2f s\n", f->end_status,
+            load_now() - f->t0);
+}
+
 static void *fault_thread(void *arg)
 {
     struct fault_run *f = arg;
-    int status = 0;
-    pid_t pid;
 
     fault_wait(f);
     f->rec.started_s = load_now() - f->t0;
     f->rec.answers_before = (long long)load_answers();
     fprintf(stderr, "ticketd-load: fault at %.2f s, after %lld answers: %s\n", f->rec.started_s,
             f->rec.answers_before, f->cmd);
-    pid = fork();
-    if (pid < 0) {
-        f->rec.exit_status = -1;
-        f->rec.ended_s = f->rec.started_s;
-        return NULL;
-    }
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", f->cmd, (char *)NULL);
-        _exit(127);
-    }
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) {
-            status = -1;
-            break;
-        }
+    f->rec.exit_status = fault_shell(f->cmd);
     f->rec.ended_s = load_now() - f->t0;
-    f->rec.exit_status = status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     fprintf(stderr, "ticketd-load: fault exited %d at %.2f s\n", f->rec.exit_status,
             f->rec.ended_s);
+    if (f->end_cmd != NULL)
+        fault_end_run(f);
     return NULL;
 }
 
@@ -560,6 +596,10 @@ int main(int argc, char **argv)
     run_id_make(env.run_id, sizeof(env.run_id));
     env.t0 = load_now();
     info.started_unix = unix_now();
+    if (opts.history_path != NULL && load_history_open(opts.history_path, env.t0) != 0) {
+        fprintf(stderr, "ticketd-load: --history %s: %s\n", opts.history_path, strerror(errno));
+        goto out;
+    }
     env.deadline = env.t0 + opts.duration_s;
     fprintf(stderr, "ticketd-load: run %s, %s, users from %llu, at most %lld requests / %.0f s\n",
             env.run_id, opts.scenario, (unsigned long long)opts.user_base, opts.requests,
@@ -567,6 +607,8 @@ int main(int argc, char **argv)
     if (opts.fault != NULL) {
         fflush(NULL);
         fault.cmd = opts.fault;
+        fault.end_cmd = opts.fault_end;
+        fault.end_after = opts.fault_end_after;
         fault.t0 = env.t0;
         fault.rec.command = opts.fault;
         fault.rec.at_s = opts.fault_at_s;
@@ -579,6 +621,8 @@ int main(int argc, char **argv)
     }
     if (scenario_run(&env, total) != 0 && !verdict_failed(v))
         verdict_fail(v, "the scenario could not run");
+    if (load_history_close() != 0)
+        verdict_fail(v, "--history %s: a write failed", opts.history_path);
     if (opts.fault != NULL) {
         uint64_t answers_at_end = load_answers();
 
@@ -596,6 +640,8 @@ int main(int argc, char **argv)
             fault.rec.answers_after = 0;
         if (fault.rec.exit_status != 0)
             verdict_fail(v, "--fault command exited %d: %s", fault.rec.exit_status, opts.fault);
+        else if (opts.fault_end != NULL && fault.end_status != 0)
+            verdict_fail(v, "--fault-end command exited %d: %s", fault.end_status, opts.fault_end);
         else if (fault.rec.started_s >= fault.rec.load_end_s)
             verdict_note(v, "the fault came %.2f s after the load had ended: it hit nothing",
                          fault.rec.started_s - fault.rec.load_end_s);

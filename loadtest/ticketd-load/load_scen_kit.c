@@ -42,6 +42,7 @@ static void req_auth(struct scen *s, struct load_req *r, uint64_t user, bool adm
         exit(1);
     }
     load_req_header(r, "Authorization: Bearer %s", jwt);
+    r->client = user;
 }
 
 struct load_req *req_token(struct scen *s, uint64_t user)

@@ -197,8 +197,15 @@ int scen_retry_storm(struct scen *s)
                 r->tag = i;
                 /* --spread: a client that sends its copy again on its own
                  * timer while the first is still under way. */
-                if (o->spread_s > 0 && copies > 1)
+                if (o->spread_s > 0 && copies > 1) {
                     r->delay_s = o->spread_s * j / (copies - 1);
+                    /* ... through a load balancer: each copy to the next
+                     * instance, whatever else is in flight (round robin
+                     * over the run would send all of a key's copies to one
+                     * instance when the keys in flight are even). */
+                    r->target = (i + j) % o->target_count;
+                    r->first_choice = true;
+                }
                 batch_add(&b, r, j == 0 ? BATCH_GROUP : BATCH_JOIN);
             }
         }

@@ -67,12 +67,15 @@ struct load_opts {
     long token_ttl_s;
     double settle_s;
     bool no_audit;
-    const char *after_load; /* shell command run after the load, before the checks */
-    const char *midway;     /* refusal-storm: shell command run after its orders */
-    const char *fault;      /* shell command run once during the load */
-    long long fault_after;  /* ... once this many load answers came (-1: by the clock) */
-    double fault_at_s;      /* ... this long into the load (-1: by the answers) */
+    const char *after_load;    /* shell command run after the load, before the checks */
+    const char *midway;        /* refusal-storm: shell command run after its orders */
+    const char *fault;         /* shell command run once during the load */
+    long long fault_after;     /* ... once this many load answers came (-1: by the clock) */
+    double fault_at_s;         /* ... this long into the load (-1: by the answers) */
+    const char *fault_end;     /* shell command that ends the fault (release a stall, wake) */
+    long long fault_end_after; /* ... once this many more load answers came after --fault */
     const char *json_path;
+    const char *history_path; /* --history: every client operation, a JSON line each */
     double series_interval_s; /* time series interval of the JSON report */
     int verbose;
 };

@@ -538,6 +538,12 @@ static void wait_consumers(struct verdict *v, struct load_engine *e, const char 
         }
         if (load_now() + VERDICT_POLL_S >= deadline)
             break;
+        /* What it waits for, so that a watcher (the lab's page) shows why
+         * nothing else moves. */
+        fprintf(stderr,
+                "ticketd-load: settling: %lld users' points and %lld tickets not final yet "
+                "(%.0f of %.0f s)\n",
+                points_off, pending, load_now() - t0, settle_s);
         usleep((useconds_t)(VERDICT_POLL_S * 1e6));
     }
     v->points_wait_s = load_now() - t0;

@@ -6,8 +6,11 @@
 It opens the page with ?autorun=NAME&passes=both (the page clicks that
 lesson's "without, then with" button), then reads the page itself, never
 the lab's API: it waits until the "without" figure is final and above zero
-(screenshot 1), then until the "with" figure is final and zero (screenshot
-2). Waits follow the page's progress; the only clock is an outer bound.
+and the checker's witnesses are drawn under it, at least one, with the
+requests involved and a link to the run's history (screenshot 1, and one
+of the witness), then until the "with" figure is final and zero, with no
+witness (screenshot 2). Waits follow the page's progress; the only clock
+is an outer bound.
 Exit status 0 when both held, 1 otherwise; it stops the Chromium it started.
 """
 
@@ -150,6 +153,26 @@ def wait_final(dt, which, deadline):
     return None
 
 
+WITNESSES = ("(() => { const b = document.getElementById('witnesses-%s');"
+             " if (!b || !b.children.length) return null;"
+             " const w = b.querySelectorAll('.witness');"
+             " const a = b.querySelector('a.history');"
+             " return [w.length, w.length ? w[0].querySelectorAll('.wop').length : 0,"
+             " w.length ? w[0].textContent : b.textContent, a ? a.getAttribute('href') : ''];"
+             " })()")
+
+
+def wait_witnesses(dt, which, deadline):
+    """[witnesses, requests in the first, its text, the history link] once
+    the page drew the pass's witnesses (or said there are none)."""
+    while time.monotonic() < deadline:
+        got = dt.js(WITNESSES % which)
+        if got:
+            return got
+        time.sleep(0.2)
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
@@ -165,13 +188,30 @@ def main():
         dt.call("Page.enable")
         dt.call("Page.navigate", url="%s?autorun=%s&passes=both" % (args.url, args.lesson))
         deadline = time.monotonic() + BOUND_S
+        # The page first shows the lab's last run, which may be final
+        # already: only once the run its button started goes are the
+        # figures this run's.
+        while time.monotonic() < deadline and dt.js(
+                "document.getElementById('run-status').dataset.status") != "running":
+            time.sleep(0.05)
         without = wait_final(dt, "without", deadline)
+        wit = wait_witnesses(dt, "without", deadline) if without is not None else None
         dt.shot(os.path.join(args.shots, "lab-%s-without.png" % args.lesson))
+        if wit:
+            dt.js("document.querySelector('#witnesses-without').scrollIntoView()")
+            dt.shot(os.path.join(args.shots, "lab-%s-witness.png" % args.lesson))
+            print("browser: %d witnesses without the defence; the first has %d requests: %s; "
+                  "history at %s" % (wit[0], wit[1], wit[2][:160], wit[3]))
         with_ = wait_final(dt, "with", deadline) if without is not None else None
+        wit_with = wait_witnesses(dt, "with", deadline) if with_ is not None else None
 
+        dt.js("window.scrollTo(0, 0)")
         dt.shot(os.path.join(args.shots, "lab-%s-both.png" % args.lesson))
-        print("browser: the page shows %s without the defence, %s with it" % (without, with_))
-        ok = without is not None and without > 0 and with_ == 0
+        print("browser: the page shows %s without the defence, %s with it; witnesses %s and %s"
+              % (without, with_, wit[0] if wit else None, wit_with[0] if wit_with else None))
+        ok = (without is not None and without > 0 and with_ == 0 and wit is not None
+              and wit[0] > 0 and wit[1] > 0 and wit[3].startswith("/api/history?")
+              and wit_with is not None and wit_with[0] == 0)
     finally:
         proc.terminate()
         try:

@@ -5,10 +5,14 @@
 #   - the page's API refuses an unknown lesson (422) and a second run while
 #     one goes (409), both as RFC 9457 problems;
 #   - headless Chromium loads the page, runs a lesson without its defence and
-#     with it, and reads from the page that the damage is above zero, then
-#     zero (tests/lab/browser.py; screenshots in build/test-logs/lab/);
+#     with it, and reads from the page that the damage is above zero, with
+#     the checker's witnesses under it, then zero with none
+#     (tests/lab/browser.py; screenshots in build/test-logs/lab/);
+#   - the run's history downloads from the page's link, as JSON lines;
 #   - Ctrl-C stops everything the lab started;
-#   - `make lesson` for four lessons ends with its one line.
+#   - `make lesson` for five lessons ends with its one line, and prints the
+#     checker's first witness under the pass without the defence and none
+#     under the pass with it.
 #
 # Ports: the lab's stack takes TICKETD_TEST_REDIS_PORT and
 # TICKETD_TEST_MYSQL_PORT (under .state/labtest, after the integration
@@ -126,10 +130,24 @@ done
 
 if python3 tests/lab/browser.py --url "http://127.0.0.1:${PAGE}/" --lesson stock-cas \
     --shots "${LOGS}" >"${LOGS}/browser.log" 2>&1; then
-    ok "the page shows damage without the defence, zero with it ($(tail -1 "${LOGS}/browser.log" | sed 's/^browser: //'))"
+    ok "the page shows damage and witnesses without the defence, zero and none with it ($(tail -1 "${LOGS}/browser.log" | sed 's/^browser: //'))"
 else
     fail "browser test (see ${LOGS}/browser.log)"
     tail -5 "${LOGS}/browser.log" | sed 's/^/      /'
+fi
+
+# The history link of the run the browser made: JSON lines, invokes and
+# their completions.
+run_id=$(curl -s "http://127.0.0.1:${PAGE}/api/state" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("run", ""))')
+got=$(curl -s -o "${LOGS}/history.jsonl" -w '%{http_code} %{content_type}' \
+    "http://127.0.0.1:${PAGE}/api/history?run=${run_id}&pass=without")
+invokes=$(grep -c '"type":"invoke"' "${LOGS}/history.jsonl" 2>/dev/null)
+ends=$(grep -cE '"type":"(ok|fail|info)"' "${LOGS}/history.jsonl" 2>/dev/null)
+if [[ "${got}" == "200 application/x-ndjson" ]] && ((${invokes:-0} > 0 && ${ends:-0} == ${invokes:-0})) &&
+    python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "${LOGS}/history.jsonl"; then
+    ok "the run's history downloads: ${invokes} operations, each an invoke and its completion"
+else
+    fail "history download: ${got}, ${invokes:-0} invokes, ${ends:-0} completions"
 fi
 
 stop_lab
@@ -141,8 +159,10 @@ else
 fi
 
 # --- 3. make lesson --------------------------------------------------------------
-# lesson, defence, unit: the line must read exactly so, N > 0 and M = 0.
-while IFS='|' read -r name defence unit; do
+# lesson, defence, unit, the checker's witness kind: the last line must read
+# exactly so, N > 0 and M = 0; the pass without the defence prints a witness
+# of that kind, the pass with it none.
+while IFS='|' read -r name defence unit kind; do
     log=${LOGS}/lesson-${name}.log
     make --no-print-directory lesson L="${name}" LAB_ARGS="${ARGS[*]}" >"${log}" 2>&1
     rc=$?
@@ -153,11 +173,19 @@ while IFS='|' read -r name defence unit; do
     else
         fail "make lesson L=${name} exited ${rc}, last line: ${last} (see ${log})"
     fi
+    wit=$(grep -A1 '^without: ' "${log}" | tail -n 1)
+    none=$(grep -A1 '^with: ' "${log}" | tail -n 1)
+    if [[ "${wit}" == "  first witness: ${kind}: "* && "${none}" == *"no violation"* ]]; then
+        ok "make lesson L=${name}: a witness without the defence (${wit#  first witness: }), none with it"
+    else
+        fail "make lesson L=${name}: witnesses: without '${wit}', with '${none}' (see ${log})"
+    fi
 done <<'EOF'
-stock-cas|stock-cas|oversold seats
-callback-dedup|callback-dedup|applied payments also refunded
-token-atomic|token-atomic|orders beyond one per token
-bloom-liveness|bloom-liveness|keys with an order refused
+stock-cas|stock-cas|oversold seats|oversold
+callback-dedup|callback-dedup|applied payments also refunded|applied-and-refunded
+token-atomic|token-atomic|orders beyond one per token|token-reused
+bloom-liveness|bloom-liveness|keys with an order refused|refused-with-order
+redis-flush|unique-index|duplicate orders|duplicate-order
 EOF
 
 echo "lab: ${passed} passed, ${failed} failed"
