@@ -211,7 +211,11 @@ int db_fail(struct db_conn *c, unsigned int e, const char *msg, const char *what
     int refused = refusal(c, e, msg);
     if (refused != 0)
         return refused;
-    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT) {
+    /* 1467, "Failed to read auto-increment value from storage engine", is
+     * how MariaDB reports a deadlock whose victim waited for a table's
+     * auto-increment lock (an INSERT ... SELECT holds it for the whole
+     * statement): the transaction was rolled back like any deadlock's. */
+    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_AUTOINC_READ_FAILED) {
         /* Which conflict, for the retries metric. Galera reports a failed
          * certification as 1213 too, and only at COMMIT: the writeset of a
          * transaction is certified against the other nodes' when it
@@ -250,9 +254,14 @@ int db_fail(struct db_conn *c, unsigned int e, const char *msg, const char *what
         db_conn_close(c);
         return TD_EUNAVAIL;
     }
+    /* Any other error: the statement failed and its transaction is rolled
+     * back (or, at COMMIT, it is unknown whether it was kept). Either way
+     * the true answer is "unavailable, try again", never an internal
+     * error for what may have committed: the retry finds the order by its
+     * key, or makes it. Logged as an error, since it is unexpected. */
     log_error("mysql: %s: %u %s", what, e, msg);
     db_conn_close(c);
-    return TD_EINTERNAL;
+    return TD_EUNAVAIL;
 }
 
 static int connect_thread(struct db_conn *c)
