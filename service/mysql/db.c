@@ -168,8 +168,9 @@ static bool connection_error(unsigned int e)
            e == ER_UNKNOWN_COM_ERROR;
 }
 
-/* A refusal by a unique key (TD_EDUP) or a CHECK constraint (TD_ECONFLICT):
- * remembers the key's name in c->dup_key (db_dup_key). 0 for any other e. */
+/* A refusal by a unique key (TD_EDUP), a CHECK constraint (TD_ECONFLICT) or
+ * a NOT NULL column (TD_ENOTFOUND): remembers the key's, constraint's or
+ * column's name in c->dup_key (db_dup_key). 0 for any other e. */
 static int refusal(struct db_conn *c, unsigned int e, const char *msg)
 {
     if (e == ER_DUP_ENTRY) {
@@ -190,6 +191,19 @@ static int refusal(struct db_conn *c, unsigned int e, const char *msg)
             c->dup_key[n] = '\0';
         }
         return TD_EDUP;
+    }
+    if (e == ER_BAD_NULL_ERROR) {
+        /* "Column 'name' cannot be null": a value the statement looked up
+         * was not there (TD_ENOTFOUND), the column's name remembered. The
+         * one-order text relies on it (store_mysql.c): a price of no
+         * session, or an in-transaction guard that refused a write. */
+        const char *k = strchr(msg, '\'');
+        size_t n = k != NULL ? strcspn(k + 1, "'") : 0;
+        if (n >= sizeof c->dup_key)
+            n = sizeof c->dup_key - 1;
+        memcpy(c->dup_key, k != NULL ? k + 1 : "", n);
+        c->dup_key[n] = '\0';
+        return TD_ENOTFOUND;
     }
     if (e == ER_CONSTRAINT_FAILED) {
         /* "CONSTRAINT `name` failed for ...": a CHECK refused the row. */
