@@ -8,7 +8,9 @@
  *
  * MODE: proc, block (needs SQL_FILE, the migration, for the body), twotrip,
  * one (ticketd's one-order text) and single (the one-order text before it,
- * an INSERT ... SELECT), both BATCH 1 only. Every order is new (its own user and key) and
+ * an INSERT ... SELECT), both BATCH 1 only; proc2, a version of the
+ * procedure with loops instead of cursors, once place_orders2.sql (beside
+ * this file) is loaded by hand. Every order is new (its own user and key) and
  * every session has the seats: the measure is of the path that places
  * orders, not of refusals. Prints one line: mode, batch, connections,
  * orders/s, and MariaDB's CPU per order in µs (from /proc/MYSQLD_PID/stat).
@@ -123,6 +125,24 @@ static void *worker(void *arg)
             at = put(q, at, cap, "START TRANSACTION; CALL place_orders('");
             at = put_json(q, at, cap, o, batch);
             put(q, at, cap, "'); SELECT @placed_orders; COMMIT");
+            rc = run(m, q);
+        } else if (strcmp(mode, "proc2") == 0) { /* loops instead of cursors */
+            at = put(q, at, cap, "START TRANSACTION; CALL place_orders2('");
+            at = put_json(q, at, cap, o, batch);
+            at = put(q, at, cap, "', '[");
+            int idx[256];
+            for (int i = 0; i < batch; i++)
+                idx[i] = i;
+            for (int i = 1; i < batch; i++) { /* by session, then arrival */
+                for (int k = i; k > 0 && o[idx[k - 1]].session > o[idx[k]].session; k--) {
+                    int x = idx[k];
+                    idx[k] = idx[k - 1];
+                    idx[k - 1] = x;
+                }
+            }
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap, "%s%d", i ? "," : "", idx[i]);
+            put(q, at, cap, "]'); SELECT @placed_orders; COMMIT");
             rc = run(m, q);
         } else if (strcmp(mode, "block") == 0) {
             at = put(q, at, cap,
