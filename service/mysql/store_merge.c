@@ -121,6 +121,15 @@ static void run_merged(struct db_conn *c, struct entry *const *batch, int k)
             batch[i]->cause = TXRETRY_OTHER; /* of an order's own TD_ERETRY */
         return;
     }
+    if (rc == TD_EDUP || rc == TD_ECONFLICT || rc == TD_ENOTFOUND) {
+        /* A refusal the procedure did not catch for one order (none is
+         * expected): nothing was kept, and each order runs alone, for an
+         * outcome of its own. */
+        log_warn("mysql: a batch of %d orders was refused whole (%s); placing each alone", k,
+                 db_dup_key(c));
+        all_fail(batch, k, STORE_MERGE_ALONE);
+        return;
+    }
     /* The transaction as a whole did not commit: a deadlock or Galera
      * conflict (TD_ERETRY, every order back to its caller's retry, the
      * cause counted), or a link lost or an answer not understood
