@@ -259,7 +259,9 @@ LESSONS = [
         "idea": "Insert and let the unique key refuse the copy (1062), then read the existing "
         "row and answer with it. Looking first and inserting after races.",
         "defence": "unique-index",
-        "where": "service/mysql/store_mysql.c:store_order_create, service/domain/orders_db.c:orders_replay_from_database",
+        "where": "sql/013_place_orders.sql (place_orders: each order's INSERT under its unique "
+        "key), service/mysql/store_mysql.c:place_in_one_trip (ORDER_INSERT), "
+        "service/domain/orders_db.c:orders_replay_from_database",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB, load=_storm(n)),
@@ -274,7 +276,8 @@ LESSONS = [
         "means someone else won. Reading, deciding in the process and writing blindly lets "
         "both writers win.",
         "defence": "stock-cas",
-        "where": "service/mysql/store_mysql.c:store_order_create (S_ORDER_PLACE), "
+        "where": "sql/013_place_orders.sql (place_orders: UPDATE ... stock = stock - q under "
+        "CHECK, per order), service/mysql/store_mysql.c:place_in_one_trip (ORDER_STOCK), "
         "service/naive/store_naive.c:store_naive_place_read_stock",
         "unit": "oversold seats",
         "figure": ["oversold_seats"],

@@ -41,6 +41,8 @@
  *                           orders a test sends together share one batch
  *   merge.killed_mid_batch  a merged batch's statements ran, its COMMIT not
  *                           sent: the process dies holding the transaction
+ *   merge.outcome_unread    (fail) a merged batch's answer row is dropped as
+ *                           if it did not read; its COMMIT runs all the same
  *   redis.token_stall       the token script ran in Redis but its reply is
  *                           treated as a timeout (fail), as when Redis
  *                           stalls after executing a command

@@ -168,8 +168,9 @@ static bool connection_error(unsigned int e)
            e == ER_UNKNOWN_COM_ERROR;
 }
 
-/* A refusal by a unique key (TD_EDUP) or a CHECK constraint (TD_ECONFLICT):
- * remembers the key's name in c->dup_key (db_dup_key). 0 for any other e. */
+/* A refusal by a unique key (TD_EDUP), a CHECK constraint (TD_ECONFLICT) or
+ * a NOT NULL column (TD_ENOTFOUND): remembers the key's, constraint's or
+ * column's name in c->dup_key (db_dup_key). 0 for any other e. */
 static int refusal(struct db_conn *c, unsigned int e, const char *msg)
 {
     if (e == ER_DUP_ENTRY) {
@@ -191,6 +192,19 @@ static int refusal(struct db_conn *c, unsigned int e, const char *msg)
         }
         return TD_EDUP;
     }
+    if (e == ER_BAD_NULL_ERROR) {
+        /* "Column 'name' cannot be null": a value the statement looked up
+         * was not there (TD_ENOTFOUND), the column's name remembered. The
+         * one-order text relies on it (store_mysql.c): a price of no
+         * session, or an in-transaction guard that refused a write. */
+        const char *k = strchr(msg, '\'');
+        size_t n = k != NULL ? strcspn(k + 1, "'") : 0;
+        if (n >= sizeof c->dup_key)
+            n = sizeof c->dup_key - 1;
+        memcpy(c->dup_key, k != NULL ? k + 1 : "", n);
+        c->dup_key[n] = '\0';
+        return TD_ENOTFOUND;
+    }
     if (e == ER_CONSTRAINT_FAILED) {
         /* "CONSTRAINT `name` failed for ...": a CHECK refused the row. */
         const char *k = strchr(msg, '`');
@@ -211,7 +225,11 @@ int db_fail(struct db_conn *c, unsigned int e, const char *msg, const char *what
     int refused = refusal(c, e, msg);
     if (refused != 0)
         return refused;
-    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT) {
+    /* 1467, "Failed to read auto-increment value from storage engine", is
+     * how MariaDB reports a deadlock whose victim waited for a table's
+     * auto-increment lock (an INSERT ... SELECT holds it for the whole
+     * statement): the transaction was rolled back like any deadlock's. */
+    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_AUTOINC_READ_FAILED) {
         /* Which conflict, for the retries metric. Galera reports a failed
          * certification as 1213 too, and only at COMMIT: the writeset of a
          * transaction is certified against the other nodes' when it
@@ -250,9 +268,14 @@ int db_fail(struct db_conn *c, unsigned int e, const char *msg, const char *what
         db_conn_close(c);
         return TD_EUNAVAIL;
     }
+    /* Any other error: the statement failed and its transaction is rolled
+     * back (or, at COMMIT, it is unknown whether it was kept). Either way
+     * the true answer is "unavailable, try again", never an internal
+     * error for what may have committed: the retry finds the order by its
+     * key, or makes it. Logged as an error, since it is unexpected. */
     log_error("mysql: %s: %u %s", what, e, msg);
     db_conn_close(c);
-    return TD_EINTERNAL;
+    return TD_EUNAVAIL;
 }
 
 static int connect_thread(struct db_conn *c)

@@ -5,8 +5,9 @@
  * db_conn.h) include <mysql.h>.
  *
  * Every call maps MySQL's error numbers onto td_err: 1062 is TD_EDUP,
- * a failed CHECK constraint (4025) TD_ECONFLICT, 1213 and 1205 TD_ERETRY, lost or refused
- * connections TD_EUNAVAIL (and the connection is dropped so the next call reconnects). */
+ * a failed CHECK constraint (4025) TD_ECONFLICT, 1213, 1205 and 1467 TD_ERETRY, lost or refused
+ * connections and any other error TD_EUNAVAIL (and the connection is dropped so the
+ * next call reconnects). */
 #ifndef TICKETD_DB_H
 #define TICKETD_DB_H
 

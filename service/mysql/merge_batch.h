@@ -1,37 +1,27 @@
-/* merge_batch.h - the pure part of merged orders (store_merge.h): the texts
- * of the two database round trips that place many new orders, and what
- * their answers mean for each of them.
+/* merge_batch.h - the pure part of placing new orders (store_merge.h): the
+ * text of the one round trip that places a batch of them, and the reading
+ * of each order's outcome from its answer.
  *
- * One batch is one transaction, in two round trips. The first locks and
- * reads what the batch's outcomes depend on:
+ * A batch of orders is one transaction in one round trip (a batch of one
+ * takes the plain one-order text instead, place_in_one_trip in
+ * store_mysql.c, which decides the same way for half the server's CPU):
  *
  *   START TRANSACTION;
- *   SELECT id, stock, price_cents FROM sessions WHERE id IN (...)
- *          ORDER BY id FOR UPDATE;        -- each session once, ascending
- *   SELECT user_id, request_id FROM orders
- *          WHERE (user_id, request_id) IN ((?, ?), ...);
- *
- * Then the service decides, order by order in arrival order: a key that
- * has its order already (or a copy earlier in the batch) is a duplicate,
- * an unknown session fails its order, and an order takes its seats while
- * its session has them (first come, first served; a later, smaller order
- * may still fit). The second trip writes what was decided, with one
- * statement per kind of row rather than per order:
- *
- *   INSERT INTO orders ... VALUES (...), (...) RETURNING id, order_no, amount_cents;
- *   INSERT INTO order_tokens ... SELECT ... FROM orders WHERE order_no IN (...);
- *   UPDATE sessions SET stock = stock - (the quantities of its orders
- *          inserted, read back) ... WHERE id = ?;          -- each session once
+ *   CALL place_orders('[{"n": order_no, "u": user, "s": session, "r": request,
+ *                        "q": quantity, "c": created_at, "t": token, "m": 1}, ...]');
+ *   SELECT @placed_orders;
  *   COMMIT
  *
- * Sessions are locked in ascending id order, so two batches never wait for
- * each other in a cycle, and the seats read under that lock are the ones
- * the batch takes; ck_sessions_stock still refuses an oversell whatever
- * the service decided. A key inserted by another transaction between the
- * two trips (or a token another order spent, or a colliding order number)
- * makes the server refuse the multi-row INSERT whole (1062): nothing is
- * kept and store_merge.c places each order alone, for an answer of its
- * own.
+ * The database decides every order (sql/013_place_orders.sql): its INSERT
+ * under the unique key (user_id, request_id), its token's unique row, then
+ * the stock compare-and-set under CHECK (stock >= 0), each refusal caught
+ * for that order alone. No row lock is held across a client round trip, and
+ * nothing is decided in the process but what the answer says.
+ *
+ * The answer is one outcome per order, "<i> P <id> <amount>," for an order
+ * placed and "<i> X," for one refused (i counts from 1; X: D the key has an
+ * order, R the random order number collided, N no such session, S sold out,
+ * T the token was spent).
  *
  * Thread-compatible: a plan belongs to one thread. */
 #ifndef TICKETD_MERGE_BATCH_H
@@ -48,54 +38,61 @@
 /* The largest batch TICKETD_MERGE_MAX may ask for. */
 #define MERGE_MAX_LIMIT 256
 
+/* An order's outcome that says "place me alone": a later copy of a key
+ * whose earlier copy in the same batch was not placed (sold out, no such
+ * session, token spent), so that no order of this key exists to replay.
+ * Alone, it gets an answer of its own. The same value as
+ * STORE_MERGE_ALONE (store_merge.h). */
+#define MERGE_ALONE 1
+
 /* One order of a batch. The caller fills d and db_now; the outcome is
- * rc (a store_order_create answer) and, when TD_OK, id and amount. */
+ * rc (a store_order_create answer, or MERGE_ALONE) and, when TD_OK, id and
+ * amount. */
 struct merge_order {
     const struct order_draft *d;
     const char *db_now;
-    int slot; /* its session's place in the batch's ascending list */
     int rc;
     int64_t id, amount;
+    bool settled; /* the answer named it */
 };
-
-/* Which round trip's answer the plan reads. */
-enum merge_phase { MERGE_LOCK, MERGE_WRITE };
 
 struct merge_plan {
     struct merge_order **orders;
     int n;
-    int64_t sessions[MERGE_MAX_LIMIT]; /* distinct, ascending */
-    int nsessions;
-    /* Per session, from the first trip: seats left (-1: no such session)
-     * and price; then the seats the batch takes. */
-    int64_t stock[MERGE_MAX_LIMIT], price[MERGE_MAX_LIMIT], taken[MERGE_MAX_LIMIT];
-    int placed; /* orders the second trip inserts */
-    enum merge_phase phase;
-    /* The text of the current trip (with '?' placeholders) and its
-     * arguments, owned. */
+    /* The text (with '?' placeholders) and its one argument, the orders
+     * as JSON, owned. */
     char *sql;
-    struct db_arg *args;
-    int nargs;
-    bool open; /* the second text stops before its COMMIT */
+    char *json;
+    struct db_arg arg;
+    int bad_rows; /* answers that could not be read */
 };
 
 /* Plans a batch of n orders (1 <= n <= MERGE_MAX_LIMIT; the orders stay
- * the caller's and are borrowed until merge_plan_free): sets each order's
- * slot and builds the first trip's text. Every order's rc starts as
- * TD_EINTERNAL: an order the answers do not settle fails. */
-void merge_plan_lock(struct merge_plan *p, struct merge_order **orders, int n);
-
-/* After the first trip's rows: decides each order's outcome and builds
- * the second trip's text (with open, it ends before its COMMIT). Returns
- * the orders it inserts: with none, there is nothing to send but the
- * COMMIT. */
-int merge_plan_write(struct merge_plan *p, bool open);
+ * the caller's and are borrowed until merge_plan_free). With open the text
+ * stops before its COMMIT (the caller commits). Every order starts
+ * unsettled. */
+void merge_plan_init(struct merge_plan *p, struct merge_order **orders, int n, bool open);
 
 void merge_plan_free(struct merge_plan *p);
 
-/* Takes one row of the current trip's answer (statement at, as
- * db_batch_each reports it) into the plan. TD_EINTERNAL for a row the
- * plan did not ask for. */
+/* Takes one row of the answer (statement at, as db_batch_each reports it)
+ * into the plan. Always TD_OK: the COMMIT runs on the server whatever the
+ * process thinks of a row, so a row it cannot read must not fail orders
+ * that committed. It is counted in bad_rows, and merge_plan_done settles
+ * what it should have said. */
 int merge_plan_row(struct merge_plan *p, int at, const struct db_batch_row *row);
+
+/* After the transaction committed: every order the answer did not settle
+ * gets TD_EUNAVAIL (its outcome is unknown; the client's retry finds its
+ * order by the unique key, or makes it), and a duplicate whose earlier
+ * copy in the batch was not placed gets MERGE_ALONE. Returns the orders
+ * left unsettled. */
+int merge_plan_done(struct merge_plan *p);
+
+/* The outcome string of one order, parsed: for the unit tests and
+ * merge_plan_row. Returns the characters read, 0 when s does not start
+ * with a well-formed outcome. */
+size_t merge_outcome_parse(const char *s, size_t len, int *index, char *code, int64_t *id,
+                           int64_t *amount);
 
 #endif

@@ -71,7 +71,30 @@ static void wait_full(struct groupq *q, const struct groupq_entry *self)
 
 static int row_each(void *ctx, int at, const struct db_batch_row *row)
 {
+    /* The test build can lose the answer's row (fail), as if it did not
+     * read: the batch's COMMIT runs all the same. */
+    if (FAULT_POINT("merge.outcome_unread"))
+        return TD_OK;
     return merge_plan_row(ctx, at, row);
+}
+
+int store_merge_run(struct db_conn *c, struct merge_order **orders, int k)
+{
+    struct merge_plan p;
+    /* The test build's crash between a batch's statements and its COMMIT:
+     * the batch is sent without it, so the process can die holding the
+     * transaction open at the server. */
+    bool open = faults_armed("merge.killed_mid_batch");
+    merge_plan_init(&p, orders, k, open);
+    int rc = db_batch_each(c, p.sql, &p.arg, 1, open ? DB_BATCH_OPEN : 0u, row_each, &p);
+    if (rc == TD_OK && open) {
+        (void)FAULT_POINT("merge.killed_mid_batch");
+        rc = db_tx_end(c, TD_OK);
+    }
+    if (rc == TD_OK)
+        (void)merge_plan_done(&p);
+    merge_plan_free(&p);
+    return rc;
 }
 
 /* Sets every order of the batch to rc. */
@@ -84,44 +107,34 @@ static void all_fail(struct entry *const *batch, int k, int rc)
     }
 }
 
-/* Runs a batch of k > 1 orders as one transaction on c, in its two round
- * trips (merge_batch.h). */
+/* Runs a batch of k > 1 orders as one transaction on c, in one round trip
+ * (merge_batch.h). */
 static void run_merged(struct db_conn *c, struct entry *const *batch, int k)
 {
     struct merge_order *orders[MERGE_MAX_LIMIT];
-    struct merge_plan p;
     for (int i = 0; i < k; i++)
         orders[i] = &batch[i]->o;
-    /* The test build's crash between a batch's statements and its COMMIT:
-     * the batch is sent without it, so the process can die holding the
-     * transaction open at the server. */
-    bool open = faults_armed("merge.killed_mid_batch");
-    merge_plan_lock(&p, orders, k);
     txretry_note(TXRETRY_OTHER);
-    int rc = db_batch_each(c, p.sql, p.args, p.nargs, DB_BATCH_OPEN, row_each, &p);
+    int rc = store_merge_run(c, orders, k);
     if (rc == TD_OK) {
-        (void)merge_plan_write(&p, open);
-        rc = db_batch_each(c, p.sql, p.args, p.nargs, DB_BATCH_REST | (open ? DB_BATCH_OPEN : 0u),
-                           row_each, &p);
-    }
-    if (rc == TD_OK && open) {
-        (void)FAULT_POINT("merge.killed_mid_batch");
-        rc = db_tx_end(c, TD_OK);
-    }
-    merge_plan_free(&p);
-    if (rc == TD_OK)
+        for (int i = 0; i < k; i++)
+            batch[i]->cause = TXRETRY_OTHER; /* of an order's own TD_ERETRY */
         return;
-    if (rc == TD_EDUP || rc == TD_ECONFLICT) {
-        /* Refused whole by the server: a key inserted since the batch
-         * looked (by another instance), a token another order spent
-         * (Redis forgot it), a colliding order number, or the stock's
-         * CHECK. Nothing was kept; each order runs alone, for an outcome
-         * of its own. */
-        log_info("mysql: a batch of %d orders was refused (%s); placing each alone", k,
+    }
+    if (rc == TD_EDUP || rc == TD_ECONFLICT || rc == TD_ENOTFOUND) {
+        /* A refusal the procedure did not catch for one order (none is
+         * expected): nothing was kept, and each order runs alone, for an
+         * outcome of its own. */
+        log_warn("mysql: a batch of %d orders was refused whole (%s); placing each alone", k,
                  db_dup_key(c));
         all_fail(batch, k, STORE_MERGE_ALONE);
         return;
     }
+    /* The transaction as a whole did not commit: a deadlock or Galera
+     * conflict (TD_ERETRY, every order back to its caller's retry, the
+     * cause counted), or a link lost or an answer not understood
+     * (TD_EUNAVAIL: the outcome is unknown, and the client's retry finds
+     * its order by the unique key, or makes it). */
     all_fail(batch, k, rc);
 }
 

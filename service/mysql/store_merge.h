@@ -13,20 +13,22 @@
  * that arrive meanwhile collect for the next one, which is what lets
  * batches grow under load.
  *
- * Each order keeps its own outcome: a duplicate key, a sold-out or unknown
- * session fails that order alone. A batch the server refused whole (a
- * token another order spent, seen only when Redis forgot it) is run again
- * one order at a time by each order's own thread; a deadlock or a Galera
+ * Each order keeps its own outcome, decided by the database in the batch's
+ * one round trip (merge_batch.h): a duplicate key, a spent token, a
+ * sold-out or unknown session fails that order alone. A later copy of a
+ * key whose earlier copy in the batch was not placed is run again alone,
+ * by its own thread, for an answer of its own. A deadlock or a Galera
  * certification conflict sends every order of the batch back to its own
- * caller's retry (txretry.h) with the cause noted; a lost connection
- * answers each "unavailable", and its retry finds the order by its key or
- * makes it.
+ * caller's retry (txretry.h) with the cause noted; a lost connection or an
+ * error at COMMIT answers each "unavailable" (the outcome is unknown), and
+ * its retry finds the order by its key or makes it.
  *
  * Thread-safe. */
 #ifndef TICKETD_STORE_MERGE_H
 #define TICKETD_STORE_MERGE_H
 
 #include "db.h"
+#include "merge_batch.h"
 #include "store.h"
 
 #include <stdbool.h>
@@ -49,7 +51,15 @@ bool store_merge_on(void);
 
 /* What store_merge_place answers for an order of a batch the server
  * refused whole: it must be placed by itself, on its caller's thread. */
-#define STORE_MERGE_ALONE 1
+#define STORE_MERGE_ALONE MERGE_ALONE
+
+struct merge_order;
+
+/* Places the k orders (1 <= k <= MERGE_MAX_LIMIT) as one transaction on c,
+ * in one round trip (merge_batch.h), and commits: TD_OK with each order's
+ * outcome in it, or the transaction's error (nothing of it was kept, or,
+ * TD_EUNAVAIL, it is unknown whether it was). */
+int store_merge_run(struct db_conn *c, struct merge_order **orders, int k);
 
 /* Places d (never a demo draft: no switched-off defence) in the next
  * batch, stamped db_now. Returns store_order_create's answers, with the

@@ -1,9 +1,9 @@
 /* store_mysql.c - the store port on MariaDB/MySQL, and the MySQL adapters'
  * shared pieces (store_mysql.h). Every statement comes from the table
  * below and runs as a prepared statement, except the new order's
- * one-round-trip transaction (S_ORDER_PLACE*): a text of several statements
- * cannot be prepared, so db_batch inlines its arguments as escaped
- * literals. Every transaction that fails is rolled back explicitly before
+ * one-round-trip transaction (store_merge_run, merge_batch.h): a text of
+ * several statements cannot be prepared, so db_batch inlines its arguments
+ * as escaped literals. Every transaction that fails is rolled back explicitly before
  * the error is returned. */
 #include "store.h"
 
@@ -13,6 +13,7 @@
 #include "store_merge.h"
 #include "store_mysql.h"
 #include "log.h"
+#include "txretry.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -22,10 +23,6 @@
 enum stmt {
     S_SESSION_INSERT,
     S_SESSION_GET,
-    S_ORDER_PLACE,
-    S_ORDER_PLACE_TOKEN,
-    S_ORDER_PLACE_MISSED,
-    S_ORDER_PLACE_TOKEN_MISSED,
     S_HISTORY_INSERT,
     S_ORDER_BY_REQUEST_WAIT,
     S_ORDER_BY_NO,
@@ -36,46 +33,11 @@ enum stmt {
     S_COUNT
 };
 
-/* The stock decrement, only while the order's own row is there: on Galera
- * a transaction rolled back by a replicated write (a brute-force abort)
- * may leave the statements after it running on their own, kept one by
- * one, and a decrement kept without its order would lose a seat for good.
- * The batch still answers unavailable then (the @@in_transaction guard in
- * db.c), and the client's retry makes the order. */
-#define STOCK_TAKE_ALL                                                                             \
-    "UPDATE sessions SET stock = stock - ?, version = version + 1 WHERE id = ? AND EXISTS "        \
-    "(SELECT 1 FROM orders WHERE order_no = ?)"
-
 static const char *const sql[S_COUNT] = {
     [S_SESSION_INSERT] = "INSERT INTO sessions (title, price_cents, capacity, stock, version) "
                          "VALUES (?, ?, ?, ?, 0)",
     [S_SESSION_GET] = "SELECT id, title, price_cents, capacity, stock, version FROM sessions "
                       "WHERE id = ?",
-    /* A new order, the whole transaction in one round trip (db_batch).
-     * The unique indexes (user_id, session_id, request_id) and (user_id,
-     * request_id) decide at the INSERT, which prices the order from its
-     * session (no row returned: no such session) and, through a trigger,
-     * writes its history row (sql/005_order_history_trigger.sql). A
-     * duplicate is refused there, before any stock row lock is taken.
-     * Then the stock compare-and-set, done by the database: the decrement
-     * and the compare (CHECK stock >= 0, ck_sessions_stock) happen together
-     * under the session row's lock, so two buyers of the last seat cannot
-     * both pass, and nothing is read and written back. A refused CHECK
-     * stops the batch before COMMIT and the order is rolled back; there is
-     * deliberately no "AND stock >= ?" here, which would turn a sold-out
-     * session into zero rows updated and a committed order without seats.
-     * The hot session's row is locked by the last statement before COMMIT,
-     * inside the server, for no client round trip at all. */
-    [S_ORDER_PLACE] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STOCK_TAKE_ALL "; COMMIT",
-    /* The same with the token the order spends: a second order for one
-     * token is refused at its insert, and the batch rolled back. */
-    [S_ORDER_PLACE_TOKEN] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STORE_TOKEN_SPEND
-                            "; " STOCK_TAKE_ALL "; COMMIT",
-    /* Both, with the filter's miss after the order's insert (and token). */
-    [S_ORDER_PLACE_MISSED] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STORE_FILTER_MISS
-                             "; " STOCK_TAKE_ALL "; COMMIT",
-    [S_ORDER_PLACE_TOKEN_MISSED] = "START TRANSACTION; " STORE_ORDER_INSERT "; " STORE_TOKEN_SPEND
-                                   "; " STORE_FILTER_MISS "; " STOCK_TAKE_ALL "; COMMIT",
     [S_HISTORY_INSERT] = "INSERT INTO order_history (order_id, from_status, to_status, version, "
                          "cause, created_at) VALUES (?, ?, ?, ?, ?, ?)",
     /* A locking read waits for a copy of the request that has inserted its
@@ -253,41 +215,94 @@ static int order_query(const char *stmt, const struct db_arg *args, int nargs, s
     return rc;
 }
 
-/* The order transaction in one round trip (S_ORDER_PLACE, or
- * S_ORDER_PLACE_TOKEN with the token's arguments between the order's and
- * the stock's, and the _MISSED variants with the filter's miss after
- * those). */
+/* A lone order's transaction in one round trip, decided by the database
+ * as a merged batch's orders are (merge_batch.h), in plain statements: one
+ * order needs no per-order handlers, since its first refusal is its
+ * answer, and the text costs MariaDB half the CPU of a call of
+ * place_orders with one order (docs/speed.md#merged-orders).
+ *
+ * The price is read into a variable by a plain SELECT, which locks
+ * nothing (NULL: no such session), so that the INSERT is a single-row
+ * INSERT ... VALUES: an INSERT ... SELECT, or one with a subquery, takes
+ * the table's auto-increment lock for the whole statement, and waiting
+ * for a duplicate key while holding it closed a three-way deadlock that
+ * MariaDB reported as 1467. The unique key (user_id, request_id) decides
+ * at the INSERT, before any stock row lock is taken; then the token's
+ * unique row; then the stock compare-and-set, the decrement and CHECK
+ * (stock >= 0, ck_sessions_stock) together under the session row's lock,
+ * taken by the last statement before COMMIT.
+ *
+ * Every write carries the in-transaction guard in itself: on Galera a
+ * transaction rolled back by a replicated write (a brute-force abort) may
+ * leave the statements after it running on their own, in autocommit.
+ * Then a NOT NULL column gets NULL (1048) and the INSERT is refused, and
+ * the UPDATE matches no row; db_batch's check after each statement
+ * answers the rest. */
+#define ORDER_PRICE "SELECT MAX(price_cents) INTO @order_price FROM sessions WHERE id = ?"
+#define ORDER_INSERT                                                                               \
+    "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, amount_cents, "      \
+    "status, version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, @order_price * ?, "           \
+    "IF(@@in_transaction, 'PENDING_PAYMENT', NULL), 1, ?, ?) RETURNING id, amount_cents"
+#define ORDER_TOKEN                                                                                \
+    "INSERT INTO order_tokens (order_id, token_hash, created_at) VALUES (LAST_INSERT_ID(), "       \
+    "IF(@@in_transaction, ?, NULL), ?)"
+#define ORDER_MISS                                                                                 \
+    "INSERT INTO order_key_filter_misses (order_id, created_at) VALUES (LAST_INSERT_ID(), "        \
+    "IF(@@in_transaction, ?, NULL))"
+#define ORDER_STOCK                                                                                \
+    "UPDATE sessions SET stock = stock - ?, version = version + 1 WHERE id = ? AND "               \
+    "@@in_transaction"
+
+/* The four texts: with or without the token, with or without the miss. */
+static const char *const order_place[2][2] = {
+    {"START TRANSACTION; " ORDER_PRICE "; " ORDER_INSERT "; " ORDER_STOCK "; COMMIT",
+     "START TRANSACTION; " ORDER_PRICE "; " ORDER_INSERT "; " ORDER_MISS "; " ORDER_STOCK
+     "; COMMIT"},
+    {"START TRANSACTION; " ORDER_PRICE "; " ORDER_INSERT "; " ORDER_TOKEN "; " ORDER_STOCK
+     "; COMMIT",
+     "START TRANSACTION; " ORDER_PRICE "; " ORDER_INSERT "; " ORDER_TOKEN "; " ORDER_MISS
+     "; " ORDER_STOCK "; COMMIT"},
+};
+
 static int place_in_one_trip(struct db_conn *c, const struct order_draft *d, const char *db_now,
                              int64_t *id, int64_t *amount)
 {
-    static const enum stmt place[2][2] = {{S_ORDER_PLACE, S_ORDER_PLACE_MISSED},
-                                          {S_ORDER_PLACE_TOKEN, S_ORDER_PLACE_TOKEN_MISSED}};
     bool tok = d->token_key != NULL;
-    struct db_arg args[18] = {DB_S(d->order_no), DB_I(d->user_id),   DB_S(d->request_id),
-                              DB_I(d->quantity), DB_I(d->quantity),  DB_S(db_now),
-                              DB_S(db_now),      DB_I(d->session_id)};
-    int n = 8;
+    struct db_arg args[16] = {DB_I(d->session_id), DB_S(d->order_no),   DB_I(d->user_id),
+                              DB_I(d->session_id), DB_S(d->request_id), DB_I(d->quantity),
+                              DB_I(d->quantity),   DB_S(db_now),        DB_S(db_now)};
+    int n = 9;
     if (tok) {
         args[n++] = DB_S(d->token_key);
         args[n++] = DB_S(db_now);
-        args[n++] = DB_I(d->user_id);
-        args[n++] = DB_S(d->request_id);
     }
-    if (d->filter_missed) {
+    if (d->filter_missed)
         args[n++] = DB_S(db_now);
-        args[n++] = DB_I(d->user_id);
-        args[n++] = DB_S(d->request_id);
-    }
     args[n++] = DB_I(d->quantity);
     args[n++] = DB_I(d->session_id);
-    args[n++] = DB_S(d->order_no);
     struct db_col made[] = {DB_COL_I(id), DB_COL_I(amount)};
-    int rc = db_batch(c, sql[place[tok][d->filter_missed]], args, n, 1, made, 2);
-    if (rc == TD_ECONFLICT && strcmp(db_dup_key(c), "ck_sessions_stock") != 0) {
-        log_error("order %s: unexpected CHECK %s", d->order_no, db_dup_key(c));
-        rc = TD_EINTERNAL;
+    int rc = db_batch(c, order_place[tok][d->filter_missed], args, n, 2, made, 2);
+    const char *what = db_dup_key(c);
+    if (rc == TD_EDUP && strcmp(what, "uq_orders_order_no") == 0)
+        return TD_ERETRY; /* a random order number collided: run again with a new one */
+    if (rc == TD_EDUP && strcmp(what, "uq_order_tokens_token") == 0)
+        return TD_ESPENT; /* another order spent the token: rolled back */
+    if (rc == TD_ENOTFOUND && strcmp(what, "amount_cents") == 0)
+        return TD_ENOTFOUND; /* no such session: no price (nothing was written) */
+    if (rc == TD_ENOTFOUND && what[0] != '\0') {
+        /* A guard's NULL: the server had dropped the transaction, and the
+         * guard refused the write that would have run alone. Nothing of
+         * the order is kept: run it again. */
+        log_warn("order %s: the transaction was gone before its write (%s); running it again",
+                 d->order_no, what);
+        txretry_note(TXRETRY_CERTIFICATION);
+        return TD_ERETRY;
     }
-    return rc; /* TD_ENOTFOUND: no such session (nothing was written) */
+    if (rc == TD_ECONFLICT && strcmp(what, "ck_sessions_stock") != 0) {
+        log_error("order %s: unexpected CHECK %s", d->order_no, what);
+        return TD_EUNAVAIL;
+    }
+    return rc;
 }
 
 /* The real read_for_move: the row locked, so that a second transition
@@ -330,7 +345,7 @@ int store_tx_move(struct db_conn *c, const struct order *o, enum order_event ev)
     return steps->move(c, o, ev);
 }
 
-/* The refused unique key's meaning for this order. */
+/* The refused unique key's meaning for an order of the naive steps. */
 static int map_refusal(struct db_conn *c, int rc)
 {
     if (rc == TD_EDUP && strcmp(db_dup_key(c), "uq_orders_order_no") == 0)
@@ -348,7 +363,10 @@ static int place_alone(const struct order_draft *d, const char *db_now, int64_t 
     int rc = db_conn(&c);
     if (rc != TD_OK)
         return rc;
-    return map_refusal(c, steps->order_place(c, d, db_now, id, amount));
+    rc = steps->order_place(c, d, db_now, id, amount);
+    /* The one-trip text names its refusals itself; the naive steps' are
+     * named by the key that refused them. */
+    return steps->order_place == place_in_one_trip ? rc : map_refusal(c, rc);
 }
 
 int store_order_create(const struct order_draft *d, struct order *out)

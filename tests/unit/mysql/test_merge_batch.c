@@ -1,7 +1,7 @@
-/* The pure part of merged orders: the two texts of a batch (sessions
- * locked once each in ascending order; one INSERT for the orders placed,
- * one stock update per session) and the decisions taken from the first
- * trip's answer, order by order, first come first served. */
+/* The pure part of placing new orders: the one text of a batch (one round
+ * trip, one argument: the orders as JSON, in arrival order) and the reading
+ * of each order's outcome from the answer, including answers that do not
+ * read, which must never fail orders that committed. */
 #include "err.h"
 #include "merge_batch.h"
 
@@ -33,7 +33,7 @@ static void fixture_init(struct fixture *f, const int64_t *sessions, int n)
                                        .user_id = 10 + i,
                                        .session_id = sessions[i],
                                        .request_id = f->key[i],
-                                       .quantity = 1};
+                                       .quantity = 1 + i};
         f->o[i] = (struct merge_order){.d = &f->d[i], .db_now = "2026-12-02 00:00:00.000"};
         f->ptr[i] = &f->o[i];
     }
@@ -48,188 +48,176 @@ static int count(const char *hay, const char *needle)
     return n;
 }
 
-static int placeholders(const char *sql)
+/* Feeds the answer's row of statement at: one value. */
+static int answer(struct merge_plan *p, int at, const char *v)
 {
-    return count(sql, "?");
+    unsigned long len = v != NULL ? strlen(v) : 0;
+    const char *vals[] = {v};
+    struct db_batch_row r = {vals, &len, 1};
+    return merge_plan_row(p, at, &r);
 }
 
-static struct db_batch_row row_of(const char *const *vals, int n, unsigned long *lens)
-{
-    for (int i = 0; i < n; i++)
-        lens[i] = vals[i] != NULL ? strlen(vals[i]) : 0;
-    return (struct db_batch_row){vals, lens, n};
-}
-
-/* Feeds the first trip's row of one session: id, stock, price. */
-static int session_row(struct merge_plan *p, const char *id, const char *stock, const char *price)
-{
-    unsigned long lens[3];
-    const char *v[] = {id, stock, price};
-    struct db_batch_row r = row_of(v, 3, lens);
-    return merge_plan_row(p, 1, &r);
-}
-
-static int existing_row(struct merge_plan *p, const char *user, const char *key)
-{
-    unsigned long lens[2];
-    const char *v[] = {user, key};
-    struct db_batch_row r = row_of(v, 2, lens);
-    return merge_plan_row(p, 2, &r);
-}
-
-static int order_row(struct merge_plan *p, const char *id, const char *no, const char *amount)
-{
-    unsigned long lens[3];
-    const char *v[] = {id, no, amount};
-    struct db_batch_row r = row_of(v, 3, lens);
-    return merge_plan_row(p, 0, &r);
-}
-
-static void test_sessions_locked_once_ascending(void **state)
+static void test_one_text_one_trip(void **state)
 {
     (void)state;
     struct fixture f;
-    const int64_t s[] = {9, 3, 9, 5};
+    const int64_t s[] = {7, 3, 7};
     struct merge_plan p;
-    fixture_init(&f, s, 4);
-    merge_plan_lock(&p, f.ptr, 4);
-    assert_int_equal(p.nsessions, 3);
-    assert_int_equal(p.sessions[0], 3);
-    assert_int_equal(p.sessions[1], 5);
-    assert_int_equal(p.sessions[2], 9);
-    assert_int_equal(f.o[0].slot, 2);
-    assert_int_equal(f.o[1].slot, 0);
-    assert_int_equal(f.o[2].slot, 2);
-    assert_int_equal(f.o[3].slot, 1);
-    /* One locking read for all sessions, ids ascending, then the keys. */
-    assert_int_equal(count(p.sql, "FOR UPDATE"), 1);
-    assert_non_null(strstr(p.sql, "ORDER BY id FOR UPDATE"));
-    assert_int_equal(p.args[0].i, 3);
-    assert_int_equal(p.args[1].i, 5);
-    assert_int_equal(p.args[2].i, 9);
-    assert_int_equal(count(p.sql, "(?, ?)"), 4);
-    assert_int_equal(placeholders(p.sql), p.nargs);
-    assert_int_equal(count(p.sql, ";"), 2); /* START, the sessions, the keys */
-    assert_null(strstr(p.sql, "COMMIT"));
-    for (int i = 0; i < 4; i++)
-        assert_int_equal(f.o[i].rc, TD_EINTERNAL);
+    fixture_init(&f, s, 3);
+    merge_plan_init(&p, f.ptr, 3, false);
+    /* The whole transaction in one text, its one argument the orders. */
+    assert_string_equal(p.sql, "START TRANSACTION; CALL place_orders(?); SELECT @placed_orders; "
+                               "COMMIT");
+    assert_int_equal(count(p.sql, "?"), 1);
+    assert_int_equal(p.arg.type, DB_STR);
+    assert_string_equal(p.json,
+                        "[{\"n\":\"26120200000000000000\",\"u\":10,\"s\":7,\"r\":\"key-0\",\"q\":1,"
+                        "\"c\":\"2026-12-02 00:00:00.000\"},"
+                        "{\"n\":\"26120200000000000001\",\"u\":11,\"s\":3,\"r\":\"key-1\",\"q\":2,"
+                        "\"c\":\"2026-12-02 00:00:00.000\"},"
+                        "{\"n\":\"26120200000000000002\",\"u\":12,\"s\":7,\"r\":\"key-2\",\"q\":3,"
+                        "\"c\":\"2026-12-02 00:00:00.000\"}]");
+    merge_plan_free(&p);
+    /* Left open for the caller's COMMIT: the same statements without it. */
+    merge_plan_init(&p, f.ptr, 3, true);
+    assert_string_equal(p.sql, "START TRANSACTION; CALL place_orders(?); SELECT @placed_orders");
     merge_plan_free(&p);
 }
 
-static void test_outcomes_first_come(void **state)
+static void test_json_escapes_and_options(void **state)
 {
     (void)state;
     struct fixture f;
-    /* Session 1 has 2 seats at 500; session 2 does not exist. */
-    const int64_t s[] = {1, 1, 2, 1, 1, 1};
+    const int64_t s[] = {1, 1};
+    struct merge_plan p;
+    fixture_init(&f, s, 2);
+    f.d[0].request_id = "a\"b\\c\x01ü";
+    f.d[0].token_key = "abc123";
+    f.d[1].filter_missed = true;
+    merge_plan_init(&p, f.ptr, 2, false);
+    assert_non_null(strstr(p.json, "\"r\":\"a\\\"b\\\\c\\u0001ü\""));
+    assert_non_null(strstr(p.json, "\"t\":\"abc123\"}"));
+    assert_int_equal(count(p.json, "\"t\":"), 1); /* only the order that spends one */
+    assert_non_null(strstr(p.json, "\"m\":1}]"));
+    assert_int_equal(count(p.json, "\"m\":"), 1);
+    merge_plan_free(&p);
+}
+
+static void test_outcomes_each_its_own(void **state)
+{
+    (void)state;
+    struct fixture f;
+    const int64_t s[] = {1, 1, 2, 3, 1, 1};
     struct merge_plan p;
     fixture_init(&f, s, 6);
-    f.d[3].quantity = 2;
-    f.d[5].request_id = f.key[0]; /* a copy of order 0 */
-    f.d[5].user_id = f.d[0].user_id;
-    merge_plan_lock(&p, f.ptr, 6);
-    assert_int_equal(session_row(&p, "1", "2", "500"), TD_OK);
-    assert_int_equal(existing_row(&p, "11", "key-1"), TD_OK);
-    assert_int_equal(merge_plan_write(&p, false), 2);
-    assert_int_equal(f.o[1].rc, TD_EDUP);      /* its key has an order */
-    assert_int_equal(f.o[2].rc, TD_ENOTFOUND); /* no such session */
-    assert_int_equal(f.o[3].rc, TD_ECONFLICT); /* 2 seats wanted, 1 left */
-    assert_int_equal(f.o[5].rc, TD_EDUP);      /* its copy went first */
-    assert_int_equal(f.o[0].rc, TD_EINTERNAL); /* placed, not yet answered */
-    assert_int_equal(f.o[4].rc, TD_EINTERNAL); /* later and smaller: it fits */
-    assert_int_equal(count(p.sql, "INSERT INTO orders"), 1);
-    assert_int_equal(count(p.sql, "'PENDING_PAYMENT'"), 2);
-    assert_int_equal(count(p.sql, "UPDATE sessions"), 1);
-    /* The decrement counts the rows inserted, not a number decided before. */
-    assert_non_null(strstr(p.sql, "stock = stock - (SELECT COALESCE(SUM(quantity), 0) FROM orders "
-                                  "WHERE order_no IN (?, ?))"));
-    assert_null(strstr(p.sql, "order_tokens"));
-    assert_int_equal(placeholders(p.sql), p.nargs);
-    assert_non_null(strstr(p.sql, "; COMMIT"));
-    assert_int_equal(p.taken[0], 2);
-    assert_int_equal(order_row(&p, "77", f.no[0], "500"), TD_OK);
-    assert_int_equal(order_row(&p, "78", f.no[4], "500"), TD_OK);
+    merge_plan_init(&p, f.ptr, 6, false);
+    /* Refusals come from the first pass, placements and sold-outs from
+     * the second: in any order. */
+    assert_int_equal(answer(&p, 2, "2 D,4 N,5 T,6 R,1 P 41 1500,3 S,"), TD_OK);
+    assert_int_equal(p.bad_rows, 0);
+    assert_int_equal(merge_plan_done(&p), 0);
     assert_int_equal(f.o[0].rc, TD_OK);
-    assert_int_equal(f.o[0].id, 77);
-    assert_int_equal(f.o[0].amount, 500);
-    assert_int_equal(f.o[4].id, 78);
-    /* A row for an order the batch did not place is a broken answer. */
-    assert_int_equal(order_row(&p, "79", f.no[3], "1000"), TD_EINTERNAL);
+    assert_int_equal(f.o[0].id, 41);
+    assert_int_equal(f.o[0].amount, 1500);
+    assert_int_equal(f.o[1].rc, TD_EDUP);
+    assert_int_equal(f.o[2].rc, TD_ECONFLICT);
+    assert_int_equal(f.o[3].rc, TD_ENOTFOUND);
+    assert_int_equal(f.o[4].rc, TD_ESPENT);
+    assert_int_equal(f.o[5].rc, TD_ERETRY);
     merge_plan_free(&p);
 }
 
-static void test_tokens_only_for_placed_orders_with_one(void **state)
+static void test_copy_of_unplaced_order_goes_alone(void **state)
+{
+    (void)state;
+    struct fixture f;
+    const int64_t s[] = {1, 1, 2, 2};
+    struct merge_plan p;
+    fixture_init(&f, s, 4);
+    /* Orders 0 and 1 are copies of one key, as are 2 and 3. */
+    f.d[1].user_id = f.d[0].user_id;
+    f.d[1].request_id = f.d[0].request_id;
+    f.d[3].user_id = f.d[2].user_id;
+    f.d[3].request_id = f.d[2].request_id;
+    merge_plan_init(&p, f.ptr, 4, false);
+    assert_int_equal(answer(&p, 2, "2 D,4 D,1 S,3 P 9 100,"), TD_OK);
+    assert_int_equal(merge_plan_done(&p), 0);
+    /* The first copy sold out and its row is gone: no order to replay,
+     * so its copy is placed alone, for an answer of its own. */
+    assert_int_equal(f.o[0].rc, TD_ECONFLICT);
+    assert_int_equal(f.o[1].rc, MERGE_ALONE);
+    /* The first copy placed: the second replays it. */
+    assert_int_equal(f.o[2].rc, TD_OK);
+    assert_int_equal(f.o[3].rc, TD_EDUP);
+    merge_plan_free(&p);
+}
+
+static void test_unreadable_answer_is_unavailable_never_internal(void **state)
 {
     (void)state;
     struct fixture f;
     const int64_t s[] = {1, 1, 1};
     struct merge_plan p;
     fixture_init(&f, s, 3);
-    f.d[1].token_key = "abc";
-    f.d[2].token_key = "def"; /* sold out: spends nothing */
-    merge_plan_lock(&p, f.ptr, 3);
-    assert_int_equal(session_row(&p, "1", "2", "100"), TD_OK);
-    assert_int_equal(merge_plan_write(&p, true), 2);
-    assert_int_equal(count(p.sql, "INSERT INTO order_tokens"), 1);
-    assert_int_equal(count(p.sql, "WHEN ? THEN ?"), 1);
-    assert_int_equal(placeholders(p.sql), p.nargs);
-    /* Open: no COMMIT. */
-    assert_null(strstr(p.sql, "COMMIT"));
+    merge_plan_init(&p, f.ptr, 3, false);
+    /* A row of a statement that answers none, and a row with no value:
+     * counted, never an error (the COMMIT ran on the server all the same). */
+    assert_int_equal(answer(&p, 0, "1 P 5 100,"), TD_OK);
+    assert_int_equal(answer(&p, 2, NULL), TD_OK);
+    assert_int_equal(p.bad_rows, 2);
+    /* One outcome reads, then one does not: the rest is unknown. */
+    assert_int_equal(answer(&p, 2, "1 P 5 100,2 Q,3 S,"), TD_OK);
+    assert_int_equal(p.bad_rows, 3);
+    assert_int_equal(merge_plan_done(&p), 2);
+    assert_int_equal(f.o[0].rc, TD_OK);
+    assert_int_equal(f.o[1].rc, TD_EUNAVAIL);
+    assert_int_equal(f.o[2].rc, TD_EUNAVAIL);
     merge_plan_free(&p);
-}
 
-static void test_nothing_placed_is_a_commit(void **state)
-{
-    (void)state;
-    struct fixture f;
-    const int64_t s[] = {4, 4};
-    struct merge_plan p;
-    fixture_init(&f, s, 2);
-    merge_plan_lock(&p, f.ptr, 2);
-    assert_int_equal(session_row(&p, "4", "0", "100"), TD_OK);
-    assert_int_equal(merge_plan_write(&p, false), 0);
-    assert_string_equal(p.sql, "COMMIT");
+    /* An order named twice, or one the batch does not have. */
+    merge_plan_init(&p, f.ptr, 3, false);
+    assert_int_equal(answer(&p, 2, "1 S,1 P 5 100,"), TD_OK);
+    assert_int_equal(answer(&p, 2, "4 S,"), TD_OK);
+    assert_int_equal(p.bad_rows, 2);
+    assert_int_equal(merge_plan_done(&p), 2);
     assert_int_equal(f.o[0].rc, TD_ECONFLICT);
-    assert_int_equal(f.o[1].rc, TD_ECONFLICT);
-    /* No statement of that trip answers rows. */
-    assert_int_equal(order_row(&p, "1", f.no[0], "100"), TD_EINTERNAL);
     merge_plan_free(&p);
 }
 
-static void test_bad_rows_refused(void **state)
+static void test_outcome_parse(void **state)
 {
     (void)state;
-    struct fixture f;
-    const int64_t s[] = {1, 1};
-    struct merge_plan p;
-    unsigned long lens[1];
-    fixture_init(&f, s, 2);
-    merge_plan_lock(&p, f.ptr, 2);
-    assert_int_equal(session_row(&p, "2", "5", "100"), TD_EINTERNAL); /* not asked for */
-    assert_int_equal(session_row(&p, "1", "-1", "100"), TD_EINTERNAL);
-    assert_int_equal(session_row(&p, "1", NULL, "100"), TD_EINTERNAL);
-    assert_int_equal(existing_row(&p, "99", "key-0"), TD_EINTERNAL); /* no such key here */
-    const char *one[] = {"1"};
-    struct db_batch_row r = row_of(one, 1, lens);
-    assert_int_equal(merge_plan_row(&p, 1, &r), TD_EINTERNAL);
-    assert_int_equal(merge_plan_row(&p, 0, &r), TD_EINTERNAL); /* START answers none */
-    assert_int_equal(session_row(&p, "1", "5", "100"), TD_OK);
-    assert_int_equal(merge_plan_write(&p, false), 2);
-    /* The priced amount must be the one written. */
-    assert_int_equal(order_row(&p, "5", f.no[0], "999"), TD_EINTERNAL);
-    assert_int_equal(order_row(&p, "5", f.no[0], "100"), TD_OK);
-    assert_int_equal(order_row(&p, "6", f.no[0], "100"), TD_EINTERNAL); /* twice */
-    merge_plan_free(&p);
+    int i;
+    char code;
+    int64_t id, amount;
+    const char *ok = "12 P 345 6700,";
+    assert_int_equal(merge_outcome_parse(ok, strlen(ok), &i, &code, &id, &amount), strlen(ok));
+    assert_int_equal(i, 12);
+    assert_int_equal(code, 'P');
+    assert_int_equal(id, 345);
+    assert_int_equal(amount, 6700);
+    assert_int_equal(merge_outcome_parse("3 S,9 D,", 8, &i, &code, &id, &amount), 4);
+    assert_int_equal(code, 'S');
+    /* Malformed: no index, index 0 or past the limit, unknown letter, no
+     * comma, a placement without its numbers or with id 0, cut short. */
+    const char *bad[] = {"S,",         "0 S,",  "257 S,",     "1 Q,",      "1 S",
+                         "1 P 5,",     "1 P ,", "1 P 0 100,", "1 P 5 100", "1",
+                         "1 P 5 1x0,", "1  S,", "-1 S,"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        assert_int_equal(merge_outcome_parse(bad[k], strlen(bad[k]), &i, &code, &id, &amount), 0);
+    /* The length bounds the reading, not the NUL. */
+    assert_int_equal(merge_outcome_parse("1 S,", 3, &i, &code, &id, &amount), 0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sessions_locked_once_ascending),
-        cmocka_unit_test(test_outcomes_first_come),
-        cmocka_unit_test(test_tokens_only_for_placed_orders_with_one),
-        cmocka_unit_test(test_nothing_placed_is_a_commit),
-        cmocka_unit_test(test_bad_rows_refused),
+        cmocka_unit_test(test_one_text_one_trip),
+        cmocka_unit_test(test_json_escapes_and_options),
+        cmocka_unit_test(test_outcomes_each_its_own),
+        cmocka_unit_test(test_copy_of_unplaced_order_goes_alone),
+        cmocka_unit_test(test_unreadable_answer_is_unavailable_never_internal),
+        cmocka_unit_test(test_outcome_parse),
     };
     return cmocka_run_group_tests_name("merge_batch", tests, NULL, NULL);
 }

@@ -1,0 +1,317 @@
+/* batchsql - how one batch of new orders is best sent to MariaDB, measured
+ * straight against the server: the stored procedure ticketd runs
+ * (sql/013_place_orders.sql), the same body sent as an anonymous block
+ * (BEGIN NOT ATOMIC ... END, parsed with every batch), the two round trips
+ * merged batches took before it, and the one-order text of before.
+ *
+ *   batchsql HOST PORT USER PASSWORD DB MYSQLD_PID MODE BATCH CONNS SECONDS [SQL_FILE]
+ *
+ * MODE: proc, block (needs SQL_FILE, the migration, for the body), twotrip,
+ * one (ticketd's one-order text) and single (the one-order text before it,
+ * an INSERT ... SELECT), both BATCH 1 only; proc2, a version of the
+ * procedure with loops instead of cursors, once place_orders2.sql (beside
+ * this file) is loaded by hand. Every order is new (its own user and key) and
+ * every session has the seats: the measure is of the path that places
+ * orders, not of refusals. Prints one line: mode, batch, connections,
+ * orders/s, and MariaDB's CPU per order in µs (from /proc/MYSQLD_PID/stat).
+ * It makes 200 sessions of its own and deletes what it wrote at the end.
+ *
+ * Built by hand (no test or benchmark depends on it):
+ *   cc -O2 -std=c11 -D_GNU_SOURCE -pthread -o build/batchsql \
+ *      loadtest/batchsql/batchsql.c $(pkg-config --cflags --libs libmariadb) */
+#include <mysql.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SESSIONS 200
+
+static const char *host, *user, *pass, *db, *mode;
+static unsigned port;
+static int batch, seconds;
+static long long run_base;
+static char *block_body; /* the procedure's body, for MODE block */
+static unsigned long long session_ids[SESSIONS];
+static atomic_llong placed, failures;
+static atomic_bool stop;
+
+static MYSQL *dial(void)
+{
+    MYSQL *m = mysql_init(NULL);
+    if (mysql_real_connect(m, host, user, pass, db, port, NULL,
+                           CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS) == NULL) {
+        fprintf(stderr, "connect: %s\n", mysql_error(m));
+        exit(1);
+    }
+    if (mysql_query(m, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED") != 0)
+        exit(1);
+    return m;
+}
+
+/* Runs a text and reads every result; 0 on success. */
+static int run(MYSQL *m, const char *q)
+{
+    if (mysql_query(m, q) != 0) {
+        fprintf(stderr, "%s: %s\n", mode, mysql_error(m));
+        return -1;
+    }
+    int more;
+    do {
+        MYSQL_RES *r = mysql_store_result(m);
+        mysql_free_result(r);
+        more = mysql_next_result(m);
+        if (more > 0) {
+            fprintf(stderr, "%s: %s\n", mode, mysql_error(m));
+            return -1;
+        }
+    } while (more == 0);
+    return 0;
+}
+
+static size_t put(char *b, size_t at, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static size_t put(char *b, size_t at, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b + at, cap - at, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap - at) {
+        fprintf(stderr, "text too long\n");
+        exit(1);
+    }
+    return at + (size_t)n;
+}
+
+struct order {
+    long long no, user;
+    unsigned long long session;
+};
+
+static size_t put_json(char *b, size_t at, size_t cap, const struct order *o, int n)
+{
+    at = put(b, at, cap, "[");
+    for (int i = 0; i < n; i++)
+        at = put(b, at, cap,
+                 "%s{\"n\":\"%020lld\",\"u\":%lld,\"s\":%llu,\"r\":\"k%lld\",\"q\":1,"
+                 "\"c\":\"2026-12-03 10:00:00.000\"}",
+                 i ? "," : "", o[i].no, o[i].user, o[i].session, o[i].no);
+    return put(b, at, cap, "]");
+}
+
+static void *worker(void *arg)
+{
+    long t = (long)arg;
+    MYSQL *m = dial();
+    size_t cap = 1u << 20;
+    char *q = malloc(cap);
+    struct order o[256];
+    long long seq = 0;
+    unsigned seed = (unsigned)t * 7919u + 1u;
+    while (!atomic_load(&stop)) {
+        for (int i = 0; i < batch; i++) {
+            long long k = run_base + t * 100000000LL + seq++;
+            o[i] = (struct order){k, k, session_ids[rand_r(&seed) % SESSIONS]};
+        }
+        size_t at = 0;
+        int rc = 0;
+        if (strcmp(mode, "proc") == 0) {
+            at = put(q, at, cap, "START TRANSACTION; CALL place_orders('");
+            at = put_json(q, at, cap, o, batch);
+            put(q, at, cap, "'); SELECT @placed_orders; COMMIT");
+            rc = run(m, q);
+        } else if (strcmp(mode, "proc2") == 0) { /* loops instead of cursors */
+            at = put(q, at, cap, "START TRANSACTION; CALL place_orders2('");
+            at = put_json(q, at, cap, o, batch);
+            at = put(q, at, cap, "', '[");
+            int idx[256];
+            for (int i = 0; i < batch; i++)
+                idx[i] = i;
+            for (int i = 1; i < batch; i++) { /* by session, then arrival */
+                for (int k = i; k > 0 && o[idx[k - 1]].session > o[idx[k]].session; k--) {
+                    int x = idx[k];
+                    idx[k] = idx[k - 1];
+                    idx[k - 1] = x;
+                }
+            }
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap, "%s%d", i ? "," : "", idx[i]);
+            put(q, at, cap, "]'); SELECT @placed_orders; COMMIT");
+            rc = run(m, q);
+        } else if (strcmp(mode, "block") == 0) {
+            at = put(q, at, cap,
+                     "START TRANSACTION; BEGIN NOT ATOMIC DECLARE batch LONGTEXT DEFAULT '");
+            at = put_json(q, at, cap, o, batch);
+            put(q, at, cap, "'; %s END; SELECT @placed_orders; COMMIT", block_body);
+            rc = run(m, q);
+        } else if (strcmp(mode, "one") == 0) { /* ticketd's one-order text now */
+            put(q, 0, cap,
+                "START TRANSACTION; SELECT MAX(price_cents) INTO @order_price FROM sessions WHERE "
+                "id = %llu; INSERT INTO orders (order_no, user_id, session_id, request_id, "
+                "quantity, amount_cents, status, version, created_at, updated_at) VALUES "
+                "('%020lld', %lld, %llu, 'k%lld', 1, @order_price * 1, IF(@@in_transaction, "
+                "'PENDING_PAYMENT', NULL), 1, '2026-12-03 10:00:00.000', '2026-12-03 "
+                "10:00:00.000') RETURNING id, amount_cents; UPDATE sessions SET stock = stock - "
+                "1, version = version + 1 WHERE id = %llu AND @@in_transaction; COMMIT",
+                o[0].session, o[0].no, o[0].user, o[0].session, o[0].no, o[0].session);
+            rc = run(m, q);
+        } else if (strcmp(mode, "single") == 0) { /* the one-order text before */
+            put(q, 0, cap,
+                "START TRANSACTION; INSERT INTO orders (order_no, user_id, session_id, "
+                "request_id, quantity, amount_cents, status, version, created_at, updated_at) "
+                "SELECT '%020lld', %lld, id, 'k%lld', 1, price_cents * 1, 'PENDING_PAYMENT', 1, "
+                "'2026-12-03 10:00:00.000', '2026-12-03 10:00:00.000' FROM sessions WHERE id = "
+                "%llu RETURNING id, amount_cents; UPDATE sessions SET stock = stock - 1, version "
+                "= version + 1 WHERE id = %llu AND EXISTS (SELECT 1 FROM orders WHERE order_no = "
+                "'%020lld'); COMMIT",
+                o[0].no, o[0].user, o[0].no, o[0].session, o[0].session, o[0].no);
+            rc = run(m, q);
+        } else { /* twotrip: the merged batch before one round trip */
+            at =
+                put(q, at, cap,
+                    "START TRANSACTION; SELECT id, stock, price_cents FROM sessions WHERE id IN (");
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap, "%s%llu", i ? "," : "", o[i].session);
+            at = put(q, at, cap,
+                     ") ORDER BY id FOR UPDATE; SELECT user_id, request_id FROM orders WHERE "
+                     "(user_id, request_id) IN (");
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap, "%s(%lld, 'k%lld')", i ? "," : "", o[i].user, o[i].no);
+            put(q, at, cap, ")");
+            rc = run(m, q);
+            at = put(q, 0, cap,
+                     "INSERT INTO orders (order_no, user_id, session_id, request_id, quantity, "
+                     "amount_cents, status, version, created_at, updated_at) VALUES ");
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap,
+                         "%s('%020lld', %lld, %llu, 'k%lld', 1, 1500, 'PENDING_PAYMENT', 1, "
+                         "'2026-12-03 10:00:00.000', '2026-12-03 10:00:00.000')",
+                         i ? "," : "", o[i].no, o[i].user, o[i].session, o[i].no);
+            at = put(q, at, cap, " RETURNING id, order_no, amount_cents; ");
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap,
+                         "UPDATE sessions SET stock = stock - (SELECT COALESCE(SUM(quantity), 0) "
+                         "FROM orders WHERE order_no IN ('%020lld')), version = version + 1 "
+                         "WHERE id = %llu; ",
+                         o[i].no, o[i].session);
+            put(q, at, cap, "COMMIT");
+            if (rc == 0)
+                rc = run(m, q);
+        }
+        if (rc == 0) {
+            atomic_fetch_add(&placed, batch);
+        } else {
+            atomic_fetch_add(&failures, 1);
+            run(m, "ROLLBACK");
+        }
+    }
+    free(q);
+    mysql_close(m);
+    return NULL;
+}
+
+static long long cpu_ticks(long pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL || fgets(buf, sizeof buf, f) == NULL)
+        exit(1);
+    fclose(f);
+    const char *p = strrchr(buf, ')');
+    long long ut = 0, st = 0;
+    /* Fields after the name: state is 3, utime 14, stime 15. */
+    if (p == NULL ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut, &st) != 2)
+        exit(1);
+    return ut + st;
+}
+
+/* The procedure's body from the migration: between its BEGIN and END //. */
+static char *read_body(const char *file)
+{
+    FILE *f = fopen(file, "r");
+    if (f == NULL)
+        exit(1);
+    static char all[1 << 16];
+    size_t n = fread(all, 1, sizeof all - 1, f);
+    fclose(f);
+    all[n] = '\0';
+    char *b = strstr(all, "\nBEGIN\n"), *e = strstr(all, "\nEND //");
+    if (b == NULL || e == NULL)
+        exit(1);
+    *e = '\0';
+    return b + 7;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 11) {
+        fprintf(stderr, "usage: batchsql HOST PORT USER PASSWORD DB MYSQLD_PID MODE BATCH CONNS "
+                        "SECONDS [SQL_FILE]\n");
+        return 2;
+    }
+    host = argv[1];
+    port = (unsigned)atoi(argv[2]);
+    user = argv[3];
+    pass = argv[4];
+    db = argv[5];
+    long pid = atol(argv[6]);
+    mode = argv[7];
+    batch = atoi(argv[8]);
+    int conns = atoi(argv[9]);
+    seconds = atoi(argv[10]);
+    if (strcmp(mode, "block") == 0)
+        block_body = read_body(argc > 11 ? argv[11] : "sql/013_place_orders.sql");
+    if (batch < 1 || batch > 256 || conns < 1 || conns > 64)
+        return 2;
+    run_base = (long long)time(NULL) % 100000 * 10000000000LL;
+    MYSQL *m = dial();
+    char q[256];
+    for (int i = 0; i < SESSIONS; i++) {
+        snprintf(q, sizeof q,
+                 "INSERT INTO sessions (title, price_cents, capacity, stock) VALUES ('batchsql "
+                 "%d', 1500, 2000000000, 2000000000)",
+                 i);
+        if (mysql_query(m, q) != 0)
+            return 1;
+        session_ids[i] = mysql_insert_id(m);
+    }
+    pthread_t th[64];
+    long long c0 = cpu_ticks(pid);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < conns; i++)
+        pthread_create(&th[i], NULL, worker, (void *)i);
+    struct timespec d = {seconds, 0};
+    nanosleep(&d, NULL);
+    atomic_store(&stop, true);
+    for (int i = 0; i < conns; i++)
+        pthread_join(th[i], NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long long c1 = cpu_ticks(pid);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    long long n = atomic_load(&placed);
+    double cpu_us = (double)(c1 - c0) * 1e6 / (double)sysconf(_SC_CLK_TCK);
+    printf("%-8s batch %3d conns %2d  %8.0f orders/s  MariaDB %6.1f us/order  failures %lld\n",
+           mode, batch, conns, (double)n / secs, n ? cpu_us / (double)n : 0.0,
+           atomic_load(&failures));
+    /* What this run wrote goes again. */
+    snprintf(q, sizeof q,
+             "DELETE h FROM order_history h JOIN orders o ON o.id = h.order_id WHERE o.user_id "
+             ">= %lld AND o.user_id < %lld",
+             run_base, run_base + 10000000000LL);
+    run(m, q);
+    snprintf(q, sizeof q, "DELETE FROM orders WHERE user_id >= %lld AND user_id < %lld", run_base,
+             run_base + 10000000000LL);
+    run(m, q);
+    run(m, "DELETE FROM sessions WHERE title LIKE 'batchsql %'");
+    mysql_close(m);
+    return 0;
+}
