@@ -1,28 +1,30 @@
 /* store_merge.h - new orders that arrive together share one database
  * round trip and one COMMIT (TICKETD_MERGE=1, the default).
  *
- * Natural batching, as group commit (base/groupq.h): a worker thread whose
- * order transaction is due joins a queue. If fewer than MERGE_LEADERS batches
- * are under way it leads one at once: it takes every order queued (at most
- * TICKETD_MERGE_MAX), runs them as one transaction on its own connection
- * (merge_batch.h), hands each order its outcome and wakes its thread. The
- * orders that arrive while a batch is at the server wait for it to end;
- * then one of them leads the next batch with all of them. A lone order on
- * an idle service goes at once, by itself (no timer, no added delay), and
- * it holds its lead while it is at the server like any batch: the orders
- * that arrive meanwhile collect for the next one, which is what lets
- * batches grow under load.
+ * Natural batching on the loop (base/loop.h): the orders that reach the
+ * database in the same loop turn form one batch. An order's fiber joins
+ * its loop's queue (giving back first any idle connection it borrowed, so
+ * that it never holds what a batch waits for) and parks; the queue arms a
+ * turn-end hook. At the end of the turn the hook takes every order queued
+ * (at most TICKETD_MERGE_MAX) and starts the batch on a fiber of its own,
+ * which borrows one connection of the loop's pool, runs the orders as one
+ * transaction (merge_batch.h), and readies each order's fiber with its
+ * outcome. At most MERGE_LEADERS batches of a loop are started and not
+ * ended at once: the orders that arrive meanwhile collect for the next
+ * one, which starts at the end of the turn in which a batch ends; that is
+ * what lets batches grow under load. A lone order on an idle service goes
+ * at the end of its own turn, by itself: no timer, no added wait.
  *
  * Each order keeps its own outcome: a duplicate key, a sold-out or unknown
  * session fails that order alone. A batch the server refused whole (a
  * token another order spent, seen only when Redis forgot it) is run again
- * one order at a time by each order's own thread; a deadlock or a Galera
+ * one order at a time by each order's own fiber; a deadlock or a Galera
  * certification conflict sends every order of the batch back to its own
  * caller's retry (txretry.h) with the cause noted; a lost connection
  * answers each "unavailable", and its retry finds the order by its key or
  * makes it.
  *
- * Thread-safe. */
+ * A loop's queue is touched only on its thread. */
 #ifndef TICKETD_STORE_MERGE_H
 #define TICKETD_STORE_MERGE_H
 
@@ -32,9 +34,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Batches built or at the server at once: one collects while another is
- * at the server, and with two the server can run one while the service
- * reads the other's answer. */
+/* Batches of one loop started and not ended at once: with two the
+ * server can run one while the loop reads the other's answer, and the
+ * next orders still collect behind them. */
 #define MERGE_LEADERS 2
 
 /* Places one order by itself, as one transaction on a connection of its
@@ -48,7 +50,8 @@ void store_merge_init(bool on, int max, store_merge_alone_fn alone);
 bool store_merge_on(void);
 
 /* What store_merge_place answers for an order of a batch the server
- * refused whole: it must be placed by itself, on its caller's thread. */
+ * refused whole, or called off a loop's fiber: it must be placed by
+ * itself, by its caller. */
 #define STORE_MERGE_ALONE 1
 
 /* Places d (never a demo draft: no switched-off defence) in the next
