@@ -37,7 +37,8 @@ struct loop_io {
     void *arg;
 };
 
-/* A one-shot timer. Caller-owned; heap_at is the loop's (-1: not started). */
+/* A one-shot timer. Caller-owned; zero it before first use. heap_at is
+ * the loop's: 0 while not started, so that a zeroed timer is stopped. */
 struct loop_timer {
     int64_t due_ms;
     void (*fn)(void *arg);
@@ -110,7 +111,8 @@ struct loop *loop_new(int index, int count);
  * thread meanwhile (loop_self). */
 void loop_run(struct loop *l);
 
-/* Thread-safe: loop_run returns after the turn at hand. */
+/* Thread-safe: loop_run returns after the turn at hand (a stop asked
+ * before loop_run makes it return after one turn). */
 void loop_stop(struct loop *l);
 
 /* The loop must not run; whatever is still started or armed is forgotten. */
