@@ -60,9 +60,10 @@ static void pause_ms(int64_t ms)
         sleep_ms(ms);
         return;
     }
-    struct loop_timer t = {.heap_at = -1};
+    struct loop_timer t = {0};
     loop_timer_start(loop_self(), &t, (int)ms, wake, self);
-    fiber_park();
+    while (t.heap_at != 0) /* a wake-up meant for something else */
+        fiber_park();
 }
 
 int txretry_run(int retries, int (*fn)(void *ctx), void *ctx)

@@ -154,7 +154,7 @@ static struct db_conn *pool_borrow(void)
         p->lent++;
         return p->nidle > 0 ? p->idle[--p->nidle] : xcalloc(1, sizeof(struct db_conn));
     }
-    struct pool_waiter w = {.fiber = fiber_self(), .timer = {.heap_at = -1}};
+    struct pool_waiter w = {.fiber = fiber_self()};
     if (p->tail != NULL)
         p->tail->next = &w;
     else

@@ -199,7 +199,7 @@ static bool hold_for_more(struct due_queue *q)
 {
     if (q->queued >= atomic_load(&max_batch) || q->net_passed || !FAULT_POINT("merge.wait_full"))
         return false;
-    if (q->net.heap_at < 0)
+    if (q->net.heap_at == 0) /* not started */
         loop_timer_start(q->loop, &q->net, WAIT_FULL_NET_MS, net_passed, q);
     return true;
 }
@@ -249,7 +249,6 @@ static struct due_queue *loop_queue(struct loop *l)
     if (q->loop == NULL) {
         q->loop = l;
         q->turn = (struct loop_hook){.fn = start_batches, .arg = q};
-        q->net = (struct loop_timer){.heap_at = -1};
     }
     return q;
 }

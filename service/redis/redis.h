@@ -10,7 +10,8 @@
  * hiredis 0.14 contexts cannot be reused after an error, so any failed
  * call drops its context and opens the breaker: every caller then fails
  * fast until one probe finds Redis answering, and from then on every
- * connection is dialled again at its next call. Used by the Redis adapters only (cache_redis.c, events).
+ * connection is dialled again at its next call. Used by the Redis adapters only (cache_redis.c,
+ * events).
  *
  * The server is TICKETD_REDIS_HOST/PORT, or, with TICKETD_REDIS_SENTINELS
  * and TICKETD_REDIS_MASTER, the primary a Sentinel names (and that says

@@ -323,7 +323,7 @@ int redis_async_send(struct redis_cmd *cmd)
     }
     if (l->ac != NULL && redis_primary_moved(l->gen))
         redisAsyncFree(l->ac); /* opened to a server that is no longer the primary */
-    struct waiting w = {.cmd = cmd, .fiber = fiber_self(), .link = l, .timer = {.heap_at = -1}};
+    struct waiting w = {.cmd = cmd, .fiber = fiber_self(), .link = l};
     if ((l->ac != NULL || link_open(l) == TD_OK) &&
         redisAsyncCommandArgv(l->ac, on_reply, &w, cmd->argc, cmd->argv, cmd->lens) == REDIS_OK) {
         l->appended++;
