@@ -112,16 +112,15 @@ int redis_conn_init(const struct config *config)
     return TD_OK;
 }
 
-void redis_thread_release(void)
+void redis_conn_release(void)
 {
-    redis_async_release();
     conn_destroy(pthread_getspecific(conn_key));
     pthread_setspecific(conn_key, NULL);
 }
 
 void redis_cleanup(void)
 {
-    redis_thread_release();
+    redis_conn_release();
     pthread_key_delete(conn_key);
 }
 

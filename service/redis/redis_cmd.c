@@ -16,6 +16,12 @@ int redis_init(const struct config *cfg)
     return redis_conn_init(cfg);
 }
 
+void redis_thread_release(void)
+{
+    redis_async_release();
+    redis_conn_release();
+}
+
 /* One command; TD_ENOTFOUND stands for NOSCRIPT. */
 static int send_one(int argc, const char **argv, const size_t *lens, int block_ms,
                     redisReply **reply)

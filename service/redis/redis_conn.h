@@ -17,6 +17,8 @@
 
 /* redis_init's part here: the configuration and the thread key. */
 int redis_conn_init(const struct config *cfg);
+/* Closes the calling thread's blocking connection. */
+void redis_conn_release(void);
 
 /* One command and, once sent, its answer: rc as redis_command answers,
  * but TD_ENOTFOUND for NOSCRIPT, and the reply when TD_OK. */
