@@ -300,3 +300,28 @@ unsigned fiber_wait_io(int fd, unsigned want, int timeout_ms)
     loop_timer_stop(l, &w.timer);
     return w.ready;
 }
+
+struct sleeper {
+    struct fiber *f;
+    bool over;
+};
+
+static void sleep_over(void *arg)
+{
+    struct sleeper *z = arg;
+    z->over = true;
+    fiber_ready(z->f);
+}
+
+void fiber_sleep_ms(int64_t ms)
+{
+    if (current == NULL) {
+        sleep_ms(ms);
+        return;
+    }
+    struct sleeper z = {.f = current};
+    struct loop_timer t = {0};
+    loop_timer_start(current->loop, &t, ms > INT32_MAX ? INT32_MAX : (int)ms, sleep_over, &z);
+    while (!z.over)
+        fiber_park();
+}

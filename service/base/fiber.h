@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct fiber;
 
@@ -38,6 +39,10 @@ void fiber_ready(struct fiber *f);
 /* Parks until fd is ready for want or timeout_ms passes (-1: none).
  * Returns the ready mask, 0 on timeout. Only on a fiber. */
 unsigned fiber_wait_io(int fd, unsigned want, int timeout_ms);
+
+/* On a fiber: parks it for ms (the loop serves others meanwhile). Off a
+ * fiber: sleeps the thread. */
+void fiber_sleep_ms(int64_t ms);
 
 /* A fiber-local variable that falls back to thread-local off a fiber. */
 #define FIBER_SLOTS 4
