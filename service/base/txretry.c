@@ -2,7 +2,6 @@
 
 #include "err.h"
 #include "fiber.h"
-#include "loop.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -45,34 +44,15 @@ static int64_t backoff_ms(int attempt)
     return 1 + (int64_t)rand_below((uint64_t)window);
 }
 
-static void wake(void *f)
-{
-    fiber_ready(f);
-}
-
-/* Waits ms before the next attempt. On a fiber the loop's timer wakes it
- * and the loop serves the other requests meanwhile: a sleep would stop
- * every fiber of the thread. */
-static void pause_ms(int64_t ms)
-{
-    struct fiber *self = fiber_self();
-    if (self == NULL) {
-        sleep_ms(ms);
-        return;
-    }
-    struct loop_timer t = {0};
-    loop_timer_start(loop_self(), &t, (int)ms, wake, self);
-    while (t.heap_at != 0) /* a wake-up meant for something else */
-        fiber_park();
-}
-
 int txretry_run(int retries, int (*fn)(void *ctx), void *ctx)
 {
     int rc = TD_ERETRY;
     for (int attempt = 0; attempt <= retries; attempt++) {
         if (attempt > 0) {
             metrics_inc(cause_metric(txretry_noted()));
-            pause_ms(backoff_ms(attempt));
+            /* On a fiber the loop serves other requests meanwhile: a
+             * sleep would stop every fiber of the thread. */
+            fiber_sleep_ms(backoff_ms(attempt));
         }
         txretry_note(TXRETRY_OTHER);
         rc = fn(ctx);
