@@ -44,6 +44,7 @@
 # same order transaction straight against MariaDB (sqlbase, many sessions and
 # hot). Every row runs over persistent keep-alive connections. Columns:
 # req/s, p50, p99, CPU per request of ticketd, MariaDB and the load tool,
+# ticketd's context switches per request (per new order on the order rows),
 # ticketd's RSS, the TCP connections seen. Then the ratios and the targets.
 #
 # The order rows send no X-Order-Token: the server under test must run with
@@ -87,6 +88,8 @@ T_P99_OVER_SQL=1
 T_REPLAY_OVER_LIVEZ=0.85
 T_CPU_PER_ORDER_US=150
 T_RSS_MB=20
+T_CSW_PER_ORDER=1
+T_CPU_NEW_OVER_REPLAY=4
 T_MERGED_OVER_OFF=1.8
 T_CPU_OVER_SQL=0.6
 # The flash sale: one session of FLASH_SEATS seats, FLASH_USERS buyers,
@@ -183,6 +186,7 @@ MYSQL_DB=$(conf TICKETD_MYSQL_DB ticketd)
 # What ticketd --start runs with (the environment, else --config, else the
 # defaults of service/base/config.c); shown in the header.
 IO_THREADS=$(conf TICKETD_IO_THREADS 2)
+LOOPS=$(conf TICKETD_LOOPS "$(nproc)")
 WORKER_THREADS=$(conf TICKETD_THREADS 32)
 DB_CONNS=$(conf TICKETD_DB_CONNS 8)
 
@@ -251,7 +255,7 @@ if ((START)); then
     if curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:${BENCH_HTTP_PORT}/livez" 2>/dev/null; then
         die "something already serves 127.0.0.1:${BENCH_HTTP_PORT}; stop it first"
     fi
-    log "starting ticketd on ${URL} (TICKETD_IO_THREADS=${IO_THREADS}, TICKETD_THREADS=${WORKER_THREADS}, TICKETD_DB_CONNS=${DB_CONNS})"
+    log "starting ticketd on ${URL} (TICKETD_LOOPS=${LOOPS}, TICKETD_IO_THREADS=${IO_THREADS}, TICKETD_THREADS=${WORKER_THREADS}, TICKETD_DB_CONNS=${DB_CONNS})"
     REDIS_AT=127.0.0.1
     SOCKET_ENV=(-u TICKETD_MYSQL_SOCKET)
     if ((UNIX)); then
@@ -270,7 +274,7 @@ if ((START)); then
         TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT="${BENCH_MYSQL_PORT}" \
         TICKETD_MYSQL_USER="${MYSQL_USER}" TICKETD_MYSQL_PASSWORD="${MYSQL_PASSWORD}" \
         TICKETD_MYSQL_DB="${MYSQL_DB}" TICKETD_ORDER_TOKEN_REQUIRED=0 \
-        TICKETD_IO_THREADS="${IO_THREADS}" TICKETD_THREADS="${WORKER_THREADS}" \
+        TICKETD_LOOPS="${LOOPS}" TICKETD_IO_THREADS="${IO_THREADS}" TICKETD_THREADS="${WORKER_THREADS}" \
         TICKETD_DB_CONNS="${DB_CONNS}" TICKETD_BLOOM_CHECK_MS=3600000 \
         TICKETD_JWT_SECRET="${JWT_SECRET}" TICKETD_PAY_SECRET="${PAY_SECRET}" "$@" \
         "${TICKETD}" serve --config "${CONFIG}" >"${logfile}" 2>&1 &
@@ -363,6 +367,16 @@ cpu_ticks() {
     printf '%s\n' $((f[11] + f[12]))
 }
 
+# ctx_switches PID: the context switches of every thread of the process
+# so far, voluntary and not (/proc/PID/task/*/status); nothing if PID is
+# unknown or gone. A thread that ended takes its count with it: ticketd's
+# threads live as long as the process.
+ctx_switches() {
+    [[ -n "$1" && -d "/proc/$1/task" ]] || return 0
+    cat /proc/"$1"/task/*/status 2>/dev/null |
+        awk '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { if (NR > 0) print n }'
+}
+
 rss_kb() {
     [[ -n "${ROW_PID}" && -r "/proc/${ROW_PID}/status" ]] || return 0
     awk '/^VmRSS:/ {print $2}' "/proc/${ROW_PID}/status" 2>/dev/null || true
@@ -435,16 +449,20 @@ sampler_stop() {
 
 # measure_begin / measure_end: CPU of ticketd and MariaDB over a row.
 measure_begin() {
+    CSW0=$(ctx_switches "${ROW_PID}")
     CPU0_T=$(cpu_ticks "${ROW_PID}")
     CPU0_M=$(cpu_ticks "${MYSQL_PID}")
     CPU0_R=$(cpu_ticks "${REDIS_PID}")
 }
 
 measure_end() {
-    local t m
+    local t m w
     t=$(cpu_ticks "${ROW_PID}")
     m=$(cpu_ticks "${MYSQL_PID}")
     r=$(cpu_ticks "${REDIS_PID}")
+    w=$(ctx_switches "${ROW_PID}")
+    CSW=""
+    [[ -n "${CSW0}" && -n "${w}" ]] && CSW=$((w - CSW0))
     CPU_T=""
     CPU_M=""
     CPU_R=""
@@ -483,6 +501,12 @@ us_per() {
     awk -v t="$1" -v n="$2" -v hz="${CLK_TCK}" 'BEGIN { if (n > 0) printf "%.0f", t * 1e6 / hz / n }'
 }
 
+# per COUNT REQUESTS: COUNT per request, to two decimals.
+per() {
+    [[ -n "$1" && -n "$2" ]] || return 0
+    awk -v c="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.2f", c / n }'
+}
+
 # us_per_s SECONDS REQUESTS: the same from seconds.
 us_per_s() {
     [[ -n "$1" && -n "$2" ]] || return 0
@@ -499,15 +523,16 @@ to_ms() {
 }
 
 ROWS=()
-declare -A RPS P99 CPU_TD CPU_MY CPU_LD CPU_RD
+declare -A RPS P99 CPU_TD CPU_MY CPU_LD CPU_RD CSW_TD
 : >"${WORK}/rows.jsonl"
 
 num() { if [[ "$1" =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; then printf '%s' "$1"; else printf 'null'; fi; }
 
 # row KEY NAME TOOL CONNS RPS P50 P99 REQUESTS TICKETD_US MARIADB_US LOAD_US
-#     RSS_MAX RSS_AFTER PEERS NOTE REDIS_US
+#     RSS_MAX RSS_AFTER PEERS NOTE REDIS_US CTX_SWITCHES_PER_REQ
 row() {
-    ROWS+=("$2|$3|$4|$5|$6|$7|$9|${10}|${11}|${12}|${13}|${14}|${15}|${16:-}")
+    ROWS+=("$2|$3|$4|$5|$6|$7|$9|${10}|${11}|${12}|${13}|${14}|${15}|${16:-}|${17:-}")
+    CSW_TD[$1]=${17:-}
     RPS[$1]=$5
     P99[$1]=$7
     CPU_TD[$1]=$9
@@ -519,8 +544,10 @@ row() {
         --argjson p50 "$(num "$6")" --argjson p99 "$(num "$7")" --argjson requests "$(num "$8")" \
         --argjson td "$(num "$9")" --argjson my "$(num "${10}")" --argjson ld "$(num "${11}")" \
         --argjson rmax "$(num "${12}")" --argjson raft "$(num "${13}")" --argjson peers "$(num "${14}")" \
+        --argjson csw "$(num "${17:-}")" \
         '{row: $row, tool: $tool, connections: $connections, rps: $rps, p50_ms: $p50, p99_ms: $p99,
           requests: $requests, ticketd_cpu_us_per_req: $td, mariadb_cpu_us_per_req: $my,
+          ticketd_context_switches_per_req: $csw,
           load_cpu_us_per_req: $ld, rss_max_kb: $rmax, rss_after_kb: $raft,
           tcp_connections_seen: $peers, note: $note}' >>"${WORK}/rows.jsonl"
 }
@@ -548,7 +575,7 @@ wrk_row() {
     row "${key}" "${name}" wrk "${c}" "${rps:-0}" "${p50}" "${p99}" "${n}" \
         "$(us_per "${CPU_T}" "${n}")" "$(us_per "${CPU_M}" "${n}")" \
         "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}" \
-        "$(us_per "${CPU_R}" "${n}")"
+        "$(us_per "${CPU_R}" "${n}")" "$(per "${CSW}" "${n}")"
 }
 
 # load_row KEY NAME CONNS SCENARIO ARGS...
@@ -612,7 +639,7 @@ load_row() {
         "$(jq -r '.latency_ms_by_kind.orders.p50 * 100 | round / 100' "${json}")" \
         "$(jq -r '.latency_ms_by_kind.orders.p99 * 100 | round / 100' "${json}")" "${n}" "${td}" "${my}" \
         "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}" \
-        "${rd}"
+        "${rd}" "$(per "${CSW}" "$(jq -r '.orders_created' "${json}")")"
 }
 
 # sql_row KEY NAME CONNS SQLBASE-ARGS...
@@ -816,8 +843,8 @@ dash() { printf '%s' "${1:--}"; }
 printf '\nticketd benchmark: %s, %s s per row, keep-alive connections %s\n' \
     "${URL}" "${DURATION}" "${LEVELS[*]}"
 if ((START)); then
-    printf 'ticketd --start: TICKETD_IO_THREADS=%s TICKETD_THREADS=%s TICKETD_DB_CONNS=%s (the TICKETD_MERGE=0 instance: TICKETD_THREADS=%s)\n' \
-        "${IO_THREADS}" "${WORKER_THREADS}" "${DB_CONNS}" "${OFF_THREADS}"
+    printf 'ticketd --start: TICKETD_LOOPS=%s TICKETD_IO_THREADS=%s TICKETD_THREADS=%s TICKETD_DB_CONNS=%s (the TICKETD_MERGE=0 instance: TICKETD_THREADS=%s)\n' \
+        "${LOOPS}" "${IO_THREADS}" "${WORKER_THREADS}" "${DB_CONNS}" "${OFF_THREADS}"
     if ((UNIX)); then
         printf 'Redis and MariaDB: through their Unix sockets (--unix), for ticketd and sqlbase\n'
     else
@@ -828,17 +855,18 @@ fi
 printf 'CPU: us per request answered, utime+stime of ticketd (pid %s), MariaDB (pid %s) and the load tool\n' \
     "$(dash "${PID}")" "$(dash "${MYSQL_PID}")"
 printf 'RSS: ticketd VmRSS max during the row / 1 s after; conns: client connections ticketd had open (ss, every 0.2 s)\n'
-printf '\n%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %11s %5s  %s\n' "row" "tool" "conns" "req/s" "p50 ms" \
-    "p99 ms" "ticketd" "mariadb" "redis" "load" "RSS MB" "seen" "note"
-printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %11s %5s\n' "" "" "" "" "" "" "us/req" "us/req" "us/req" \
-    "us/req" "max/after" "conns"
+printf 'csw: context switches of ticketd'"'"'s threads (voluntary + not, /proc/PID/task/*/status) over the row, per request; per new order on the order rows\n'
+printf '\n%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s  %s\n' "row" "tool" "conns" "req/s" "p50 ms" \
+    "p99 ms" "ticketd" "mariadb" "redis" "load" "csw" "RSS MB" "seen" "note"
+printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s\n' "" "" "" "" "" "" "us/req" "us/req" "us/req" \
+    "us/req" "/req" "max/after" "conns"
 for r in "${ROWS[@]}"; do
-    IFS='|' read -r name tool c rps p50 p99 td my ld rmax rafter peers note rd <<<"${r}"
+    IFS='|' read -r name tool c rps p50 p99 td my ld rmax rafter peers note rd csw <<<"${r}"
     rss="-"
     [[ -n "${rmax}${rafter}" ]] && rss="$(mb "${rmax}")/$(mb "${rafter}")"
-    printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %11s %5s  %s\n' "${name}" "${tool}" "${c}" "${rps}" \
-        "${p50}" "${p99}" "$(dash "${td}")" "$(dash "${my}")" "$(dash "${rd}")" "$(dash "${ld}")" "${rss}" \
-        "$(dash "${peers}")" "${note}"
+    printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s  %s\n' "${name}" "${tool}" "${c}" "${rps}" \
+        "${p50}" "${p99}" "$(dash "${td}")" "$(dash "${my}")" "$(dash "${rd}")" "$(dash "${ld}")" \
+        "$(dash "${csw}")" "${rss}" "$(dash "${peers}")" "${note}"
 done
 
 # target NAME VALUE OP LIMIT: one line of the targets, met or missed.
@@ -902,6 +930,18 @@ for k in "${LEVELS[@]/#/new@}" "${LEVELS[@]/#/hot@}"; do
     [[ "${k}" == hot@* ]] && what="hot session"
     target "ticketd CPU us per new order, ${what}, c${k#*@}" "${CPU_TD[${k}]}" "<=" "${T_CPU_PER_ORDER_US}"
 done
+# ticketd's CPU per new order against its CPU per replay, at the first count.
+target "ticketd CPU per new order / per replay, ${SESSIONS} sessions, c${CONC}" \
+    "$(ratio "${CPU_TD["new@${CONC}"]:-}" "${CPU_TD["replay@${CONC}"]:-}")" "<=" "${T_CPU_NEW_OVER_REPLAY}"
+# Context switches per new order (the issue asks for c16 and c64: the
+# first two counts).
+for k in "${LEVELS[@]/#/new@}" "${LEVELS[@]/#/hot@}"; do
+    [[ "${k#*@}" == "${CONC}" || "${k#*@}" == "${LEVELS[1]:-}" ]] || continue
+    what="${SESSIONS} sessions"
+    [[ "${k}" == hot@* ]] && what="hot session"
+    target "ticketd context switches per new order, ${what}, c${k#*@}" "${CSW_TD[${k}]:-}" "<=" \
+        "${T_CSW_PER_ORDER}"
+done
 rss_max=$(jq -s '[.[].rss_max_kb | select(. != null)] | if length > 0 then max / 1024 * 10 | round / 10 else "n/a" end' \
     "${WORK}/rows.jsonl")
 target "ticketd RSS MB, max over every row" "${rss_max}" "<=" "${T_RSS_MB}"
@@ -936,14 +976,15 @@ if [[ -n "${JSON_OUT}" ]]; then
     jq -n --arg url "${URL}" --argjson duration "${DURATION}" --argjson conc "${CONC}" \
         --argjson conns "${CONNS}" --argjson sessions "${SESSIONS}" \
         --argjson levels "$(printf '%s\n' "${LEVELS[@]}" | jq -s .)" \
-        --arg io "${IO_THREADS}" --arg workers "${WORKER_THREADS}" --argjson start "${START}" \
+        --arg io "${IO_THREADS}" --arg workers "${WORKER_THREADS}" --arg loops "${LOOPS}" \
+        --argjson start "${START}" \
         --arg replay "$(ratio "${RPS["replay@${CONC}"]}" "${RPS["livez@${CONC}"]}")" \
         --arg new "$(ratio "${RPS["new@${CONC}"]}" "${RPS["sql@${CONC}"]}")" \
         --arg hot "$(ratio "${RPS["hot@${CONC}"]}" "${RPS["sqlhot@${CONC}"]}")" \
         --slurpfile rows "${WORK}/rows.jsonl" --slurpfile targets "${WORK}/targets.jsonl" \
         '{url: $url, duration_s: $duration, concurrency: $conc, sql_connections: $conns,
           sessions: $sessions, connection_levels: $levels,
-          ticketd: (if $start == 1 then {io_threads: $io, threads: $workers} else null end),
+          ticketd: (if $start == 1 then {loops: $loops, io_threads: $io, threads: $workers} else null end),
           rows: $rows,
           ratios: {replay_over_livez: $replay, new_orders_over_sqlbase: $new, hot_over_sqlbase_hot: $hot},
           targets: $targets}' >"${JSON_OUT}"

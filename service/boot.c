@@ -32,7 +32,6 @@
 #include "retention_job.h"
 #include "sweep.h"
 #include "util.h"
-#include "workers.h"
 
 #include <malloc.h>
 #include <pthread.h>
@@ -187,20 +186,20 @@ static const struct job_hooks job_hooks = {
     .cache_release = cache_thread_release,
 };
 
-/* A request worker's connections (http/workers.h): a MySQL connection
- * borrowed from the pool for each job and given back after it, and, at the
- * thread's end, whatever it still owns of MySQL and Redis. Wired here, the
+/* A loop thread's connections (http.h): a MySQL connection borrowed from
+ * the pool for each request and given back after it, and, at the thread's
+ * end, whatever it still owns of MySQL and Redis. Wired here, the
  * composition root, so that the transport needs neither port. */
-static void worker_thread_end(void)
+static void loop_thread_end(void)
 {
     store_thread_release();
     cache_thread_release();
 }
 
-static const struct workers_thread_hooks worker_hooks = {
+static const struct http_thread_hooks loop_hooks = {
     .begin = store_thread_pooled,
-    .after_job = store_thread_idle,
-    .end = worker_thread_end,
+    .after_request = store_thread_idle,
+    .end = loop_thread_end,
 };
 
 #define N_JOBS(table) (sizeof(table) / sizeof(table)[0])
@@ -218,7 +217,7 @@ static bool start_parts(struct app *app, const struct config *cfg, bool http, st
     if (http) {
         if ((r->serving = jobs_start(app, serving_jobs, N_JOBS(serving_jobs), &job_hooks)) ==
                 NULL ||
-            (r->srv = http_start(app, &worker_hooks)) == NULL)
+            (r->srv = http_start(app, &loop_hooks)) == NULL)
             return false;
     }
     return true;

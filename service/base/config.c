@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum setting_type { T_INT, T_BOOL, T_STR, T_ENUM };
 
@@ -33,6 +34,7 @@ static const struct setting settings[] = {
     {"TICKETD_ENV", T_STR, OFF(env), 0, 0, "production", false, env_choices},
     {"TICKETD_BIND", T_STR, OFF(bind), 0, 0, "127.0.0.1", false, NULL},
     {"TICKETD_PORT", T_INT, OFF(port), 1, 65535, "8080", false, NULL},
+    {"TICKETD_LOOPS", T_INT, OFF(loops), 0, 256, "0", false, NULL},
     {"TICKETD_THREADS", T_INT, OFF(threads), 1, 1024, "32", false, NULL},
     {"TICKETD_DB_CONNS", T_INT, OFF(db_conns), 1, 1024, "8", false, NULL},
     {"TICKETD_IO_THREADS", T_INT, OFF(io_threads), 1, 64, "2", false, NULL},
@@ -380,6 +382,14 @@ static void warn_unknown_environment(void)
     }
 }
 
+void config_resolve(struct config *cfg)
+{
+    if (cfg->loops == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->loops = n < 1 ? 1 : n > 256 ? 256 : (int)n;
+    }
+}
+
 int config_load(struct config *cfg, const char *path)
 {
     int rc = TD_EINVAL;
@@ -408,6 +418,7 @@ int config_load(struct config *cfg, const char *path)
         fprintf(stderr, "ticketd: %s\n", err);
         goto out;
     }
+    config_resolve(cfg);
     rc = TD_OK;
 out:
     free(text);

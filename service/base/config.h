@@ -16,10 +16,11 @@ struct config {
     char *env; /* dev, test, demo or production: nothing else is accepted */
     char *bind;
     int port;
-    int threads;    /* workers: the blocking part of requests, one Redis connection each */
-    int db_conns;   /* MySQL connections the workers share (borrowed per request) */
-    int io_threads; /* HTTP threads: read, parse, answer what needs no I/O */
-    int queue_max;  /* requests waiting for a worker before 503 */
+    int loops;      /* loop threads, one HTTP daemon each; 0 (the default): one per online core */
+    int threads;    /* with queue_max: how many requests may be on fibers at once */
+    int db_conns;   /* MySQL connections the loops share (borrowed per request) */
+    int io_threads; /* no longer used (TICKETD_LOOPS); accepted so old files still load */
+    int queue_max;  /* with threads: how many requests may be on fibers at once */
     int max_body;
     int conn_limit;
     int conn_timeout_s;
@@ -90,6 +91,10 @@ struct config {
  * environment. On error prints the reason to stderr and returns TD_EINVAL;
  * cfg must still be given to config_cleanup(). */
 int config_load(struct config *cfg, const char *path);
+
+/* Settings whose default depends on the machine: TICKETD_LOOPS=0 becomes
+ * the number of online cores. config_load calls it. */
+void config_resolve(struct config *cfg);
 
 /* Parses one KEY=VALUE assignment onto cfg. Exposed for the unit tests.
  * Returns TD_OK, or TD_EINVAL with a reason in err (cap bytes). */

@@ -2,6 +2,8 @@
  * faults_announce unless TICKETD_FAULTS is defined. */
 #include "faults.h"
 
+#include "fiber.h"
+
 #include "log.h"
 
 #include <stdlib.h>
@@ -111,7 +113,7 @@ static void hold(const char *name, int64_t max_ms)
     for (int64_t waited = 0; waited < max_ms; waited += 10) {
         if (release != NULL && access(release, F_OK) == 0)
             return;
-        sleep_ms(10);
+        fiber_sleep_ms(10); /* on a request's fiber, the loop serves others meanwhile */
     }
 }
 
@@ -159,7 +161,7 @@ bool faults_hit(const char *name)
             return true;
         case FAULT_DELAY:
             log_warn("fault point %s: sleeping %lld ms", name, (long long)f->delay_ms);
-            sleep_ms(f->delay_ms);
+            fiber_sleep_ms(f->delay_ms);
             break;
         case FAULT_HOLD:
             hold(name, f->delay_ms);

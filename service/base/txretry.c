@@ -1,21 +1,26 @@
 #include "txretry.h"
 
 #include "err.h"
+#include "fiber.h"
 #include "metrics.h"
 #include "util.h"
 
 #include <stdint.h>
 
-static _Thread_local enum txretry_cause last_cause = TXRETRY_OTHER;
-
+/* The cause lives in the fiber's slot, not in a thread-local: many
+ * requests' fibers share a loop thread, and one that parks between its
+ * failed attempt and its retry would otherwise read a neighbour's cause.
+ * Off a fiber the slot is the thread's own. Stored as the enum's value
+ * plus one, so that a new fiber's NULL slot reads TXRETRY_OTHER. */
 void txretry_note(enum txretry_cause cause)
 {
-    last_cause = cause;
+    *fiber_slot(FIBER_SLOT_TXRETRY) = (void *)((uintptr_t)cause + 1);
 }
 
 enum txretry_cause txretry_noted(void)
 {
-    return last_cause;
+    uintptr_t v = (uintptr_t)*fiber_slot(FIBER_SLOT_TXRETRY);
+    return v == 0 ? TXRETRY_OTHER : (enum txretry_cause)(v - 1);
 }
 
 static enum metric cause_metric(enum txretry_cause cause)
@@ -44,10 +49,12 @@ int txretry_run(int retries, int (*fn)(void *ctx), void *ctx)
     int rc = TD_ERETRY;
     for (int attempt = 0; attempt <= retries; attempt++) {
         if (attempt > 0) {
-            metrics_inc(cause_metric(last_cause));
-            sleep_ms(backoff_ms(attempt));
+            metrics_inc(cause_metric(txretry_noted()));
+            /* On a fiber the loop serves other requests meanwhile: a
+             * sleep would stop every fiber of the thread. */
+            fiber_sleep_ms(backoff_ms(attempt));
         }
-        last_cause = TXRETRY_OTHER;
+        txretry_note(TXRETRY_OTHER);
         rc = fn(ctx);
         if (rc != TD_ERETRY)
             break;

@@ -1,7 +1,9 @@
 /* txretry.h - running a database transaction again after a deadlock, a
  * lock wait timeout or a Galera certification conflict (TD_ERETRY), a
  * bounded number of times, with full jitter over a doubling window so that
- * the transactions that collided do not collide again in step.
+ * the transactions that collided do not collide again in step. On a
+ * fiber the pause between attempts parks the fiber on a loop timer (the
+ * loop serves other requests meanwhile); on a plain thread it sleeps.
  * Thread-safe. */
 #ifndef TICKETD_TXRETRY_H
 #define TICKETD_TXRETRY_H
@@ -20,11 +22,12 @@ enum txretry_cause {
     TXRETRY_CERTIFICATION, /* 1213 at COMMIT: a Galera node certified a conflicting write first */
 };
 
-/* Notes the cause of the TD_ERETRY the calling thread is about to return
- * (thread-local; txretry_run clears it before each attempt). */
+/* Notes the cause of the TD_ERETRY the caller is about to return
+ * (fiber-local on a fiber, thread-local elsewhere: fiber.h's slot;
+ * txretry_run clears it before each attempt). */
 void txretry_note(enum txretry_cause cause);
-/* The cause the calling thread noted last: a merged batch's leader hands
- * it to every order of the batch (store_merge.h). */
+/* The cause the caller noted last: a merged batch's fiber hands it to
+ * every order of the batch (store_merge.h). */
 enum txretry_cause txretry_noted(void);
 
 /* Calls fn(ctx) until it returns anything but TD_ERETRY, at most

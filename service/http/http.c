@@ -1,7 +1,8 @@
-/* http.c - the HTTP server: starts libmicrohttpd, takes each request from
- * its first call to its answer (a worker runs the blocking part), and
- * drains and stops. What a request head must be is in http_head.c, the
- * connections' deadlines and shedding in http_conns.c. */
+/* http.c - the HTTP server: starts the loop threads and their
+ * libmicrohttpd daemons, takes each request from its first call to its
+ * answer (a fiber of its loop runs the part that waits for Redis or
+ * MySQL), and drains and stops. What a request head must be is in
+ * http_head.c, the connections' deadlines and shedding in http_conns.c. */
 #include "http.h"
 
 #include "api.h"
@@ -12,15 +13,19 @@
 #include "metrics.h"
 #include "req.h"
 #include "resp.h"
+#include "fiber.h"
+#include "loop.h"
 #include "util.h"
-#include "workers.h"
 
 #include <arpa/inet.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -54,9 +59,13 @@ static struct exchange *exchange_new(struct http_server *srv, struct MHD_Connect
         rand_bytes(raw, sizeof raw);
         hex_encode(raw, sizeof raw, x->request_id);
     }
-    x->req.method = method;
-    x->req.version = version;
-    x->req.path = url;
+    x->wire_version = version;
+    x->method = xstrdup(method);
+    x->version = xstrdup(version);
+    x->path = xstrdup(url);
+    x->req.method = x->method;
+    x->req.version = x->version;
+    x->req.path = x->path;
     x->req.request_id = x->request_id;
     x->req.route = ROUTE_NOT_FOUND;
     x->req.app = srv->app;
@@ -70,8 +79,13 @@ static void exchange_free(struct exchange *x)
 {
     if (x->req.ctx_free != NULL)
         x->req.ctx_free(x->req.ctx);
-    for (int i = 0; i < x->ntrimmed; i++)
-        free(x->trimmed[i]);
+    for (int i = 0; i < x->nkept; i++) {
+        free(x->kept[i].name);
+        free(x->kept[i].value);
+    }
+    free(x->method);
+    free(x->version);
+    free(x->path);
     resp_reset(&x->resp);
     body_cleanup(&x->body);
     free(x);
@@ -110,7 +124,79 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct exchange *
     return ret;
 }
 
-/* Every worker busy and the queue full: say so rather than wait. */
+/* ---- the daemon on its loop ----
+ *
+ * The daemon has no thread of its own: MHD_USE_EPOLL without an internal
+ * polling thread keeps its sockets in an epoll set of its own, whose fd
+ * sits in the loop's set. When it is readable, or when MHD_get_timeout's
+ * wait is over, the loop calls MHD_run, which serves whatever is ready
+ * without blocking. In this mode MHD has no wake-up channel (no ITC): a
+ * connection resumed with MHD_resume_connection is only looked at in the
+ * next MHD_run. So whoever resumes one asks for that run in the same turn
+ * (mhd_run_soon); waiting for the next event would leave the answer unsent
+ * until some other client happens to send something. */
+
+static void mhd_drive(void *arg);
+
+static void mhd_arm_timer(struct http_loop *hl)
+{
+    MHD_UNSIGNED_LONG_LONG ms;
+    if (MHD_get_timeout(hl->daemon, &ms) == MHD_YES)
+        loop_timer_start(hl->loop, &hl->mhd_timer, ms > INT_MAX ? INT_MAX : (int)ms, mhd_drive, hl);
+    else
+        loop_timer_stop(hl->loop, &hl->mhd_timer);
+}
+
+static void mhd_drive(void *arg)
+{
+    struct http_loop *hl = arg;
+    MHD_run(hl->daemon);
+    mhd_arm_timer(hl);
+}
+
+static void mhd_ready(void *arg, unsigned ready)
+{
+    (void)ready;
+    mhd_drive(arg);
+}
+
+static void mhd_run_soon(struct http_loop *hl)
+{
+    loop_soon(hl->loop, &hl->mhd_again, mhd_drive, hl);
+}
+
+/* ---- the part of a request that waits, on a fiber ---- */
+
+/* The fiber has the answer in x->resp: the connection is resumed (if it
+ * was suspended meanwhile) and MHD run again in this turn to send it. x
+ * may be freed by that run: it is not touched after. */
+static void answer_ready(struct http_loop *hl, struct exchange *x)
+{
+    int was = x->phase;
+    x->phase = PHASE_DONE;
+    if (x->abandoned)
+        exchange_free(x); /* nobody to answer: the connection is gone */
+    else if (was == PHASE_SUSPENDED)
+        MHD_resume_connection(x->conn);
+    mhd_run_soon(hl);
+    hl->fibers--;
+    if (hl->stop_when_idle && hl->fibers == 0)
+        loop_stop(hl->loop);
+}
+
+/* A request's fiber: the domain's code, written top to bottom; where it
+ * waits for Redis or MySQL, the fiber parks and the loop serves others. */
+static void run_request(void *arg)
+{
+    struct exchange *x = arg;
+    struct http_loop *hl = x->hl;
+    api_finish(&x->req, &x->resp);
+    if (hl->srv->hooks.after_request != NULL)
+        hl->srv->hooks.after_request();
+    answer_ready(hl, x);
+}
+
+/* Every fiber of the loop taken: say so rather than wait. */
 static void overloaded(struct exchange *x)
 {
     resp_problem(&x->resp, PROBLEM_DEPENDENCY_UNAVAILABLE, NULL,
@@ -118,28 +204,14 @@ static void overloaded(struct exchange *x)
     resp_header(&x->resp, "Retry-After", "1");
 }
 
-/* On a worker thread: the blocking step, then the answer back to the
- * HTTP thread. The exchange is not touched by that thread meanwhile: it
- * only looks at the phase, and the connection, once suspended, is called
- * for nothing until it is resumed. */
-static void run_blocking(void *arg, bool cancelled)
-{
-    struct exchange *x = arg;
-    struct MHD_Connection *c = x->conn; /* x may be freed once DONE is seen */
-    if (cancelled)
-        overloaded(x);
-    else
-        api_finish(&x->req, &x->resp);
-    if (atomic_exchange(&x->phase, PHASE_DONE) == PHASE_SUSPENDED)
-        MHD_resume_connection(c);
-}
-
 /* The first call for a request: its head is complete. */
-static enum MHD_Result exchange_begin(struct http_server *srv, struct MHD_Connection *c,
+static enum MHD_Result exchange_begin(struct http_loop *hl, struct MHD_Connection *c,
                                       const char *url, const char *method, const char *version,
                                       void **state)
 {
+    struct http_server *srv = hl->srv;
     struct exchange *x = exchange_new(srv, c, url, method, version);
+    x->hl = hl;
     *state = x;
     x->slot = http_slot_of(c);
     if (x->slot != NULL)
@@ -147,7 +219,9 @@ static enum MHD_Result exchange_begin(struct http_server *srv, struct MHD_Connec
     atomic_fetch_add(&srv->inflight, 1);
     atomic_store(&srv->last_request_ms, mono_ms());
     metrics_add(M_INFLIGHT_REQUESTS, 1);
-    if (!http_precheck(c, x))
+    bool ok = http_precheck(c, x);
+    x->wire_version = NULL;
+    if (!ok)
         return send_response(c, x, true);
     /* Queue nothing yet, even without a body: a response queued on the
      * first call is sent with Connection: close, which costs every
@@ -155,9 +229,10 @@ static enum MHD_Result exchange_begin(struct http_server *srv, struct MHD_Connec
     return MHD_YES;
 }
 
-/* The rest of a request blocks on Redis or MySQL. Held here, it would hold
- * up every other connection this thread serves; so a worker runs it
- * (run_blocking) while the connection is suspended.
+/* The rest of a request waits for Redis or MySQL; a fiber of this loop
+ * runs it (run_request) while the connection is suspended. The fiber
+ * starts in this turn, once MHD_run has returned (never inside MHD), and
+ * as many run at once as park.
  *
  * The connection is not suspended in this call, the one in which the
  * request became complete, but in the next. libmicrohttpd 0.9.75 does not
@@ -168,25 +243,28 @@ static enum MHD_Result exchange_begin(struct http_server *srv, struct MHD_Connec
  * stream there, on which the connection is closed with the answer unsent
  * and, for an order, its effect committed. Returning without a response
  * makes it "block" (a request that awaits its answer reads nothing more);
- * suspended from the next call, it is resumed in that state and answered. */
-static enum MHD_Result hand_to_worker(struct http_server *srv, struct exchange *x)
+ * suspended from the next call, it is resumed in that state and answered.
+ *
+ * At most fibers_max requests of a loop are on fibers at once; beyond,
+ * 503 at once, as a full worker queue answered before. */
+static enum MHD_Result hand_to_fiber(struct http_loop *hl, struct exchange *x)
 {
-    atomic_store(&x->phase, PHASE_AT_WORKER);
-    if (!workers_submit(srv->workers, run_blocking, x)) {
+    if (hl->fibers >= hl->fibers_max || fiber_spawn(hl->loop, run_request, x) == NULL) {
         overloaded(x);
-        atomic_store(&x->phase, PHASE_DONE);
+        x->phase = PHASE_DONE;
+        return MHD_YES;
     }
+    x->phase = PHASE_AT_FIBER;
+    hl->fibers++;
     return MHD_YES;
 }
 
-/* Called again while a worker has the request: suspend the connection
- * until the answer is ready, unless it already is. */
-static enum MHD_Result await_worker(struct MHD_Connection *c, struct exchange *x)
+/* Called again while the fiber has the request: suspend the connection
+ * until the answer is ready. */
+static enum MHD_Result await_fiber(struct MHD_Connection *c, struct exchange *x)
 {
-    int expected = PHASE_AT_WORKER;
     MHD_suspend_connection(c);
-    if (!atomic_compare_exchange_strong(&x->phase, &expected, PHASE_SUSPENDED))
-        MHD_resume_connection(c); /* DONE meanwhile: the worker did not resume */
+    x->phase = PHASE_SUSPENDED;
     return MHD_YES;
 }
 
@@ -194,11 +272,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **state)
 {
-    struct http_server *srv = cls;
+    struct http_loop *hl = cls;
+    struct http_server *srv = hl->srv;
     struct exchange *x = *state;
 
     if (x == NULL)
-        return exchange_begin(srv, c, url, method, version, state);
+        return exchange_begin(hl, c, url, method, version, state);
 
     if (*upload_size > 0) {
         /* The announced length was checked (http_precheck), and chunked bodies
@@ -222,13 +301,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                      srv->app->cfg->max_body);
         return send_response(c, x, true);
     }
-    /* A request a worker has is answered with what the worker says, even
+    /* A request a fiber has is answered with what the fiber says, even
      * while stopping: its effect may be committed. */
-    switch (atomic_load(&x->phase)) {
+    switch (x->phase) {
     case PHASE_DONE:
         return send_response(c, x, false);
-    case PHASE_AT_WORKER:
-        return await_worker(c, x);
+    case PHASE_AT_FIBER:
+        return await_fiber(c, x);
     case PHASE_SUSPENDED:
         return MHD_YES; /* never: a suspended connection is called for nothing */
     default:
@@ -247,13 +326,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     x->req.body_len = x->body.len;
     if (api_begin(&x->req, &x->resp) == API_ANSWERED)
         return send_response(c, x, false);
-    return hand_to_worker(srv, x);
+    return hand_to_fiber(hl, x);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,
                          enum MHD_RequestTerminationCode why)
 {
-    struct http_server *srv = cls;
+    struct http_loop *hl = cls;
+    struct http_server *srv = hl->srv;
     struct exchange *x = *state;
     (void)c;
     if (x == NULL)
@@ -266,8 +346,19 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
         atomic_store(&x->slot->body_done, false);
         atomic_store(&x->slot->busy, false);
     }
-    exchange_free(x);
     *state = NULL;
+    if (x->phase == PHASE_AT_FIBER || x->phase == PHASE_SUSPENDED) {
+        /* The client went away before the connection was suspended (a
+         * suspended one is not watched): the fiber still has the request
+         * and frees it when it ends (answer_ready). The values it reads
+         * are copies (http_head.c), and what it has not read yet reads as
+         * absent. */
+        x->abandoned = true;
+        x->conn = NULL;
+        x->slot = NULL;
+    } else {
+        exchange_free(x);
+    }
     atomic_fetch_sub(&srv->inflight, 1);
     metrics_add(M_INFLIGHT_REQUESTS, -1);
 }
@@ -283,18 +374,97 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_warn("http: %s", msg);
 }
 
-struct http_server *http_start(struct app *app, const struct workers_thread_hooks *hooks)
+/* The loop threads' share of the old worker queue: TICKETD_THREADS
+ * requests at Redis or MySQL and TICKETD_QUEUE_MAX waiting, at most, over
+ * the whole server, as before; each loop takes an equal share, rounded
+ * up. A fiber costs a stack's touched pages (fiber.h), so the bound is
+ * memory's as much as the database's. */
+static int fibers_per_loop(const struct config *cfg, int nloops)
+{
+    int all = cfg->threads + cfg->queue_max;
+    return (all + nloops - 1) / nloops;
+}
+
+/* Each daemon takes an equal share of TICKETD_CONN_LIMIT, rounded up: the
+ * kernel spreads new connections evenly over the listeners, and the
+ * reaper sheds per daemon (http_conns.c). */
+static int conn_limit_per_loop(const struct config *cfg, int nloops)
+{
+    return (cfg->conn_limit + nloops - 1) / nloops;
+}
+
+static struct MHD_Daemon *daemon_start(struct http_loop *hl, const struct sockaddr_in *addr)
+{
+    const struct config *cfg = hl->srv->app->cfg;
+    /* No internal thread and no wake-up channel: the loop runs the daemon
+     * (mhd_drive). The per-address limit is counted over every daemon
+     * (http_conns.c), so MHD's own, per daemon, is off. */
+    unsigned int flags =
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME;
+    return MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_request, hl, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_LISTENING_ADDRESS_REUSE,
+        (unsigned int)1, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)hl->conn_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->conn_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, hl, MHD_OPTION_NOTIFY_CONNECTION, http_on_connection, hl,
+        MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_UNESCAPE_CALLBACK, http_unescape, NULL,
+        MHD_OPTION_URI_LOG_CALLBACK, http_uri_logger, hl, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+        (unsigned int)1024, MHD_OPTION_END);
+}
+
+static void *loop_main(void *p)
+{
+    struct http_loop *hl = p;
+    const struct http_thread_hooks *hooks = &hl->srv->hooks;
+    if (hooks->begin != NULL)
+        hooks->begin();
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(hl->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    loop_io_start(hl->loop, &hl->mhd_io, di->epoll_fd, LOOP_READ, mhd_ready, hl);
+    mhd_arm_timer(hl);
+    loop_run(hl->loop);
+    loop_io_stop(hl->loop, &hl->mhd_io);
+    loop_timer_stop(hl->loop, &hl->mhd_timer);
+    if (hooks->end != NULL)
+        hooks->end();
+    fiber_pool_drain();
+    return NULL;
+}
+
+static bool loop_start(struct http_loop *hl, const struct sockaddr_in *addr)
+{
+    const struct config *cfg = hl->srv->app->cfg;
+    int nloops = hl->srv->nloops;
+    hl->fibers_max = fibers_per_loop(cfg, nloops);
+    hl->conn_limit = conn_limit_per_loop(cfg, nloops);
+    hl->loop = loop_new(hl->index, nloops);
+    if (hl->loop == NULL)
+        return false;
+    hl->daemon = daemon_start(hl, addr);
+    if (hl->daemon == NULL) {
+        log_error("cannot listen on %s:%d", cfg->bind, cfg->port);
+        return false;
+    }
+    if (pthread_create(&hl->thread, NULL, loop_main, hl) != 0) {
+        log_error("cannot start loop thread %d of %d", hl->index + 1, nloops);
+        return false;
+    }
+    char name[16];
+    snprintf(name, sizeof name, "loop-%d", hl->index);
+    pthread_setname_np(hl->thread, name);
+    hl->thread_started = true;
+    return true;
+}
+
+struct http_server *http_start(struct app *app, const struct http_thread_hooks *hooks)
 {
     const struct config *cfg = app->cfg;
     struct http_server *s = xcalloc(1, sizeof *s);
     s->app = app;
+    if (hooks != NULL)
+        s->hooks = *hooks;
     pthread_mutex_init(&s->conns_mu, NULL);
-    s->workers = workers_start(cfg->threads, cfg->queue_max, hooks);
-    if (s->workers == NULL) {
-        pthread_mutex_destroy(&s->conns_mu);
-        free(s);
-        return NULL;
-    }
+    http_conns_init(s);
 
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
@@ -302,29 +472,19 @@ struct http_server *http_start(struct app *app, const struct workers_thread_hook
     addr.sin_port = htons((uint16_t)cfg->port);
     if (inet_pton(AF_INET, cfg->bind, &addr.sin_addr) != 1) {
         log_error("TICKETD_BIND=%s is not an IPv4 address", cfg->bind);
-        free(s);
+        http_stop(s);
         return NULL;
     }
 
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
-                         MHD_USE_ERROR_LOG | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME;
-    s->daemon = MHD_start_daemon(
-        flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned int)cfg->io_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->conn_limit,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->conn_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->conn_per_ip,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-        http_on_connection, s, MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_UNESCAPE_CALLBACK,
-        http_unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK, http_uri_logger, NULL,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_END);
-    if (s->daemon == NULL) {
-        log_error("cannot listen on %s:%d", cfg->bind, cfg->port);
-        workers_stop(s->workers);
-        pthread_mutex_destroy(&s->conns_mu);
-        free(s);
-        return NULL;
+    s->nloops = cfg->loops > 0 ? cfg->loops : 1; /* config_resolve made 0 the cores */
+    s->loops = xcalloc((size_t)s->nloops, sizeof *s->loops);
+    for (int i = 0; i < s->nloops; i++) {
+        s->loops[i].srv = s;
+        s->loops[i].index = i;
+        if (!loop_start(&s->loops[i], &addr)) {
+            http_stop(s);
+            return NULL;
+        }
     }
     if (pthread_create(&s->reaper, NULL, http_reaper_main, s) != 0) {
         log_error("cannot start the connection reaper");
@@ -332,16 +492,52 @@ struct http_server *http_start(struct app *app, const struct workers_thread_hook
         return NULL;
     }
     s->reaper_started = true;
-    log_info("listening on http://%s:%d with %d HTTP threads and %d workers", cfg->bind, cfg->port,
-             cfg->io_threads, cfg->threads);
+    log_info("listening on http://%s:%d with %d loop threads (at most %d requests on fibers "
+             "each)",
+             cfg->bind, cfg->port, s->nloops, s->loops[0].fibers_max);
     return s;
+}
+
+/* Runs fn(hl) on each loop's thread and returns once every one has. */
+struct on_each {
+    struct http_loop *hl;
+    void (*fn)(struct http_loop *hl);
+    sem_t done;
+};
+
+static void on_each_run(void *arg)
+{
+    struct on_each *e = arg;
+    e->fn(e->hl);
+    sem_post(&e->done);
+}
+
+static void for_each_loop(struct http_server *s, void (*fn)(struct http_loop *hl))
+{
+    for (int i = 0; i < s->nloops; i++) {
+        struct http_loop *hl = &s->loops[i];
+        if (!hl->thread_started)
+            continue;
+        struct on_each e = {.hl = hl, .fn = fn};
+        sem_init(&e.done, 0, 0);
+        loop_post(hl->loop, on_each_run, &e);
+        while (sem_wait(&e.done) != 0)
+            ; /* EINTR */
+        sem_destroy(&e.done);
+    }
+}
+
+/* On the loop's thread: MHD_run may be under way nowhere else. */
+static void quiesce_daemon(struct http_loop *hl)
+{
+    MHD_socket fd = MHD_quiesce_daemon(hl->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
 }
 
 void http_quiesce(struct http_server *s)
 {
-    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
+    for_each_loop(s, quiesce_daemon);
 }
 
 /* Waits until done(s) or the deadline; returns done(s). */
@@ -383,6 +579,16 @@ int http_drain(struct http_server *s, int timeout_ms)
     return atomic_load(&s->inflight);
 }
 
+/* On the loop's thread: the loop ends once its last request fiber has
+ * (each resumes its connection with the answer first). */
+static void stop_when_idle(void *arg)
+{
+    struct http_loop *hl = arg;
+    hl->stop_when_idle = true;
+    if (hl->fibers == 0)
+        loop_stop(hl->loop);
+}
+
 void http_stop(struct http_server *s)
 {
     if (s == NULL)
@@ -391,10 +597,23 @@ void http_stop(struct http_server *s)
         atomic_store(&s->reaper_stop, true);
         pthread_join(s->reaper, NULL);
     }
-    /* Workers first: each suspended connection is resumed (with its answer,
-     * or "unavailable" for a job that never started) before MHD stops. */
-    workers_stop(s->workers);
-    MHD_stop_daemon(s->daemon);
+    for (int i = 0; i < s->nloops; i++) {
+        if (s->loops[i].thread_started)
+            loop_post(s->loops[i].loop, stop_when_idle, &s->loops[i]);
+    }
+    /* The loops have ended: their daemons are stopped from here, which
+     * closes what connections are left (their completed callbacks run on
+     * this thread). */
+    for (int i = 0; i < s->nloops; i++) {
+        struct http_loop *hl = &s->loops[i];
+        if (hl->thread_started)
+            pthread_join(hl->thread, NULL);
+        if (hl->daemon != NULL)
+            MHD_stop_daemon(hl->daemon);
+        loop_free(hl->loop);
+    }
+    free(s->loops);
+    http_conns_cleanup(s);
     pthread_mutex_destroy(&s->conns_mu);
     free(s);
 }

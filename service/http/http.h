@@ -1,21 +1,32 @@
 /* http.h - the HTTP server: libmicrohttpd's request lifecycle, bodies and
- * their limits, request ids, access logs and metrics. The only file that
+ * their limits, request ids, access logs and metrics. The only folder that
  * includes <microhttpd.h>.
  *
- * Requests are served on an internal thread pool (epoll); handlers may
- * block on Redis or MySQL there. */
+ * TICKETD_LOOPS loop threads (base/loop.h) each run a libmicrohttpd daemon
+ * of their own on the same port (SO_REUSEPORT: the kernel spreads new
+ * connections over them). A request is read, checked and, when it needs
+ * no I/O, answered on its loop; the rest of it (api_finish: Redis, MySQL)
+ * runs on a fiber of the same loop (base/fiber.h), which parks while it
+ * waits, so one waiting request holds up no other connection and no
+ * request crosses to another thread. */
 #ifndef TICKETD_HTTP_H
 #define TICKETD_HTTP_H
 
 struct app;
 struct http_server;
-struct workers_thread_hooks;
 
-/* Starts listening on cfg->bind:cfg->port and serving through
- * api_dispatch(), the blocking work on a pool whose threads run hooks
- * (borrowed, workers.h) around their jobs. Returns a new server, or NULL
- * (logged). */
-struct http_server *http_start(struct app *app, const struct workers_thread_hooks *hooks);
+/* What each loop thread runs around its requests; a NULL member is
+ * skipped. Called on the loop thread itself. */
+struct http_thread_hooks {
+    void (*begin)(void);         /* once, before its first request */
+    void (*after_request)(void); /* on the request's fiber, after it: what it borrowed back */
+    void (*end)(void);           /* once, before the thread ends: what it owned */
+};
+
+/* Starts listening on cfg->bind:cfg->port with cfg->loops loop threads,
+ * serving through api_begin() and api_finish(); hooks (borrowed, may be
+ * NULL) are copied. Returns a new server, or NULL (logged). */
+struct http_server *http_start(struct app *app, const struct http_thread_hooks *hooks);
 
 /* Stops accepting new connections; requests in flight go on. */
 void http_quiesce(struct http_server *s);

@@ -1,8 +1,8 @@
-/* http_conns.c - the client connections: their list, the deadlines a
- * request head and a whole request must meet (slowloris), and the shedding
- * of connections near TICKETD_CONN_LIMIT. Apart from http.c because the
- * reaper is a thread of its own that looks at connections, never at
- * requests. */
+/* http_conns.c - the client connections: their list, the count per
+ * client address, the deadlines a request head and a whole request must
+ * meet (slowloris), and the shedding of connections near
+ * TICKETD_CONN_LIMIT. Apart from http.c because the reaper is a thread of
+ * its own that looks at connections, never at requests. */
 #include "app.h"
 #include "http_internal.h"
 #include "log.h"
@@ -14,11 +14,106 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 /* How often the reaper looks for connections past their deadlines, and
  * for the connection count near its cap. */
 #define REAP_INTERVAL_MS 100
+
+/* Chains of the per-address counts. */
+#define IP_BUCKETS 1024
+
+/* How many connections one client address holds, over every daemon: each
+ * daemon (one per loop) would count only its own, and the kernel spreads a
+ * client's connections over all of them, so TICKETD_CONN_PER_IP is
+ * counted here, under conns_mu, and MHD's own limit is off. */
+struct ip_count {
+    unsigned char addr[16]; /* IPv4 in the first 4 bytes, or IPv6 */
+    int count;
+    struct ip_count *next;
+};
+
+void http_conns_init(struct http_server *srv)
+{
+    srv->by_ip = xcalloc(IP_BUCKETS, sizeof *srv->by_ip);
+}
+
+void http_conns_cleanup(struct http_server *srv)
+{
+    if (srv->by_ip == NULL)
+        return;
+    for (int i = 0; i < IP_BUCKETS; i++) {
+        struct ip_count *c = srv->by_ip[i];
+        while (c != NULL) {
+            struct ip_count *next = c->next;
+            free(c);
+            c = next;
+        }
+    }
+    free(srv->by_ip);
+    srv->by_ip = NULL;
+}
+
+/* The address bytes of a peer; false for a family without one (a Unix
+ * socket: not limited). */
+static bool peer_key(const struct sockaddr_storage *ss, unsigned char key[16])
+{
+    memset(key, 0, 16);
+    if (ss->ss_family == AF_INET) {
+        memcpy(key, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+        return true;
+    }
+    if (ss->ss_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+        return true;
+    }
+    return false;
+}
+
+static struct ip_count **ip_bucket(struct http_server *srv, const unsigned char key[16])
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (int i = 0; i < 16; i++)
+        h = (h ^ key[i]) * 16777619u;
+    return &srv->by_ip[h % IP_BUCKETS];
+}
+
+/* Counts one more connection from key; false (nothing counted) when its
+ * address already holds TICKETD_CONN_PER_IP. Called with conns_mu held. */
+static bool ip_take(struct http_server *srv, const unsigned char key[16])
+{
+    int limit = srv->app->cfg->conn_per_ip;
+    struct ip_count **b = ip_bucket(srv, key);
+    struct ip_count *c = *b;
+    while (c != NULL && memcmp(c->addr, key, 16) != 0)
+        c = c->next;
+    if (c == NULL) {
+        c = xcalloc(1, sizeof *c);
+        memcpy(c->addr, key, 16);
+        c->next = *b;
+        *b = c;
+    }
+    if (limit > 0 && c->count >= limit)
+        return false;
+    c->count++;
+    return true;
+}
+
+/* Called with conns_mu held. */
+static void ip_give(struct http_server *srv, const unsigned char key[16])
+{
+    struct ip_count **at = ip_bucket(srv, key);
+    while (*at != NULL && memcmp((*at)->addr, key, 16) != 0)
+        at = &(*at)->next;
+    struct ip_count *c = *at;
+    if (c == NULL)
+        return;
+    if (--c->count == 0) {
+        *at = c->next;
+        free(c);
+    }
+}
 
 struct conn_slot *http_slot_of(struct MHD_Connection *c)
 {
@@ -41,18 +136,38 @@ void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *c)
     return NULL;
 }
 
+/* A connection from an address that holds its TICKETD_CONN_PER_IP is
+ * shut down as soon as it starts: the client sees it closed at once, as
+ * with MHD's own limit. */
 void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                         enum MHD_ConnectionNotificationCode code)
 {
-    struct http_server *srv = cls;
+    struct http_loop *hl = cls;
+    struct http_server *srv = hl->srv;
     struct conn_slot *slot = *socket_context;
+    unsigned char key[16];
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ai =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         slot = xcalloc(1, sizeof *slot);
         slot->fd = ci != NULL ? ci->connect_fd : -1;
+        slot->loop = hl->index;
+        if (ai != NULL && ai->client_addr != NULL) {
+            size_t n = ai->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                              : sizeof(struct sockaddr_in);
+            memcpy(&slot->peer, ai->client_addr, n);
+        }
         atomic_store(&slot->idle_since_ms, mono_ms());
         pthread_mutex_lock(&srv->conns_mu);
+        if (peer_key(&slot->peer, key)) {
+            slot->counted = ip_take(srv, key);
+            if (!slot->counted && slot->fd >= 0) {
+                shutdown(slot->fd, SHUT_RDWR);
+                slot->reaped = true;
+            }
+        }
         slot->next = srv->conns;
         if (srv->conns != NULL)
             srv->conns->prev = slot;
@@ -60,10 +175,13 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
         pthread_mutex_unlock(&srv->conns_mu);
         *socket_context = slot;
         atomic_fetch_add(&srv->connections, 1);
+        atomic_fetch_add(&hl->connections, 1);
         return;
     }
     if (slot != NULL) {
         pthread_mutex_lock(&srv->conns_mu);
+        if (slot->counted && peer_key(&slot->peer, key))
+            ip_give(srv, key);
         if (slot->prev != NULL)
             slot->prev->next = slot->next;
         else
@@ -75,6 +193,7 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
         *socket_context = NULL;
     }
     atomic_fetch_sub(&srv->connections, 1);
+    atomic_fetch_sub(&hl->connections, 1);
 }
 
 /* Slowloris: a client that opens connections and sends its request a
@@ -117,17 +236,19 @@ static int by_idle_since(const void *a, const void *b)
  * shut down, the longest without one first (idle keep-alive connections,
  * then the slowest requests), until a quarter of the slots is free. A new
  * client's connection is the newest: it is served before its turn comes.
+ * Each daemon (one per loop) has its share of the cap and its own accept
+ * queue, so this is done per daemon, with its share.
  * Called with conns_mu held; returns how many were shed. */
-static int shed_at_cap(struct http_server *srv, int open)
+static int shed_at_cap(struct http_server *srv, const struct http_loop *hl, int open)
 {
-    int cap = srv->app->cfg->conn_limit;
+    int cap = hl->conn_limit;
     int high = cap - (cap / 16 > 0 ? cap / 16 : 1), low = cap - (cap / 4 > 0 ? cap / 4 : 1);
     if (open < high)
         return 0;
     struct conn_slot **v = xcalloc((size_t)open + 1, sizeof *v);
     int n = 0;
     for (struct conn_slot *c = srv->conns; c != NULL && n <= open; c = c->next) {
-        if (sheddable(c))
+        if (c->loop == hl->index && sheddable(c))
             v[n++] = c;
     }
     qsort(v, (size_t)n, sizeof *v, by_idle_since);
@@ -145,22 +266,25 @@ static int shed_at_cap(struct http_server *srv, int open)
 static void reap_once(struct http_server *srv, int late[3], int *shed)
 {
     int64_t now = mono_ms();
-    int open = 0;
+    int *open = xcalloc((size_t)srv->nloops, sizeof *open);
     pthread_mutex_lock(&srv->conns_mu);
     for (struct conn_slot *c = srv->conns; c != NULL; c = c->next) {
         if (c->reaped || c->fd < 0)
             continue;
         enum reap_reason why = reap_reason(c, now, srv->app->cfg);
         if (why == KEEP) {
-            open++;
+            open[c->loop]++;
             continue;
         }
         shutdown(c->fd, SHUT_RDWR);
         c->reaped = true;
         late[why]++;
     }
-    *shed = shed_at_cap(srv, open);
+    *shed = 0;
+    for (int i = 0; i < srv->nloops; i++)
+        *shed += shed_at_cap(srv, &srv->loops[i], open[i]);
     pthread_mutex_unlock(&srv->conns_mu);
+    free(open);
 }
 
 void *http_reaper_main(void *p)

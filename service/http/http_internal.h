@@ -1,22 +1,26 @@
 /* http_internal.h - what http.c, http_head.c and http_conns.c share and
- * nothing outside service/http/ may see: the server, a connection's slot,
- * a request's exchange, and the helpers one file defines for another. */
+ * nothing outside service/http/ may see: the server and its loops, a
+ * connection's slot, a request's exchange, and the helpers one file
+ * defines for another. */
 #ifndef TICKETD_HTTP_INTERNAL_H
 #define TICKETD_HTTP_INTERNAL_H
 
 #include "body.h"
+#include "http.h"
+#include "loop.h"
 #include "req.h"
 #include "resp.h"
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct app;
-struct workers;
+struct http_server;
 
 /* One client connection, from MHD's "started" to its "closed" notice. The
  * reaper reads it under conns_mu; MHD closes the socket only after the
@@ -24,6 +28,9 @@ struct workers;
  * connection's while the slot is listed. */
 struct conn_slot {
     int fd;
+    int loop; /* the index of the loop whose daemon accepted it */
+    struct sockaddr_storage peer;
+    bool counted;    /* in its address's count (TICKETD_CONN_PER_IP) */
     const char *uri; /* the request target as MHD first saw it (http_uri_logger) */
     size_t uri_len;
     _Atomic bool busy;             /* a request's head has arrived */
@@ -33,17 +40,40 @@ struct conn_slot {
     struct conn_slot *prev, *next;
 };
 
-struct http_server {
+/* One loop thread of the server: its event loop, its libmicrohttpd daemon
+ * (no thread of its own: the loop runs it) and the fibers of its requests.
+ * Everything but the atomics is touched on the loop's thread only. */
+struct http_loop {
+    struct http_server *srv;
+    int index;
+    struct loop *loop;
     struct MHD_Daemon *daemon;
+    pthread_t thread;
+    bool thread_started;
+    struct loop_io mhd_io;       /* MHD's epoll set, in the loop's */
+    struct loop_timer mhd_timer; /* MHD_get_timeout's wait */
+    struct loop_task mhd_again;  /* MHD_run again in this turn (after a resume) */
+    int fibers;                  /* request fibers started and not ended */
+    int fibers_max;              /* beyond, 503 (http.c, FIBERS_PER_LOOP) */
+    bool stop_when_idle;         /* http_stop: end the loop once fibers is 0 */
+    _Atomic int connections;     /* open connections of this daemon */
+    int conn_limit;              /* this daemon's share of TICKETD_CONN_LIMIT */
+};
+
+struct http_server {
     struct app *app;
     _Atomic int inflight;    /* requests read and not yet fully answered */
     _Atomic int connections; /* open client connections */
     _Atomic int64_t last_request_ms;
     atomic_bool stopping; /* the connections are about to be closed */
 
-    struct workers *workers;  /* the blocking part of requests */
-    pthread_mutex_t conns_mu; /* guards the list of slots */
+    int nloops;
+    struct http_loop *loops;
+    struct http_thread_hooks hooks; /* a copy; NULL members skipped */
+
+    pthread_mutex_t conns_mu; /* guards the list of slots and the address counts */
     struct conn_slot *conns;
+    struct ip_count **by_ip; /* IP_BUCKETS chains (http_conns.c) */
     pthread_t reaper;
     atomic_bool reaper_stop;
     bool reaper_started;
@@ -52,13 +82,24 @@ struct http_server {
 /* Per-request state, created on the first access-handler call and freed
  * only in the completed callback: the one hook MHD runs even when the
  * client goes away mid-request. */
-#define TRIMMED_MAX 8
+#define KEPT_MAX 16
+
+/* A header or query value the API read, copied: a fiber may still hold it
+ * when the client has gone and MHD has freed the connection's memory. */
+struct kept_value {
+    char kind; /* 'h' header, 'q' query argument */
+    char *name;
+    char *value; /* NULL: absent */
+};
 
 struct exchange {
     struct http_server *srv;
-    struct conn_slot *slot;     /* the connection's, for the head deadline */
-    char *trimmed[TRIMMED_MAX]; /* header values without trailing blanks */
-    int ntrimmed;
+    struct http_loop *hl;   /* the loop whose daemon has the connection */
+    struct conn_slot *slot; /* the connection's, for the head deadline */
+    struct kept_value kept[KEPT_MAX];
+    int nkept;
+    char *method, *path, *version; /* copies, for the same reason */
+    const char *wire_version;      /* MHD's own, on the first call only (http_precheck) */
     struct req req;
     struct resp resp;
     struct body body;
@@ -66,17 +107,21 @@ struct exchange {
     char request_id[72];
     bool too_large; /* the body outgrew the limit; keep discarding it */
     bool queued;
-    /* The blocking step on a worker (see hand_to_worker): the connection
-     * is suspended meanwhile and resumed with the answer ready. */
-    struct MHD_Connection *conn;
-    _Atomic int phase; /* enum worker_phase */
+    /* The step that waits for Redis or MySQL, on a fiber (see
+     * hand_to_fiber): the connection is suspended meanwhile and resumed
+     * with the answer ready. */
+    struct MHD_Connection *conn; /* NULL once abandoned */
+    int phase;                   /* enum fiber_phase; the loop's thread only */
+    /* The connection ended (the client went away) while the fiber had the
+     * request: the fiber frees the exchange when it ends (answer_ready). */
+    bool abandoned;
 };
 
-/* Where a request handed to a worker is. The worker moves it to DONE;
- * whoever finds the other side already past its step does the resume. */
-enum worker_phase {
-    PHASE_NONE,      /* not handed to a worker */
-    PHASE_AT_WORKER, /* queued or running; the connection is not suspended */
+/* Where a request handed to a fiber is. The fiber moves it to DONE and
+ * resumes the connection if it was suspended meanwhile. */
+enum fiber_phase {
+    PHASE_NONE,      /* not handed to a fiber */
+    PHASE_AT_FIBER,  /* started; the connection is not suspended */
     PHASE_SUSPENDED, /* still running; the connection is suspended */
     PHASE_DONE,      /* the answer is in x->resp */
 };
@@ -99,5 +144,8 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
                         enum MHD_ConnectionNotificationCode code);
 /* http_conns.c: the reaper thread (deadlines and shedding). */
 void *http_reaper_main(void *p);
+/* http_conns.c: the per-address counts' table, and its end. */
+void http_conns_init(struct http_server *srv);
+void http_conns_cleanup(struct http_server *srv);
 
 #endif

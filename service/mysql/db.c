@@ -1,8 +1,11 @@
 #include "db.h"
 #include "db_conn.h"
+#include "db_pool.h"
 
 #include "breaker.h"
 #include "err.h"
+#include "fiber.h"
+#include "loop.h"
 #include "log.h"
 #include "metrics.h"
 #include "txretry.h"
@@ -22,24 +25,16 @@
 #define DB_COOLDOWN_MS 500
 
 static const struct config *cfg;
-static pthread_key_t conn_key; /* a thread's own connection (background threads) */
+static pthread_key_t conn_key; /* a plain thread's own connection (background threads) */
 
-/* The request workers' connections: TICKETD_DB_CONNS of them, shared by
- * TICKETD_THREADS workers, each borrowing one for the length of a request.
- * So the database sees as many sessions as it serves well, however many
- * workers wait on Redis. The idle ones are a stack: the connection used
- * last (warm, its statements prepared) is the next one lent. */
-static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t freed;
-    struct db_conn **idle;
-    int nidle;
-    int lent;
-    int size;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0};
+/* Loops with a pool of their own, at most (TICKETD_LOOPS is one per core). */
+#define DB_MAX_LOOPS 256
 
-static __thread bool pooled;              /* this thread borrows (db_thread_pooled) */
-static __thread struct db_conn *borrowed; /* what it holds until db_thread_idle */
+/* The request connections: TICKETD_DB_CONNS of them, split over the loops
+ * (at least one each), each loop's lent to its fibers for the length of a
+ * request (db_pool.h). So the database sees as many sessions as it serves
+ * well, however many requests wait on Redis. */
+static struct db_pool pools[DB_MAX_LOOPS];
 static struct breaker health = BREAKER_INIT("mysql", DB_COOLDOWN_MS);
 
 /* The link failed: open the breaker (counted when this opened it). */
@@ -51,6 +46,8 @@ static void trip(enum breaker_pass pass)
 
 void db_conn_close(struct db_conn *c)
 {
+    /* COM_STMT_CLOSE and COM_QUIT expect no answer: sent as they are,
+     * even on a fiber's connection. */
     for (int i = 0; i < c->nstmts; i++)
         mysql_stmt_close(c->stmts[i].stmt);
     c->nstmts = 0;
@@ -72,8 +69,6 @@ static void conn_destroy(void *p)
 int db_init(const struct config *config)
 {
     cfg = config;
-    pool.size = config->db_conns;
-    pool.idle = xcalloc((size_t)pool.size, sizeof *pool.idle);
     if (mysql_library_init(0, NULL, NULL) != 0)
         return TD_EINTERNAL;
     if (pthread_key_create(&conn_key, conn_destroy) != 0)
@@ -81,26 +76,33 @@ int db_init(const struct config *config)
     return TD_OK;
 }
 
-/* Lends a connection of the pool, waiting at most the MySQL timeout for
- * one to be given back. NULL when none came: the caller answers
- * "unavailable", as for a server that does not answer in time. */
+static struct db_pool *loop_pool(void)
+{
+    struct loop *l = loop_self();
+    int i = loop_index(l);
+    if (i < 0 || i >= DB_MAX_LOOPS)
+        return NULL;
+    struct db_pool *p = &pools[i];
+    if (p->loop == NULL)
+        db_pool_init(p, l, db_pool_share(cfg->db_conns, loop_count(), i));
+    return p;
+}
+
+/* Lends the calling fiber a connection of its loop's pool, parking it at
+ * most the MySQL timeout for one to be given back. NULL when none came:
+ * the caller answers "unavailable", as for a server that does not answer
+ * in time. */
 static struct db_conn *pool_borrow(void)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += cfg->mysql_timeout_s;
-    pthread_mutex_lock(&pool.mu);
-    int rc = 0;
-    while (pool.lent == pool.size && rc == 0)
-        rc = pthread_cond_timedwait(&pool.freed, &pool.mu, &until);
-    struct db_conn *c = NULL;
-    if (pool.lent < pool.size) {
-        pool.lent++;
-        c = pool.nidle > 0 ? pool.idle[--pool.nidle] : xcalloc(1, sizeof *c);
-    }
-    pthread_mutex_unlock(&pool.mu);
+    struct db_pool *p = loop_pool();
+    bool make;
+    if (p == NULL)
+        return NULL;
+    struct db_conn *c = db_pool_borrow(p, cfg->mysql_timeout_s * 1000, &make);
+    if (make)
+        return xcalloc(1, sizeof *c); /* dialled by db_conn */
     if (c == NULL)
-        log_warn("mysql: no connection of %d came free in %d s", pool.size, cfg->mysql_timeout_s);
+        log_warn("mysql: no connection of %d came free in %d s", p->size, cfg->mysql_timeout_s);
     return c;
 }
 
@@ -110,29 +112,40 @@ static void pool_give_back(struct db_conn *c)
         log_error("mysql: a connection came back inside a transaction; rolling back");
         db_rollback(c);
     }
-    pthread_mutex_lock(&pool.mu);
-    pool.idle[pool.nidle++] = c;
-    pool.lent--;
-    pthread_cond_signal(&pool.freed);
-    pthread_mutex_unlock(&pool.mu);
+    db_pool_give_back(loop_pool(), c);
+}
+
+static struct db_conn **fiber_conn(void)
+{
+    return (struct db_conn **)fiber_slot(FIBER_SLOT_DB);
 }
 
 void db_thread_pooled(void)
 {
-    pooled = true;
+    /* Nothing to mark: a fiber borrows from its loop's pool on its first
+     * call (db_conn) and a plain thread has a connection of its own. */
 }
 
 void db_thread_idle(void)
 {
-    if (borrowed != NULL) {
-        pool_give_back(borrowed);
-        borrowed = NULL;
+    if (fiber_self() == NULL)
+        return;
+    struct db_conn **slot = fiber_conn();
+    if (*slot != NULL) {
+        pool_give_back(*slot);
+        *slot = NULL;
     }
+}
+
+bool db_holds_idle(void)
+{
+    struct db_conn *c = fiber_self() != NULL ? *fiber_conn() : NULL;
+    return c != NULL && !c->in_tx;
 }
 
 void db_thread_release(void)
 {
-    if (pooled) {
+    if (fiber_self() != NULL) {
         db_thread_idle();
         return;
     }
@@ -144,13 +157,11 @@ void db_thread_release(void)
 void db_cleanup(void)
 {
     db_thread_release();
-    pthread_mutex_lock(&pool.mu);
-    for (int i = 0; i < pool.nidle; i++)
-        conn_destroy(pool.idle[i]);
-    free(pool.idle);
-    pool.idle = NULL;
-    pool.nidle = 0;
-    pthread_mutex_unlock(&pool.mu);
+    /* The loops have stopped: their idle connections are closed here. */
+    for (int i = 0; i < DB_MAX_LOOPS; i++) {
+        if (pools[i].loop != NULL)
+            db_pool_cleanup(&pools[i], conn_destroy);
+    }
     pthread_key_delete(conn_key);
     mysql_library_end();
 }
@@ -278,11 +289,53 @@ int db_fail(struct db_conn *c, unsigned int e, const char *msg, const char *what
     return TD_EUNAVAIL;
 }
 
-static int connect_thread(struct db_conn *c)
+int db_wait(struct db_conn *c, int status)
+{
+    unsigned want = 0;
+    if (status & (MYSQL_WAIT_READ | MYSQL_WAIT_EXCEPT))
+        want |= LOOP_READ;
+    if (status & MYSQL_WAIT_WRITE)
+        want |= LOOP_WRITE;
+    /* The connector asks for a timeout whenever one is set (connect,
+     * read and write timeouts are, in dial); without one the wait is still
+     * bounded by the MySQL timeout, so no fiber waits forever. */
+    int timeout_ms = (status & MYSQL_WAIT_TIMEOUT) ? (int)mysql_get_timeout_value_ms(c->m)
+                                                   : cfg->mysql_timeout_s * 1000;
+    unsigned ready = fiber_wait_io(mysql_get_socket(c->m), want, timeout_ms);
+    if (ready == 0)
+        return MYSQL_WAIT_TIMEOUT;
+    int events = 0;
+    if (ready & LOOP_READ)
+        events |= status & (MYSQL_WAIT_READ | MYSQL_WAIT_EXCEPT);
+    if (ready & LOOP_WRITE)
+        events |= status & MYSQL_WAIT_WRITE;
+    return events != 0 ? events : status & ~MYSQL_WAIT_TIMEOUT;
+}
+
+int db_query(struct db_conn *c, const char *q, unsigned long len)
+{
+    int err;
+    DB_CALL(c, err, mysql_real_query, c->m, q, len);
+    return err;
+}
+
+MYSQL_RES *db_store_result(struct db_conn *c)
+{
+    MYSQL_RES *r;
+    DB_CALL(c, r, mysql_store_result, c->m);
+    return r;
+}
+
+/* Opens c's link: on a fiber non-blocking (every later call on it goes
+ * through DB_CALL), elsewhere blocking. */
+static int dial(struct db_conn *c)
 {
     MYSQL *m = mysql_init(NULL);
     if (m == NULL)
         return TD_EINTERNAL;
+    c->nonblock = fiber_self() != NULL;
+    if (c->nonblock)
+        mysql_options(m, MYSQL_OPT_NONBLOCK, 0);
     unsigned int t = (unsigned int)cfg->mysql_timeout_s;
     my_bool off = 0;
     mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &t);
@@ -305,16 +358,19 @@ static int connect_thread(struct db_conn *c)
         mysql_options(m, MYSQL_INIT_COMMAND, sync_wait);
     }
     const char *sock = cfg->mysql_socket[0] ? cfg->mysql_socket : NULL;
-    if (mysql_real_connect(m, sock ? NULL : cfg->mysql_host, cfg->mysql_user, cfg->mysql_password,
-                           cfg->mysql_db, (unsigned int)cfg->mysql_port, sock,
-                           CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS) == NULL) {
+    MYSQL *ok;
+    c->m = m; /* db_wait asks it for the socket */
+    DB_CALL(c, ok, mysql_real_connect, m, sock ? NULL : cfg->mysql_host, cfg->mysql_user,
+            cfg->mysql_password, cfg->mysql_db, (unsigned int)cfg->mysql_port, sock,
+            CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS);
+    if (ok == NULL) {
         metrics_inc(M_DEP_ERRORS_MYSQL);
         log_warn("mysql: connect to %s:%d failed: %s", sock ? sock : cfg->mysql_host,
                  cfg->mysql_port, mysql_error(m));
         mysql_close(m);
+        c->m = NULL;
         return TD_EUNAVAIL;
     }
-    c->m = m;
     c->fresh = true;
     c->in_tx = false;
     return TD_OK;
@@ -330,22 +386,31 @@ bool db_redial_stale(struct db_conn *c, int rc, bool was_fresh)
     if (rc != TD_EUNAVAIL || was_fresh || c->in_tx || breaker_is_open(&health, mono_ms()))
         return false;
     db_conn_close(c);
-    if (connect_thread(c) == TD_OK)
+    if (dial(c) == TD_OK)
         return true;
     trip(BREAKER_CALL);
     return false;
 }
 
-/* The calling thread's connection: borrowed from the pool by a worker,
- * its own for any other thread. NULL when the pool lent none in time. */
+/* The caller's connection: on a fiber, borrowed from its loop's pool
+ * until db_thread_idle; on a plain thread, its own. NULL when the pool
+ * lent none in time. */
 static struct db_conn *thread_conn(void)
 {
-    if (pooled) {
-        if (borrowed == NULL)
-            borrowed = pool_borrow();
-        return borrowed;
+    if (fiber_self() != NULL) {
+        struct db_conn **slot = fiber_conn();
+        if (*slot == NULL)
+            *slot = pool_borrow();
+        return *slot;
     }
     return xthread_object(conn_key, sizeof(struct db_conn));
+}
+
+static int ping(struct db_conn *c)
+{
+    int err;
+    DB_CALL(c, err, mysql_ping, c->m);
+    return err;
 }
 
 int db_conn(struct db_conn **out)
@@ -363,11 +428,11 @@ int db_conn(struct db_conn **out)
     /* The probe after an outage always pings, so that its verdict is about
      * the server now, not about a connection that happens to be open. */
     bool check = pass == BREAKER_PROBE || now - c->last_used_ms > DB_IDLE_PING_MS;
-    if (c->m != NULL && check && mysql_ping(c->m) != 0) {
+    if (c->m != NULL && check && ping(c) != 0) {
         log_info("mysql: connection is gone (%s); reconnecting", mysql_error(c->m));
         db_conn_close(c);
     }
-    if (c->m == NULL && connect_thread(c) != TD_OK) {
+    if (c->m == NULL && dial(c) != TD_OK) {
         trip(pass);
         return TD_EUNAVAIL;
     }
@@ -387,7 +452,7 @@ static int simple(struct db_conn *c, const char *q)
 {
     if (c->m == NULL)
         return TD_EUNAVAIL;
-    if (mysql_real_query(c->m, q, strlen(q)) != 0)
+    if (db_query(c, q, strlen(q)) != 0)
         return db_fail(c, mysql_errno(c->m), mysql_error(c->m), q);
     return TD_OK;
 }
@@ -446,7 +511,11 @@ int db_commit(struct db_conn *c)
 void db_rollback(struct db_conn *c)
 {
     c->in_tx = false;
-    if (c->m != NULL && mysql_rollback(c->m) != 0)
+    if (c->m == NULL)
+        return;
+    my_bool failed;
+    DB_CALL(c, failed, mysql_rollback, c->m);
+    if (failed)
         db_fail(c, mysql_errno(c->m), mysql_error(c->m), "ROLLBACK");
 }
 
@@ -477,7 +546,7 @@ static int ping_once(struct db_conn *c)
 {
     if (c->m == NULL)
         return TD_EUNAVAIL;
-    if (mysql_ping(c->m) != 0)
+    if (ping(c) != 0)
         return db_fail(c, mysql_errno(c->m), mysql_error(c->m), "ping");
     return TD_OK;
 }
@@ -496,11 +565,11 @@ int db_exec_text(struct db_conn *c, const char *sql)
 {
     if (c->m == NULL)
         return TD_EUNAVAIL;
-    if (mysql_real_query(c->m, sql, strlen(sql)) != 0)
+    if (db_query(c, sql, strlen(sql)) != 0)
         return db_fail(c, mysql_errno(c->m), mysql_error(c->m), sql);
     /* DDL returns no rows; anything else is read and dropped so that the
      * link is ready for the next statement. */
-    MYSQL_RES *r = mysql_store_result(c->m);
+    MYSQL_RES *r = db_store_result(c);
     mysql_free_result(r);
     return TD_OK;
 }

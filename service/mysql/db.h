@@ -1,6 +1,9 @@
 /* db.h - a thin layer over the MariaDB/MySQL C API's prepared statements:
- * one connection per thread, statements prepared once per connection from
- * a table of SQL, arguments and result columns described by small arrays.
+ * a connection per request fiber (borrowed from its loop's pool) or per
+ * plain thread, statements prepared once per connection from a table of
+ * SQL, arguments and result columns described by small arrays. On a fiber
+ * every call uses Connector/C's non-blocking API and parks the fiber while
+ * the server works (db_conn.h: DB_CALL); on a plain thread it blocks.
  * Only store_*.c include this; only db.c, db_stmt.c and db_batch.c (through
  * db_conn.h) include <mysql.h>.
  *
@@ -45,19 +48,24 @@ struct db_col {
 /* Statements are named by their SQL text, which must have static storage:
  * each connection prepares a text once and finds it again by its address. */
 int db_init(const struct config *cfg);
-/* The calling thread (a request worker) borrows its connection from the
- * pool of TICKETD_DB_CONNS for each unit of work, and gives it back with
- * db_thread_idle; other threads keep a connection of their own. */
+/* A request's fiber borrows a connection from its loop's pool
+ * (TICKETD_DB_CONNS split over the loops, at least one each) at its first
+ * db_conn and keeps it in its fiber slot until db_thread_idle gives it
+ * back; a plain thread keeps a connection of its own. db_thread_pooled is
+ * the port's call for a request thread and has nothing left to mark. */
 void db_thread_pooled(void);
 void db_thread_idle(void);
-/* Closes the calling thread's own connection, or gives back a borrowed one. */
+/* True when the calling fiber holds a borrowed connection outside any
+ * transaction: one it may give back before it waits on another fiber. */
+bool db_holds_idle(void);
+/* Closes the calling thread's own connection, or gives back a fiber's. */
 void db_thread_release(void);
 void db_cleanup(void);
 
 struct db_conn;
 
-/* The calling thread's connection (borrowed, for a pooled thread: it waits
- * at most the MySQL timeout for one), connecting if needed. TD_EUNAVAIL at
+/* The caller's connection (on a fiber, borrowed: it parks at most the
+ * MySQL timeout for one, first come first served), connecting if needed. TD_EUNAVAIL at
  * once, without any I/O, while the shared breaker knows the server is down
  * (see breaker.h); the first call after its cooldown probes with a ping. */
 int db_conn(struct db_conn **out);

@@ -73,7 +73,7 @@ static int batch_results(struct db_conn *c, int last, unsigned how, const struct
     bool lost = false;
     *at = 0;
     do {
-        MYSQL_RES *res = mysql_store_result(c->m);
+        MYSQL_RES *res = db_store_result(c);
         if (res != NULL) {
             struct db_batch_row br = {.nfields = (int)mysql_num_fields(res)};
             MYSQL_ROW row;
@@ -91,7 +91,7 @@ static int batch_results(struct db_conn *c, int last, unsigned how, const struct
         bool open = (how & DB_BATCH_OPEN) != 0;
         if ((*at > 0 || (how & DB_BATCH_REST)) && (*at < last || open) && !db_server_in_tx(c))
             lost = true;
-        more = mysql_next_result(c->m);
+        DB_CALL(c, more, mysql_next_result, c->m);
         if (more > 0) {
             ++*at;
             /* 1213 at the COMMIT is a Galera certification conflict. */
@@ -132,7 +132,7 @@ static int batch_once(struct db_conn *c, const char *text, size_t len, int last,
         return TD_EUNAVAIL;
     if (how & DB_BATCH_REST) {
         /* The transaction is under way: a link lost now lost it. */
-        if (mysql_real_query(c->m, text, len) != 0)
+        if (db_query(c, text, len) != 0)
             return db_fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
         return batch_results(c, last, how, rd, at);
     }
@@ -141,7 +141,7 @@ static int batch_once(struct db_conn *c, const char *text, size_t len, int last,
      * inside a transaction, a link lost is the server's trouble, and an
      * error leaves the transaction to be rolled back. */
     c->in_tx = false;
-    if (mysql_real_query(c->m, text, len) != 0)
+    if (db_query(c, text, len) != 0)
         return db_fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
     c->in_tx = true;
     return batch_results(c, last, how, rd, at);

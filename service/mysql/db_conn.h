@@ -2,7 +2,7 @@
  * db_stmt.c (prepared statements) and db_batch.c (one round trip of
  * inlined statements) share of a connection. Private to service/mysql/'s
  * db*.c: the store adapters use db.h only. Thread-safety as db.h: a
- * connection is its thread's, or a worker's for one request. */
+ * connection is its thread's, or a fiber's for one request. */
 #ifndef TICKETD_DB_CONN_H
 #define TICKETD_DB_CONN_H
 
@@ -26,12 +26,40 @@ struct db_stmt {
 struct db_conn {
     MYSQL *m;
     int64_t last_used_ms;
-    bool fresh; /* opened and not yet used: a failure on it is not staleness */
-    bool in_tx; /* between db_begin and db_commit/db_rollback */
+    bool fresh;    /* opened and not yet used: a failure on it is not staleness */
+    bool in_tx;    /* between db_begin and db_commit/db_rollback */
+    bool nonblock; /* opened on a fiber (MYSQL_OPT_NONBLOCK): every call is
+                    * Connector/C's _start/_cont pair (DB_CALL) */
     struct db_stmt stmts[DB_MAX_STMTS];
     int nstmts;
     char dup_key[64]; /* the unique key or CHECK constraint of the last refusal */
 };
+
+/* Parks the calling fiber until what status (a _start or _cont answer:
+ * MYSQL_WAIT_READ, _WRITE, _EXCEPT, _TIMEOUT) asks for happens on c's
+ * socket, and returns what happened, for the next _cont. The one place a
+ * MariaDB call waits on a fiber. */
+int db_wait(struct db_conn *c, int status);
+
+/* Runs the Connector/C call fn(obj, ...) and stores its result in ret. On
+ * a connection opened on a fiber (c->nonblock), it is fn_start and then
+ * fn_cont until the call is done, the fiber parked in db_wait between
+ * them, so the loop serves other requests while the server works; on any
+ * other connection it is the blocking call. */
+#define DB_CALL(c, ret, fn, obj, ...)                                                              \
+    do {                                                                                           \
+        if ((c)->nonblock) {                                                                       \
+            int st_ = fn##_start(&(ret), (obj), ##__VA_ARGS__);                                    \
+            while (st_ != 0)                                                                       \
+                st_ = fn##_cont(&(ret), (obj), db_wait((c), st_));                                 \
+        } else {                                                                                   \
+            (ret) = fn((obj), ##__VA_ARGS__);                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* mysql_real_query and mysql_store_result through DB_CALL. */
+int db_query(struct db_conn *c, const char *q, unsigned long len);
+MYSQL_RES *db_store_result(struct db_conn *c);
 
 /* Maps the error e (message msg, while doing what) onto td_err and drops
  * the connection when it cannot be trusted any more. */

@@ -29,7 +29,9 @@ static int prepare(struct db_conn *c, const char *sql, MYSQL_STMT **out)
     MYSQL_STMT *s = mysql_stmt_init(c->m);
     if (s == NULL)
         return TD_EINTERNAL;
-    if (mysql_stmt_prepare(s, sql, strlen(sql)) != 0) {
+    int err;
+    DB_CALL(c, err, mysql_stmt_prepare, s, sql, (unsigned long)strlen(sql));
+    if (err != 0) {
         int rc = db_fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql);
         mysql_stmt_close(s);
         return rc;
@@ -81,7 +83,9 @@ static int run(struct db_conn *c, const char *sql, const struct db_arg *args, in
     bind_args(b, args, nargs);
     if (nargs > 0 && mysql_stmt_bind_param(s, b) != 0)
         return db_fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql);
-    if (mysql_stmt_execute(s) != 0)
+    int err;
+    DB_CALL(c, err, mysql_stmt_execute, s);
+    if (err != 0)
         return db_fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql);
     *out = s;
     return TD_OK;
@@ -156,7 +160,9 @@ int db_rows(struct db_conn *c, const char *sql, const struct db_arg *args, int n
         return rc;
     /* Buffer the (small, LIMITed) result so that freeing it mid-way never
      * leaves unread rows on the wire. */
-    if (mysql_stmt_store_result(s) != 0)
+    int err;
+    DB_CALL(c, err, mysql_stmt_store_result, s);
+    if (err != 0)
         return db_fail(c, mysql_stmt_errno(s), mysql_stmt_error(s), sql);
     if (ncols > DB_MAX_COLS || mysql_stmt_field_count(s) != (unsigned int)ncols) {
         log_error("mysql: '%s' returns %u columns, expected %d", sql, mysql_stmt_field_count(s),

@@ -1,29 +1,31 @@
 /* store_merge.h - new orders that arrive together share one database
  * round trip and one COMMIT (TICKETD_MERGE=1, the default).
  *
- * Natural batching, as group commit (base/groupq.h): a worker thread whose
- * order transaction is due joins a queue. If fewer than MERGE_LEADERS batches
- * are under way it leads one at once: it takes every order queued (at most
- * TICKETD_MERGE_MAX), runs them as one transaction on its own connection
- * (merge_batch.h), hands each order its outcome and wakes its thread. The
- * orders that arrive while a batch is at the server wait for it to end;
- * then one of them leads the next batch with all of them. A lone order on
- * an idle service goes at once, by itself (no timer, no added delay), and
- * it holds its lead while it is at the server like any batch: the orders
- * that arrive meanwhile collect for the next one, which is what lets
- * batches grow under load.
+ * Natural batching on the loop (base/loop.h): the orders that reach the
+ * database in the same loop turn form one batch. An order's fiber joins
+ * its loop's queue (giving back first any idle connection it borrowed, so
+ * that it never holds what a batch waits for) and parks; the queue arms a
+ * turn-end hook. At the end of the turn the hook takes every order queued
+ * (at most TICKETD_MERGE_MAX) and starts the batch on a fiber of its own,
+ * which borrows one connection of the loop's pool, runs the orders as one
+ * transaction (merge_batch.h), and readies each order's fiber with its
+ * outcome. At most MERGE_LEADERS batch of a loop is started and not ended
+ * at once: the orders that arrive meanwhile collect for the next one,
+ * which starts at the end of the turn in which the batch ends; that is
+ * what lets batches grow under load. A lone order on an idle service goes
+ * at the end of its own turn, by itself: no timer, no added wait.
  *
  * Each order keeps its own outcome, decided by the database in the batch's
  * one round trip (merge_batch.h): a duplicate key, a spent token, a
  * sold-out or unknown session fails that order alone. A later copy of a
  * key whose earlier copy in the batch was not placed is run again alone,
- * by its own thread, for an answer of its own. A deadlock or a Galera
+ * by its own fiber, for an answer of its own. A deadlock or a Galera
  * certification conflict sends every order of the batch back to its own
  * caller's retry (txretry.h) with the cause noted; a lost connection or an
  * error at COMMIT answers each "unavailable" (the outcome is unknown), and
  * its retry finds the order by its key or makes it.
  *
- * Thread-safe. */
+ * A loop's queue is touched only on its thread. */
 #ifndef TICKETD_STORE_MERGE_H
 #define TICKETD_STORE_MERGE_H
 
@@ -34,10 +36,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Batches built or at the server at once: one collects while another is
- * at the server, and with two the server can run one while the service
- * reads the other's answer. */
-#define MERGE_LEADERS 2
+/* Batches of one loop started and not ended at once. One: the service
+ * already has one batch at the server per loop (TICKETD_LOOPS), and the
+ * orders that arrive while it is there make the next batch larger.
+ * Measured against two on this machine (new orders, 200 sessions, c64,
+ * alternating runs of the same build but this constant): more orders/s in
+ * three pairs of four, mean batch 11-12 orders against 8; at c16 no
+ * difference beyond the noise (docs/speed.md). */
+#define MERGE_LEADERS 1
 
 /* Places one order by itself, as one transaction on a connection of its
  * own: store_order_create's answers, with the new order's id and amount. */
@@ -50,7 +56,8 @@ void store_merge_init(bool on, int max, store_merge_alone_fn alone);
 bool store_merge_on(void);
 
 /* What store_merge_place answers for an order of a batch the server
- * refused whole: it must be placed by itself, on its caller's thread. */
+ * refused whole, or called off a loop's fiber: it must be placed by
+ * itself, by its caller. */
 #define STORE_MERGE_ALONE MERGE_ALONE
 
 struct merge_order;

@@ -4,6 +4,7 @@
 
 #include "breaker.h"
 #include "err.h"
+#include "fiber.h"
 #include "log.h"
 #include "metrics.h"
 #include "sentinel.h"
@@ -54,6 +55,34 @@ static void trip(enum breaker_pass pass)
         metrics_inc(M_BREAKER_OPENED_REDIS);
 }
 
+enum breaker_pass redis_breaker_ask(void)
+{
+    return breaker_ask(&health, mono_ms());
+}
+
+void redis_breaker_report(enum breaker_pass pass, bool reached)
+{
+    if (reached)
+        breaker_success(&health, pass);
+    else
+        trip(pass);
+}
+
+const struct config *redis_config(void)
+{
+    return cfg;
+}
+
+bool redis_sentinel_on(void)
+{
+    return use_sentinel;
+}
+
+bool redis_primary_moved(unsigned gen)
+{
+    return use_sentinel && gen != atomic_load(&addr_gen);
+}
+
 static void conn_destroy(void *p)
 {
     struct redis_conn *c = p;
@@ -89,7 +118,7 @@ void redis_thread_release(void)
     pthread_setspecific(conn_key, NULL);
 }
 
-void redis_cleanup(void)
+void redis_conn_cleanup(void)
 {
     redis_thread_release();
     pthread_key_delete(conn_key);
@@ -108,8 +137,6 @@ static struct timeval ms_to_tv(int ms)
     return tv;
 }
 
-static void forget_primary(unsigned gen);
-
 /* The context cannot be trusted any more: a hiredis context that saw an
  * error must not be used again. */
 static void drop(struct redis_conn *c, const char *why)
@@ -121,14 +148,15 @@ static void drop(struct redis_conn *c, const char *why)
         c->ctx = NULL;
     }
     /* The primary may have moved: the next connection asks a Sentinel. */
-    if (use_sentinel)
-        forget_primary(c->gen);
+    redis_forget_primary(c->gen);
 }
 
 /* --- finding the primary through Sentinel ------------------------------- */
 
-static void forget_primary(unsigned gen)
+void redis_forget_primary(unsigned gen)
 {
+    if (!use_sentinel)
+        return;
     pthread_mutex_lock(&addr_mu);
     if (gen == atomic_load(&addr_gen))
         primary_known = false;
@@ -170,7 +198,7 @@ out:
  * known. Under addr_mu, so that a failover makes one thread ask, not all;
  * the others wait for its answer, at most one connect and one command
  * timeout (TICKETD_REDIS_TIMEOUT_MS) per Sentinel. */
-static int current_primary(char *host, size_t cap, int *port, unsigned *gen)
+int redis_primary(char *host, size_t cap, int *port, unsigned *gen)
 {
     if (!use_sentinel) {
         snprintf(host, cap, "%s", cfg->redis_host);
@@ -209,12 +237,16 @@ static int current_primary(char *host, size_t cap, int *port, unsigned *gen)
 /* A Sentinel's answer may lag a failover by a moment: before ticketd
  * writes to the server it was given, the server must say it is the
  * primary. */
+bool redis_role_is_master(const redisReply *r)
+{
+    return r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+           r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
+}
+
 static bool is_primary(redisContext *ctx)
 {
     redisReply *r = redisCommand(ctx, "ROLE");
-    bool ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-              r->element[0]->type == REDIS_REPLY_STRING &&
-              strcmp(r->element[0]->str, "master") == 0;
+    bool ok = redis_role_is_master(r);
     freeReplyObject(r);
     return ok;
 }
@@ -238,7 +270,7 @@ static int get_conn(struct redis_conn **out)
         struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
         char host[SENTINEL_HOST_MAX];
         int port;
-        if (current_primary(host, sizeof host, &port, &c->gen) != TD_OK) {
+        if (redis_primary(host, sizeof host, &port, &c->gen) != TD_OK) {
             metrics_inc(M_DEP_ERRORS_REDIS);
             log_warn("redis: no Sentinel named the primary '%s'", cfg->redis_master);
             return TD_EUNAVAIL;
@@ -294,31 +326,38 @@ static void link_broke(struct redis_conn *c, const char *name)
     drop(c, why);
 }
 
+int redis_error_rc(const char *name, const char *msg, bool *readonly)
+{
+    *readonly = false;
+    if (strncmp(msg, "NOSCRIPT", 8) == 0)
+        return TD_ENOTFOUND; /* redis_eval retries with EVAL */
+    if (strncmp(msg, "READONLY", 8) == 0) {
+        /* A demoted primary (a failover happened): the connection goes,
+         * and with Sentinel the next one asks where the primary is now. */
+        *readonly = true;
+        return TD_EUNAVAIL;
+    }
+    metrics_inc(M_DEP_ERRORS_REDIS);
+    if (transient_error(msg)) {
+        log_warn("redis: %s: %s", name, msg);
+        return TD_EUNAVAIL;
+    }
+    log_error("redis: %s: %s", name, msg);
+    return TD_EINTERNAL;
+}
+
 /* What a reply r to command name means: TD_OK with r in *reply, or r
- * freed and TD_ENOTFOUND (NOSCRIPT), TD_EUNAVAIL (READONLY: the context
- * is dropped; or a transient error) or TD_EINTERNAL (logged). */
+ * freed and redis_error_rc's answer (READONLY drops the context). */
 static int take_reply(struct redis_conn *c, const char *name, redisReply *r, redisReply **reply)
 {
     if (r->type == REDIS_REPLY_ERROR) {
-        int rc = TD_EINTERNAL;
-        if (strncmp(r->str, "NOSCRIPT", 8) == 0) {
-            rc = TD_ENOTFOUND; /* redis_eval retries with EVAL */
-        } else if (strncmp(r->str, "READONLY", 8) == 0) {
-            /* A demoted primary (a failover happened): this connection
-             * goes, and with Sentinel the next one asks where the
-             * primary is now. */
+        bool readonly;
+        int rc = redis_error_rc(name, r->str, &readonly);
+        if (readonly) {
             char why[160];
             snprintf(why, sizeof why, "%s: %.100s", name, r->str);
             c->peer_closed = false;
             drop(c, why);
-            rc = TD_EUNAVAIL;
-        } else if (transient_error(r->str)) {
-            metrics_inc(M_DEP_ERRORS_REDIS);
-            log_warn("redis: %s: %s", name, r->str);
-            rc = TD_EUNAVAIL;
-        } else {
-            metrics_inc(M_DEP_ERRORS_REDIS);
-            log_error("redis: %s: %s", name, r->str);
         }
         freeReplyObject(r);
         return rc;
@@ -430,6 +469,15 @@ bool redis_is_down(void)
 
 void redis_lose_reply(const char *why)
 {
+    if (fiber_self() != NULL) {
+        /* The loop's connection is shared by every fiber of the loop and
+         * answered this command in order: only this reply is taken as
+         * lost, and the breaker opens as after a timeout. */
+        metrics_inc(M_DEP_ERRORS_REDIS);
+        log_warn("redis: %s", why);
+        trip(BREAKER_CALL);
+        return;
+    }
     struct redis_conn *c = thread_conn();
     drop(c, why);
     trip(BREAKER_CALL);

@@ -1,11 +1,17 @@
-/* redis.h - one hiredis connection per thread, with timeouts, one shared
- * circuit breaker (breaker.h) for the whole process, and Lua scripts run
- * by SHA1.
+/* redis.h - Redis commands with timeouts, one shared circuit breaker
+ * (breaker.h) for the whole process, and Lua scripts run by SHA1.
+ *
+ * On a request's fiber a command goes on its loop's asynchronous
+ * connection, shared by the loop's fibers: the commands of one loop turn
+ * leave in one write (redis_async.c) and the fiber parks until its reply.
+ * On a plain thread (background jobs), and for a blocking command
+ * anywhere, it goes on the thread's own blocking connection.
  *
  * hiredis 0.14 contexts cannot be reused after an error, so any failed
- * call drops the thread's context and opens the breaker: every thread then
- * fails fast until one probe finds Redis answering, and from then on every
- * thread reconnects on its next call. Used by the Redis adapters only (cache_redis.c, events).
+ * call drops its context and opens the breaker: every caller then fails
+ * fast until one probe finds Redis answering, and from then on every
+ * connection is dialled again at its next call. Used by the Redis adapters only (cache_redis.c,
+ * events).
  *
  * The server is TICKETD_REDIS_HOST/PORT, or, with TICKETD_REDIS_SENTINELS
  * and TICKETD_REDIS_MASTER, the primary a Sentinel names (and that says
@@ -27,6 +33,8 @@ struct redis_script {
 };
 
 int redis_init(const struct config *cfg);
+/* Closes the calling thread's blocking connection. The loops' connections
+ * live as long as the loops: redis_cleanup closes them. */
 void redis_thread_release(void);
 void redis_cleanup(void);
 
@@ -52,9 +60,11 @@ int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, 
 /* True while the breaker refuses calls (Redis known down). */
 bool redis_is_down(void);
 
-/* Treats the reply the calling thread just got as lost: drops its context
- * and opens the breaker, exactly as a timeout would. For the test build's
- * fault points, which stall Redis after it executed a command. */
+/* Treats the reply the caller just got as lost: opens the breaker, as a
+ * timeout would, and off a fiber drops the thread's context (a fiber's
+ * loop connection is shared and answered in order, so it stays). For the
+ * test build's fault points, which stall Redis after it executed a
+ * command. */
 void redis_lose_reply(const char *why);
 
 #endif

@@ -1,19 +1,25 @@
-/* redis_cmd.c - redis.h's commands: each through the pipeline when it is
- * on and the command does not block (redis_pipe.c), else in a round trip
- * of its own (redis.c). */
+/* redis_cmd.c - redis.h's commands: on a fiber, on the loop's shared
+ * asynchronous connection (redis_async.c), where the commands of a turn
+ * leave together; off a fiber (background threads), and for a blocking
+ * command anywhere, on the thread's own connection, in a round trip of its
+ * own (redis.c). */
 #include "redis.h"
 
 #include "err.h"
+#include "fiber.h"
 #include "redis_conn.h"
 
 #include <stdio.h>
 
 int redis_init(const struct config *cfg)
 {
-    int rc = redis_conn_init(cfg);
-    if (rc == TD_OK)
-        redis_pipe_init(cfg->merge);
-    return rc;
+    return redis_conn_init(cfg);
+}
+
+void redis_cleanup(void)
+{
+    redis_async_cleanup();
+    redis_conn_cleanup();
 }
 
 /* One command; TD_ENOTFOUND stands for NOSCRIPT. */
@@ -25,8 +31,8 @@ static int send_one(int argc, const char **argv, const size_t *lens, int block_m
     *reply = NULL;
     if (!redis_cmd_set(&cmd, argc, argv, lens))
         return TD_EINTERNAL;
-    if (block_ms == 0 && redis_pipe_on())
-        (void)redis_pipe_send(&cmd);
+    if (block_ms == 0 && fiber_self() != NULL)
+        (void)redis_async_send(&cmd);
     else
         redis_send(&one, 1, block_ms);
     *reply = cmd.reply;

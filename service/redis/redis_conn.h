@@ -1,11 +1,12 @@
 /* redis_conn.h - inside redis/: commands sent on the calling thread's
- * connection through the shared breaker (redis.c), the commands of many
- * threads gathered into one such write (redis_pipe.c), and redis_cmd.c,
- * which answers redis.h's commands with one or the other. Not for other
- * folders: they call redis.h. */
+ * blocking connection through the shared breaker (redis.c), the commands
+ * of a loop's fibers sent on the loop's asynchronous connection
+ * (redis_async.c), and redis_cmd.c, which answers redis.h's commands with
+ * one or the other. Not for other folders: they call redis.h. */
 #ifndef TICKETD_REDIS_CONN_H
 #define TICKETD_REDIS_CONN_H
 
+#include "breaker.h"
 #include "config.h"
 
 #include <hiredis.h>
@@ -16,6 +17,9 @@
 
 /* redis_init's part here: the configuration and the thread key. */
 int redis_conn_init(const struct config *cfg);
+/* redis_cleanup's part here: the calling thread's blocking connection
+ * and the thread key. */
+void redis_conn_cleanup(void);
 
 /* One command and, once sent, its answer: rc as redis_command answers,
  * but TD_ENOTFOUND for NOSCRIPT, and the reply when TD_OK. */
@@ -36,11 +40,40 @@ bool redis_cmd_set(struct redis_cmd *cmd, int argc, const char **argv, const siz
  * blocking command's wait, added to the socket timeout). */
 void redis_send(struct redis_cmd *const *cmds, int k, int block_ms);
 
-/* The pipeline (redis_pipe.c): on or off (TICKETD_MERGE), and one
- * command sent through it with the others queued at once (as
- * redis_send answers it). Returns cmd->rc. */
-void redis_pipe_init(bool on);
-bool redis_pipe_on(void);
-int redis_pipe_send(struct redis_cmd *cmd);
+/* What redis.c shares with redis_async.c: the configuration, the
+ * breaker, the primary's address (Sentinel) and the meaning of an error
+ * reply, so that both paths keep the same rules. */
+const struct config *redis_config(void);
+enum breaker_pass redis_breaker_ask(void);
+/* After a call the breaker let through: reached false opens it. */
+void redis_breaker_report(enum breaker_pass pass, bool reached);
+bool redis_sentinel_on(void);
+/* The primary's address and generation (redis.c: asks a Sentinel when it
+ * is not known, under a lock, blocking for at most one connect and one
+ * command timeout per Sentinel). */
+int redis_primary(char *host, size_t cap, int *port, unsigned *gen);
+/* A connection to generation gen failed: ask the Sentinels again. */
+void redis_forget_primary(unsigned gen);
+/* True when a connection opened to generation gen is no longer to the
+ * primary (always false without Sentinel). */
+bool redis_primary_moved(unsigned gen);
+/* A ROLE reply that says "master". */
+bool redis_role_is_master(const redisReply *r);
+/* What the error reply msg to command name means: TD_ENOTFOUND for
+ * NOSCRIPT, TD_EUNAVAIL for READONLY (*readonly set: the caller drops its
+ * connection) or a transient error, TD_EINTERNAL otherwise (logged,
+ * counted). */
+int redis_error_rc(const char *name, const char *msg, bool *readonly);
+
+/* The loop's asynchronous connection (redis_async.c). On a fiber only:
+ * sends cmd on the calling loop's connection, where the commands of every
+ * fiber of the turn leave in one write at the turn's end, parks the fiber
+ * until its reply (or the timeout), and sets cmd's answer as redis_send
+ * does. Returns cmd->rc. */
+int redis_async_send(struct redis_cmd *cmd);
+/* At the process's end, the loops stopped (and maybe freed): closes every
+ * loop's connection, without touching its loop. A loop's connection lives
+ * as long as the loop. */
+void redis_async_cleanup(void);
 
 #endif

@@ -1,9 +1,10 @@
 /* Merged new orders (TICKETD_MERGE=1): many orders in one transaction,
  * each with its own outcome, on the real binary, Redis and MariaDB.
  *
- * The tests that need orders to share one batch arm merge.wait_full: the
- * batch's leader waits until TICKETD_MERGE_MAX orders are queued, so the
- * batch is made by the requests arriving, never by a timer. Which order
+ * The tests that need orders to share one batch arm merge.wait_full (and
+ * run one loop: a batch is one loop's): the batch waits until
+ * TICKETD_MERGE_MAX orders are queued, so it is made by the requests
+ * arriving, never by a timer. Which order
  * came first is made certain the same way: the next request is sent only
  * once the queue gauge shows the previous one waiting in it. */
 #include "harness.h"
@@ -138,7 +139,10 @@ static void test_last_seats_three_instances(void **state)
 
 /* ---- one batch, an outcome per order --------------------------------- */
 
-static const char *const batch_of_4[] = {"TICKETD_MERGE_MAX=4",
+/* A batch is made of the orders of one loop: the tests that need four
+ * orders in one batch run one loop, so that the connections the orders
+ * come on cannot spread them over two. */
+static const char *const batch_of_4[] = {"TICKETD_MERGE_MAX=4", "TICKETD_LOOPS=1",
                                          "TICKETD_FAULT=merge.wait_full:fail", NULL};
 
 /* One batch of four: a copy of an order that exists (Redis forgot it, so
@@ -257,7 +261,7 @@ static void test_killed_mid_batch(void **state)
 {
     struct buyer b[3];
     (void)state;
-    const char *crash[] = {"TICKETD_MERGE_MAX=3", "TICKETD_INSTANCE_TTL_MS=600",
+    const char *crash[] = {"TICKETD_MERGE_MAX=3", "TICKETD_LOOPS=1", "TICKETD_INSTANCE_TTL_MS=600",
                            "TICKETD_FAULT=merge.wait_full:fail,merge.killed_mid_batch:crash", NULL};
     struct th_server *a = th_serve(0, crash), *plain = th_serve(1, NULL);
     int64_t s = th_session(plain, 10, 500);

@@ -7,6 +7,8 @@
 #include <cmocka.h>
 
 #include "err.h"
+#include "fiber.h"
+#include "loop.h"
 #include "metrics.h"
 #include "txretry.h"
 #include "util.h"
@@ -114,12 +116,76 @@ static void test_retries_counted_by_cause(void **state)
     assert_int_equal(metrics_tx_retries() - all, 4);
 }
 
+/* Two requests' fibers on one loop thread: each notes its cause and then
+ * waits (as a ROLLBACK does on a fiber) before it answers TD_ERETRY, so
+ * the other runs in between. Each retry is still counted under its own
+ * fiber's cause: a thread-local would have counted the later note twice. */
+struct on_fiber {
+    enum txretry_cause cause;
+    int runs;
+};
+
+static void wake(void *f)
+{
+    fiber_ready(f);
+}
+
+static void yield_once(void)
+{
+    /* A loop timer of 0 ms: the other fiber runs before this one again. */
+    struct loop_timer t = {0};
+    loop_timer_start(loop_self(), &t, 0, wake, fiber_self());
+    while (t.heap_at != 0)
+        fiber_park();
+}
+
+static int note_wait_retry(void *ctx)
+{
+    struct on_fiber *f = ctx;
+    if (f->runs++ > 0)
+        return TD_OK;
+    txretry_note(f->cause);
+    yield_once();
+    return TD_ERETRY;
+}
+
+static int fibers_left;
+
+static void retrying_fiber(void *ctx)
+{
+    assert_int_equal(txretry_run(3, note_wait_retry, ctx), TD_OK);
+    if (--fibers_left == 0)
+        loop_stop(loop_self());
+}
+
+static void test_cause_is_per_fiber(void **state)
+{
+    (void)state;
+    struct loop *l = loop_new(0, 1);
+    assert_non_null(l);
+    struct on_fiber a = {TXRETRY_DEADLOCK, 0}, b = {TXRETRY_LOCK_WAIT, 0};
+    int64_t dead = metrics_get(M_TX_RETRIES_DEADLOCK);
+    int64_t wait = metrics_get(M_TX_RETRIES_LOCK_WAIT);
+    fibers_left = 2;
+    assert_non_null(fiber_spawn(l, retrying_fiber, &a));
+    assert_non_null(fiber_spawn(l, retrying_fiber, &b));
+    loop_run(l);
+    assert_int_equal(fibers_left, 0);
+    assert_int_equal(a.runs, 2);
+    assert_int_equal(b.runs, 2);
+    assert_int_equal(metrics_get(M_TX_RETRIES_DEADLOCK) - dead, 1);
+    assert_int_equal(metrics_get(M_TX_RETRIES_LOCK_WAIT) - wait, 1);
+    loop_free(l);
+    fiber_pool_drain();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_waits_are_bounded),
         cmocka_unit_test(test_retries_counted_by_cause),
+        cmocka_unit_test(test_cause_is_per_fiber),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,327 @@
+/* fiber.c - fibers on ucontext (fiber.h). Each loop thread keeps its own
+ * pool of stacks: a fiber starts, parks and ends on the thread that
+ * spawned it, so nothing here is shared between threads and nothing takes
+ * a lock. A stack is one mmap: a guard page (PROT_NONE) at its low end,
+ * where a stack overflow faults instead of writing over a neighbour, then
+ * the stack, then the struct fiber itself at the top.
+ *
+ * Switching: the loop thread's own context (its scheduler) resumes a
+ * fiber with swapcontext; the fiber parks or ends by switching back.
+ * AddressSanitizer is told of every switch (__sanitizer_start_switch_fiber
+ * before, __sanitizer_finish_switch_fiber after), or it takes the fiber's
+ * frames for a stack overflow of the thread and reports false errors. */
+#include "fiber.h"
+
+#include "log.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define FIBER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FIBER_ASAN 1
+#endif
+#endif
+
+#ifdef FIBER_ASAN
+#include <sanitizer/common_interface_defs.h>
+/* ASan's frames are several times larger (redzones around locals). */
+#define FIBER_STACK (1024 * 1024)
+#else
+/* Request code runs jansson, OpenSSL (JWT signatures), the MariaDB and
+ * Redis clients: a few tens of KiB deep at most. Only the pages a fiber
+ * touches are resident; the rest is address space. */
+#define FIBER_STACK (256 * 1024)
+#endif
+
+/* Spare stacks a loop thread keeps mapped for its next fibers; beyond
+ * these, an ended fiber's stack is unmapped (a burst does not stay
+ * resident). */
+#define FIBER_POOL_KEEP 64
+
+enum fiber_state {
+    FIBER_READY,   /* queued on its loop to run in this turn */
+    FIBER_RUNNING, /* on the CPU */
+    FIBER_PARKED,  /* waiting for fiber_ready */
+    FIBER_DONE,    /* its function returned */
+};
+
+struct fiber {
+    ucontext_t ctx;
+    struct loop *loop;
+    struct loop_task task; /* resumes the fiber in its loop's turn */
+    void (*fn)(void *arg);
+    void *arg;
+    void *slots[FIBER_SLOTS];
+    enum fiber_state state;
+    bool wake_pending; /* readied while running: its next park returns at once */
+    void *map;         /* the whole mapping, guard page included */
+    size_t map_len;
+    char *stack; /* the usable stack's low end */
+    size_t stack_len;
+    struct fiber *next_free;
+#ifdef FIBER_ASAN
+    void *fake_stack;
+#endif
+};
+
+static __thread struct fiber *current;
+static __thread ucontext_t scheduler;
+static __thread struct fiber *pool;
+static __thread int pooled;
+static __thread int live;
+static __thread void *thread_slots[FIBER_SLOTS];
+#ifdef FIBER_ASAN
+static __thread void *scheduler_fake_stack;
+static __thread const void *scheduler_bottom;
+static __thread size_t scheduler_size;
+#endif
+
+size_t fiber_stack_size(void)
+{
+    return FIBER_STACK;
+}
+
+struct fiber *fiber_self(void)
+{
+    return current;
+}
+
+int fiber_live(void)
+{
+    return live;
+}
+
+void **fiber_slot(enum fiber_slot s)
+{
+    return current != NULL ? &current->slots[s] : &thread_slots[s];
+}
+
+static size_t page_size(void)
+{
+    static size_t page;
+    if (page == 0)
+        page = (size_t)sysconf(_SC_PAGESIZE);
+    return page;
+}
+
+/* A fiber with a stack: from the pool, or newly mapped. NULL when the
+ * kernel refuses the mapping. */
+static struct fiber *fiber_alloc(void)
+{
+    struct fiber *f = pool;
+    if (f != NULL) {
+        pool = f->next_free;
+        pooled--;
+        return f;
+    }
+    size_t page = page_size();
+    size_t head = (sizeof *f + page - 1) / page * page;
+    size_t len = page + FIBER_STACK + head;
+    void *map =
+        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (map == MAP_FAILED)
+        return NULL;
+    if (mprotect(map, page, PROT_NONE) != 0) {
+        munmap(map, len);
+        return NULL;
+    }
+    f = (struct fiber *)((char *)map + page + FIBER_STACK);
+    memset(f, 0, sizeof *f);
+    f->map = map;
+    f->map_len = len;
+    f->stack = (char *)map + page;
+    f->stack_len = FIBER_STACK;
+    return f;
+}
+
+static void fiber_release(struct fiber *f)
+{
+    live--;
+    if (pooled < FIBER_POOL_KEEP) {
+        f->next_free = pool;
+        pool = f;
+        pooled++;
+        return;
+    }
+    munmap(f->map, f->map_len);
+}
+
+void fiber_pool_drain(void)
+{
+    while (pool != NULL) {
+        struct fiber *f = pool;
+        pool = f->next_free;
+        munmap(f->map, f->map_len);
+    }
+    pooled = 0;
+}
+
+/* The first code on a new fiber's stack. */
+static void fiber_entry(void)
+{
+    struct fiber *f = current;
+#ifdef FIBER_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &scheduler_bottom, &scheduler_size);
+#endif
+    f->fn(f->arg);
+    f->state = FIBER_DONE;
+#ifdef FIBER_ASAN
+    /* NULL: this stack is not coming back, ASan may free its fake frames. */
+    __sanitizer_start_switch_fiber(NULL, scheduler_bottom, scheduler_size);
+#endif
+    setcontext(&scheduler);
+}
+
+/* The loop's task: runs f until it parks or ends. */
+static void fiber_resume(void *arg)
+{
+    struct fiber *f = arg;
+    current = f;
+    f->state = FIBER_RUNNING;
+#ifdef FIBER_ASAN
+    __sanitizer_start_switch_fiber(&scheduler_fake_stack, f->stack, f->stack_len);
+#endif
+    swapcontext(&scheduler, &f->ctx);
+#ifdef FIBER_ASAN
+    __sanitizer_finish_switch_fiber(scheduler_fake_stack, NULL, NULL);
+#endif
+    current = NULL;
+    if (f->state == FIBER_DONE)
+        fiber_release(f);
+}
+
+/* Apart, and never inlined: getcontext returns twice (to the compiler),
+ * which would make it keep fiber_spawn's locals in memory. */
+static __attribute__((noinline)) void fiber_make_context(struct fiber *f)
+{
+    getcontext(&f->ctx);
+    f->ctx.uc_stack.ss_sp = f->stack;
+    f->ctx.uc_stack.ss_size = f->stack_len;
+    f->ctx.uc_link = NULL;
+    makecontext(&f->ctx, fiber_entry, 0);
+}
+
+struct fiber *fiber_spawn(struct loop *l, void (*fn)(void *), void *arg)
+{
+    struct fiber *f = fiber_alloc();
+    if (f == NULL) {
+        log_error("fiber: cannot map a stack of %zu bytes: %s", (size_t)FIBER_STACK,
+                  strerror(errno));
+        return NULL;
+    }
+    fiber_make_context(f);
+    f->loop = l;
+    f->fn = fn;
+    f->arg = arg;
+    memset(f->slots, 0, sizeof f->slots);
+    f->wake_pending = false;
+    f->next_free = NULL;
+    f->task = (struct loop_task){0};
+    f->state = FIBER_READY;
+    live++;
+    loop_soon(l, &f->task, fiber_resume, f);
+    return f;
+}
+
+void fiber_park(void)
+{
+    struct fiber *f = current;
+    if (f->wake_pending) {
+        f->wake_pending = false;
+        return;
+    }
+    f->state = FIBER_PARKED;
+#ifdef FIBER_ASAN
+    __sanitizer_start_switch_fiber(&f->fake_stack, scheduler_bottom, scheduler_size);
+#endif
+    swapcontext(&f->ctx, &scheduler);
+#ifdef FIBER_ASAN
+    __sanitizer_finish_switch_fiber(f->fake_stack, &scheduler_bottom, &scheduler_size);
+#endif
+}
+
+void fiber_ready(struct fiber *f)
+{
+    switch (f->state) {
+    case FIBER_PARKED:
+        f->state = FIBER_READY;
+        loop_soon(f->loop, &f->task, fiber_resume, f);
+        break;
+    case FIBER_RUNNING:
+        f->wake_pending = true;
+        break;
+    default:
+        break; /* already due to run, or ended */
+    }
+}
+
+/* What fiber_wait_io waits for. */
+struct io_wait {
+    struct fiber *f;
+    unsigned ready;
+    struct loop_io io;
+    struct loop_timer timer;
+};
+
+static void io_wait_ready(void *arg, unsigned ready)
+{
+    struct io_wait *w = arg;
+    w->ready |= ready;
+    fiber_ready(w->f);
+}
+
+static void io_wait_timeout(void *arg)
+{
+    struct io_wait *w = arg;
+    fiber_ready(w->f);
+}
+
+unsigned fiber_wait_io(int fd, unsigned want, int timeout_ms)
+{
+    struct fiber *f = current;
+    struct loop *l = f->loop;
+    struct io_wait w = {.f = f};
+    loop_io_start(l, &w.io, fd, want, io_wait_ready, &w);
+    if (timeout_ms >= 0)
+        loop_timer_start(l, &w.timer, timeout_ms, io_wait_timeout, &w);
+    /* Parks again after a wake-up meant for something else (a pending
+     * fiber_ready is kept for whoever parks next). */
+    while (w.ready == 0 && (timeout_ms < 0 || w.timer.heap_at != 0))
+        fiber_park();
+    loop_io_stop(l, &w.io);
+    loop_timer_stop(l, &w.timer);
+    return w.ready;
+}
+
+struct sleeper {
+    struct fiber *f;
+    bool over;
+};
+
+static void sleep_over(void *arg)
+{
+    struct sleeper *z = arg;
+    z->over = true;
+    fiber_ready(z->f);
+}
+
+void fiber_sleep_ms(int64_t ms)
+{
+    if (current == NULL) {
+        sleep_ms(ms);
+        return;
+    }
+    struct sleeper z = {.f = current};
+    struct loop_timer t = {0};
+    loop_timer_start(current->loop, &t, ms > INT32_MAX ? INT32_MAX : (int)ms, sleep_over, &z);
+    while (!z.over)
+        fiber_park();
+}

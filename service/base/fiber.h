@@ -1,0 +1,77 @@
+/* fiber.h - request code written top to bottom that waits without
+ * blocking its thread. A fiber is a stack of its own (pooled, mmap'ed with
+ * a guard page below it) on which a function runs; it belongs to the loop
+ * (loop.h) of the thread that started it and only ever runs on that thread.
+ * When the code needs to wait (for Redis, for MariaDB, for a socket), it
+ * parks the fiber; the loop runs other work meanwhile, and the fiber
+ * continues in the turn in which something makes it ready again. There is
+ * no preemption: a fiber runs until it parks or ends.
+ *
+ * RULE: never hold a pthread mutex (or any lock another fiber of the same
+ * thread may take) across a park, fiber_wait_io or a call that may park
+ * (an adapter's query). The fiber that wants the lock next runs on the
+ * same thread as the holder, so it would wait forever and the whole loop
+ * with it. Take locks only around code that does not wait.
+ *
+ * Off a fiber (fiber_self() == NULL: the background jobs' threads, the
+ * main thread, tests), code keeps its blocking I/O; fiber_park and
+ * fiber_wait_io may be called only on a fiber. */
+#ifndef TICKETD_FIBER_H
+#define TICKETD_FIBER_H
+
+#include "loop.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct fiber;
+
+/* NULL on a plain thread (background jobs) */
+struct fiber *fiber_self(void);
+
+/* until fiber_ready(self); only on a fiber */
+void fiber_park(void);
+
+/* on f's loop thread: f runs again in this turn */
+void fiber_ready(struct fiber *f);
+
+/* Parks until fd is ready for want or timeout_ms passes (-1: none).
+ * Returns the ready mask, 0 on timeout. Only on a fiber. */
+unsigned fiber_wait_io(int fd, unsigned want, int timeout_ms);
+
+/* On a fiber: parks it for ms (the loop serves others meanwhile). Off a
+ * fiber: sleeps the thread. */
+void fiber_sleep_ms(int64_t ms);
+
+/* A fiber-local variable that falls back to thread-local off a fiber. */
+#define FIBER_SLOTS 4
+enum fiber_slot {
+    FIBER_SLOT_DB = 0,
+    FIBER_SLOT_TXRETRY = 1,
+    FIBER_SLOT_SPARE2 = 2,
+    FIBER_SLOT_SPARE3 = 3
+};
+/* The slot's address; a new fiber's slots are all NULL. The fiber's owner
+ * clears what it put there before the fiber ends. */
+void **fiber_slot(enum fiber_slot s);
+
+/* Starts fn(arg) on a new fiber of loop l; call on l's thread. The fiber
+ * first runs in this turn (not inside this call). Returns NULL (logged once
+ * in a while) when no stack can be mapped. When fn returns, the fiber ends
+ * and its stack goes back to the loop thread's pool. */
+struct fiber *fiber_spawn(struct loop *l, void (*fn)(void *), void *arg);
+
+/* The number of fibers of the calling thread that have started and not
+ * ended. */
+int fiber_live(void);
+
+/* Unmaps the calling thread's pool of spare stacks (at the end of a loop
+ * thread). */
+void fiber_pool_drain(void);
+
+/* The usable size of one fiber stack; larger under AddressSanitizer, whose
+ * frames are bigger. */
+size_t fiber_stack_size(void);
+
+#endif

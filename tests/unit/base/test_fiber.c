@@ -1,0 +1,283 @@
+/* test_fiber.c - fibers on a loop: one starts in the turn after it is
+ * spawned, parks until readied and then goes on where it stopped, waits on
+ * a pipe without holding up the loop, keeps its own slots, and gives its
+ * stack back when it ends. A watchdog timer of seconds fails a test
+ * instead of hanging it; nothing depends on the clock otherwise. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "fiber.h"
+#include "loop.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define WATCHDOG_MS 10000
+
+static bool watchdog_fired;
+
+static void on_watchdog(void *arg)
+{
+    watchdog_fired = true;
+    loop_stop(arg);
+}
+
+static void run(struct loop *l)
+{
+    struct loop_timer dog = {0};
+    watchdog_fired = false;
+    loop_timer_start(l, &dog, WATCHDOG_MS, on_watchdog, l);
+    loop_run(l);
+    loop_timer_stop(l, &dog);
+    assert_false(watchdog_fired);
+}
+
+static int setup(void **state)
+{
+    *state = loop_new(0, 1);
+    return *state == NULL ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    loop_free(*state);
+    fiber_pool_drain();
+    return 0;
+}
+
+/* A log of steps, shared by the fibers of a test. */
+static char steps[64];
+static int nsteps;
+
+static void step(char c)
+{
+    steps[nsteps++] = c;
+    steps[nsteps] = '\0';
+}
+
+static void reset_steps(void)
+{
+    nsteps = 0;
+    steps[0] = '\0';
+}
+
+static void stop_when_alone(void)
+{
+    if (fiber_live() == 1)
+        loop_stop(loop_self());
+}
+
+static struct fiber *seen_self;
+
+static void simple(void *arg)
+{
+    (void)arg;
+    seen_self = fiber_self();
+    step('f');
+    stop_when_alone();
+}
+
+static void test_spawn_runs_in_the_turn_not_in_the_call(void **state)
+{
+    struct loop *l = *state;
+    reset_steps();
+    assert_null(fiber_self());
+    struct fiber *f = fiber_spawn(l, simple, NULL);
+    assert_non_null(f);
+    step('s'); /* the fiber has not run yet */
+    assert_int_equal(fiber_live(), 1);
+    run(l);
+    assert_string_equal(steps, "sf");
+    assert_ptr_equal(seen_self, f);
+    assert_null(fiber_self());
+    assert_int_equal(fiber_live(), 0);
+}
+
+static struct fiber *sleeper;
+
+static void parks(void *arg)
+{
+    (void)arg;
+    step('a');
+    fiber_park();
+    step('c');
+    stop_when_alone();
+}
+
+static void wakes(void *arg)
+{
+    (void)arg;
+    step('b');
+    fiber_ready(sleeper);
+    fiber_ready(sleeper); /* twice is once */
+    stop_when_alone();
+}
+
+static void test_park_until_ready(void **state)
+{
+    struct loop *l = *state;
+    reset_steps();
+    sleeper = fiber_spawn(l, parks, NULL);
+    assert_non_null(fiber_spawn(l, wakes, NULL));
+    run(l);
+    assert_string_equal(steps, "abc");
+}
+
+static void readies_itself(void *arg)
+{
+    (void)arg;
+    fiber_ready(fiber_self());
+    fiber_park(); /* returns at once: the wake-up came first */
+    step('x');
+    stop_when_alone();
+}
+
+static void test_a_ready_before_the_park_is_kept(void **state)
+{
+    struct loop *l = *state;
+    reset_steps();
+    assert_non_null(fiber_spawn(l, readies_itself, NULL));
+    run(l);
+    assert_string_equal(steps, "x");
+}
+
+static int pipe_fd[2];
+static unsigned waited;
+
+static void waits_for_pipe(void *arg)
+{
+    (void)arg;
+    step('w');
+    waited = fiber_wait_io(pipe_fd[0], LOOP_READ, -1);
+    char c = 0;
+    assert_int_equal(read(pipe_fd[0], &c, 1), 1);
+    step(c);
+    stop_when_alone();
+}
+
+static void writes_pipe(void *arg)
+{
+    (void)arg;
+    /* The waiting fiber parked: this one runs on the same thread. */
+    step('p');
+    assert_int_equal(write(pipe_fd[1], "r", 1), 1);
+    stop_when_alone();
+}
+
+static void test_wait_io_parks_until_the_fd_is_ready(void **state)
+{
+    struct loop *l = *state;
+    reset_steps();
+    assert_int_equal(pipe(pipe_fd), 0);
+    assert_non_null(fiber_spawn(l, waits_for_pipe, NULL));
+    assert_non_null(fiber_spawn(l, writes_pipe, NULL));
+    run(l);
+    assert_string_equal(steps, "wpr");
+    assert_int_equal(waited, LOOP_READ);
+    close(pipe_fd[0]);
+    close(pipe_fd[1]);
+}
+
+static void times_out(void *arg)
+{
+    (void)arg;
+    waited = fiber_wait_io(pipe_fd[0], LOOP_READ, 5);
+    step('t');
+    stop_when_alone();
+}
+
+static void test_wait_io_times_out(void **state)
+{
+    struct loop *l = *state;
+    reset_steps();
+    assert_int_equal(pipe(pipe_fd), 0);
+    waited = 99;
+    assert_non_null(fiber_spawn(l, times_out, NULL));
+    run(l);
+    assert_string_equal(steps, "t");
+    assert_int_equal(waited, 0);
+    close(pipe_fd[0]);
+    close(pipe_fd[1]);
+}
+
+static struct fiber *slot_fibers[2];
+static int slot_values[2];
+static bool slots_kept[2];
+
+static void keeps_its_slot(void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    void **slot = fiber_slot(FIBER_SLOT_DB);
+    assert_null(*slot); /* a new fiber's slots are empty */
+    *slot = &slot_values[i];
+    /* Park so the other fiber writes its own slot meanwhile. */
+    fiber_ready(slot_fibers[1 - i] != NULL ? slot_fibers[1 - i] : fiber_self());
+    fiber_park();
+    slots_kept[i] = *fiber_slot(FIBER_SLOT_DB) == &slot_values[i];
+    *slot = NULL;
+    if (slot_fibers[1 - i] != NULL)
+        fiber_ready(slot_fibers[1 - i]);
+    slot_fibers[i] = NULL;
+    stop_when_alone();
+}
+
+static void test_slots_are_per_fiber_and_per_thread_off_one(void **state)
+{
+    struct loop *l = *state;
+    int thread_value = 7;
+    *fiber_slot(FIBER_SLOT_DB) = &thread_value;
+    slot_fibers[0] = fiber_spawn(l, keeps_its_slot, (void *)(intptr_t)0);
+    slot_fibers[1] = fiber_spawn(l, keeps_its_slot, (void *)(intptr_t)1);
+    run(l);
+    assert_true(slots_kept[0]);
+    assert_true(slots_kept[1]);
+    assert_ptr_equal(*fiber_slot(FIBER_SLOT_DB), &thread_value);
+    *fiber_slot(FIBER_SLOT_DB) = NULL;
+}
+
+static int ended;
+
+/* Uses a good part of its stack, so a stack too small faults here. */
+static void deep(void *arg)
+{
+    (void)arg;
+    volatile char buf[64 * 1024];
+    memset((char *)buf, 1, sizeof buf);
+    ended += buf[sizeof buf - 1];
+    stop_when_alone();
+}
+
+static void test_stacks_come_back_when_fibers_end(void **state)
+{
+    struct loop *l = *state;
+    ended = 0;
+    /* More fibers than the pool keeps, in rounds: each round's stacks are
+     * reused by the next. */
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 100; i++)
+            assert_non_null(fiber_spawn(l, deep, NULL));
+        run(l);
+        assert_int_equal(fiber_live(), 0);
+    }
+    assert_int_equal(ended, 300);
+    assert_true(fiber_stack_size() >= 128 * 1024);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_spawn_runs_in_the_turn_not_in_the_call, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_park_until_ready, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_ready_before_the_park_is_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_io_parks_until_the_fd_is_ready, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_io_times_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slots_are_per_fiber_and_per_thread_off_one, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_stacks_come_back_when_fibers_end, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
