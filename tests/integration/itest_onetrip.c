@@ -16,9 +16,11 @@
  *  6. An answer row the process cannot read, after COMMIT: 503 (the outcome
  *     is unknown), never 500 for orders that committed; their retries get
  *     them back.
- * (3, leaders and followers sharing the pool, belongs to the event loop.)
+ * (3, leaders and followers sharing the pool, is itest_cart's
+ * test_carts_and_orders_share_a_small_pool.)
  *
- * Batches are made by requests arriving (merge.wait_full), and every wait
+ * Batches are made by requests arriving (merge.wait_full) on one loop
+ * (TICKETD_LOOPS=1: a batch holds one loop's orders), and every wait
  * is for a state the test can see (the queue gauge, a statement waiting in
  * the server's process list), bounded only as a safety net. */
 #include "harness.h"
@@ -173,7 +175,8 @@ static void test_copy_of_unplaced_order(void **state)
     struct buyer b[6];
     pthread_t t[6];
     (void)state;
-    const char *six[] = {"TICKETD_MERGE_MAX=6", "TICKETD_FAULT=merge.wait_full:fail", NULL};
+    const char *six[] = {"TICKETD_MERGE_MAX=6", "TICKETD_LOOPS=1",
+                         "TICKETD_FAULT=merge.wait_full:fail", NULL};
     struct th_server *a = th_serve(0, six), *plain = th_serve(1, NULL);
     int64_t gone = th_session(plain, 1, 500), none = th_session(plain, 5, 500),
             s = th_session(plain, 10, 500);
@@ -229,7 +232,8 @@ static void test_lock_wait_keeps_no_hot_session_locked(void **state)
     struct buyer b[2], other[3];
     pthread_t t[2];
     (void)state;
-    const char *two[] = {"TICKETD_MERGE_MAX=2", "TICKETD_FAULT=merge.wait_full:fail", NULL};
+    const char *two[] = {"TICKETD_MERGE_MAX=2", "TICKETD_LOOPS=1",
+                         "TICKETD_FAULT=merge.wait_full:fail", NULL};
     struct th_server *a = th_serve(0, two), *plain = th_serve(1, NULL);
     int64_t hot = th_session(plain, 20, 500);
     held = dial();
@@ -323,7 +327,8 @@ static void test_batch_killed_mid_way_keeps_stock_equal_orders(void **state)
     struct buyer b[2];
     pthread_t t[2];
     (void)state;
-    const char *two[] = {"TICKETD_MERGE_MAX=2", "TICKETD_FAULT=merge.wait_full:fail", NULL};
+    const char *two[] = {"TICKETD_MERGE_MAX=2", "TICKETD_LOOPS=1",
+                         "TICKETD_FAULT=merge.wait_full:fail", NULL};
     struct th_server *a = th_serve(0, two), *plain = th_serve(1, NULL);
     int64_t s = th_session(plain, 3, 500);
     held = dial();
@@ -364,7 +369,7 @@ static void test_unread_answer_is_503_not_500(void **state)
 {
     struct buyer b[4];
     (void)state;
-    const char *four[] = {"TICKETD_MERGE_MAX=4",
+    const char *four[] = {"TICKETD_MERGE_MAX=4", "TICKETD_LOOPS=1",
                           "TICKETD_FAULT=merge.wait_full:fail,merge.outcome_unread:fail:1", NULL};
     struct th_server *a = th_serve(0, four), *plain = th_serve(1, NULL);
     int64_t s = th_session(plain, 10, 500);
