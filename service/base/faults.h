@@ -41,6 +41,9 @@
  *                           orders a test sends together share one batch
  *   merge.killed_mid_batch  a merged batch's statements ran, its COMMIT not
  *                           sent: the process dies holding the transaction
+ *   keywait.deaf            (fail) the key events listener hears nothing, as
+ *                           when every announcement is lost: a waiting copy
+ *                           learns its key's end only by looking again
  *   redis.token_stall       the token script ran in Redis but its reply is
  *                           treated as a timeout (fail), as when Redis
  *                           stalls after executing a command
