@@ -9,9 +9,9 @@
  * (at most TICKETD_MERGE_MAX) and starts the batch on a fiber of its own,
  * which borrows one connection of the loop's pool, runs the orders as one
  * transaction (merge_batch.h), and readies each order's fiber with its
- * outcome. At most MERGE_LEADERS batches of a loop are started and not
- * ended at once: the orders that arrive meanwhile collect for the next
- * one, which starts at the end of the turn in which a batch ends; that is
+ * outcome. At most MERGE_LEADERS batch of a loop is started and not ended
+ * at once: the orders that arrive meanwhile collect for the next one,
+ * which starts at the end of the turn in which the batch ends; that is
  * what lets batches grow under load. A lone order on an idle service goes
  * at the end of its own turn, by itself: no timer, no added wait.
  *
@@ -34,10 +34,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Batches of one loop started and not ended at once: with two the
- * server can run one while the loop reads the other's answer, and the
- * next orders still collect behind them. */
-#define MERGE_LEADERS 2
+/* Batches of one loop started and not ended at once. One: the service
+ * already has one batch at the server per loop (TICKETD_LOOPS), and the
+ * orders that arrive while it is there make the next batch larger.
+ * Measured against two on this machine (new orders, 200 sessions, c64,
+ * alternating runs of the same build but this constant): more orders/s in
+ * three pairs of four, mean batch 11-12 orders against 8; at c16 no
+ * difference beyond the noise (docs/speed.md). */
+#define MERGE_LEADERS 1
 
 /* Places one order by itself, as one transaction on a connection of its
  * own: store_order_create's answers, with the new order's id and amount. */

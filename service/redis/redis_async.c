@@ -133,6 +133,7 @@ static void cleanup(void *p)
     l->want = 0;
     l->ac = NULL;
     l->refused = false;
+    l->appended = 0; /* they went with the connection */
     redis_forget_primary(l->gen);
 }
 

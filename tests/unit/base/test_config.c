@@ -132,6 +132,10 @@ static const struct set_case set_cases[] = {
     {"TICKETD_PORT", "0x50", false, 0, 0, 'i'},
     {"TICKETD_PORT", "99999999999999999999", false, 0, 0, 'i'},
     {"TICKETD_THREADS", "1024", true, OFF(threads), 1024, 'i'},
+    {"TICKETD_LOOPS", "0", true, OFF(loops), 0, 'i'},
+    {"TICKETD_LOOPS", "256", true, OFF(loops), 256, 'i'},
+    {"TICKETD_LOOPS", "257", false, 0, 0, 'i'},
+    {"TICKETD_LOOPS", "-1", false, 0, 0, 'i'},
     {"TICKETD_IO_THREADS", "2", true, OFF(io_threads), 2, 'i'},
     {"TICKETD_IO_THREADS", "65", false, 0, 0, 'i'},
     {"TICKETD_QUEUE_MAX", "0", false, 0, 0, 'i'},
@@ -572,10 +576,27 @@ static void test_validate_retention(void **state)
     }
 }
 
+/* TICKETD_LOOPS=0, the default, is one loop per online core; a number
+ * given is kept. */
+static void test_loops_default_to_the_cores(void **state)
+{
+    (void)state;
+    struct config cfg;
+    config_defaults(&cfg);
+    assert_int_equal(cfg.loops, 0);
+    config_resolve(&cfg);
+    assert_int_equal(cfg.loops, (int)sysconf(_SC_NPROCESSORS_ONLN));
+    cfg.loops = 3;
+    config_resolve(&cfg);
+    assert_int_equal(cfg.loops, 3);
+    config_cleanup(&cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_loops_default_to_the_cores),
         cmocka_unit_test(test_validate_retention),
         cmocka_unit_test(test_set_table),
         cmocka_unit_test(test_set_string_is_copied),
