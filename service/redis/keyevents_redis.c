@@ -53,8 +53,10 @@ int keyevents_watch(int64_t user_id, const char *key, const char *seen, int ttl_
  * its thread still sees a stop under a flood. */
 #define KEYEVENTS_BATCH 4096
 
-/* The listener's connection: its thread's alone. */
+/* The listener's connection: its thread's alone, and the generation of
+ * the primary's address it was opened to (redis_conn.h). */
 static redisContext *sub;
+static unsigned sub_gen;
 
 void keyevents_close(void)
 {
@@ -69,6 +71,7 @@ static int fail(const char *what)
     log_warn("redis: the key events listener %s: %s; waiting copies look again on their own", what,
              sub != NULL && sub->err ? sub->errstr : "no connection");
     keyevents_close();
+    redis_forget_primary(sub_gen); /* with Sentinel: ask again where the primary is */
     return TD_EUNAVAIL;
 }
 
@@ -77,10 +80,9 @@ static int subscribe(void)
     const struct config *cfg = redis_config();
     char host[SENTINEL_HOST_MAX];
     int port;
-    unsigned gen;
     struct timeval tv = {.tv_sec = cfg->redis_timeout_ms / 1000,
                          .tv_usec = (cfg->redis_timeout_ms % 1000) * 1000};
-    if (redis_primary(host, sizeof host, &port, &gen) != TD_OK)
+    if (redis_primary(host, sizeof host, &port, &sub_gen) != TD_OK)
         return fail("found no primary");
     sub = host[0] == '/' ? redisConnectUnixWithTimeout(host, tv)
                          : redisConnectWithTimeout(host, port, tv);
@@ -130,6 +132,8 @@ static void deliver(const redisReply *r, keyevents_fn *on_key, void *arg)
 int keyevents_listen(int timeout_ms, keyevents_fn *on_key, keyevents_resync_fn *on_resync,
                      void *arg)
 {
+    if (sub != NULL && redis_primary_moved(sub_gen))
+        keyevents_close(); /* a failover: listen on the new primary */
     if (sub == NULL) {
         if (subscribe() != TD_OK)
             return TD_EUNAVAIL;
