@@ -158,7 +158,7 @@ static bool begin_in_redis(struct app *app, const struct cart_request *rq, const
     struct keywait kw;
     if (!(app->defenses & (DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)))
         return true;
-    keywait_start(&kw, rq->wait_s);
+    keywait_start(&kw, app, rq->wait_s);
     for (;;) {
         char *seen = NULL;
         bool go_on = begin_once(app, rq, fp, bc, res, &seen);

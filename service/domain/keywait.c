@@ -10,6 +10,7 @@
  * lets it go last: its fiber or a wake-up still on its way. */
 #include "keywait.h"
 
+#include "app.h"
 #include "err.h"
 #include "fiber.h"
 #include "keyevents.h"
@@ -53,8 +54,9 @@ static unsigned bucket_of(int64_t user_id, const char *key)
     return (unsigned)(h % KEYWAIT_BUCKETS);
 }
 
-void keywait_start(struct keywait *kw, int wait_s)
+void keywait_start(struct keywait *kw, const struct app *app, int wait_s)
 {
+    kw->draining = &app->draining;
     kw->wait_s = wait_s > 0 ? wait_s : 0;
     kw->deadline_ms = mono_ms() + (int64_t)kw->wait_s * 1000;
     kw->waited = false;
@@ -182,7 +184,7 @@ static void park_until_told(int64_t user_id, const char *key, const char *seen, 
 bool keywait_for(struct keywait *kw, int64_t user_id, const char *key, const char *seen)
 {
     int64_t left = kw->deadline_ms - mono_ms();
-    if (kw->wait_s == 0 || left <= 0)
+    if (kw->wait_s == 0 || left <= 0 || atomic_load(kw->draining))
         return false;
     if (!kw->waited) {
         kw->waited = true;

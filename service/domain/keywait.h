@@ -21,8 +21,11 @@
 #ifndef TICKETD_KEYWAIT_H
 #define TICKETD_KEYWAIT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+struct app;
 
 /* How often a waiter looks at its key again when no announcement came: the
  * delay a lost announcement adds. The announcement is the rule, so this
@@ -34,9 +37,10 @@
 
 /* One request's wait, across its looks at the key. */
 struct keywait {
-    int wait_s;          /* the N applied; 0: no wait asked */
-    int64_t deadline_ms; /* mono_ms when N runs out */
-    bool waited;         /* parked at least once: counted */
+    int wait_s;                   /* the N applied; 0: no wait asked */
+    int64_t deadline_ms;          /* mono_ms when N runs out */
+    bool waited;                  /* parked at least once: counted */
+    const _Atomic bool *draining; /* the app's: a draining process stops waiting */
 };
 
 /* How a request that waited ended, for the metrics. */
@@ -46,8 +50,12 @@ enum keywait_end {
     KEYWAIT_RAN_OUT,  /* N passed first: 409 */
 };
 
-/* Starts the clock of a request that asked for wait_s seconds (0: none). */
-void keywait_start(struct keywait *kw, int wait_s);
+/* Starts the clock of a request that asked for wait_s seconds (0: none).
+ * Once app drains (SIGTERM), its waiters stop waiting at their next look
+ * and get the 409 they would have had without the header: their clients
+ * retry on another instance rather than lose the answer to the drain's
+ * timeout. */
+void keywait_start(struct keywait *kw, const struct app *app, int wait_s);
 
 /* The user's key (as the cache knows it) holds seen, the marker of a copy
  * in flight. Waits until its end is announced, or a poll interval passes,

@@ -213,7 +213,7 @@ bool orders_check_key(struct app *app, const struct order_request *rq, const cha
         return take_lock(app, rq, cl, res);
 
     struct keywait kw;
-    keywait_start(&kw, rq->wait_s);
+    keywait_start(&kw, app, rq->wait_s);
     for (;;) {
         char *existing = NULL;
         switch (begin_in_redis(app, rq, fp, cl, &existing)) {

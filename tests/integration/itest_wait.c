@@ -315,6 +315,63 @@ static void test_wait_runs_out_and_malformed_is_ignored(void **state)
     th_resp_free(&st.first);
 }
 
+/* ---- a draining instance stops its waiters ------------------------------- */
+
+struct drained {
+    const struct th_server *b;
+    int64_t session;
+    struct th_resp resp;
+};
+
+static void *drained_copy(void *p)
+{
+    struct drained *d = p;
+    d->resp = order_prefer(d->b, "drain-1", d->session, 1, "wait=300");
+    return NULL;
+}
+
+/* SIGTERM on the instance where a copy waits (up to 300 s, far past the
+ * harness's bound on a stop): the copy gets its 409 at its next look (its
+ * client retries elsewhere) and the instance stops cleanly, rather than
+ * holding the answer until the drain's timeout. */
+static void test_drain_stops_the_waiters(void **state)
+{
+    (void)state;
+    static struct storm st;
+    static struct drained d;
+    struct release hold;
+    memset(&st, 0, sizeof st);
+    memset(&d, 0, sizeof d);
+    release_init(&hold, "drain");
+    const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
+                           "TICKETD_FAULT=order.after_redis:hold:300000:1", hold.env, NULL};
+    const char *env_b[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_MAX_WAIT_S=300",
+                           "TICKETD_DRAIN_TIMEOUT_S=300", NULL};
+    st.a = th_serve(10, env_a);
+    struct th_server *b = th_serve(11, env_b);
+    st.session = th_session(st.a, 10, 1000);
+    st.key = "drain-1";
+    d.b = b;
+    d.session = st.session;
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, first_copy, &st);
+    wait_held(st.a);
+    pthread_create(&t2, NULL, drained_copy, &d);
+    wait_waiting(b, NULL, 1);
+    assert_int_equal(th_stop(b), 0);
+    pthread_join(t2, NULL);
+    th_expect_problem(&d.resp, 409, "REQUEST_IN_PROGRESS");
+    expect_header(&d.resp, "Preference-Applied", "wait=300");
+    release_now(&hold);
+    pthread_join(t1, NULL);
+    unlink(hold.path);
+    char no[32];
+    order_no_of(&st.first, no);
+    assert_int_equal(th_orders_of(st.session), 1);
+    th_resp_free(&st.first);
+    th_resp_free(&d.resp);
+}
+
 /* ---- the first copy fails: a waiter runs --------------------------------- */
 
 struct fails {
@@ -497,6 +554,7 @@ int main(void)
         T(test_wait_runs_out_and_malformed_is_ignored),
         T(test_first_copy_fails_a_waiter_runs),
         T(test_cart_copies_wait),
+        T(test_drain_stops_the_waiters),
     };
     return cmocka_run_group_tests_name("wait", tests, NULL, NULL);
 }
