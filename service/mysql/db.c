@@ -1,5 +1,6 @@
 #include "db.h"
 #include "db_conn.h"
+#include "db_pool.h"
 
 #include "breaker.h"
 #include "err.h"
@@ -31,31 +32,9 @@ static pthread_key_t conn_key; /* a plain thread's own connection (background th
 
 /* The request connections: TICKETD_DB_CONNS of them, split over the loops
  * (at least one each), each loop's lent to its fibers for the length of a
- * request. So the database sees as many sessions as it serves well,
- * however many requests wait on Redis. The idle ones are a stack: the
- * connection used last (warm, its statements prepared) is the next one
- * lent. A fiber that finds none free waits in a queue, first come first
- * served, and is handed the next one given back, for at most the MySQL
- * timeout. A pool is touched only on its loop's thread: no lock, and none
- * could be held across the park anyway. */
-struct pool_waiter {
-    struct fiber *fiber;
-    struct db_conn *given; /* NULL when the wait timed out */
-    bool done;
-    struct loop_timer timer;
-    struct pool_waiter *next;
-};
-
-struct loop_pool {
-    struct loop *loop;
-    struct db_conn **idle;
-    int nidle;
-    int lent;
-    int size;
-    struct pool_waiter *head, *tail;
-};
-
-static struct loop_pool pools[DB_MAX_LOOPS];
+ * request (db_pool.h). So the database sees as many sessions as it serves
+ * well, however many requests wait on Redis. */
+static struct db_pool pools[DB_MAX_LOOPS];
 static struct breaker health = BREAKER_INIT("mysql", DB_COOLDOWN_MS);
 
 /* The link failed: open the breaker (counted when this opened it). */
@@ -97,48 +76,16 @@ int db_init(const struct config *config)
     return TD_OK;
 }
 
-/* The loop's share of TICKETD_DB_CONNS: an even split, the first loops
- * taking the remainder, at least one each. */
-static int pool_share(int conns, int loops, int index)
-{
-    if (loops < 1)
-        loops = 1;
-    int n = conns / loops + (index < conns % loops ? 1 : 0);
-    return n < 1 ? 1 : n;
-}
-
-static struct loop_pool *loop_pool(void)
+static struct db_pool *loop_pool(void)
 {
     struct loop *l = loop_self();
     int i = loop_index(l);
     if (i < 0 || i >= DB_MAX_LOOPS)
         return NULL;
-    struct loop_pool *p = &pools[i];
-    if (p->loop == NULL) {
-        p->loop = l;
-        p->size = pool_share(cfg->db_conns, loop_count(), i);
-        p->idle = xcalloc((size_t)p->size, sizeof *p->idle);
-    }
+    struct db_pool *p = &pools[i];
+    if (p->loop == NULL)
+        db_pool_init(p, l, db_pool_share(cfg->db_conns, loop_count(), i));
     return p;
-}
-
-static void waiter_timed_out(void *arg)
-{
-    struct pool_waiter *w = arg;
-    struct loop_pool *p = loop_pool();
-    struct pool_waiter **at = &p->head;
-    while (*at != NULL && *at != w)
-        at = &(*at)->next;
-    if (*at == NULL)
-        return;
-    *at = w->next;
-    if (p->tail == w) {
-        p->tail = p->head;
-        while (p->tail != NULL && p->tail->next != NULL)
-            p->tail = p->tail->next;
-    }
-    w->done = true;
-    fiber_ready(w->fiber);
 }
 
 /* Lends the calling fiber a connection of its loop's pool, parking it at
@@ -147,50 +94,25 @@ static void waiter_timed_out(void *arg)
  * in time. */
 static struct db_conn *pool_borrow(void)
 {
-    struct loop_pool *p = loop_pool();
+    struct db_pool *p = loop_pool();
+    bool make;
     if (p == NULL)
         return NULL;
-    if (p->lent < p->size) {
-        p->lent++;
-        return p->nidle > 0 ? p->idle[--p->nidle] : xcalloc(1, sizeof(struct db_conn));
-    }
-    struct pool_waiter w = {.fiber = fiber_self()};
-    if (p->tail != NULL)
-        p->tail->next = &w;
-    else
-        p->head = &w;
-    p->tail = &w;
-    loop_timer_start(p->loop, &w.timer, cfg->mysql_timeout_s * 1000, waiter_timed_out, &w);
-    while (!w.done)
-        fiber_park();
-    loop_timer_stop(p->loop, &w.timer);
-    if (w.given == NULL)
+    struct db_conn *c = db_pool_borrow(p, cfg->mysql_timeout_s * 1000, &make);
+    if (make)
+        return xcalloc(1, sizeof *c); /* dialled by db_conn */
+    if (c == NULL)
         log_warn("mysql: no connection of %d came free in %d s", p->size, cfg->mysql_timeout_s);
-    return w.given;
+    return c;
 }
 
-/* Gives c back to the loop's pool: straight to the fiber that has waited
- * longest, if any. */
 static void pool_give_back(struct db_conn *c)
 {
-    struct loop_pool *p = loop_pool();
     if (c->in_tx) {
         log_error("mysql: a connection came back inside a transaction; rolling back");
         db_rollback(c);
     }
-    struct pool_waiter *w = p->head;
-    if (w != NULL) {
-        p->head = w->next;
-        if (p->head == NULL)
-            p->tail = NULL;
-        loop_timer_stop(p->loop, &w->timer);
-        w->given = c;
-        w->done = true;
-        fiber_ready(w->fiber);
-        return;
-    }
-    p->idle[p->nidle++] = c;
-    p->lent--;
+    db_pool_give_back(loop_pool(), c);
 }
 
 static struct db_conn **fiber_conn(void)
@@ -237,11 +159,8 @@ void db_cleanup(void)
     db_thread_release();
     /* The loops have stopped: their idle connections are closed here. */
     for (int i = 0; i < DB_MAX_LOOPS; i++) {
-        struct loop_pool *p = &pools[i];
-        for (int j = 0; j < p->nidle; j++)
-            conn_destroy(p->idle[j]);
-        free(p->idle);
-        *p = (struct loop_pool){0};
+        if (pools[i].loop != NULL)
+            db_pool_cleanup(&pools[i], conn_destroy);
     }
     pthread_key_delete(conn_key);
     mysql_library_end();
