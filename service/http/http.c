@@ -59,9 +59,13 @@ static struct exchange *exchange_new(struct http_server *srv, struct MHD_Connect
         rand_bytes(raw, sizeof raw);
         hex_encode(raw, sizeof raw, x->request_id);
     }
-    x->req.method = method;
-    x->req.version = version;
-    x->req.path = url;
+    x->wire_version = version;
+    x->method = xstrdup(method);
+    x->version = xstrdup(version);
+    x->path = xstrdup(url);
+    x->req.method = x->method;
+    x->req.version = x->version;
+    x->req.path = x->path;
     x->req.request_id = x->request_id;
     x->req.route = ROUTE_NOT_FOUND;
     x->req.app = srv->app;
@@ -75,8 +79,13 @@ static void exchange_free(struct exchange *x)
 {
     if (x->req.ctx_free != NULL)
         x->req.ctx_free(x->req.ctx);
-    for (int i = 0; i < x->ntrimmed; i++)
-        free(x->trimmed[i]);
+    for (int i = 0; i < x->nkept; i++) {
+        free(x->kept[i].name);
+        free(x->kept[i].value);
+    }
+    free(x->method);
+    free(x->version);
+    free(x->path);
     resp_reset(&x->resp);
     body_cleanup(&x->body);
     free(x);
@@ -165,7 +174,9 @@ static void answer_ready(struct http_loop *hl, struct exchange *x)
 {
     int was = x->phase;
     x->phase = PHASE_DONE;
-    if (was == PHASE_SUSPENDED)
+    if (x->abandoned)
+        exchange_free(x); /* nobody to answer: the connection is gone */
+    else if (was == PHASE_SUSPENDED)
         MHD_resume_connection(x->conn);
     mhd_run_soon(hl);
     hl->fibers--;
@@ -208,7 +219,9 @@ static enum MHD_Result exchange_begin(struct http_loop *hl, struct MHD_Connectio
     atomic_fetch_add(&srv->inflight, 1);
     atomic_store(&srv->last_request_ms, mono_ms());
     metrics_add(M_INFLIGHT_REQUESTS, 1);
-    if (!http_precheck(c, x))
+    bool ok = http_precheck(c, x);
+    x->wire_version = NULL;
+    if (!ok)
         return send_response(c, x, true);
     /* Queue nothing yet, even without a body: a response queued on the
      * first call is sent with Connection: close, which costs every
@@ -333,8 +346,19 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
         atomic_store(&x->slot->body_done, false);
         atomic_store(&x->slot->busy, false);
     }
-    exchange_free(x);
     *state = NULL;
+    if (x->phase == PHASE_AT_FIBER || x->phase == PHASE_SUSPENDED) {
+        /* The client went away before the connection was suspended (a
+         * suspended one is not watched): the fiber still has the request
+         * and frees it when it ends (answer_ready). The values it reads
+         * are copies (http_head.c), and what it has not read yet reads as
+         * absent. */
+        x->abandoned = true;
+        x->conn = NULL;
+        x->slot = NULL;
+    } else {
+        exchange_free(x);
+    }
     atomic_fetch_sub(&srv->inflight, 1);
     metrics_add(M_INFLIGHT_REQUESTS, -1);
 }

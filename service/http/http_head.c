@@ -33,33 +33,66 @@ static bool blank(char c)
     return c == ' ' || c == '\t';
 }
 
+/* The value kept for (kind, name), or NULL with *found false. */
+static const char *kept_find(struct exchange *x, char kind, const char *name, bool *found)
+{
+    for (int i = 0; i < x->nkept; i++) {
+        struct kept_value *k = &x->kept[i];
+        if (k->kind == kind &&
+            (kind == 'h' ? strcasecmp(k->name, name) : strcmp(k->name, name)) == 0) {
+            *found = true;
+            return k->value;
+        }
+    }
+    *found = false;
+    return NULL;
+}
+
+/* Keeps a copy of the first n bytes of v (NULL: absent) as (kind, name)'s
+ * value, for as long as the exchange lives, and returns it. */
+static const char *kept_add(struct exchange *x, char kind, const char *name, const char *v,
+                            size_t n)
+{
+    if (x->nkept == KEPT_MAX)
+        return NULL; /* never: no handler reads that many values */
+    struct kept_value *k = &x->kept[x->nkept++];
+    k->kind = kind;
+    k->name = xstrdup(name);
+    k->value = v != NULL ? xstrndup(v, n) : NULL;
+    return k->value;
+}
+
 /* RFC 9110 5.5: whitespace around a field value is not part of it. MHD
- * strips the leading blanks; the trailing ones are cut here, into a copy
- * that lives as long as the exchange. ctx is the exchange (req_source). */
+ * strips the leading blanks; the trailing ones are cut here. The value is
+ * copied into the exchange: the request's fiber may still use it after the
+ * client went away and MHD freed the connection. ctx is the exchange
+ * (req_source). */
 static const char *exchange_header(void *ctx, const char *name)
 {
     struct exchange *x = ctx;
+    bool found;
+    const char *kept = kept_find(x, 'h', name, &found);
+    if (found || x->conn == NULL)
+        return kept;
     const char *v = NULL;
     size_t n = 0;
     if (MHD_lookup_connection_value_n(x->conn, MHD_HEADER_KIND, name, strlen(name), &v, &n) !=
-            MHD_YES ||
-        v == NULL)
-        return NULL;
-    if (n == 0 || !blank(v[n - 1]))
-        return v;
-    while (n > 0 && blank(v[n - 1]))
+        MHD_YES)
+        v = NULL;
+    while (v != NULL && n > 0 && blank(v[n - 1]))
         n--;
-    if (x->ntrimmed == TRIMMED_MAX)
-        return NULL; /* never: no handler reads that many headers */
-    char *copy = xstrndup(v, n);
-    x->trimmed[x->ntrimmed++] = copy;
-    return copy;
+    return kept_add(x, 'h', name, v, n);
 }
 
 static const char *exchange_query(void *ctx, const char *name)
 {
     struct exchange *x = ctx;
-    return MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, name);
+    bool found;
+    const char *kept = kept_find(x, 'q', name, &found);
+    if (found || x->conn == NULL)
+        return kept;
+    const char *v = MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, name);
+    return kept_add(x, 'q', name, v, v != NULL ? strlen(v) : 0);
 }
 
 /* What the API reads of a request, through struct req. */
@@ -241,7 +274,7 @@ bool http_precheck(struct MHD_Connection *c, struct exchange *x)
     /* After the last value come its line break and the empty line: NULs. */
     if (h.bad == NULL && h.prev_end != NULL && h.prev_end[1] != '\0')
         h.bad = "a header value holds a NUL, CR, LF or another control character";
-    if (h.bad == NULL && !target_whole(x->slot, x->req.version))
+    if (h.bad == NULL && !target_whole(x->slot, x->wire_version))
         h.bad = "the request target holds a NUL";
     if (h.bad != NULL) {
         resp_problem(&x->resp, PROBLEM_BAD_REQUEST, NULL, "%s", h.bad);

@@ -82,14 +82,24 @@ struct http_server {
 /* Per-request state, created on the first access-handler call and freed
  * only in the completed callback: the one hook MHD runs even when the
  * client goes away mid-request. */
-#define TRIMMED_MAX 8
+#define KEPT_MAX 16
+
+/* A header or query value the API read, copied: a fiber may still hold it
+ * when the client has gone and MHD has freed the connection's memory. */
+struct kept_value {
+    char kind; /* 'h' header, 'q' query argument */
+    char *name;
+    char *value; /* NULL: absent */
+};
 
 struct exchange {
     struct http_server *srv;
-    struct http_loop *hl;       /* the loop whose daemon has the connection */
-    struct conn_slot *slot;     /* the connection's, for the head deadline */
-    char *trimmed[TRIMMED_MAX]; /* header values without trailing blanks */
-    int ntrimmed;
+    struct http_loop *hl;   /* the loop whose daemon has the connection */
+    struct conn_slot *slot; /* the connection's, for the head deadline */
+    struct kept_value kept[KEPT_MAX];
+    int nkept;
+    char *method, *path, *version; /* copies, for the same reason */
+    const char *wire_version;      /* MHD's own, on the first call only (http_precheck) */
     struct req req;
     struct resp resp;
     struct body body;
@@ -100,8 +110,11 @@ struct exchange {
     /* The step that waits for Redis or MySQL, on a fiber (see
      * hand_to_fiber): the connection is suspended meanwhile and resumed
      * with the answer ready. */
-    struct MHD_Connection *conn;
-    int phase; /* enum fiber_phase; the loop's thread only */
+    struct MHD_Connection *conn; /* NULL once abandoned */
+    int phase;                   /* enum fiber_phase; the loop's thread only */
+    /* The connection ended (the client went away) while the fiber had the
+     * request: the fiber frees the exchange when it ends (answer_ready). */
+    bool abandoned;
 };
 
 /* Where a request handed to a fiber is. The fiber moves it to DONE and

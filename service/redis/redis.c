@@ -112,15 +112,15 @@ int redis_conn_init(const struct config *config)
     return TD_OK;
 }
 
-void redis_conn_release(void)
+void redis_thread_release(void)
 {
     conn_destroy(pthread_getspecific(conn_key));
     pthread_setspecific(conn_key, NULL);
 }
 
-void redis_cleanup(void)
+void redis_conn_cleanup(void)
 {
-    redis_conn_release();
+    redis_thread_release();
     pthread_key_delete(conn_key);
 }
 

@@ -33,8 +33,8 @@ struct redis_script {
 };
 
 int redis_init(const struct config *cfg);
-/* Closes the calling thread's connection; on a loop thread its loop's
- * asynchronous connection too. */
+/* Closes the calling thread's blocking connection. The loops' connections
+ * live as long as the loops: redis_cleanup closes them. */
 void redis_thread_release(void);
 void redis_cleanup(void);
 

@@ -336,12 +336,15 @@ int redis_async_send(struct redis_cmd *cmd)
     return cmd->rc;
 }
 
-void redis_async_release(void)
+void redis_async_cleanup(void)
 {
-    struct loop *lp = loop_self();
-    if (lp == NULL)
-        return;
-    struct async_link *l = loop_link(lp);
-    if (l != NULL && l->ac != NULL)
-        redisAsyncFree(l->ac);
+    for (int i = 0; i < ASYNC_MAX_LOOPS; i++) {
+        redisAsyncContext *ac = links[i].ac;
+        if (ac == NULL)
+            continue;
+        /* The loop may be gone: hiredis must not call the adapter. */
+        memset(&ac->ev, 0, sizeof ac->ev);
+        links[i] = (struct async_link){0};
+        redisAsyncFree(ac);
+    }
 }

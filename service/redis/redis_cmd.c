@@ -16,10 +16,10 @@ int redis_init(const struct config *cfg)
     return redis_conn_init(cfg);
 }
 
-void redis_thread_release(void)
+void redis_cleanup(void)
 {
-    redis_async_release();
-    redis_conn_release();
+    redis_async_cleanup();
+    redis_conn_cleanup();
 }
 
 /* One command; TD_ENOTFOUND stands for NOSCRIPT. */

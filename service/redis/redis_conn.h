@@ -17,8 +17,9 @@
 
 /* redis_init's part here: the configuration and the thread key. */
 int redis_conn_init(const struct config *cfg);
-/* Closes the calling thread's blocking connection. */
-void redis_conn_release(void);
+/* redis_cleanup's part here: the calling thread's blocking connection
+ * and the thread key. */
+void redis_conn_cleanup(void);
 
 /* One command and, once sent, its answer: rc as redis_command answers,
  * but TD_ENOTFOUND for NOSCRIPT, and the reply when TD_OK. */
@@ -70,8 +71,9 @@ int redis_error_rc(const char *name, const char *msg, bool *readonly);
  * until its reply (or the timeout), and sets cmd's answer as redis_send
  * does. Returns cmd->rc. */
 int redis_async_send(struct redis_cmd *cmd);
-/* Closes the calling loop thread's asynchronous connection (nothing off a
- * loop thread). */
-void redis_async_release(void);
+/* At the process's end, the loops stopped (and maybe freed): closes every
+ * loop's connection, without touching its loop. A loop's connection lives
+ * as long as the loop. */
+void redis_async_cleanup(void);
 
 #endif
