@@ -510,6 +510,26 @@ LESSONS = [
                                 load=_refusals(n) + ["@midway-flush"]),
     },
     {
+        # Prefer: wait (RFC 7240): the same storm, once as clients that are told
+        # 409 and must poll, once as clients that ask to wait for the first copy.
+        "name": "prefer-wait",
+        "kind": "lesson",
+        "title": "Wait for the first copy",
+        "articles": "RFC 7240 (Prefer), the Idempotency-Key draft's open issue on waiting",
+        "idea": "A copy that meets its key in flight is told 409 REQUEST_IN_PROGRESS and has "
+        "to poll. With Prefer: wait=N it waits for the first copy instead, parked, holding "
+        "no worker and no database connection, woken when the key ends on any instance: "
+        "every copy gets the one order, none a 409. Both passes are free of damage; the "
+        "figure is the 409s a client had to retry after (the wait shows in p99).",
+        "defence": "Prefer: wait",
+        "where": "service/domain/keywait.c:keywait_for, service/redis/keyevents_redis.c, "
+        "service/redis/cache_scripts.c:watch_lua",
+        "unit": "copies told 409 REQUEST_IN_PROGRESS",
+        "figure": ["retry_storm.in_progress"],
+        "without": lambda n: _pass(load=_storm(n)),
+        "with": lambda n: _pass(load=_storm(n) + ["--prefer-wait", "10"]),
+    },
+    {
         "name": "redis-flush",
         "kind": "fault",
         "title": "Redis flushed mid-storm",

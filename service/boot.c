@@ -14,6 +14,7 @@
 #include "faults.h"
 #include "http.h"
 #include "job.h"
+#include "keywait_job.h"
 #include "liveness.h"
 #include "relay.h"
 #include "log.h"
@@ -177,7 +178,7 @@ static const struct job *const background_jobs[] = {
 };
 
 /* What only a server runs, beside its listener. */
-static const struct job *const serving_jobs[] = {&liveness_job};
+static const struct job *const serving_jobs[] = {&liveness_job, &keywait_job};
 
 /* A job's thread gives back, at its end, what it owns of MySQL and Redis:
  * the runner calls these for the connections the job says it uses. */

@@ -82,6 +82,8 @@ static void usage(FILE *out)
         "                      copy first to the next --target\n"
         "  --late MS           retry-storm: wait MS ms before the retries after the storm\n"
         "                      (past TICKETD_IDEM_TTL_S: the records have expired)\n"
+        "  --prefer-wait N     send Prefer: wait=N with every order and cart: a copy that\n"
+        "                      meets its key in flight waits for the first (RFC 7240)\n"
         "  --gaps MS,MS...     double-click: each click leaves MS ms after the one before\n"
         "  --lock-ttl MS       double-click: the server's TICKETD_LOCK_TTL_MS; an order made\n"
         "                      while another click of the burst held the lock is damage\n"
@@ -310,6 +312,7 @@ static int opts_parse_table(int argc, char **argv, struct load_opts *o, struct s
         N("retry-for", OPTABLE_SECONDS, retry_window_s, 0, 3600),
         N("spread", OPTABLE_MS, spread_s, 0, 600000),
         N("late", OPTABLE_MS, late_s, 0, 600000),
+        N("prefer-wait", OPTABLE_INT, prefer_wait_s, 0, 3600),
         CALL("gaps", opt_gaps),
         N("lock-ttl", OPTABLE_MS, lock_ttl_s, 1, 600000),
         CALL("allow", opt_allow),

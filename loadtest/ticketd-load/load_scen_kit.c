@@ -64,6 +64,8 @@ struct load_req *req_order(struct scen *s, uint64_t user, const char *key, const
     load_req_header(r, "Idempotency-Key: %s", key);
     if (token != NULL && token[0] != '\0')
         load_req_header(r, "X-Order-Token: %s", token);
+    if (s->o->prefer_wait_s > 0)
+        load_req_header(r, "Prefer: wait=%d", s->o->prefer_wait_s);
     load_req_json(r, body);
     json_decref(body);
     return r;
@@ -78,6 +80,8 @@ struct load_req *req_batch(struct scen *s, uint64_t user, const char *key, const
     load_req_header(r, "Idempotency-Key: %s", key);
     if (token != NULL && token[0] != '\0')
         load_req_header(r, "X-Order-Token: %s", token);
+    if (s->o->prefer_wait_s > 0)
+        load_req_header(r, "Prefer: wait=%d", s->o->prefer_wait_s);
     load_req_json(r, body);
     return r;
 }

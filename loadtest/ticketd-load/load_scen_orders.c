@@ -42,6 +42,8 @@ struct storm_ctx {
     long long orders;
     long long followups_ok;
     long long followups;
+    long long in_progress;    /* copies told 409 REQUEST_IN_PROGRESS */
+    uint64_t replayed_max_us; /* the slowest replayed copy: with Prefer, its wait */
 };
 
 static void storm_answer(struct storm_ctx *c, struct storm_key *k, struct load_req *r)
@@ -62,6 +64,8 @@ static void storm_answer(struct storm_ctx *c, struct storm_key *k, struct load_r
         k->rejected++;
         if (answer_uncertain(r))
             verdict_session_uncertain(c->s->v, c->sidx);
+        if (is_code(r, 409, "REQUEST_IN_PROGRESS"))
+            c->in_progress++;
         if (answer_transient(r) || is_code(r, 409, "REQUEST_IN_PROGRESS") ||
             opt_allows(c->s->o, r->code))
             return;
@@ -99,10 +103,13 @@ static void storm_answer(struct storm_ctx *c, struct storm_key *k, struct load_r
                            no);
         }
     }
-    if (r->replayed)
+    if (r->replayed) {
         k->replayed++;
-    else
+        if (r->latency_us > c->replayed_max_us)
+            c->replayed_max_us = r->latency_us;
+    } else {
         k->created++;
+    }
 }
 
 static void storm_done(void *arg, struct load_req *r)
@@ -267,6 +274,14 @@ int scen_retry_storm(struct scen *s)
         verdict_figure(s->v, "retry_storm.retries", c.followups);
         verdict_figure(s->v, "retry_storm.keys_refused_with_order", refused_keys);
         verdict_figure(s->v, "retry_storm.keys_refused_without_order", refused_no_order);
+        verdict_figure(s->v, "retry_storm.in_progress", c.in_progress);
+        verdict_figure(s->v, "retry_storm.replayed_max_ms", (long long)(c.replayed_max_us / 1000));
+        if (o->prefer_wait_s > 0)
+            verdict_note(s->v,
+                         "retry-storm: Prefer: wait=%d; %lld copies told REQUEST_IN_PROGRESS, "
+                         "the slowest replay answered after %llu ms",
+                         o->prefer_wait_s, c.in_progress,
+                         (unsigned long long)(c.replayed_max_us / 1000));
         verdict_note(s->v,
                      "retry-storm: %d keys x %d copies (%d with a token): %lld orders, %d keys "
                      "without an order, %lld/%lld retries after the storm replayed",

@@ -48,6 +48,7 @@ struct load_opts {
     bool shared_token;   /* double-click: the clicks of a burst share one token */
     double spread_s;     /* retry-storm: the copies of a key leave over this time */
     double late_s;       /* retry-storm: wait this long before the retries after the storm */
+    int prefer_wait_s;   /* orders and carts send Prefer: wait=N (0: no Prefer header) */
     /* double-click: the clicks of a burst leave this long after the one
      * before (ms each, up to 8); 0 entries: at once. */
     int gaps_ms[8];

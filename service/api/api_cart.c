@@ -19,6 +19,7 @@ struct batch_input {
     char key[IDEM_KEY_MAX + 1];
     const char *token; /* borrowed from the request's headers */
     struct cart_body body;
+    int wait_s; /* Prefer: wait applied, or 0 */
 };
 
 bool api_orders_batch_quick(struct req *r, struct resp *w)
@@ -26,6 +27,7 @@ bool api_orders_batch_quick(struct req *r, struct resp *w)
     char field[CARTBODY_FIELD_MAX], why[200];
     struct batch_input *in = xcalloc(1, sizeof *in);
     json_t *body = NULL;
+    in->wait_s = api_read_wait(r, w);
     if (!api_read_key(r, w, in->key))
         goto out;
     body = api_body_object(r, w);
@@ -90,6 +92,7 @@ void api_orders_batch(struct req *r, struct resp *w)
         .token = in->token,
         .items = in->body.items,
         .n = in->body.n,
+        .wait_s = in->wait_s,
     };
     struct cart_result res;
     cart_run(r->app, &rq, &api_order_views, render_batch, &res);
@@ -115,5 +118,6 @@ void api_orders_batch(struct req *r, struct resp *w)
     }
     if (layer != NULL)
         resp_header(w, "Idempotency-Layer", layer);
+    api_say_wait(w, in->wait_s);
     cart_result_cleanup(&res);
 }

@@ -50,5 +50,11 @@ void api_refuse_key_reused(struct resp *w, const char *what);
 void api_refuse_in_progress(struct resp *w, const char *what);
 void api_refuse_token(struct resp *w);
 bool api_read_token(struct req *r, struct resp *w, const char **token);
+/* Prefer: wait=N (prefer.h), cut to TICKETD_MAX_WAIT_S: the N applied, said
+ * in w's Preference-Applied, or 0 (none, 0, malformed: nothing said). Call
+ * it first, so that every answer to the request says it. */
+int api_read_wait(struct req *r, struct resp *w);
+/* Says the N applied again, into an answer written after the quick step. */
+void api_say_wait(struct resp *w, int wait_s);
 
 #endif

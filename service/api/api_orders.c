@@ -8,6 +8,7 @@
 #include "jsonv.h"
 #include "lifecycle.h"
 #include "orders.h"
+#include "prefer.h"
 #include "store.h"
 #include "util.h"
 
@@ -106,6 +107,23 @@ bool api_read_token(struct req *r, struct resp *w, const char **token)
     return true;
 }
 
+void api_say_wait(struct resp *w, int wait_s)
+{
+    char v[24];
+    if (wait_s <= 0)
+        return;
+    snprintf(v, sizeof v, "wait=%d", wait_s);
+    resp_header(w, "Preference-Applied", v);
+}
+
+int api_read_wait(struct req *r, struct resp *w)
+{
+    const char *v = req_header(r, "Prefer");
+    int wait_s = v != NULL ? prefer_wait_s(v, strlen(v), r->app->cfg->max_wait_s) : 0;
+    api_say_wait(w, wait_s);
+    return wait_s;
+}
+
 static bool read_create_body(struct req *r, struct resp *w, int64_t *session_id, int64_t *quantity)
 {
     char why[160];
@@ -141,6 +159,7 @@ bool api_orders_create_quick(struct req *r, struct resp *w)
     struct order_result res;
     rq->user_id = r->who.user_id;
     rq->key = in->key;
+    rq->wait_s = api_read_wait(r, w);
 
     if (!api_read_key(r, w, in->key) || !read_create_body(r, w, &rq->session_id, &rq->quantity) ||
         !api_read_token(r, w, &rq->token))
@@ -163,6 +182,7 @@ void api_orders_create(struct req *r, struct resp *w)
     struct order_result res;
     orders_create(r->app, &in->rq, &api_order_views, &res);
     api_order_answer(w, &in->rq, &res);
+    api_say_wait(w, in->rq.wait_s);
 }
 
 void api_refuse_key_reused(struct resp *w, const char *what)

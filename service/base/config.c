@@ -77,6 +77,7 @@ static const struct setting settings[] = {
     {"TICKETD_MAX_PER_ORDER", T_INT, OFF(max_per_order), 1, 1000, "6", false, NULL},
     {"TICKETD_IDEM_TTL_S", T_INT, OFF(idem_ttl_s), 1, 30 * 86400, "86400", false, NULL},
     {"TICKETD_INFLIGHT_TTL_MS", T_INT, OFF(inflight_ttl_ms), 100, 600000, "10000", false, NULL},
+    {"TICKETD_MAX_WAIT_S", T_INT, OFF(max_wait_s), 1, 300, "10", false, NULL},
     {"TICKETD_LOCK_TTL_MS", T_INT, OFF(lock_ttl_ms), 100, 600000, "5000", false, NULL},
     {"TICKETD_INSTANCE_TTL_MS", T_INT, OFF(instance_ttl_ms), 300, 600000, "3000", false, NULL},
     {"TICKETD_RESPCACHE_ENTRIES", T_INT, OFF(respcache_entries), 0, 10000000, "4096", false, NULL},

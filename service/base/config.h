@@ -59,6 +59,7 @@ struct config {
     int max_per_order;
     int idem_ttl_s;
     int inflight_ttl_ms;
+    int max_wait_s; /* the longest Prefer: wait=N honoured (keywait.h) */
     int lock_ttl_ms;
     int instance_ttl_ms; /* a process's liveness key (liveness.h) */
     int respcache_entries;

@@ -43,6 +43,9 @@
  *                           sent: the process dies holding the transaction
  *   merge.outcome_unread    (fail) a merged batch's answer row is dropped as
  *                           if it did not read; its COMMIT runs all the same
+ *   keywait.deaf            (fail) the key events listener hears nothing, as
+ *                           when every announcement is lost: a waiting copy
+ *                           learns its key's end only by looking again
  *   redis.token_stall       the token script ran in Redis but its reply is
  *                           treated as a timeout (fail), as when Redis
  *                           stalls after executing a command

@@ -4,6 +4,7 @@
 #include "cache.h"
 #include "defenses.h"
 #include "err.h"
+#include "keywait.h"
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
@@ -103,8 +104,7 @@ static bool answer_from_redis(struct app *app, const struct cart_request *rq, co
     } else if (take_over_dead(app, rq, fp, existing, rec.owner, bc)) {
         return false;
     } else {
-        metrics_inc(M_DUP_INFLIGHT_KEY);
-        cart_answer(res, CART_IN_PROGRESS, layer);
+        cart_answer(res, CART_IN_PROGRESS, layer); /* counted once waiting is over */
     }
     return true;
 }
@@ -112,12 +112,10 @@ static bool answer_from_redis(struct app *app, const struct cart_request *rq, co
 /* The batch key in Redis, one round trip (the same script as an order's
  * key, with no session lock: the items take theirs): its record, else our
  * marker, then the token. Returns true when the batch should go on. */
-static bool begin_in_redis(struct app *app, const struct cart_request *rq, const char *fp,
-                           struct batch_claim *bc, struct cart_result *res)
+static bool begin_once(struct app *app, const struct cart_request *rq, const char *fp,
+                       struct batch_claim *bc, struct cart_result *res, char **seen)
 {
     unsigned on = app->defenses;
-    if (!(on & (DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)))
-        return true;
     char *marker = (on & DEFENSE_INFLIGHT_KEY) ? idem_marker(fp, bc->owner) : NULL;
     struct token_spend tok = {rq->token, app->cfg->token_ttl_s};
     bool with_token = rq->token != NULL && (on & DEFENSE_TOKEN);
@@ -146,9 +144,36 @@ static bool begin_in_redis(struct app *app, const struct cart_request *rq, const
     case KEY_SESSION_LOCKED: /* no lock was asked for */
         break;
     }
-    free(existing);
+    *seen = existing;
     free(marker);
     return go_on;
+}
+
+/* The batch key in Redis; a copy in flight is waited for (Prefer: wait,
+ * keywait.h) and the key looked at again. Returns true when the batch
+ * should go on. */
+static bool begin_in_redis(struct app *app, const struct cart_request *rq, const char *fp,
+                           struct batch_claim *bc, struct cart_result *res)
+{
+    struct keywait kw;
+    if (!(app->defenses & (DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)))
+        return true;
+    keywait_start(&kw, app, rq->wait_s);
+    for (;;) {
+        char *seen = NULL;
+        bool go_on = begin_once(app, rq, fp, bc, res, &seen);
+        bool in_flight = !go_on && res->outcome == CART_IN_PROGRESS;
+        bool again = in_flight && keywait_for(&kw, rq->user_id, bc->rkey, seen);
+        free(seen);
+        if (again) {
+            memset(res, 0, sizeof *res);
+            continue;
+        }
+        if (in_flight)
+            metrics_inc(M_DUP_INFLIGHT_KEY);
+        keywait_finish(&kw, in_flight ? KEYWAIT_RAN_OUT : go_on ? KEYWAIT_RAN : KEYWAIT_ANSWERED);
+        return go_on;
+    }
 }
 
 /* The batch key's durable record. A final answer is replayed (and given

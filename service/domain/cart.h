@@ -37,6 +37,7 @@ struct cart_request {
     const char *token;             /* X-Order-Token, or NULL when not required */
     const struct idem_item *items; /* borrowed */
     size_t n;                      /* 1..CART_MAX_ITEMS */
+    int wait_s;                    /* Prefer: wait=N applied, or 0 (keywait.h) */
 };
 
 enum cart_outcome {

@@ -40,6 +40,9 @@ struct order_request {
      * key): not spent again, only recorded with the order in its
      * transaction, so it stays spent when Redis forgets. NULL for none. */
     const char *spent_token;
+    /* Prefer: wait=N, the N applied (1..TICKETD_MAX_WAIT_S), or 0: a copy
+     * that meets this key in flight waits for the first copy (keywait.h). */
+    int wait_s;
 };
 
 enum order_outcome {

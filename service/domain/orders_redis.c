@@ -11,6 +11,7 @@
 #include "cache.h"
 #include "defenses.h"
 #include "err.h"
+#include "keywait.h"
 #include "log.h"
 #include "metrics.h"
 #include "orders_internal.h"
@@ -197,10 +198,8 @@ static enum record_verdict answer_from_record(struct app *app, const struct orde
     }
     if (take_over_dead(app, rq, fp, existing, rec.owner, cl, res))
         return RECORD_TAKEN_OVER;
-    if (res->outcome != ORDER_DUPLICATE_SUBMISSION) {
-        metrics_inc(M_DUP_INFLIGHT_KEY);
+    if (res->outcome != ORDER_DUPLICATE_SUBMISSION) /* counted once waiting is over */
         orders_answer(res, ORDER_IN_PROGRESS, LAYER_INFLIGHT_KEY);
-    }
     return RECORD_ANSWERED;
 }
 
@@ -213,27 +212,45 @@ bool orders_check_key(struct app *app, const struct order_request *rq, const cha
     if (!(app->defenses & (DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)))
         return take_lock(app, rq, cl, res);
 
-    char *existing = NULL;
-    enum record_verdict verdict;
-    switch (begin_in_redis(app, rq, fp, cl, &existing)) {
-    case KEY_BEGUN:
-        return true;
-    case KEY_SESSION_LOCKED:
-        metrics_inc(M_DUP_SESSION_LOCK);
-        orders_answer(res, ORDER_DUPLICATE_SUBMISSION, LAYER_SESSION_LOCK);
-        return false;
-    case KEY_FAILED:
-        return redis_failed(app, cl, res);
-    case KEY_HAS_RECORD:
-        break;
+    struct keywait kw;
+    keywait_start(&kw, app, rq->wait_s);
+    for (;;) {
+        char *existing = NULL;
+        switch (begin_in_redis(app, rq, fp, cl, &existing)) {
+        case KEY_BEGUN:
+            keywait_finish(&kw, KEYWAIT_RAN);
+            return true;
+        case KEY_SESSION_LOCKED:
+            metrics_inc(M_DUP_SESSION_LOCK);
+            orders_answer(res, ORDER_DUPLICATE_SUBMISSION, LAYER_SESSION_LOCK);
+            keywait_finish(&kw, KEYWAIT_RAN);
+            return false;
+        case KEY_FAILED:
+            keywait_finish(&kw, KEYWAIT_RAN);
+            return redis_failed(app, cl, res);
+        case KEY_HAS_RECORD:
+            break;
+        }
+        enum record_verdict verdict = answer_from_record(app, rq, fp, existing, cl, res);
+        /* A copy in flight: with Prefer: wait, wait for it and look again. */
+        bool in_flight = verdict == RECORD_ANSWERED && res->outcome == ORDER_IN_PROGRESS;
+        bool again = in_flight && keywait_for(&kw, rq->user_id, rq->key, existing);
+        free(existing);
+        if (again) {
+            memset(res, 0, sizeof *res);
+            continue;
+        }
+        if (in_flight)
+            metrics_inc(M_DUP_INFLIGHT_KEY);
+        keywait_finish(&kw, in_flight                    ? KEYWAIT_RAN_OUT
+                            : verdict == RECORD_ANSWERED ? KEYWAIT_ANSWERED
+                                                         : KEYWAIT_RAN);
+        if (verdict == RECORD_TAKEN_OVER)
+            return true;
+        /* A record that a switched-off layer would have answered (the demo):
+         * the request goes on, and takes the lock on its own. */
+        return verdict == RECORD_IGNORED && take_lock(app, rq, cl, res);
     }
-    verdict = answer_from_record(app, rq, fp, existing, cl, res);
-    free(existing);
-    if (verdict == RECORD_TAKEN_OVER)
-        return true;
-    /* A record that a switched-off layer would have answered (the demo):
-     * the request goes on, and takes the lock on its own. */
-    return verdict == RECORD_IGNORED && take_lock(app, rq, cl, res);
 }
 
 bool orders_spend_token(struct app *app, int64_t user_id, const char *key, const char *token,

@@ -57,6 +57,11 @@ void cache_redis_idem_key(char *out, size_t cap, int64_t user_id, const char *ke
     snprintf(out, cap, "idem:{%lld}:%s", (long long)user_id, key);
 }
 
+void cache_redis_wait_key(char *out, size_t cap, int64_t user_id, const char *key)
+{
+    snprintf(out, cap, CACHE_REDIS_WAIT_PREFIX "{%lld}:%s", (long long)user_id, key);
+}
+
 void cache_redis_lock_key(char *out, size_t cap, int64_t user_id, int64_t session_id)
 {
     snprintf(out, cap, "lock:order:{%lld}:%lld", (long long)user_id, (long long)session_id);
@@ -191,14 +196,15 @@ int cache_redis_complete_with(struct redis_script *s, int64_t user_id, const cha
                               const char *marker, const char *record, int ttl_s, int64_t session_id,
                               const char *owner)
 {
-    char ik[256], lk[128], ttl[24];
+    char ik[256], lk[128], wk[272], ttl[24];
     redisReply *r = NULL;
     cache_redis_idem_key(ik, sizeof ik, user_id, key);
     cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
+    cache_redis_wait_key(wk, sizeof wk, user_id, key);
     snprintf(ttl, sizeof ttl, "%d", ttl_s);
-    const char *keys[] = {ik, lk};
+    const char *keys[] = {ik, lk, wk};
     const char *args[] = {marker ? marker : "", record, ttl, owner ? owner : ""};
-    int rc = redis_eval(s, 2, keys, 4, args, &r);
+    int rc = redis_eval(s, 3, keys, 4, args, &r);
     freeReplyObject(r);
     return rc;
 }
@@ -206,13 +212,14 @@ int cache_redis_complete_with(struct redis_script *s, int64_t user_id, const cha
 int cache_redis_release_with(struct redis_script *s, int64_t user_id, const char *key,
                              const char *marker, int64_t session_id, const char *owner)
 {
-    char ik[256], lk[128];
+    char ik[256], lk[128], wk[272];
     redisReply *r = NULL;
     cache_redis_idem_key(ik, sizeof ik, user_id, key);
     cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
-    const char *keys[] = {ik, lk};
+    cache_redis_wait_key(wk, sizeof wk, user_id, key);
+    const char *keys[] = {ik, lk, wk};
     const char *args[] = {marker ? marker : "", owner ? owner : ""};
-    int rc = redis_eval(s, 2, keys, 2, args, &r);
+    int rc = redis_eval(s, 3, keys, 2, args, &r);
     freeReplyObject(r);
     return rc;
 }

@@ -17,6 +17,10 @@
 void cache_redis_token_key(char *out, size_t cap, int64_t user_id, const char *token);
 void cache_redis_idem_key(char *out, size_t cap, int64_t user_id, const char *key);
 void cache_redis_lock_key(char *out, size_t cap, int64_t user_id, int64_t session_id);
+/* The flag of a key's waiting copies (Prefer: wait), "keywait:{<user>}:<key>",
+ * which is also the channel its end is announced on (keyevents_redis.c). */
+#define CACHE_REDIS_WAIT_PREFIX "keywait:"
+void cache_redis_wait_key(char *out, size_t cap, int64_t user_id, const char *key);
 
 /* What spending a token is told (SPEND_LUA, cache_scripts.c): the token's
  * key, the user it must hold, the "<user>|<key>" it becomes, its TTL. */

@@ -57,9 +57,17 @@ static const char begin_lua[] =
               "if ARGV[5] ~= '' then return {0, spend(KEYS[3], ARGV[5], ARGV[6], ARGV[7])} end\n"
               "return {0}\n";
 
+/* The key has ended (completed or released): when copies wait for it
+ * (Prefer: wait; watch_lua set their flag), the flag goes and its channel,
+ * named like the flag, announces it to every instance's listener
+ * (keyevents_redis.c). Without waiters, nothing is published. */
+#define ANNOUNCE_LUA                                                                               \
+    "if redis.call('DEL', KEYS[3]) == 1 then redis.call('PUBLISH', KEYS[3], '1') end\n"
+
 /* Success: our marker becomes the completed record; our lock is released.
  * A marker that expired and was taken by another request is not ours to
- * overwrite. KEYS: idem, lock. ARGV: marker, record, ttl_s, owner. */
+ * overwrite. KEYS: idem, lock, waiters' flag. ARGV: marker, record, ttl_s,
+ * owner. */
 static const char complete_lua[] =
     "local cur = redis.call('GET', KEYS[1])\n"
     "if (ARGV[1] ~= '' and cur == ARGV[1]) or (ARGV[1] == '' and not cur) then\n"
@@ -67,19 +75,28 @@ static const char complete_lua[] =
     "end\n"
     "if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) == ARGV[4] then\n"
     "  redis.call('DEL', KEYS[2])\n"
-    "end\n"
-    "return 1\n";
+    "end\n" ANNOUNCE_LUA "return 1\n";
 
-/* Failure: compare-and-delete of marker and lock. KEYS: idem, lock.
- * ARGV: marker, owner ('' for one not taken). */
+/* Failure: compare-and-delete of marker and lock. KEYS: idem, lock,
+ * waiters' flag. ARGV: marker, owner ('' for one not taken). */
 static const char release_lua[] =
     "if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then\n"
     "  redis.call('DEL', KEYS[1])\n"
     "end\n"
     "if ARGV[2] ~= '' and redis.call('GET', KEYS[2]) == ARGV[2] then\n"
     "  redis.call('DEL', KEYS[2])\n"
-    "end\n"
-    "return 1\n";
+    "end\n" ANNOUNCE_LUA "return 1\n";
+
+/* A waiting copy's look (keyevents_watch). KEYS: idem, waiters' flag.
+ * ARGV: the record the copy saw, ttl ms. Returns 1 when the key still
+ * holds it, the flag then set for at least ttl ms, so that the key's end
+ * is announced (ANNOUNCE_LUA); 0 when it holds something else. Look and
+ * flag in one step: an end is either announced or seen here. */
+static const char watch_lua[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+                                "if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then\n"
+                                "  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])\n"
+                                "end\n"
+                                "return 1\n";
 
 /* A dead request's marker becomes ours, with its lock (free, or still the
  * dead request's). KEYS: idem, lock. ARGV: stale marker, our marker,
@@ -132,6 +149,7 @@ struct redis_script cache_lua_take_over = {take_over_lua, ""};
 struct redis_script cache_lua_token_take = {token_take_lua, ""};
 struct redis_script cache_lua_complete = {complete_lua, ""};
 struct redis_script cache_lua_release = {release_lua, ""};
+struct redis_script cache_lua_watch = {watch_lua, ""};
 
 void cache_scripts_prepare(void)
 {
@@ -144,4 +162,5 @@ void cache_scripts_prepare(void)
     redis_script_prepare(&cache_lua_token_take);
     redis_script_prepare(&cache_lua_complete);
     redis_script_prepare(&cache_lua_release);
+    redis_script_prepare(&cache_lua_watch);
 }

@@ -15,6 +15,7 @@ extern struct redis_script cache_lua_take_over;
 extern struct redis_script cache_lua_token_take;
 extern struct redis_script cache_lua_complete;
 extern struct redis_script cache_lua_release;
+extern struct redis_script cache_lua_watch;
 
 /* Computes every script's SHA1 for EVALSHA (cache_init). */
 void cache_scripts_prepare(void);

@@ -1032,20 +1032,72 @@ static void test_created_order_is_added(void **state)
     order_result_cleanup(&res);
 }
 
+/* Prefer: wait off a fiber (no loop to park on): the request looks at its
+ * key again after each poll interval until its N passes, then is refused
+ * as without the header; the refusal and the wait are counted once. */
+static void test_wait_runs_out_off_a_fiber(void **state)
+{
+    char fp[IDEM_FP_LEN + 1];
+    struct order_request rq = {.user_id = USER,
+                               .key = KEY,
+                               .session_id = SESSION,
+                               .quantity = QTY,
+                               .token = TOKEN,
+                               .wait_s = 1};
+    struct order_result res;
+    (void)state;
+    idem_fingerprint_order(SESSION, QTY, fp);
+    char *rec = idem_marker(fp, OTHER_INSTANCE "0123456789abcdef");
+    fake_cache.idem_begin_rc = TD_EDUP;
+    snprintf(fake_cache.existing, sizeof fake_cache.existing, "%s", rec);
+    free(rec);
+    orders_create(&app, &rq, &render, &res);
+    assert_int_equal(res.outcome, ORDER_IN_PROGRESS);
+    assert_string_equal(order_layer_name(res.layer), "inflight-key");
+    assert_true(fake_cache.idem_begin.calls >= 2);
+    assert_int_equal(delta(M_KEY_WAITS), 1);
+    assert_int_equal(delta(M_KEY_WAITS_RAN_OUT), 1);
+    assert_int_equal(delta(M_KEY_WAITS_ANSWERED), 0);
+    assert_int_equal(delta(M_DUP_INFLIGHT_KEY), 1);
+    order_result_cleanup(&res);
+}
+
+/* Without a wait, the marker is refused at the first look. */
+static void test_no_wait_refuses_at_once(void **state)
+{
+    char fp[IDEM_FP_LEN + 1];
+    struct order_request rq = {
+        .user_id = USER, .key = KEY, .session_id = SESSION, .quantity = QTY, .token = TOKEN};
+    struct order_result res;
+    (void)state;
+    idem_fingerprint_order(SESSION, QTY, fp);
+    char *rec = idem_marker(fp, OTHER_INSTANCE "0123456789abcdef");
+    fake_cache.idem_begin_rc = TD_EDUP;
+    snprintf(fake_cache.existing, sizeof fake_cache.existing, "%s", rec);
+    free(rec);
+    orders_create(&app, &rq, &render, &res);
+    assert_int_equal(res.outcome, ORDER_IN_PROGRESS);
+    assert_int_equal(fake_cache.idem_begin.calls, 1);
+    assert_int_equal(delta(M_KEY_WAITS), 0);
+    order_result_cleanup(&res);
+}
+
 int main(void)
 {
     /* The malformed-record row logs a warning by design. */
     log_set_level(LOG_ERROR);
-    struct CMUnitTest tests[NCASES + 6] = {
+    struct CMUnitTest tests[NCASES + 8] = {
         cmocka_unit_test_setup_teardown(test_order_numbers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_result_cleanup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_trusted_no_skips_the_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_doubt_asks_the_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_switched_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_created_order_is_added, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_runs_out_off_a_fiber, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_wait_refuses_at_once, setup, teardown),
     };
     for (size_t i = 0; i < NCASES; i++)
-        tests[i + 6] = (struct CMUnitTest){.name = cases[i].name,
+        tests[i + 8] = (struct CMUnitTest){.name = cases[i].name,
                                            .test_func = run_row,
                                            .setup_func = setup,
                                            .teardown_func = teardown,

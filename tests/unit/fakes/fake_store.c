@@ -31,6 +31,11 @@ void store_thread_release(void)
     fake_call("store_thread_release");
 }
 
+void store_thread_idle(void)
+{
+    fake_call("store_thread_idle");
+}
+
 void store_cleanup(void)
 {
     fake_call("store_cleanup");
