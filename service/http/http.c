@@ -137,6 +137,7 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct exchange *
  * until some other client happens to send something. */
 
 static void mhd_drive(void *arg);
+static void mhd_run_soon(struct http_loop *hl);
 
 static void mhd_arm_timer(struct http_loop *hl)
 {
@@ -147,10 +148,25 @@ static void mhd_arm_timer(struct http_loop *hl)
         loop_timer_stop(hl->loop, &hl->mhd_timer);
 }
 
+/* A daemon at its connection limit takes its listening socket out of its
+ * epoll set at the start of its next run, and puts it back only at the
+ * start of a run after connections closed. With no thread of its own,
+ * nothing runs it then: the last connections close, nothing is left to
+ * wake the loop, and new clients wait in the backlog unaccepted (seen: a
+ * flood of slow clients shed at the cap, then /metrics unanswered for
+ * 10 s). So once it was full, the first run that leaves it below the limit
+ * asks for one more, which takes the socket back and accepts. */
 static void mhd_drive(void *arg)
 {
     struct http_loop *hl = arg;
     MHD_run(hl->daemon);
+    int open = atomic_load(&hl->connections);
+    if (open >= hl->conn_limit) {
+        hl->was_full = true;
+    } else if (hl->was_full) {
+        hl->was_full = false;
+        mhd_run_soon(hl);
+    }
     mhd_arm_timer(hl);
 }
 

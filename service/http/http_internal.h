@@ -58,6 +58,7 @@ struct http_loop {
     bool stop_when_idle;         /* http_stop: end the loop once fibers is 0 */
     _Atomic int connections;     /* open connections of this daemon */
     int conn_limit;              /* this daemon's share of TICKETD_CONN_LIMIT */
+    bool was_full;               /* it reached conn_limit since its last run below it */
 };
 
 struct http_server {
