@@ -92,10 +92,9 @@ def _refusals(n, rounds=200):
     return ["refusal-storm", "--rounds", str(n(rounds))]
 
 
-def _pass(off="", db=MAIN_DB, faults=False, env=(), load=None, sql=(), stall=False,
-          stall_waiting=0):
+def _pass(off="", db=MAIN_DB, faults=False, env=(), load=None, sql=(), stall=False):
     return {"off": off, "db": db, "faults": faults, "env": list(env), "load": load,
-            "sql": list(sql), "stall": stall, "stall_waiting": stall_waiting}
+            "sql": list(sql), "stall": stall}
 
 
 # The consumers' dedup rows start in one partition for everything, as a
@@ -142,11 +141,6 @@ def _flush_then_release(n, rounds=40):
     # the third wave finds no markers; one wave more, and the stall ends.
     return ["--fault-after", str(2 * n(rounds)), "@flush", "--fault-end-after",
             str(n(rounds)), "@end-release"]
-
-
-def _flush_waiting(n, rounds=40):
-    # The first copies of every key, and half a wave more.
-    return n(rounds) + max(1, n(rounds) // 2)
 
 
 def _freeze_storm(n, rounds=60):
@@ -551,16 +545,10 @@ LESSONS = [
         "figure": ["duplicate_orders"],
         # The flush also takes the instances' heartbeats: beating every
         # 100 ms, they are back before the next wave of copies.
-        # After the flush a wave of copies finds no marker, and markers of
-        # live instances whose heartbeats the flush took look dead: those
-        # copies wait in the database too and answer nothing. The stall
-        # also ends once half a wave of them waits beside the first copies
-        # (_flush_waiting), before their clients' timeout rolls them back.
         "without": lambda n: _pass("unique-index", NOINDEX_DB, env=STALL_ENV + FREEZE_ENV,
-                                   stall=True, stall_waiting=_flush_waiting(n),
+                                   stall=True,
                                    load=_stalled_storm(n) + _flush_then_release(n)),
         "with": lambda n: _pass(env=STALL_ENV + FREEZE_ENV, stall=True,
-                                stall_waiting=_flush_waiting(n),
                                 load=_stalled_storm(n) + _flush_then_release(n)),
     },
     {

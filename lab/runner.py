@@ -317,16 +317,10 @@ class Stall:
     found nothing. The database is slower than every TTL in front of it.
     It ends (ROLLBACK) when the release file appears, which the load's
     --fault or --fault-end command creates after a number of answers (the
-    load's progress), or after STALL_MAX_S at the latest. With waiting=K it
-    also ends once K statements writing orders wait on it in the database
-    (its process list): progress the answers cannot show when every copy
-    the fault let through is itself waiting there, answering nothing until
-    its client's timeout would roll it back."""
+    load's progress), or after STALL_MAX_S at the latest."""
 
-    def __init__(self, stack, db, waiting=0):
+    def __init__(self, stack, db):
         self.stack = stack
-        self.db = db
-        self.waiting = waiting
         self.release = stack.release_path
         if os.path.exists(self.release):
             os.unlink(self.release)
@@ -348,27 +342,9 @@ class Stall:
 
     def _hold(self):
         deadline = time.monotonic() + STALL_MAX_S
-        next_look = 0.0
         while not os.path.exists(self.release) and time.monotonic() < deadline:
-            if self.waiting and time.monotonic() >= next_look:
-                if self._writers_waiting() >= self.waiting:
-                    break
-                next_look = time.monotonic() + 0.05
             time.sleep(0.01)
         self.end()
-
-    def _writers_waiting(self):
-        """How many statements that write orders are in the process list
-        (each waits on the stall's locks while it holds)."""
-        sql = ("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' "
-               "AND (INFO LIKE 'INSERT INTO orders%' OR INFO LIKE 'CALL place_orders%')")
-        try:
-            out = subprocess.run(self.stack.mariadb_argv(self.db) + ["-e", sql],
-                                 env=self.stack.mariadb_env(), stdin=subprocess.DEVNULL,
-                                 capture_output=True, text=True, timeout=5)
-            return int(out.stdout.split()[0])
-        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
-            return 0
 
     def end(self):
         try:
@@ -484,7 +460,7 @@ def run_pass(stack, lesson, which, size_n, sink, tag):
     env.update({"TICKETD_JWT_SECRET": stack.jwt_secret, "TICKETD_PAY_SECRET": stack.pay_secret})
     sink.phase(which, "running: " + " ".join(p["load"]))
     sink.start(which, shown_command(p))
-    stall = Stall(stack, p["db"], p.get("stall_waiting", 0)) if p.get("stall") else None
+    stall = Stall(stack, p["db"]) if p.get("stall") else None
     try:
         with open(os.path.join(stack.log_dir, "%s.txt" % tag), "wb") as out:
             proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.PIPE,
