@@ -137,10 +137,18 @@ def _stalled_storm(n, rounds=40, copies=6, spread=1500):
 
 
 def _flush_then_release(n, rounds=40):
-    # After two waves of copies (answered 409 REQUEST_IN_PROGRESS) the flush;
-    # the third wave finds no markers; one wave more, and the stall ends.
-    return ["--fault-after", str(2 * n(rounds)), "@flush", "--fault-end-after",
-            str(n(rounds)), "@end-release"]
+    # The copies leave in waves (every 300 ms); a wave's 409s come back at
+    # once, but a key whose first copy waits longest answers its copies late
+    # (about one a wave). So the flush comes during the third wave's answers
+    # (two waves, less a margin for those late keys), the next wave finds no
+    # markers and goes on to the database, and the answers of the wave after
+    # it, which meets that wave's markers, end the stall (again less a
+    # margin). Counted whole, both landed a wave late in some runs: the
+    # flush raced the wave meant to find no markers, or the stall outlived
+    # the copies' own 5 s client timeout, which rolled them back.
+    margin = max(2, n(rounds) // 4)
+    return ["--fault-after", str(2 * n(rounds) - margin), "@flush", "--fault-end-after",
+            str(n(rounds) - max(1, n(rounds) // 10)), "@end-release"]
 
 
 def _freeze_storm(n, rounds=60):
