@@ -1037,3 +1037,37 @@ void th_pay_sign(const char *secret, const char *ts, const char *body, char out[
     if (paysign(secret, ts, body, strlen(body), out) != 0)
         fail_msg("cannot sign a payment callback");
 }
+
+int th_run_logged(const char *const *argv, const char *log_path, int wait_s)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    for (int i = 0;; i++) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR)
+            fail_msg("waitpid: %s", strerror(errno));
+        if (i >= wait_s * 20) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            fail_msg("%s did not finish in %d s; see %s", argv[0], wait_s, log_path);
+        }
+        th_msleep(50);
+    }
+    if (!WIFEXITED(status))
+        fail_msg("%s was killed by signal %d; see %s", argv[0], WTERMSIG(status), log_path);
+    return WEXITSTATUS(status);
+}

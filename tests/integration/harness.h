@@ -176,6 +176,12 @@ void th_expect_layer(const struct th_resp *r, const char *layer);
 /* ---- time ---- */
 
 void th_msleep(int ms);
+
+/* Runs argv[0] (a program of the build, such as the load tool) with its
+ * stdout and stderr in log_path and waits for it, at most wait_s seconds:
+ * past that it is killed and the test fails, as it does when a signal ends
+ * it. Returns its exit status. */
+int th_run_logged(const char *const *argv, const char *log_path, int wait_s);
 /* The monotonic clock, in seconds and in milliseconds. */
 double th_now_s(void);
 int64_t th_now_ms(void);

@@ -429,41 +429,13 @@ static int storm(json_t **out, const struct th_server *a, const struct th_server
         "--target",    a->url,          "--target",    b->url,       "--jwt-secret",
         TH_JWT_SECRET, "--pay-secret",  TH_PAY_SECRET, "--duration", "60",
         "--timeout",   "5000",          "--json",      json_path,    NULL};
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execv(LOAD_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    for (int i = 0;; i++) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid)
-            break;
-        if (w < 0 && errno != EINTR)
-            fail_msg("waitpid: %s", strerror(errno));
-        if (i >= LOAD_WAIT_S * 20) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fail_msg("ticketd-load did not finish in %d s; see %s", LOAD_WAIT_S, log_path);
-        }
-        th_msleep(50);
-    }
-    if (!WIFEXITED(status))
-        fail_msg("ticketd-load was killed by signal %d; see %s", WTERMSIG(status), log_path);
+    int rc = th_run_logged(argv, log_path, LOAD_WAIT_S);
     json_error_t err;
     *out = json_load_file(json_path, 0, &err);
     if (*out == NULL)
         fail_msg("ticketd-load wrote no JSON (%s); see %s", err.text, log_path);
-    print_message("ticketd-load retry-storm: exit %d, %s\n", WEXITSTATUS(status), log_path);
-    return WEXITSTATUS(status);
+    print_message("ticketd-load retry-storm: exit %d, %s\n", rc, log_path);
+    return rc;
 }
 
 /* The issue's storm: 600 keys, 8 copies each, over two instances with every

@@ -116,45 +116,16 @@ static int lab_run(json_t **out, const char *name, ...)
         argv[argc++] = common[i];
     argv[argc] = NULL;
 
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execv(LOAD_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    for (int i = 0;; i++) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid)
-            break;
-        if (w < 0 && errno != EINTR)
-            fail_msg("waitpid: %s", strerror(errno));
-        if (i >= LOAD_WAIT_S * 20) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fail_msg("ticketd-load %s did not finish in %d s; see %s", name, LOAD_WAIT_S, log_path);
-        }
-        th_msleep(50);
-    }
-    if (!WIFEXITED(status))
-        fail_msg("ticketd-load %s was killed by signal %d; see %s", name, WTERMSIG(status),
-                 log_path);
+    int rc = th_run_logged(argv, log_path, LOAD_WAIT_S);
     json_error_t err;
     *out = json_load_file(json_path, 0, &err);
     if (*out == NULL)
         fail_msg("ticketd-load %s wrote no JSON (%s); see %s", name, err.text, log_path);
-    if (WEXITSTATUS(status) != json_integer_value(json_object_get(*out, "exit_code")))
-        fail_msg("ticketd-load %s exited %d but its JSON says %lld", name, WEXITSTATUS(status),
+    if (rc != json_integer_value(json_object_get(*out, "exit_code")))
+        fail_msg("ticketd-load %s exited %d but its JSON says %lld", name, rc,
                  (long long)json_integer_value(json_object_get(*out, "exit_code")));
-    print_message("ticketd-load %s: exit %d, %s\n", name, WEXITSTATUS(status), log_path);
-    return WEXITSTATUS(status);
+    print_message("ticketd-load %s: exit %d, %s\n", name, rc, log_path);
+    return rc;
 }
 
 static long long num(const json_t *j, const char *a, const char *b)
