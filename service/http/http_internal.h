@@ -59,6 +59,7 @@ struct http_loop {
     _Atomic int connections;     /* open connections of this daemon */
     int conn_limit;              /* this daemon's share of TICKETD_CONN_LIMIT */
     bool was_full;               /* it reached conn_limit since its last run below it */
+    bool resumed;                /* a connection was resumed since the last run */
 };
 
 struct http_server {
