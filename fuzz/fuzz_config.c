@@ -60,7 +60,7 @@ static void strings_of(struct config *c, char **out[N_STRINGS])
                              &c->mysql_socket,
                              &c->jwt_secret,
                              &c->pay_secret,
-                             &c->defenses,
+                             &c->defences,
                              &c->redis_sentinels,
                              &c->redis_master,
                              &c->retention_today};

@@ -208,10 +208,10 @@ RUN_BIN=""
 RUN_ENV=()
 
 start_instances() {
-    local defenses=$1 db=$2 run=$3 p pid i
+    local defences=$1 db=$2 run=$3 p pid i
     for p in "${HTTP_PORTS[@]}"; do
         env -i PATH="${PATH}" HOME="${HOME:-/}" \
-            TICKETD_ENV=demo TICKETD_DEFENSES="${defenses}" \
+            TICKETD_ENV=demo TICKETD_DEFENSES="${defences}" \
             TICKETD_BIND=127.0.0.1 TICKETD_PORT="${p}" TICKETD_THREADS="${THREADS}" \
             TICKETD_REDIS_HOST=127.0.0.1 TICKETD_REDIS_PORT="${REDIS_PORT}" \
             TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT="${MYSQL_PORT}" \
@@ -242,13 +242,13 @@ RUN=0
 # kill -9 of the second instance, @mysql-restart for stopping and starting
 # the demo's MariaDB.
 run() {
-    local label=$1 off=$2 db=$3 expect=$4 purpose=$5 defenses dbtext s name words args json txt rc cmd d w
+    local label=$1 off=$2 db=$3 expect=$4 purpose=$5 defences dbtext s name words args json txt rc cmd d w
     shift 5
     RUN=$((RUN + 1))
     if [[ "${off}" == none ]]; then
-        defenses=all
+        defences=all
     else
-        defenses=$(printf '%s' "${off}" | sed 's/\([^,]*\)/-\1/g')
+        defences=$(printf '%s' "${off}" | sed 's/\([^,]*\)/-\1/g')
     fi
     if [[ "${db}" == "${DB_NOINDEX}" ]]; then
         dbtext="${DB_NOINDEX} (no unique keys on orders)"
@@ -259,7 +259,7 @@ run() {
     stop_instances
     TICKETD_MYSQL_DB=${db} services reset "${STATE}" >>"${OUT}/logs/services.log" 2>&1 ||
         die "emptying ${db} failed (run ${RUN})"
-    start_instances "${defenses}" "${db}" "${RUN}"
+    start_instances "${defences}" "${db}" "${RUN}"
     RUN_BIN=""
     RUN_ENV=()
     # ticketd says loudly what is off; the report should only claim what it said.

@@ -9,7 +9,7 @@
 #include "cache_naive.h"
 #include "consume_naive.h"
 #include "consumers.h"
-#include "defenses.h"
+#include "defences.h"
 #include "err.h"
 #include "faults.h"
 #include "http.h"
@@ -75,53 +75,53 @@ static struct store_events_steps chosen_events;
 
 /* The adapters behind the ports, chosen once from the defences that are
  * on: each entry is the real one, or with its defence switched off (the
- * demo, defenses_check_env) the naive one that the defence exists to
+ * demo, defences_check_env) the naive one that the defence exists to
  * replace, as one TLS backend stands behind one table. A defence that
  * skips a whole layer (the response cache, the token, ...) is the
  * domain's to skip: it has no entry here. */
 static void choose_adapters(struct app *app)
 {
-    unsigned on = app->defenses;
+    unsigned on = app->defences;
     chosen_cache = cache_redis_entries;
-    if (!(on & DEFENSE_TOKEN_ATOMIC)) {
+    if (!(on & DEFENCE_TOKEN_ATOMIC)) {
         chosen_cache.token_take = cache_naive_token_take;
         chosen_cache.order_begin = cache_naive_order_begin;
     }
-    if (!(on & DEFENSE_LOCK_OWNER_CHECK)) {
+    if (!(on & DEFENCE_LOCK_OWNER_CHECK)) {
         chosen_cache.order_complete = cache_naive_order_complete;
         chosen_cache.order_release = cache_naive_order_release;
     }
-    if (!(on & DEFENSE_BLOOM_LIVENESS))
+    if (!(on & DEFENCE_BLOOM_LIVENESS))
         chosen_cache.bloom_check = cache_naive_bloom_check;
     cache_naive_init();
     cache_redis_use(&chosen_cache);
 
     chosen_store = store_mysql_steps;
-    bool look_first = !(on & DEFENSE_UNIQUE_INDEX), read_stock = !(on & DEFENSE_STOCK_CAS);
+    bool look_first = !(on & DEFENCE_UNIQUE_INDEX), read_stock = !(on & DEFENCE_STOCK_CAS);
     if (look_first || read_stock)
         chosen_store.order_place = look_first && read_stock ? store_naive_place_both
                                    : look_first             ? store_naive_place_look_first
                                                             : store_naive_place_read_stock;
-    if (!(on & DEFENSE_STATE_CAS)) {
+    if (!(on & DEFENCE_STATE_CAS)) {
         chosen_store.read_for_move = store_naive_read_plain;
         chosen_store.move = store_naive_move_blind;
     }
     store_mysql_use(&chosen_store);
 
     chosen_events = store_events_steps;
-    if (!(on & DEFENSE_CONSUMER_DEDUP_SAME_TX))
+    if (!(on & DEFENCE_CONSUMER_DEDUP_SAME_TX))
         chosen_events.consume = store_naive_consume_apart;
     /* The ledger is the business key that outlives the dedup row. The
      * lessons of the consumer's own dedup (skipped, or keyed by the stream
      * entry) run without it, so that each shows what its own mistake costs;
      * business-key-after-expiry takes the ledger away alone. */
-    unsigned ledger = DEFENSE_BUSINESS_KEY_AFTER_EXPIRY | DEFENSE_CONSUMER_DEDUP |
-                      DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY;
+    unsigned ledger = DEFENCE_BUSINESS_KEY_AFTER_EXPIRY | DEFENCE_CONSUMER_DEDUP |
+                      DEFENCE_CONSUMER_DEDUP_BUSINESS_KEY;
     if ((on & ledger) != ledger)
         chosen_events.points_ledger = store_naive_no_ledger;
     store_events_use(&chosen_events);
 
-    app->dedup_key = (on & DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY) ? consumers_key_by_business
+    app->dedup_key = (on & DEFENCE_CONSUMER_DEDUP_BUSINESS_KEY) ? consumers_key_by_business
                                                                 : consume_naive_key_by_entry;
 }
 
@@ -148,11 +148,11 @@ static int boot(struct app *app, struct config *cfg)
     log_set_level(level);
     app->cfg = cfg;
     label_routes();
-    if (defenses_parse(cfg->defenses, &app->defenses, err, sizeof err) != TD_OK) {
-        log_error("TICKETD_DEFENSES=%s: %s", cfg->defenses, err);
+    if (defences_parse(cfg->defences, &app->defences, err, sizeof err) != TD_OK) {
+        log_error("TICKETD_DEFENSES=%s: %s", cfg->defences, err);
         return TD_EINVAL;
     }
-    if (defenses_check_env(app->defenses, cfg->env) != TD_OK)
+    if (defences_check_env(app->defences, cfg->env) != TD_OK)
         return TD_EINVAL;
     choose_adapters(app);
     config_log(cfg);

@@ -85,7 +85,7 @@ static const struct setting settings[] = {
     {"TICKETD_ORDER_TTL_S", T_INT, OFF(order_ttl_s), 1, 30 * 86400, "900", false, NULL},
     {"TICKETD_SWEEP_INTERVAL_MS", T_INT, OFF(sweep_interval_ms), 10, 3600000, "1000", false, NULL},
     {"TICKETD_WORKERS", T_BOOL, OFF(workers), 0, 0, "1", false, NULL},
-    {"TICKETD_DEFENSES", T_STR, OFF(defenses), 0, 0, "all", false, NULL},
+    {"TICKETD_DEFENSES", T_STR, OFF(defences), 0, 0, "all", false, NULL},
     {"TICKETD_RELAY_BATCH", T_INT, OFF(relay_batch), 1, 10000, "100", false, NULL},
     {"TICKETD_CONSUMER_BLOCK_MS", T_INT, OFF(consumer_block_ms), 1, 60000, "200", false, NULL},
     {"TICKETD_CLAIM_IDLE_MS", T_INT, OFF(claim_idle_ms), 10, 3600000, "5000", false, NULL},

@@ -67,7 +67,7 @@ struct config {
     int order_ttl_s;
     int sweep_interval_ms;
     bool workers;
-    char *defenses;
+    char *defences;
     int relay_batch;
     int consumer_block_ms;
     int claim_idle_ms;

@@ -18,7 +18,7 @@ struct stream_entry;
 struct app {
     const struct config *cfg; /* borrowed from main */
     _Atomic bool draining;    /* SIGTERM seen: /readyz answers 503 */
-    unsigned defenses;        /* DEFENSE_* bits switched on (defenses.h) */
+    unsigned defences;        /* DEFENCE_* bits switched on (defences.h) */
     struct respcache *respcache;
     char instance[IDEM_INSTANCE_LEN + 1]; /* this process's random id */
     struct bloom_shape bloom;             /* the order-key filter's, from the settings */

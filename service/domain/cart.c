@@ -2,7 +2,7 @@
 
 #include "app.h"
 #include "cache.h"
-#include "defenses.h"
+#include "defences.h"
 #include "err.h"
 #include "keywait.h"
 #include "log.h"
@@ -89,10 +89,10 @@ static bool answer_from_redis(struct app *app, const struct cart_request *rq, co
                               const char *existing, struct batch_claim *bc, struct cart_result *res)
 {
     struct idem_record rec;
-    unsigned on = app->defenses;
+    unsigned on = app->defences;
     if (!idem_parse(existing, strlen(existing), &rec))
         return false;
-    if (rec.done ? !(on & DEFENSE_RESPONSE_CACHE) : !(on & DEFENSE_INFLIGHT_KEY))
+    if (rec.done ? !(on & DEFENCE_RESPONSE_CACHE) : !(on & DEFENCE_INFLIGHT_KEY))
         return false;
     enum order_layer layer = rec.done ? LAYER_RESPONSE_CACHE : LAYER_INFLIGHT_KEY;
     if (strcmp(rec.fingerprint, fp) != 0) {
@@ -115,10 +115,10 @@ static bool answer_from_redis(struct app *app, const struct cart_request *rq, co
 static bool begin_once(struct app *app, const struct cart_request *rq, const char *fp,
                        struct batch_claim *bc, struct cart_result *res, char **seen)
 {
-    unsigned on = app->defenses;
-    char *marker = (on & DEFENSE_INFLIGHT_KEY) ? idem_marker(fp, bc->owner) : NULL;
+    unsigned on = app->defences;
+    char *marker = (on & DEFENCE_INFLIGHT_KEY) ? idem_marker(fp, bc->owner) : NULL;
     struct token_spend tok = {rq->token, app->cfg->token_ttl_s};
-    bool with_token = rq->token != NULL && (on & DEFENSE_TOKEN);
+    bool with_token = rq->token != NULL && (on & DEFENCE_TOKEN);
     char *existing = NULL;
     bool go_on = true;
     enum key_begin kb =
@@ -156,7 +156,7 @@ static bool begin_in_redis(struct app *app, const struct cart_request *rq, const
                            struct batch_claim *bc, struct cart_result *res)
 {
     struct keywait kw;
-    if (!(app->defenses & (DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)))
+    if (!(app->defences & (DEFENCE_RESPONSE_CACHE | DEFENCE_INFLIGHT_KEY)))
         return true;
     keywait_start(&kw, app, rq->wait_s);
     for (;;) {
@@ -257,7 +257,7 @@ static bool run_items(struct app *app, const struct cart_request *rq,
                       const struct order_render *item_render, struct order_result *out,
                       bool *complete, bool *fresh)
 {
-    const char *token = (app->defenses & DEFENSE_ITEM_KEYS) ? rq->token : NULL;
+    const char *token = (app->defences & DEFENCE_ITEM_KEYS) ? rq->token : NULL;
     *complete = true;
     *fresh = false;
     for (size_t i = 0; i < rq->n; i++) {
@@ -270,7 +270,7 @@ static bool run_items(struct app *app, const struct cart_request *rq,
             .token = NULL, /* spent by the batch key */
             .spent_token = token,
         };
-        if (!(app->defenses & DEFENSE_ITEM_KEYS)) {
+        if (!(app->defences & DEFENCE_ITEM_KEYS)) {
             idem_new_owner(app->instance, naive_key);
             irq.key = naive_key;
         }

@@ -8,7 +8,7 @@
 #include "app.h"
 #include "idem.h"
 #include "cache.h"
-#include "defenses.h"
+#include "defences.h"
 #include "faults.h"
 #include "metrics.h"
 #include "orders_internal.h"
@@ -30,15 +30,15 @@ const char *order_layer_name(enum order_layer layer)
     case LAYER_NONE:
         return NULL;
     case LAYER_RESPONSE_CACHE:
-        return defense_name(DEFENSE_RESPONSE_CACHE);
+        return defence_name(DEFENCE_RESPONSE_CACHE);
     case LAYER_INFLIGHT_KEY:
-        return defense_name(DEFENSE_INFLIGHT_KEY);
+        return defence_name(DEFENCE_INFLIGHT_KEY);
     case LAYER_SESSION_LOCK:
-        return defense_name(DEFENSE_SESSION_LOCK);
+        return defence_name(DEFENCE_SESSION_LOCK);
     case LAYER_TOKEN:
-        return defense_name(DEFENSE_TOKEN);
+        return defence_name(DEFENCE_TOKEN);
     case LAYER_UNIQUE_INDEX:
-        return defense_name(DEFENSE_UNIQUE_INDEX);
+        return defence_name(DEFENCE_UNIQUE_INDEX);
     case LAYER_CHECK_THEN_INSERT:
         return "check-then-insert";
     }
@@ -103,8 +103,8 @@ out:
          * down, and it helps as soon as Redis is back. With the in-flight
          * key switched off there is no marker to replace: the record is
          * stored if the key has none. */
-        unsigned on = app->defenses;
-        bool no_marker = (on & DEFENSE_RESPONSE_CACHE) && !(on & DEFENSE_INFLIGHT_KEY);
+        unsigned on = app->defences;
+        bool no_marker = (on & DEFENCE_RESPONSE_CACHE) && !(on & DEFENCE_INFLIGHT_KEY);
         if (cl.marker != NULL || cl.locked || no_marker) {
             char *done = idem_done(fp, res->status, res->body, res->body_len);
             cache_order_complete(rq->user_id, rq->key, cl.marker, done, app->cfg->idem_ttl_s,

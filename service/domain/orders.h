@@ -70,7 +70,7 @@ enum order_layer {
     LAYER_CHECK_THEN_INSERT, /* the naive store's look-up, with the unique index off */
 };
 
-/* The layer's name (defense_name's for a defence); NULL for LAYER_NONE. */
+/* The layer's name (defence_name's for a defence); NULL for LAYER_NONE. */
 const char *order_layer_name(enum order_layer layer);
 
 /* Renders the answer to an order: its HTTP status and body (a new string,

@@ -10,7 +10,7 @@
 #include "bloom.h"
 #include "idem.h"
 #include "cache.h"
-#include "defenses.h"
+#include "defences.h"
 #include "err.h"
 #include "metrics.h"
 #include "orders_internal.h"
@@ -55,7 +55,7 @@ bool orders_replay_from_database(struct app *app, const struct order_request *rq
 {
     struct order o;
     enum order_layer layer =
-        (app->defenses & DEFENSE_UNIQUE_INDEX) ? LAYER_UNIQUE_INDEX : LAYER_CHECK_THEN_INSERT;
+        (app->defences & DEFENCE_UNIQUE_INDEX) ? LAYER_UNIQUE_INDEX : LAYER_CHECK_THEN_INSERT;
     int rc = store_order_find_request(rq->user_id, rq->key, &o);
     if (rc == TD_ENOTFOUND)
         return false;
@@ -96,9 +96,9 @@ static int attempt_create(void *p)
  * lets through. Returns key, filled, or NULL when nothing is recorded. */
 static const char *token_to_record(const struct app *app, const struct order_request *rq, char *key)
 {
-    unsigned whole = DEFENSE_TOKEN | DEFENSE_TOKEN_ATOMIC;
+    unsigned whole = DEFENCE_TOKEN | DEFENCE_TOKEN_ATOMIC;
     const char *token = rq->token != NULL ? rq->token : rq->spent_token;
-    if (token == NULL || (app->defenses & whole) != whole)
+    if (token == NULL || (app->defences & whole) != whole)
         return NULL;
     ordertoken_key(token, key);
     return key;
@@ -169,7 +169,7 @@ bool orders_remember_failure(struct app *app, const struct order_request *rq, co
                              const struct claims *cl, const struct order_render *render,
                              const struct order_result *res)
 {
-    if ((app->defenses & DEFENSE_FORGET_FAILURES) || cl->marker == NULL)
+    if ((app->defences & DEFENCE_FORGET_FAILURES) || cl->marker == NULL)
         return false;
     if (res->outcome != ORDER_SOLD_OUT && res->outcome != ORDER_UNAVAILABLE)
         return false;
@@ -197,7 +197,7 @@ bool orders_may_have_order(struct app *app, const struct order_request *rq)
 {
     uint64_t pos[BLOOM_MAX_K];
     bool trusted = false, maybe = true;
-    if (!(app->defenses & DEFENSE_BLOOM) || app->bloom.m == 0)
+    if (!(app->defences & DEFENCE_BLOOM) || app->bloom.m == 0)
         return true;
     bloom_positions(app->bloom, rq->user_id, rq->key, pos);
     /* (The demo's naive cache, bloom-liveness off, calls any filter
@@ -228,7 +228,7 @@ bool orders_may_have_order(struct app *app, const struct order_request *rq)
 bool orders_bloom_note(struct app *app, const struct order_request *rq)
 {
     uint64_t pos[BLOOM_MAX_K];
-    if (!(app->defenses & DEFENSE_BLOOM) || app->bloom.m == 0)
+    if (!(app->defences & DEFENCE_BLOOM) || app->bloom.m == 0)
         return true;
     bloom_positions(app->bloom, rq->user_id, rq->key, pos);
     if (cache_bloom_add(pos, app->bloom.k) == TD_OK)

@@ -9,7 +9,7 @@
 #include "app.h"
 #include "idem.h"
 #include "cache.h"
-#include "defenses.h"
+#include "defences.h"
 #include "err.h"
 #include "keywait.h"
 #include "log.h"
@@ -40,7 +40,7 @@ static bool redis_failed(struct app *app, struct claims *cl, struct order_result
 static bool take_lock(struct app *app, const struct order_request *rq, struct claims *cl,
                       struct order_result *res)
 {
-    if (!(app->defenses & DEFENSE_SESSION_LOCK) || !cl->redis_ok)
+    if (!(app->defences & DEFENCE_SESSION_LOCK) || !cl->redis_ok)
         return true;
     int rc = cache_lock_acquire(rq->user_id, rq->session_id, cl->owner, app->cfg->lock_ttl_ms);
     if (rc == TD_OK) {
@@ -72,7 +72,7 @@ static bool take_over_dead(struct app *app, const struct order_request *rq, cons
     idem_owner_instance(stale_owner, instance);
     if (strcmp(instance, app->instance) == 0 || cache_instance_alive(instance) != TD_ENOTFOUND)
         return false; /* ours, alive, or Redis cannot tell: the marker stands */
-    bool want_lock = (app->defenses & DEFENSE_SESSION_LOCK) != 0;
+    bool want_lock = (app->defences & DEFENCE_SESSION_LOCK) != 0;
     char *marker = idem_marker(fp, cl->owner);
     int rc = cache_order_take_over(rq->user_id, rq->key, stale, marker, app->cfg->inflight_ttl_ms,
                                    rq->session_id, stale_owner, want_lock ? cl->owner : NULL,
@@ -98,7 +98,7 @@ static bool take_over_dead(struct app *app, const struct order_request *rq, cons
 void orders_keep_in_process(struct app *app, const struct order_request *rq, const char *fp,
                             int status, const char *body, size_t len)
 {
-    if (!(app->defenses & DEFENSE_RESPONSE_CACHE))
+    if (!(app->defences & DEFENCE_RESPONSE_CACHE))
         return;
     int64_t now = mono_ms();
     respcache_put(app->respcache, rq->user_id, rq->key, fp, status, body, len, now,
@@ -110,7 +110,7 @@ static bool replay_local(struct app *app, const struct order_request *rq, const 
                          struct order_result *res)
 {
     struct cached_response hit;
-    if (!(app->defenses & DEFENSE_RESPONSE_CACHE) ||
+    if (!(app->defences & DEFENCE_RESPONSE_CACHE) ||
         !respcache_get(app->respcache, rq->user_id, rq->key, mono_ms(), &hit))
         return false;
     if (strcmp(hit.fingerprint, fp) != 0) {
@@ -139,11 +139,11 @@ bool orders_replay_local(struct app *app, const struct order_request *rq, struct
 static enum key_begin begin_in_redis(struct app *app, const struct order_request *rq,
                                      const char *fp, struct claims *cl, char **existing)
 {
-    unsigned on = app->defenses;
-    bool want_lock = (on & DEFENSE_SESSION_LOCK) != 0;
-    char *marker = (on & DEFENSE_INFLIGHT_KEY) ? idem_marker(fp, cl->owner) : NULL;
+    unsigned on = app->defences;
+    bool want_lock = (on & DEFENCE_SESSION_LOCK) != 0;
+    char *marker = (on & DEFENCE_INFLIGHT_KEY) ? idem_marker(fp, cl->owner) : NULL;
     struct token_spend tok = {rq->token, app->cfg->token_ttl_s};
-    bool with_token = rq->token != NULL && (on & DEFENSE_TOKEN);
+    bool with_token = rq->token != NULL && (on & DEFENCE_TOKEN);
     enum key_begin kb =
         cache_order_begin(rq->user_id, rq->key, marker, app->cfg->inflight_ttl_ms, rq->session_id,
                           want_lock ? cl->owner : NULL, app->cfg->lock_ttl_ms,
@@ -172,13 +172,13 @@ static enum record_verdict answer_from_record(struct app *app, const struct orde
                                               const char *fp, const char *existing,
                                               struct claims *cl, struct order_result *res)
 {
-    unsigned on = app->defenses;
+    unsigned on = app->defences;
     struct idem_record rec;
     if (!idem_parse(existing, strlen(existing), &rec)) {
         log_warn("malformed idempotency record for user %lld; ignoring it", (long long)rq->user_id);
         return RECORD_IGNORED;
     }
-    if (rec.done && (on & DEFENSE_RESPONSE_CACHE)) {
+    if (rec.done && (on & DEFENCE_RESPONSE_CACHE)) {
         if (strcmp(rec.fingerprint, fp) != 0) {
             metrics_inc(M_DUP_KEY_REUSED);
             orders_answer(res, ORDER_KEY_REUSED, LAYER_RESPONSE_CACHE);
@@ -189,7 +189,7 @@ static enum record_verdict answer_from_record(struct app *app, const struct orde
         orders_replay_bytes(res, rec.status, xstrndup(rec.body, rec.body_len), rec.body_len);
         return RECORD_ANSWERED;
     }
-    if (rec.done || !(on & DEFENSE_INFLIGHT_KEY))
+    if (rec.done || !(on & DEFENCE_INFLIGHT_KEY))
         return RECORD_IGNORED;
     if (strcmp(rec.fingerprint, fp) != 0) {
         metrics_inc(M_DUP_KEY_REUSED);
@@ -209,7 +209,7 @@ bool orders_check_key(struct app *app, const struct order_request *rq, const cha
 {
     if (replay_local(app, rq, fp, res))
         return false;
-    if (!(app->defenses & (DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY)))
+    if (!(app->defences & (DEFENCE_RESPONSE_CACHE | DEFENCE_INFLIGHT_KEY)))
         return take_lock(app, rq, cl, res);
 
     struct keywait kw;
@@ -259,7 +259,7 @@ bool orders_spend_token(struct app *app, int64_t user_id, const char *key, const
     /* Tokens live only in Redis: without it (policy degrade; strict has
      * ended the request already) there is nothing to check, and the unique
      * index still holds the line. */
-    if (!(app->defenses & DEFENSE_TOKEN) || token == NULL || !*redis_ok)
+    if (!(app->defences & DEFENCE_TOKEN) || token == NULL || !*redis_ok)
         return true;
     int rc = token_rc;
     if (rc == TOKEN_UNCHECKED) /* not in the key's script: on its own */

@@ -2,7 +2,7 @@
 #include "payments.h"
 
 #include "app.h"
-#include "defenses.h"
+#include "defences.h"
 #include "err.h"
 #include "event_payload.h"
 #include "log.h"
@@ -308,7 +308,7 @@ int payments_callback_delivery(struct app *app, const struct payment_callback *c
                                const struct payment_delivery *dl, struct payment_result *res)
 {
     memset(res, 0, sizeof *res);
-    struct attempt a = {.cb = cb, .dl = dl, .dedup = (app->defenses & DEFENSE_CALLBACK_DEDUP) != 0};
+    struct attempt a = {.cb = cb, .dl = dl, .dedup = (app->defences & DEFENCE_CALLBACK_DEDUP) != 0};
     /* A delivery id is bound to its body whatever the body says: another
      * body under it is refused as such, even one naming no order. */
     int rc = look_up_delivery(&a);

@@ -4,7 +4,7 @@
 #include "app.h"
 #include "bloom.h"
 #include "cache.h"
-#include "defenses.h"
+#include "defences.h"
 #include "err.h"
 #include "log.h"
 #include "metrics.h"
@@ -117,7 +117,7 @@ static int bloom_tick(struct job_ctx *c)
 /* With the filter switched off there is nothing to keep. */
 static int bloom_instances(const struct app *app)
 {
-    return (app->defenses & DEFENSE_BLOOM) ? 1 : 0;
+    return (app->defences & DEFENCE_BLOOM) ? 1 : 0;
 }
 
 static void bloom_open(struct job_ctx *c)

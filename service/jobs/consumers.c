@@ -3,7 +3,7 @@
 
 #include "app.h"
 #include "consume.h"
-#include "defenses.h"
+#include "defences.h"
 #include "err.h"
 #include "event_payload.h"
 #include "faults.h"
@@ -68,7 +68,7 @@ static enum entry_outcome apply(const struct app *app, const struct consume_grou
     /* With consumer-dedup switched off (the demo) the layer is skipped:
      * the effect is applied without its dedup row, so every redelivery
      * applies it again. */
-    const char *dedup = (app->defenses & DEFENSE_CONSUMER_DEDUP) ? key : NULL;
+    const char *dedup = (app->defences & DEFENCE_CONSUMER_DEDUP) ? key : NULL;
     int rc = consume_apply(g, pe, dedup, 0, app->cfg->tx_retries);
     enum entry_outcome oc = ENTRY_KEPT;
     if (rc == TD_OK) {

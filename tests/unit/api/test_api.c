@@ -23,7 +23,7 @@
 #include "app.h"
 #include "auth.h"
 #include "config.h"
-#include "defenses.h"
+#include "defences.h"
 #include "err.h"
 #include "metrics.h"
 #include "paysig.h"
@@ -670,7 +670,7 @@ static int setup(void **state)
     config_defaults(&cfg);
     assert_int_equal(config_set(&cfg, "TICKETD_JWT_SECRET", JWT_SECRET, err, sizeof err), TD_OK);
     assert_int_equal(config_set(&cfg, "TICKETD_PAY_SECRET", PAY_SECRET, err, sizeof err), TD_OK);
-    app = (struct app){.cfg = &cfg, .defenses = DEFENSES_ALL, .respcache = respcache_new(64)};
+    app = (struct app){.cfg = &cfg, .defences = DEFENCES_ALL, .respcache = respcache_new(64)};
     snprintf(app.instance, sizeof app.instance, "%s", "fedcba9876543210");
     fakes_reset();
     fake_lifecycle_reset();

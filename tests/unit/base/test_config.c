@@ -86,7 +86,7 @@ static void test_defaults(void **state)
         {"mysql_socket", offsetof(struct config, mysql_socket), ""},
         {"jwt_secret", offsetof(struct config, jwt_secret), ""},
         {"pay_secret", offsetof(struct config, pay_secret), ""},
-        {"defenses", offsetof(struct config, defenses), "all"},
+        {"defences", offsetof(struct config, defences), "all"},
     };
     struct config cfg;
     config_defaults(&cfg);

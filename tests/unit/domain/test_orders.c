@@ -17,7 +17,7 @@
 
 #include "app.h"
 #include "config.h"
-#include "defenses.h"
+#include "defences.h"
 #include "err.h"
 #include "idem.h"
 #include "log.h"
@@ -65,7 +65,7 @@ static int setup(void **state)
     (void)state; /* the row, set by cmocka: left as it is */
     config_defaults(&cfg);
     cfg.tx_retries = 2;
-    app = (struct app){.cfg = &cfg, .defenses = DEFENSES_ALL, .respcache = respcache_new(64)};
+    app = (struct app){.cfg = &cfg, .defences = DEFENCES_ALL, .respcache = respcache_new(64)};
     snprintf(app.instance, sizeof app.instance, "%s", OUR_INSTANCE);
     fakes_reset();
     for (int m = 0; m < M_COUNT; m++)
@@ -267,7 +267,7 @@ static void found_in_database(const struct order_case *c)
  * must hold ORDERTOKEN_MAX + 1 bytes. */
 static struct order_request given(const struct order_case *c, char *token)
 {
-    app.defenses = DEFENSES_ALL & ~c->off;
+    app.defences = DEFENCES_ALL & ~c->off;
     cfg.redis_policy = c->strict ? REDIS_POLICY_STRICT : REDIS_POLICY_DEGRADE;
     if (c->tries > 0)
         cfg.tx_retries = c->tries - 1;
@@ -864,46 +864,46 @@ static const struct order_case cases[] = {
      .outcome = ORDER_SOLD_OUT, .calls = "order_begin order_create order_release"},
 
     /* each defence switched off (TICKETD_DEFENSES, demo only) */
-    {"response cache off: neither copy answers", .off = DEFENSE_RESPONSE_CACHE, .local = LOCAL_SAME,
+    {"response cache off: neither copy answers", .off = DEFENCE_RESPONSE_CACHE, .local = LOCAL_SAME,
      .under_key = KEY_DONE, .outcome = ORDER_CREATED, .calls = LOCK_APART},
-    {"response cache off: a success is not kept in-process", .off = DEFENSE_RESPONSE_CACHE,
+    {"response cache off: a success is not kept in-process", .off = DEFENCE_RESPONSE_CACHE,
      .outcome = ORDER_CREATED, .calls = FULL_PATH, .then = then_nothing_kept_in_process},
-    {"in-flight key off: no marker set", .off = DEFENSE_INFLIGHT_KEY, .outcome = ORDER_CREATED,
+    {"in-flight key off: no marker set", .off = DEFENCE_INFLIGHT_KEY, .outcome = ORDER_CREATED,
      .calls = FULL_PATH, .then = then_no_marker_set},
-    {"in-flight key off: another's marker does not stop it", .off = DEFENSE_INFLIGHT_KEY,
+    {"in-flight key off: another's marker does not stop it", .off = DEFENCE_INFLIGHT_KEY,
      .under_key = KEY_MARKER, .outcome = ORDER_CREATED, .calls = LOCK_APART},
-    {"in-flight key off: a completed record still replays", .off = DEFENSE_INFLIGHT_KEY,
+    {"in-flight key off: a completed record still replays", .off = DEFENCE_INFLIGHT_KEY,
      .under_key = KEY_DONE, .outcome = ORDER_REPLAYED, .layer = "response-cache",
      .body = REDIS_BODY, .calls = "order_begin"},
     {"in-flight key and session lock off: the answer is still stored",
-     .off = DEFENSE_INFLIGHT_KEY | DEFENSE_SESSION_LOCK, .outcome = ORDER_CREATED,
+     .off = DEFENCE_INFLIGHT_KEY | DEFENCE_SESSION_LOCK, .outcome = ORDER_CREATED,
      .calls = FULL_PATH, .then = then_stored_without_claims},
-    {"both key layers off", .off = DEFENSE_RESPONSE_CACHE | DEFENSE_INFLIGHT_KEY,
+    {"both key layers off", .off = DEFENCE_RESPONSE_CACHE | DEFENCE_INFLIGHT_KEY,
      .outcome = ORDER_CREATED, .calls = "lock_acquire token_take order_create order_complete",
      .then = then_no_marker_completed},
-    {"session lock off: a lock held elsewhere is not asked", .off = DEFENSE_SESSION_LOCK,
+    {"session lock off: a lock held elsewhere is not asked", .off = DEFENCE_SESSION_LOCK,
      .lock_rc = TD_ECONFLICT, .outcome = ORDER_CREATED, .calls = FULL_PATH,
      .then = then_no_lock_completed},
-    {"token off: an unknown token is not asked", .off = DEFENSE_TOKEN, .token_rc = TD_ENOTFOUND,
+    {"token off: an unknown token is not asked", .off = DEFENCE_TOKEN, .token_rc = TD_ENOTFOUND,
      .outcome = ORDER_CREATED, .calls = FULL_PATH, .recorded = RECORDED_NONE},
     /* The naive GET-then-spend (the cache adapter's, cache_naive.h) shows
      * what Redis alone lets through: the domain skips the database's
      * record of the token, and leaves the spend to the port. */
-    {"token-atomic off: the database records no token", .off = DEFENSE_TOKEN_ATOMIC,
+    {"token-atomic off: the database records no token", .off = DEFENCE_TOKEN_ATOMIC,
      .outcome = ORDER_CREATED, .calls = FULL_PATH, .recorded = RECORDED_NONE},
     /* The naive transactions are the store adapter's (store_naive.h): the
      * domain asks for the same order. */
-    {"unique index off: the token is still recorded", .off = DEFENSE_UNIQUE_INDEX,
+    {"unique index off: the token is still recorded", .off = DEFENCE_UNIQUE_INDEX,
      .outcome = ORDER_CREATED, .calls = FULL_PATH, .recorded = RECORDED_SENT},
     {"stock CAS and unique index off: the same order asked for",
-     .off = DEFENSE_STOCK_CAS | DEFENSE_UNIQUE_INDEX, .outcome = ORDER_CREATED, .calls = FULL_PATH},
+     .off = DEFENCE_STOCK_CAS | DEFENCE_UNIQUE_INDEX, .outcome = ORDER_CREATED, .calls = FULL_PATH},
     {"forget-failures off: a sold out is kept, rendered by the API layer",
-     .off = DEFENSE_FORGET_FAILURES, .create_rc = TD_ECONFLICT, .outcome = ORDER_SOLD_OUT,
+     .off = DEFENCE_FORGET_FAILURES, .create_rc = TD_ECONFLICT, .outcome = ORDER_SOLD_OUT,
      .calls = "order_begin order_create order_complete", .claims = CLAIMS_COMPLETED,
      .then = then_failure_remembered},
     /* The others are not the order transaction's business. */
     {"callback and consumer dedup off: the order is untouched",
-     .off = DEFENSE_CALLBACK_DEDUP | DEFENSE_CONSUMER_DEDUP, .outcome = ORDER_CREATED,
+     .off = DEFENCE_CALLBACK_DEDUP | DEFENCE_CONSUMER_DEDUP, .outcome = ORDER_CREATED,
      .calls = FULL_PATH},
     /* Nothing but the (unprotected) transaction. */
     {"all off", .off = ~0u, .local = LOCAL_SAME, .outcome = ORDER_CREATED, .calls = "order_create"},
@@ -957,7 +957,7 @@ static void refused_with_filter(bool trusted, bool maybe, unsigned off, struct o
     app.bloom = bloom_size(1000, 10000);
     snprintf(app.bloom_shape, sizeof app.bloom_shape, "%llu:%d", (unsigned long long)app.bloom.m,
              app.bloom.k);
-    app.defenses = DEFENSES_ALL & ~off;
+    app.defences = DEFENCES_ALL & ~off;
     fake_cache.lock_rc = TD_ECONFLICT;
     fake_cache.bloom_trusted = trusted;
     fake_cache.bloom_maybe = maybe;
@@ -1008,11 +1008,11 @@ static void test_filter_switched_off(void **state)
 {
     struct order_result res;
     (void)state;
-    refused_with_filter(false, false, DEFENSE_BLOOM_LIVENESS, &res);
+    refused_with_filter(false, false, DEFENCE_BLOOM_LIVENESS, &res);
     assert_calls("order_begin order_find_request");
     order_result_cleanup(&res);
     fakes_reset();
-    refused_with_filter(true, false, DEFENSE_BLOOM, &res);
+    refused_with_filter(true, false, DEFENCE_BLOOM, &res);
     assert_calls("order_begin order_find_request");
     assert_int_equal(fake_cache.bloom_checks, 0);
     order_result_cleanup(&res);

@@ -11,7 +11,7 @@
 
 #include "app.h"
 #include "config.h"
-#include "defenses.h"
+#include "defences.h"
 #include "err.h"
 #include "metrics.h"
 #include "payments.h"
@@ -33,7 +33,7 @@ static int setup(void **state)
     (void)state;
     config_defaults(&cfg);
     cfg.tx_retries = 2;
-    app = (struct app){.cfg = &cfg, .defenses = DEFENSES_ALL};
+    app = (struct app){.cfg = &cfg, .defences = DEFENCES_ALL};
     fakes_reset();
     fake_payments_reset();
     return 0;
@@ -302,7 +302,7 @@ static void test_callback_dedup_off(void **state)
     /* DEMO: the defence off, the gateway's retry of the payment that paid
      * the order is decided again from the order alone: a second payment,
      * refunded, its row (which exists) not written again. */
-    app.defenses = DEFENSES_ALL & ~DEFENSE_CALLBACK_DEDUP;
+    app.defences = DEFENCES_ALL & ~DEFENCE_CALLBACK_DEDUP;
     fake_payments.replayed = true;
     fake_payments.outcome = PAY_APPLIED;
     fake_payments.status = ORDER_PAID;
@@ -320,7 +320,7 @@ static void test_callback_dedup_off(void **state)
     fakes_reset();
     fake_payments.event_rc = TD_EDUP;
     assert_int_equal(payments_callback(&app, &cb, &res), TD_OK);
-    app.defenses = DEFENSES_ALL;
+    app.defences = DEFENCES_ALL;
     fake_payments_reset();
     fake_payments.status = ORDER_PAID;
     fake_payments.event_rc = TD_EDUP;

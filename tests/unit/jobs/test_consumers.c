@@ -16,7 +16,7 @@
 #include "consume.h"
 #include "consumers.h"
 #include "consume_naive.h"
-#include "defenses.h"
+#include "defences.h"
 #include "err.h"
 #include "event_payload.h"
 #include "metrics.h"
@@ -38,7 +38,7 @@ static int setup(void **state)
     config_defaults(&cfg);
     cfg.tx_retries = 2;
     app =
-        (struct app){.cfg = &cfg, .defenses = DEFENSES_ALL, .dedup_key = consumers_key_by_business};
+        (struct app){.cfg = &cfg, .defences = DEFENCES_ALL, .dedup_key = consumers_key_by_business};
     fakes_reset();
     fake_events_reset();
     struct order o = {.id = 7, .user_id = 42, .session_id = 3, .quantity = 1, .amount_cents = 2599};
@@ -243,7 +243,7 @@ static void test_switched_off(void **state)
 
     fake_events_reset();
     app.dedup_key = consumers_key_by_business;
-    app.defenses = DEFENSES_ALL & ~DEFENSE_CONSUMER_DEDUP;
+    app.defences = DEFENCES_ALL & ~DEFENCE_CONSUMER_DEDUP;
     assert_int_equal(consumer_handle(&app, g, &first, 1), ENTRY_DONE);
     assert_true(fake_events.dedup_null);
     assert_int_equal(consumer_handle(&app, g, &first, 2), ENTRY_DONE);

@@ -1,4 +1,4 @@
-#include "defenses.h"
+#include "defences.h"
 
 #include "err.h"
 #include "log.h"
@@ -7,52 +7,52 @@
 #include <string.h>
 
 static const struct {
-    enum defense bit;
+    enum defence bit;
     const char *name;
     const char *harm; /* what gets through with it off */
 } names[] = {
-    {DEFENSE_RESPONSE_CACHE, "response-cache", "duplicates it would stop will get through"},
-    {DEFENSE_INFLIGHT_KEY, "inflight-key", "duplicates it would stop will get through"},
-    {DEFENSE_SESSION_LOCK, "session-lock", "duplicates it would stop will get through"},
-    {DEFENSE_TOKEN, "token", "duplicates it would stop will get through"},
-    {DEFENSE_STOCK_CAS, "stock-cas", "duplicates it would stop will get through"},
-    {DEFENSE_UNIQUE_INDEX, "unique-index", "duplicates it would stop will get through"},
-    {DEFENSE_CALLBACK_DEDUP, "callback-dedup", "duplicates it would stop will get through"},
-    {DEFENSE_CONSUMER_DEDUP, "consumer-dedup", "duplicates it would stop will get through"},
-    {DEFENSE_TOKEN_ATOMIC, "token-atomic",
+    {DEFENCE_RESPONSE_CACHE, "response-cache", "duplicates it would stop will get through"},
+    {DEFENCE_INFLIGHT_KEY, "inflight-key", "duplicates it would stop will get through"},
+    {DEFENCE_SESSION_LOCK, "session-lock", "duplicates it would stop will get through"},
+    {DEFENCE_TOKEN, "token", "duplicates it would stop will get through"},
+    {DEFENCE_STOCK_CAS, "stock-cas", "duplicates it would stop will get through"},
+    {DEFENCE_UNIQUE_INDEX, "unique-index", "duplicates it would stop will get through"},
+    {DEFENCE_CALLBACK_DEDUP, "callback-dedup", "duplicates it would stop will get through"},
+    {DEFENCE_CONSUMER_DEDUP, "consumer-dedup", "duplicates it would stop will get through"},
+    {DEFENCE_TOKEN_ATOMIC, "token-atomic",
      "order tokens are checked with GET and spent by a separate write: two requests with one "
      "token can both pass"},
-    {DEFENSE_LOCK_OWNER_CHECK, "lock-owner-check",
+    {DEFENCE_LOCK_OWNER_CHECK, "lock-owner-check",
      "session locks are released by a plain DEL: a request slower than the lock TTL frees "
      "another request's lock"},
-    {DEFENSE_CONSUMER_DEDUP_SAME_TX, "consumer-dedup-same-tx",
+    {DEFENCE_CONSUMER_DEDUP_SAME_TX, "consumer-dedup-same-tx",
      "consumers commit their dedup row before the effect: an effect that fails is skipped on "
      "redelivery"},
-    {DEFENSE_CONSUMER_DEDUP_BUSINESS_KEY, "consumer-dedup-business-key",
+    {DEFENCE_CONSUMER_DEDUP_BUSINESS_KEY, "consumer-dedup-business-key",
      "consumers dedup by stream entry id: a re-published event is applied again"},
-    {DEFENSE_STATE_CAS, "state-cas",
+    {DEFENCE_STATE_CAS, "state-cas",
      "order transitions read the status and write without a status/version predicate: "
      "concurrent transitions both apply"},
-    {DEFENSE_FORGET_FAILURES, "forget-failures",
+    {DEFENCE_FORGET_FAILURES, "forget-failures",
      "failures are remembered under their Idempotency-Key: a retry after the cause is gone is "
      "refused forever"},
-    {DEFENSE_ITEM_KEYS, "item-keys",
+    {DEFENCE_ITEM_KEYS, "item-keys",
      "a cart's items are ordered under the batch key alone: a retry of a partly failed cart "
      "buys its items that succeeded again"},
-    {DEFENSE_BUSINESS_KEY_AFTER_EXPIRY, "business-key-after-expiry",
+    {DEFENCE_BUSINESS_KEY_AFTER_EXPIRY, "business-key-after-expiry",
      "the points consumer has no ledger behind its dedup rows: an event redelivered after its "
      "row's partition was dropped, or on another day, is credited again"},
-    {DEFENSE_BLOOM, "bloom",
+    {DEFENCE_BLOOM, "bloom",
      "no order-key filter: every refusal Redis decides costs a database look-up (nothing gets "
      "through; it is slower)"},
-    {DEFENSE_BLOOM_LIVENESS, "bloom-liveness",
+    {DEFENCE_BLOOM_LIVENESS, "bloom-liveness",
      "the order-key filter's 'no' is trusted after Redis lost its records: a retry whose order "
      "exists is refused"},
 };
 
 #define N_NAMES (sizeof names / sizeof names[0])
 
-const char *defense_name(enum defense d)
+const char *defence_name(enum defence d)
 {
     for (size_t i = 0; i < N_NAMES; i++) {
         if (names[i].bit == d)
@@ -61,14 +61,14 @@ const char *defense_name(enum defense d)
     return "unknown";
 }
 
-int defenses_parse(const char *spec, unsigned *out, char *err, size_t cap)
+int defences_parse(const char *spec, unsigned *out, char *err, size_t cap)
 {
     if (spec[0] == '\0') {
         /* An empty value is a mistake, not a wish to switch everything off. */
         snprintf(err, cap, "empty; use \"all\", \"none\" or a list");
         return TD_EINVAL;
     }
-    unsigned on = spec[0] == '-' ? DEFENSES_ALL : 0;
+    unsigned on = spec[0] == '-' ? DEFENCES_ALL : 0;
     const char *p = spec;
     while (*p != '\0') {
         size_t n = strcspn(p, ",");
@@ -85,7 +85,7 @@ int defenses_parse(const char *spec, unsigned *out, char *err, size_t cap)
         bool off = item[0] == '-';
         const char *name = off ? item + 1 : item;
         if (strcmp(name, "all") == 0) {
-            on = off ? 0 : DEFENSES_ALL;
+            on = off ? 0 : DEFENCES_ALL;
             continue;
         }
         if (strcmp(name, "none") == 0 && !off) {
@@ -107,7 +107,7 @@ int defenses_parse(const char *spec, unsigned *out, char *err, size_t cap)
     return TD_OK;
 }
 
-int defenses_check_env(unsigned on, const char *env)
+int defences_check_env(unsigned on, const char *env)
 {
     bool any_off = false;
     for (size_t i = 0; i < N_NAMES; i++) {
