@@ -483,8 +483,10 @@ static struct th_resp request_on(CURL *c, const char *method, const char *url,
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     double t0 = th_now_s();
-    if (curl_easy_perform(c) == CURLE_OK)
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK)
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    r.error = rc == CURLE_OK ? "" : curl_easy_strerror(rc);
     r.seconds = th_now_s() - t0;
     r.body = b.p != NULL ? b.p : calloc(1, 1);
     r.body_len = b.len;

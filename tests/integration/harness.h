@@ -101,6 +101,9 @@ struct th_resp {
     size_t body_len;
     char *headers; /* raw header block of the final response */
     double seconds;
+    /* With status 0: libcurl's reason (a timeout, a connection reset, an
+     * empty reply), so a failure says which; "" otherwise. */
+    const char *error;
 };
 
 /* Sends a request. headers: "Name: value" strings, NULL-terminated, may be
