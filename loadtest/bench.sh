@@ -674,6 +674,17 @@ sql_row() {
 
 log "measuring ${URL}, ${DURATION} s per row, connections ${LEVELS[*]}"
 
+# ticketd's RSS before any row, split: the pages of the shared libraries it
+# maps (RssFile: libcrypto, libc, GnuTLS under libmicrohttpd...), which the
+# RSS figures count but no setting of ticketd changes, and its own memory
+# (RssAnon). What a row adds on top is its own.
+IDLE_RSS_FILE=""
+IDLE_RSS_ANON=""
+if [[ -n "${PID}" ]]; then
+    IDLE_RSS_FILE=$(awk '/^RssFile:/ {print $2}' "/proc/${PID}/status" 2>/dev/null || true)
+    IDLE_RSS_ANON=$(awk '/^RssAnon:/ {print $2}' "/proc/${PID}/status" 2>/dev/null || true)
+fi
+
 for c in "${LEVELS[@]}"; do
     wrk_row "livez@${c}" "GET /livez" "${c}" "${URL}/livez"
 done
@@ -1022,6 +1033,10 @@ if ((${#FLOOD_RSS[@]} > 1)); then
     printf '\nfloods, %s x %s connections (each asks /livez): ticketd RSS idle %s MB before, then %s MB (MB after each); the last: %s\n' \
         "${FLOODS}" "${FLOOD_CONNS}" "$(mb "${FLOOD_RSS[0]}")" \
         "$(for r in "${FLOOD_RSS[@]:1}"; do printf '%s ' "$(mb "${r}")"; done | sed 's/ $//')" "${FLOOD_NOTE}"
+fi
+if [[ -n "${IDLE_RSS_FILE}" ]]; then
+    printf '\nticketd RSS before the rows: %s MB of shared library pages (RssFile), %s MB of its own (RssAnon)\n' \
+        "$(mb "${IDLE_RSS_FILE}")" "$(mb "${IDLE_RSS_ANON}")"
 fi
 if ((${#REFUSAL_LOOKUPS[@]} > 0)); then
     printf '\nrefusal storms, c%s: database look-ups per 1,000 refusals: filter trusted %s, untrusted (as without a filter) %s\n' \
