@@ -330,7 +330,7 @@ LESSONS = [
         "transaction.",
         "defence": "callback-dedup",
         "where": "service/domain/payments.c:payments_callback, "
-        "service/mysql/store_payments.c:store_payment_insert",
+        "service/mysql/payments_mysql.c:store_payment_insert",
         "unit": "applied payments also refunded",
         "figure": ["refunded_applied_payments"],
         "without": lambda n: _pass("callback-dedup", load=_gateway(n)),
@@ -345,7 +345,7 @@ LESSONS = [
         "Committed first on its own, a failed effect leaves the row and the redelivery "
         "skips it: the effect is lost.",
         "defence": "consumer-dedup-same-tx",
-        "where": "service/mysql/store_events.c:store_events_consume",
+        "where": "service/mysql/events_mysql.c:store_events_consume",
         "unit": "points lost",
         "figure": ["missing_points"],
         "without": lambda n: _pass(
@@ -478,7 +478,7 @@ LESSONS = [
         "order). Here every event is redelivered after its consumers' dedup rows were "
         "dropped.",
         "defence": "business-key-after-expiry",
-        "where": "service/mysql/store_events.c:points_effect (points_ledger), service/jobs/retention_job.c",
+        "where": "service/mysql/events_mysql.c:points_effect (points_ledger), service/jobs/retention_job.c",
         "unit": "points credited twice",
         "figure": ["double_credited_points"],
         "without": lambda n: _pass("business-key-after-expiry", sql=FRESH_CONSUME_PARTITIONS,

@@ -1,4 +1,4 @@
-/* store_payments.c - the payment callback's statements on MariaDB/MySQL
+/* payments_mysql.c - the payment callback's statements on MariaDB/MySQL
  * (store_payments.h).
  *
  * The order row is locked first. Without that, two callbacks of one order
