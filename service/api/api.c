@@ -78,9 +78,7 @@ enum api_step api_begin(struct req *r, struct resp *w)
         h->fn(r, w);
         return API_ANSWERED;
     }
-    if (h->quick != NULL && h->quick(r, w))
-        return API_ANSWERED;
-    return API_BLOCKING;
+    return h->quick != NULL ? h->quick(r, w) : API_BLOCKING;
 }
 
 void api_finish(struct req *r, struct resp *w)

@@ -6,6 +6,8 @@
 #include "req.h"
 #include "resp.h"
 
+/* What api_begin, and a route's quick step before it returns, says of a
+ * request: the one vocabulary for "answered" in the API layer. */
 enum api_step {
     API_ANSWERED, /* w holds the answer */
     API_BLOCKING, /* the rest needs Redis or MySQL: call api_finish */

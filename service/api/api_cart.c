@@ -22,7 +22,7 @@ struct batch_input {
     int wait_s; /* Prefer: wait applied, or 0 */
 };
 
-bool api_orders_batch_quick(struct req *r, struct resp *w)
+enum api_step api_orders_batch_quick(struct req *r, struct resp *w)
 {
     char field[CARTBODY_FIELD_MAX], why[200];
     struct batch_input *in = xcalloc(1, sizeof *in);
@@ -45,7 +45,7 @@ bool api_orders_batch_quick(struct req *r, struct resp *w)
 out:
     json_decref(body);
     free(in);
-    return true;
+    return API_ANSWERED;
 }
 
 /* One item's entry: its key, the status POST /orders would have answered,

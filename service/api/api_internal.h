@@ -4,6 +4,7 @@
 #ifndef TICKETD_API_INTERNAL_H
 #define TICKETD_API_INTERNAL_H
 
+#include "api.h"
 #include "model.h"
 #include "reply.h"
 #include "req.h"
@@ -13,8 +14,10 @@
 #include <stdbool.h>
 
 typedef void (*api_handler_fn)(struct req *r, struct resp *w);
-/* A route's quick step (no I/O): true when it answered into w. */
-typedef bool (*api_quick_fn)(struct req *r, struct resp *w);
+/* A route's quick step (no I/O), in the dispatcher's words (api.h):
+ * API_ANSWERED when it answered into w, API_BLOCKING when a worker must do
+ * the rest (api_hand_on). */
+typedef enum api_step (*api_quick_fn)(struct req *r, struct resp *w);
 
 /* Every handler routes.def names (two routes may share one). */
 #define ROUTE(id, method, pattern, handler, quick, thread, access, body, label)                    \
@@ -22,8 +25,8 @@ typedef bool (*api_quick_fn)(struct req *r, struct resp *w);
 #include "routes.def"
 #undef ROUTE
 /* The quick steps routes.def names. */
-bool api_orders_create_quick(struct req *r, struct resp *w);
-bool api_orders_batch_quick(struct req *r, struct resp *w);
+enum api_step api_orders_create_quick(struct req *r, struct resp *w);
+enum api_step api_orders_batch_quick(struct req *r, struct resp *w);
 
 /* The order flow's pieces the cart shares with POST /orders (api_orders.c).
  * api_order_render: the answer to an order placed or found, 201 and the

@@ -152,7 +152,7 @@ struct create_input {
     struct order_request rq;
 };
 
-bool api_orders_create_quick(struct req *r, struct resp *w)
+enum api_step api_orders_create_quick(struct req *r, struct resp *w)
 {
     struct create_input *in = xcalloc(1, sizeof *in);
     struct order_request *rq = &in->rq;
@@ -173,7 +173,7 @@ bool api_orders_create_quick(struct req *r, struct resp *w)
     return api_hand_on(r, in);
 out:
     free(in);
-    return true;
+    return API_ANSWERED;
 }
 
 void api_orders_create(struct req *r, struct resp *w)
