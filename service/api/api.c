@@ -15,7 +15,7 @@
 
 /* routes.def's handler and quick step; router.c has the rest of each row. */
 struct handler {
-    api_handler_fn fn;  /* the route's work: on a worker, unless thread IO */
+    api_handler_fn fn;  /* the route's work: on a fiber, unless thread IO */
     api_quick_fn quick; /* what of it needs no I/O, run first; may answer */
 };
 

@@ -164,8 +164,8 @@ enum api_step api_orders_create_quick(struct req *r, struct resp *w)
     if (!api_read_key(r, w, in->key) || !read_create_body(r, w, &rq->session_id, &rq->quantity) ||
         !api_read_token(r, w, &rq->token))
         goto out;
-    /* A retry of a key this process answered: replayed here, on the HTTP
-     * thread, with no I/O at all. */
+    /* A retry of a key this process answered: replayed here, by the loop
+     * that read it, with no fiber and no I/O at all. */
     if (orders_replay_local(r->app, rq, &res)) {
         api_order_answer(w, rq, &res);
         goto out;

@@ -1,3 +1,4 @@
+/* err.c - the names of the error values (err.h), for logs and problems. */
 #include "err.h"
 
 const char *td_strerror(int err)

@@ -1,3 +1,5 @@
+/* util.c - the small helpers every module uses (util.h): allocation that
+ * aborts, randomness, encodings, clocks, parsing numbers. */
 #include "util.h"
 
 #include <errno.h>

@@ -1,3 +1,7 @@
+/* db.c - connections and prepared statements over the MariaDB/MySQL C API
+ * (db.h): a request fiber's borrowed connection or a thread's own, errors
+ * mapped onto td_err. Apart so that the adapters above it write SQL and
+ * arguments, never the C API. */
 #include "db.h"
 #include "db_conn.h"
 #include "db_pool.h"
