@@ -6,6 +6,7 @@
 
 #include "api.h"
 #include "model.h"
+#include "orders.h"
 #include "reply.h"
 #include "req.h"
 #include "resp.h"
@@ -50,6 +51,9 @@ bool api_read_key(struct req *r, struct resp *w, char *key);
  * under the key still being processed (what: "request", "batch"; with
  * Retry-After), and an order token that is not valid. */
 void api_refuse_key_reused(struct resp *w, const char *what);
+/* The defence that produced the answer, if one did: Idempotency-Layer, and
+ * w->layer for the access log. Call it after the answer is written. */
+void api_say_layer(struct resp *w, enum order_layer layer);
 void api_refuse_in_progress(struct resp *w, const char *what);
 void api_refuse_token(struct resp *w);
 bool api_read_token(struct req *r, struct resp *w, const char **token);

@@ -204,10 +204,15 @@ void api_refuse_token(struct resp *w)
                  "the order token is unknown, expired, spent or not yours");
 }
 
+void api_say_layer(struct resp *w, enum order_layer layer)
+{
+    w->layer = order_layer_name(layer);
+    if (w->layer != NULL)
+        resp_header(w, "Idempotency-Layer", w->layer);
+}
+
 void api_order_answer(struct resp *w, const struct order_request *rq, struct order_result *res)
 {
-    const char *layer = order_layer_name(res->layer);
-    w->layer = layer;
     switch (res->outcome) {
     case ORDER_CREATED:
     case ORDER_REPLAYED: {
@@ -246,8 +251,7 @@ void api_order_answer(struct resp *w, const struct order_request *rq, struct ord
         api_fail(w, TD_EINTERNAL, "placing the order");
         break;
     }
-    if (layer != NULL)
-        resp_header(w, "Idempotency-Layer", layer);
+    api_say_layer(w, res->layer);
     order_result_cleanup(res);
 }
 
