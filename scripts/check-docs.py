@@ -93,14 +93,17 @@ class Page:
             elif line.strip():
                 self.paragraphs.append((no, line))
         self.anchors = set()
+        # Each heading's anchor, by its place in the prose (for sections).
+        self.headings = {}
         seen = {}
-        for _, line in self.prose:
+        for i, (_, line) in enumerate(self.prose):
             m = HEADING.match(line)
             if m:
                 base = slug(m.group(2))
                 n = seen.get(base, 0)
                 seen[base] = n + 1
-                self.anchors.add(base if n == 0 else "%s-%d" % (base, n))
+                self.headings[i] = base if n == 0 else "%s-%d" % (base, n)
+                self.anchors.add(self.headings[i])
             for a in HTML_ANCHOR.findall(line):
                 self.anchors.add(a)
 
@@ -300,20 +303,11 @@ def section(path, anchor):
     """The text under the heading whose anchor this is, to the next
     heading; None when the page has no such heading."""
     page = Page(path)
-    seen, out, inside = {}, [], False
-    for _, line in page.prose:
-        m = HEADING.match(line)
-        if m:
-            base = slug(m.group(2))
-            n = seen.get(base, 0)
-            seen[base] = n + 1
-            if inside:
-                break
-            inside = (base if n == 0 else "%s-%d" % (base, n)) == anchor
-            continue
-        if inside:
-            out.append(line)
-    return "\n".join(out) if inside else None
+    start = [i for i, a in page.headings.items() if a == anchor]
+    if not start:
+        return None
+    ends = [i for i in page.headings if i > start[0]] + [len(page.prose)]
+    return "\n".join(line for _, line in page.prose[start[0] + 1:min(ends)])
 
 
 def names_switched_off(text):
