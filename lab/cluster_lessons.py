@@ -45,6 +45,8 @@ import sys
 import threading
 import time
 
+import defences
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
 SERVICES = os.path.join(ROOT, "scripts", "services.sh")
@@ -152,7 +154,7 @@ class Cluster:
                 "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                 "HOME": os.environ.get("HOME", "/"),
                 "TICKETD_ENV": "demo",
-                "TICKETD_DEFENSES": ",".join("-" + d for d in off.split(",") if d) or "all",
+                "TICKETD_DEFENSES": defences.setting(off),
                 "TICKETD_BIND": "127.0.0.1",
                 "TICKETD_PORT": str(HTTP_PORTS[i]),
                 "TICKETD_THREADS": "8",

@@ -21,7 +21,14 @@ consumers' dedup rows are dropped first), @flush, @kill2 and @mysql-restart
 @midway-flush (refusal-storm's --midway, the lab's Redis flushed between
 its orders and its refusals). A pass's "sql" runs on its database after it
 is emptied, before the instances start.
+
+The defences a pass may switch off, and which lesson shows each, are the
+service's own table (service/model/defences.def, read by defences.py): a
+pass that names another, or a row whose lesson is not here, stops the lab
+at import.
 """
+
+import defences
 
 # The damage kinds of ticketd-load's JSON report ("damage": {...}), with
 # the unit each is counted in, in the order the page shows them.
@@ -93,6 +100,7 @@ def _refusals(n, rounds=200):
 
 
 def _pass(off="", db=MAIN_DB, faults=False, env=(), load=None, sql=(), stall=False):
+    defences.names_of(off)
     return {"off": off, "db": db, "faults": faults, "env": list(env), "load": load,
             "sql": list(sql), "stall": stall}
 
@@ -322,7 +330,7 @@ LESSONS = [
         "transaction.",
         "defence": "callback-dedup",
         "where": "service/domain/payments.c:payments_callback, "
-        "service/mysql/store_payments.c:store_payment_insert",
+        "service/mysql/payments_mysql.c:store_payment_insert",
         "unit": "applied payments also refunded",
         "figure": ["refunded_applied_payments"],
         "without": lambda n: _pass("callback-dedup", load=_gateway(n)),
@@ -337,7 +345,7 @@ LESSONS = [
         "Committed first on its own, a failed effect leaves the row and the redelivery "
         "skips it: the effect is lost.",
         "defence": "consumer-dedup-same-tx",
-        "where": "service/mysql/store_events.c:store_events_consume",
+        "where": "service/mysql/events_mysql.c:store_events_consume",
         "unit": "points lost",
         "figure": ["missing_points"],
         "without": lambda n: _pass(
@@ -470,7 +478,7 @@ LESSONS = [
         "order). Here every event is redelivered after its consumers' dedup rows were "
         "dropped.",
         "defence": "business-key-after-expiry",
-        "where": "service/mysql/store_events.c:points_effect (points_ledger), service/jobs/retention_job.c",
+        "where": "service/mysql/events_mysql.c:points_effect (points_ledger), service/jobs/retention_job.c",
         "unit": "points credited twice",
         "figure": ["double_credited_points"],
         "without": lambda n: _pass("business-key-after-expiry", sql=FRESH_CONSUME_PARTITIONS,
@@ -616,6 +624,18 @@ LESSONS = [
 BY_NAME = {lesson["name"]: lesson for lesson in LESSONS}
 
 
+
+def _check_defences():
+    """Every lesson the service's table names is one of these."""
+    for d in defences.DEFENCES:
+        if d["lesson"] and d["lesson"] not in BY_NAME:
+            raise ValueError("defences.def: %s's lesson %s is not in lab/lessons.py" %
+                             (d["name"], d["lesson"]))
+
+
+_check_defences()
+
+
 def scaler(size):
     """n(x) for a size factor: at least 1, so that a small lab still runs."""
     return lambda x: max(1, int(round(x * size)))
@@ -625,6 +645,11 @@ def public(lesson):
     """What the page may see of a lesson (no callables)."""
     keys = ("name", "kind", "title", "articles", "idea", "defence", "where", "unit", "figure")
     out = {k: lesson[k] for k in keys}
+    # What the pass without the defence switches off, and what each lets
+    # through, from the service's table (the same words its log prints).
+    off = lesson["without"](lambda x: x)["off"]
+    out["switches_off"] = [{"name": d, "harm": defences.BY_NAME[d]["harm"]}
+                           for d in defences.names_of(off)]
     out["judge"] = lesson.get("judge", "damage")
     out["expect"] = lesson.get("expect", "damage")
     return out

@@ -27,6 +27,7 @@ import time
 import urllib.request
 
 import checker
+import defences
 import lessons
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -189,7 +190,7 @@ class Stack:
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/"),
             "TICKETD_ENV": "demo",
-            "TICKETD_DEFENSES": ",".join("-" + d for d in p["off"].split(",") if d) or "all",
+            "TICKETD_DEFENSES": defences.setting(p["off"]),
             "TICKETD_BIND": "127.0.0.1",
             "TICKETD_PORT": str(port),
             "TICKETD_THREADS": "8",
@@ -227,7 +228,7 @@ class Stack:
             self.wait_ready(port)
         # ticketd says loudly what is off; the lab claims only what it said.
         text = open(logs[0], encoding="utf-8", errors="replace").read()
-        for d in (d for d in p["off"].split(",") if d):
+        for d in defences.names_of(p["off"]):
             if "DEFENCE SWITCHED OFF: %s " % d not in text:
                 raise LabError("ticketd did not report %s as switched off (%s)" % (d, logs[0]))
 
@@ -547,7 +548,7 @@ def watch(proc, stack, db, sink, answers_path, has_end=False, which=None):
 
 
 def shown_command(p):
-    words = ["TICKETD_DEFENSES=" + (",".join("-" + d for d in p["off"].split(",") if d) or "all")]
+    words = ["TICKETD_DEFENSES=" + defences.setting(p["off"])]
     words += p["env"]
     words.append("build/faults/ticketd" if p["faults"] else "build/release/ticketd")
     return " ".join(words) + " (db %s); ticketd-load %s" % (DB_NAMES[p["db"]], " ".join(p["load"]))

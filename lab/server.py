@@ -2,7 +2,8 @@
 
   GET  /                 the page (web/index.html, lab.js, lab.css)
   GET  /chart.js         Debian's Chart.js (libjs-chart.js), served from disk
-  GET  /api/lessons      the table (lessons.public), the damage kinds and units
+  GET  /api/lessons      the table (lessons.public), the damage kinds and units,
+                         and the service's table of defences (defences.py)
   GET  /api/state        the current or last run; ?run=ID&without=N&with=N asks
                          only for the ticks after the N the page already has
   GET  /api/history      ?run=ID&pass=without|with: that pass's history of client
@@ -199,6 +200,7 @@ def make_handler(lab):
             if url.path == "/api/lessons":
                 return self.send(200, {"lessons": [lessons.public(x) for x in lessons.LESSONS],
                                        "damage": lessons.DAMAGE,
+                                       "defences": lessons.defences.DEFENCES,
                                        "live": runner.LIVE_DAMAGE,
                                        "tick_s": runner.TICK_S})
             if url.path == "/api/state":

@@ -23,7 +23,11 @@ And once, the generated figures: every page lab/record.py rewrites holds
 its lessons-run block, rewriting it on a copy changes nothing else, and no
 page holds a block record.py would never rewrite (its table would go
 stale). And docs/configuration.md, which lists every setting, names each
-one config.c reads.
+one config.c reads. And the defences (service/model/defences.def, read by
+lab/defences.py): each is named (`name`, or in a TICKETD_DEFENSES= list)
+under the heading its row's anchor points at, and no page switches off
+(TICKETD_DEFENSES=...) a name the table lacks; a sample row that is
+documented nowhere must fail that check.
 
 Before any of that, the checker runs on a sample with two dead links (one
 wrapped over two lines), one dead anchor and two missing paths (one in a
@@ -89,14 +93,17 @@ class Page:
             elif line.strip():
                 self.paragraphs.append((no, line))
         self.anchors = set()
+        # Each heading's anchor, by its place in the prose (for sections).
+        self.headings = {}
         seen = {}
-        for _, line in self.prose:
+        for i, (_, line) in enumerate(self.prose):
             m = HEADING.match(line)
             if m:
                 base = slug(m.group(2))
                 n = seen.get(base, 0)
                 seen[base] = n + 1
-                self.anchors.add(base if n == 0 else "%s-%d" % (base, n))
+                self.headings[i] = base if n == 0 else "%s-%d" % (base, n)
+                self.anchors.add(self.headings[i])
             for a in HTML_ANCHOR.findall(line):
                 self.anchors.add(a)
 
@@ -289,6 +296,52 @@ def check_settings(root):
     return ["docs/configuration.md has no row for %s" % n for n in missing], len(names)
 
 
+DEFENSES_LIST = re.compile(r"TICKETD_DEFENSES=([-a-z,]+)")
+
+
+def section(path, anchor):
+    """The text under the heading whose anchor this is, to the next
+    heading; None when the page has no such heading."""
+    page = Page(path)
+    start = [i for i, a in page.headings.items() if a == anchor]
+    if not start:
+        return None
+    ends = [i for i in page.headings if i > start[0]] + [len(page.prose)]
+    return "\n".join(line for _, line in page.prose[start[0] + 1:min(ends)])
+
+
+def names_switched_off(text):
+    """The names in the TICKETD_DEFENSES= lists of a text."""
+    for m in DEFENSES_LIST.finditer(text):
+        for item in m.group(1).split(","):
+            item = item.lstrip("-")
+            if item and item not in ("all", "none"):
+                yield item
+
+
+def check_defences(root, pages, table):
+    """Each defence of the table is written under its anchor, and every
+    TICKETD_DEFENSES= list of the pages names only defences of the table."""
+    out = []
+    for d in table:
+        path, _, anchor = d["anchor"].partition("#")
+        full = os.path.join(root, path)
+        text = section(full, anchor) if os.path.exists(full) and anchor else None
+        if text is None:
+            out.append("defences.def: %s's anchor %s is no heading" % (d["name"], d["anchor"]))
+        elif "`%s`" % d["name"] not in text and d["name"] not in names_switched_off(text):
+            out.append("defences.def: %s is not named under %s" % (d["name"], d["anchor"]))
+    known = {d["name"] for d in table}
+    for p in pages:
+        with open(p, encoding="utf-8") as f:
+            for no, line in enumerate(f, 1):
+                for name in names_switched_off(line):
+                    if name not in known:
+                        out.append("%s:%d: TICKETD_DEFENSES names %s, which defences.def lacks"
+                                   % (os.path.relpath(p, root), no, name))
+    return out
+
+
 def main():
     passed = failed = 0
 
@@ -317,6 +370,16 @@ def main():
     found, docs = check_lessons_run(ROOT, pages)
     report(not found, "lessons-run blocks where lab/record.py rewrites them (%s)" % ", ".join(docs),
            found)
+
+    sys.path.insert(0, os.path.join(ROOT, "lab"))
+    import defences
+    table = defences.DEFENCES
+    found = check_defences(ROOT, pages, table)
+    report(not found, "each of the %d defences of defences.def documented at its anchor, "
+           "and no other switched off" % len(table), found)
+    sample = [dict(table[0], name="no-such-defence")]
+    found = check_defences(ROOT, [], sample)
+    report(len(found) == 1, "the defences check finds a sample defence documented nowhere", found)
 
     found, n = check_settings(ROOT)
     report(not found and n > 0, "docs/configuration.md names each of the %d settings of config.c" % n,

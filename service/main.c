@@ -44,6 +44,7 @@ struct command {
     const char *name;
     unsigned opts;
     const char *help;
+    bool lists_defences; /* its help ends with the table of defences */
 };
 
 static const struct command commands[] = {
@@ -54,14 +55,16 @@ static const struct command commands[] = {
      "(the default) it also runs the expiry sweep, the outbox relay and the event\n"
      "consumers. SIGTERM or SIGINT drains the requests in flight, then exits 0.\n"
      "\n"
-     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n"},
+     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n",
+     true},
     {"worker", OPT_CONFIG,
      "usage: ticketd worker [--config FILE]\n"
      "\n"
      "Runs only the background work (expiry sweep, outbox relay, event consumers),\n"
      "no HTTP. Any number of workers and servers may share one Redis and MariaDB.\n"
      "\n"
-     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n"},
+     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n",
+     true},
     {"token", OPT_CONFIG | OPT_USER | OPT_ADMIN | OPT_TTL,
      "usage: ticketd token --user ID [--admin] [--ttl SECONDS] [--config FILE]\n"
      "\n"
@@ -70,8 +73,9 @@ static const struct command commands[] = {
      "  --user ID      the user id, 1 to 2^53-1 (required)\n"
      "  --admin        an admin token (sessions, audit)\n"
      "  --ttl SECONDS  lifetime (default 3600)\n"
-     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n"},
-    {"dead-letters", 0, NULL}, /* deadletters_main answers for itself */
+     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n",
+     false},
+    {"dead-letters", 0, NULL, false}, /* deadletters_main answers for itself */
     {"partitions", OPT_CONFIG,
      "usage: ticketd partitions [--config FILE]\n"
      "\n"
@@ -81,22 +85,26 @@ static const struct command commands[] = {
      "those past their TICKETD_RETAIN_*_H, then prints one line per table.\n"
      "Exits 1 when a table could not be done.\n"
      "\n"
-     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n"},
+     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n",
+     false},
     {"lab", 0,
      "usage: ticketd lab [serve | lesson [NAME] | record] [OPTIONS]\n"
      "\n"
      "Runs the replay lab of this checkout (lab/ticketd-lab, beside build/): serve\n"
      "shows the lessons live on http://127.0.0.1:8090/, lesson NAME runs one\n"
      "without its defence and with it. `ticketd lab serve --help` lists the options.\n"
-     "It starts servers of its own; the service itself runs none of its code.\n"},
+     "It starts servers of its own; the service itself runs none of its code.\n",
+     false},
     {"version", 0,
      "usage: ticketd version\n"
      "\n"
-     "Prints ticketd's version. Reads no settings.\n"},
+     "Prints ticketd's version. Reads no settings.\n",
+     false},
     {"help", 0,
      "usage: ticketd help [COMMAND]\n"
      "\n"
-     "Prints the commands, or what COMMAND does and takes.\n"},
+     "Prints the commands, or what COMMAND does and takes.\n",
+     false},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -121,6 +129,24 @@ static void unknown_command(const char *name)
     usage(stderr);
 }
 
+/* The defences TICKETD_DEFENSES may switch off, read from their table so
+ * that the help never lists one the parser does not know. */
+static void print_defences(FILE *f)
+{
+    static const struct {
+        const char *name, *lesson;
+    } rows[] = {
+#define DEFENCE(id, bit, name, lesson, anchor, harm) {name, lesson},
+#include "defences.def"
+#undef DEFENCE
+    };
+    fputs("\nTICKETD_DEFENSES=-NAME,... switches defences off (TICKETD_ENV=demo only,\n"
+          "logged loudly); `ticketd lab lesson LESSON` shows what gets through:\n",
+          f);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        fprintf(f, "  %-28s %s\n", rows[i].name, rows[i].lesson[0] ? rows[i].lesson : "-");
+}
+
 /* `ticketd help [CMD]` and `ticketd CMD --help`. */
 static int command_help(const char *name)
 {
@@ -135,6 +161,8 @@ static int command_help(const char *name)
         return deadletters_main(2, args);
     }
     fputs(c->help, stdout);
+    if (c->lists_defences)
+        print_defences(stdout);
     return 0;
 }
 

@@ -145,6 +145,15 @@ function addPoints(chart, map, t, values) {
 
 // --- cards --------------------------------------------------------------
 
+// What the pass without the defence switches off, each with the words the
+// service logs for it (its table, service/model/defences.def).
+function switchedOff(lesson) {
+  const off = lesson.switches_off || [];
+  if (!off.length) return el("p", { class: "switched-off" }, "Switched off: nothing");
+  return el("p", { class: "switched-off" }, el("b", {}, "Switched off: "),
+    ...off.map((d, i) => el("span", { title: d.harm }, (i ? ", " : "") + d.name)));
+}
+
 function card(lesson) {
   const buttons = [
     el("button", { class: "without", onclick: () => start(lesson.name, "without"),
@@ -158,6 +167,7 @@ function card(lesson) {
     el("h4", {}, lesson.title + " ", el("small", {}, lesson.name + " · articles " + lesson.articles)),
     el("p", {}, lesson.idea),
     el("p", {}, el("b", {}, "Defence: "), lesson.defence, el("b", {}, " · damage in: "), lesson.unit),
+    switchedOff(lesson),
     el("p", { class: "where" }, lesson.where),
     el("p", { class: "expect" }, EXPECT[lesson.judge === "missed" ? "missed" : lesson.expect] || ""),
     el("div", {}, ...buttons));

@@ -15,7 +15,7 @@
 
 /* routes.def's handler and quick step; router.c has the rest of each row. */
 struct handler {
-    api_handler_fn fn;  /* the route's work: on a worker, unless thread IO */
+    api_handler_fn fn;  /* the route's work: on a fiber, unless thread IO */
     api_quick_fn quick; /* what of it needs no I/O, run first; may answer */
 };
 
@@ -78,9 +78,7 @@ enum api_step api_begin(struct req *r, struct resp *w)
         h->fn(r, w);
         return API_ANSWERED;
     }
-    if (h->quick != NULL && h->quick(r, w))
-        return API_ANSWERED;
-    return API_BLOCKING;
+    return h->quick != NULL ? h->quick(r, w) : API_BLOCKING;
 }
 
 void api_finish(struct req *r, struct resp *w)

@@ -6,18 +6,21 @@
 #include "req.h"
 #include "resp.h"
 
+/* What api_begin, and a route's quick step before it returns, says of a
+ * request: the one vocabulary for "answered" in the API layer. */
 enum api_step {
     API_ANSWERED, /* w holds the answer */
     API_BLOCKING, /* the rest needs Redis or MySQL: call api_finish */
 };
 
-/* Everything of a request that needs no I/O, fit for the thread that read
- * it: routing, authentication, the media type, and the route's own quick
+/* Everything of a request that needs no I/O, done at once by the loop that
+ * read it: routing, authentication, the media type, and the route's own quick
  * checks (validation, a replay from the in-process cache). Routes that
  * touch no dependency (/livez, /metrics) are answered here whole. */
 enum api_step api_begin(struct req *r, struct resp *w);
 
-/* The blocking rest of a request api_begin left: on a worker thread. */
+/* The rest of a request api_begin left, which waits for Redis or MySQL:
+ * on a fiber of the loop that read the request (it parks where it waits). */
 void api_finish(struct req *r, struct resp *w);
 
 /* Both steps on the calling thread. Always fills w. */

@@ -1,6 +1,6 @@
 /* api_admin.c - the administrator's audit, GET /api/v1/admin/audit: the
  * scope from the query in, the store's consistency checks out (the checks
- * themselves live in store_audit.c). */
+ * themselves live in audit_mysql.c). */
 #include "api_internal.h"
 #include "err.h"
 #include "store_audit.h"

@@ -22,7 +22,7 @@ struct batch_input {
     int wait_s; /* Prefer: wait applied, or 0 */
 };
 
-bool api_orders_batch_quick(struct req *r, struct resp *w)
+enum api_step api_orders_batch_quick(struct req *r, struct resp *w)
 {
     char field[CARTBODY_FIELD_MAX], why[200];
     struct batch_input *in = xcalloc(1, sizeof *in);
@@ -45,7 +45,7 @@ bool api_orders_batch_quick(struct req *r, struct resp *w)
 out:
     json_decref(body);
     free(in);
-    return true;
+    return API_ANSWERED;
 }
 
 /* One item's entry: its key, the status POST /orders would have answered,
@@ -96,8 +96,6 @@ void api_orders_batch(struct req *r, struct resp *w)
     };
     struct cart_result res;
     cart_run(r->app, &rq, &api_order_views, render_batch, &res);
-    const char *layer = order_layer_name(res.layer);
-    w->layer = layer;
     switch (res.outcome) {
     case CART_RAN:
     case CART_REPLAYED:
@@ -116,8 +114,7 @@ void api_orders_batch(struct req *r, struct resp *w)
         api_fail(w, TD_EUNAVAIL, "placing the batch");
         break;
     }
-    if (layer != NULL)
-        resp_header(w, "Idempotency-Layer", layer);
+    api_say_layer(w, res.layer);
     api_say_wait(w, in->wait_s);
     cart_result_cleanup(&res);
 }

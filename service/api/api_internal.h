@@ -4,7 +4,9 @@
 #ifndef TICKETD_API_INTERNAL_H
 #define TICKETD_API_INTERNAL_H
 
+#include "api.h"
 #include "model.h"
+#include "orders.h"
 #include "reply.h"
 #include "req.h"
 #include "resp.h"
@@ -13,8 +15,10 @@
 #include <stdbool.h>
 
 typedef void (*api_handler_fn)(struct req *r, struct resp *w);
-/* A route's quick step (no I/O): true when it answered into w. */
-typedef bool (*api_quick_fn)(struct req *r, struct resp *w);
+/* A route's quick step (no I/O), in the dispatcher's words (api.h):
+ * API_ANSWERED when it answered into w, API_BLOCKING when the rest waits
+ * for Redis or MySQL on a fiber (api_hand_on). */
+typedef enum api_step (*api_quick_fn)(struct req *r, struct resp *w);
 
 /* Every handler routes.def names (two routes may share one). */
 #define ROUTE(id, method, pattern, handler, quick, thread, access, body, label)                    \
@@ -22,8 +26,8 @@ typedef bool (*api_quick_fn)(struct req *r, struct resp *w);
 #include "routes.def"
 #undef ROUTE
 /* The quick steps routes.def names. */
-bool api_orders_create_quick(struct req *r, struct resp *w);
-bool api_orders_batch_quick(struct req *r, struct resp *w);
+enum api_step api_orders_create_quick(struct req *r, struct resp *w);
+enum api_step api_orders_batch_quick(struct req *r, struct resp *w);
 
 /* The order flow's pieces the cart shares with POST /orders (api_orders.c).
  * api_order_render: the answer to an order placed or found, 201 and the
@@ -47,6 +51,9 @@ bool api_read_key(struct req *r, struct resp *w, char *key);
  * under the key still being processed (what: "request", "batch"; with
  * Retry-After), and an order token that is not valid. */
 void api_refuse_key_reused(struct resp *w, const char *what);
+/* The defence that produced the answer, if one did: Idempotency-Layer, and
+ * w->layer for the access log. Call it after the answer is written. */
+void api_say_layer(struct resp *w, enum order_layer layer);
 void api_refuse_in_progress(struct resp *w, const char *what);
 void api_refuse_token(struct resp *w);
 bool api_read_token(struct req *r, struct resp *w, const char **token);

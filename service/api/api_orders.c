@@ -152,7 +152,7 @@ struct create_input {
     struct order_request rq;
 };
 
-bool api_orders_create_quick(struct req *r, struct resp *w)
+enum api_step api_orders_create_quick(struct req *r, struct resp *w)
 {
     struct create_input *in = xcalloc(1, sizeof *in);
     struct order_request *rq = &in->rq;
@@ -164,8 +164,8 @@ bool api_orders_create_quick(struct req *r, struct resp *w)
     if (!api_read_key(r, w, in->key) || !read_create_body(r, w, &rq->session_id, &rq->quantity) ||
         !api_read_token(r, w, &rq->token))
         goto out;
-    /* A retry of a key this process answered: replayed here, on the HTTP
-     * thread, with no I/O at all. */
+    /* A retry of a key this process answered: replayed here, by the loop
+     * that read it, with no fiber and no I/O at all. */
     if (orders_replay_local(r->app, rq, &res)) {
         api_order_answer(w, rq, &res);
         goto out;
@@ -173,7 +173,7 @@ bool api_orders_create_quick(struct req *r, struct resp *w)
     return api_hand_on(r, in);
 out:
     free(in);
-    return true;
+    return API_ANSWERED;
 }
 
 void api_orders_create(struct req *r, struct resp *w)
@@ -204,10 +204,15 @@ void api_refuse_token(struct resp *w)
                  "the order token is unknown, expired, spent or not yours");
 }
 
+void api_say_layer(struct resp *w, enum order_layer layer)
+{
+    w->layer = order_layer_name(layer);
+    if (w->layer != NULL)
+        resp_header(w, "Idempotency-Layer", w->layer);
+}
+
 void api_order_answer(struct resp *w, const struct order_request *rq, struct order_result *res)
 {
-    const char *layer = order_layer_name(res->layer);
-    w->layer = layer;
     switch (res->outcome) {
     case ORDER_CREATED:
     case ORDER_REPLAYED: {
@@ -246,8 +251,7 @@ void api_order_answer(struct resp *w, const struct order_request *rq, struct ord
         api_fail(w, TD_EINTERNAL, "placing the order");
         break;
     }
-    if (layer != NULL)
-        resp_header(w, "Idempotency-Layer", layer);
+    api_say_layer(w, res->layer);
     order_result_cleanup(res);
 }
 

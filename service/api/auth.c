@@ -1,3 +1,6 @@
+/* auth.c - bearer tokens checked (auth.h): the HS256 JWT rules and a small
+ * per-thread cache of tokens already verified. Apart from the handlers so
+ * that every rule a token must pass is in one file, tested alone. */
 #include "auth.h"
 
 #include "err.h"

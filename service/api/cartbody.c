@@ -1,3 +1,5 @@
+/* cartbody.c - a cart's JSON body read into items (cartbody.h). Apart
+ * from api_cart.c so that the parsing is pure and tested without a request. */
 #include "cartbody.h"
 
 #include "err.h"

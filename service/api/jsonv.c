@@ -1,3 +1,6 @@
+/* jsonv.c - the strict reading of request bodies (jsonv.h): no duplicate
+ * keys, integers that are JSON integers. One place, so that no handler
+ * reads a body more leniently than another. */
 #include "jsonv.h"
 
 #include "err.h"

@@ -1,3 +1,6 @@
+/* problem.c - each problem id's status, code, type and title on the wire,
+ * read from problems.def (problem.h). Apart so that the contract's error
+ * table has one reader. */
 #include "problem.h"
 
 /* A problem's status, code, type and title: handlers pick the problem,

@@ -77,11 +77,11 @@ json_t *api_order_json(const struct order *o)
     return j;
 }
 
-bool api_hand_on(struct req *r, void *in)
+enum api_step api_hand_on(struct req *r, void *in)
 {
     r->ctx = in;
     r->ctx_free = free;
-    return false;
+    return API_BLOCKING;
 }
 
 bool api_parse_id(const char *s, int64_t *out)

@@ -4,6 +4,7 @@
 #ifndef TICKETD_REPLY_H
 #define TICKETD_REPLY_H
 
+#include "api.h"
 #include "model.h"
 #include "req.h"
 #include "resp.h"
@@ -32,10 +33,10 @@ json_t *api_session_json(const struct session *s);
 json_t *api_order_json(const struct order *o);
 
 /* The end of a quick step that did not answer: the rest waits for Redis
- * and MySQL, so a worker takes it (api_finish), with in (what the quick
+ * and MySQL, so a fiber of the request's loop runs it (api_finish), with in (what the quick
  * step read, one allocation) as r->ctx, freed with the request. Returns
- * false, the quick step's "not answered". */
-bool api_hand_on(struct req *r, void *in);
+ * API_BLOCKING, what the quick step then says. */
+enum api_step api_hand_on(struct req *r, void *in);
 
 /* Parses a decimal id path parameter in 1..2^53-1. */
 bool api_parse_id(const char *s, int64_t *out);

@@ -1,3 +1,6 @@
+/* resp.c - the response a handler fills, kept free of the HTTP library
+ * (resp.h): status, headers, body, problems. Apart so that the handlers
+ * and their tests never see libmicrohttpd. */
 #include "resp.h"
 
 #include "log.h"

@@ -1,3 +1,6 @@
+/* router.c - a method and path matched against routes.def (router.h): the
+ * route, or 404 versus 405 with Allow. Apart and pure, so that it links and
+ * is tested without any handler. */
 #include "router.h"
 
 #include <string.h>

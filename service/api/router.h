@@ -32,10 +32,11 @@ enum route_body {
     ROUTE_BODY_REQUIRED, /* must be JSON */
 };
 
-/* Where a route's handler runs. */
+/* Where a route's handler runs. The name WORKER outlived the worker
+ * threads: such a handler now runs on a fiber of its request's loop. */
 enum route_thread {
-    ROUTE_THREAD_WORKER, /* it blocks on Redis or MySQL */
-    ROUTE_THREAD_IO,     /* it touches no dependency: on the HTTP thread */
+    ROUTE_THREAD_WORKER, /* it waits for Redis or MySQL: on a fiber */
+    ROUTE_THREAD_IO,     /* it touches no dependency: on the loop, at once */
 };
 
 /* One row of routes.def, without its handler (api.c has those). */

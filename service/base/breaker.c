@@ -1,3 +1,6 @@
+/* breaker.c - a dependency's circuit breaker (breaker.h), one per
+ * dependency and shared by every thread. Apart so that Redis and MySQL
+ * fail fast by the same rule. */
 #include "breaker.h"
 
 #include "log.h"

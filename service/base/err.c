@@ -1,26 +1,25 @@
+/* err.c - the names of the error values (err.h), for logs and problems. */
 #include "err.h"
+
+#include <stddef.h>
+
+/* Indexed by the value negated: TD_OK is 0 and every error below it. */
+static const char *const names[] = {
+    [-TD_OK] = "ok",
+    [-TD_EINVAL] = "invalid",
+    [-TD_ENOTFOUND] = "not found",
+    [-TD_ECONFLICT] = "conflict",
+    [-TD_EDUP] = "duplicate",
+    [-TD_ERETRY] = "retriable",
+    [-TD_EUNAVAIL] = "unavailable",
+    [-TD_EINTERNAL] = "internal",
+    [-TD_ESPENT] = "spent",
+};
 
 const char *td_strerror(int err)
 {
-    switch (err) {
-    case TD_OK:
-        return "ok";
-    case TD_EINVAL:
-        return "invalid";
-    case TD_ENOTFOUND:
-        return "not found";
-    case TD_ECONFLICT:
-        return "conflict";
-    case TD_EDUP:
-        return "duplicate";
-    case TD_ERETRY:
-        return "retriable";
-    case TD_EUNAVAIL:
-        return "unavailable";
-    case TD_EINTERNAL:
-        return "internal";
-    case TD_ESPENT:
-        return "spent";
-    }
-    return "unknown";
+    const int n = (int)(sizeof names / sizeof names[0]);
+    if (err > 0 || err <= -n || names[-err] == NULL)
+        return "unknown";
+    return names[-err];
 }

@@ -1,8 +1,8 @@
 /* err.h - the error vocabulary shared by every ticketd module.
  *
  * Fallible functions return int: TD_OK (0) or one of the negative values
- * below. Only the HTTP layer turns them into status codes (api_fail in
- * api.c). */
+ * below. Only the API layer turns them into status codes (the handlers of
+ * api_*.c, and api_fail in reply.c for the rest). */
 #ifndef TICKETD_ERR_H
 #define TICKETD_ERR_H
 
@@ -12,7 +12,7 @@ enum td_err {
     TD_ENOTFOUND = -2, /* no such thing (or not the caller's) */
     TD_ECONFLICT = -3, /* a compare-and-set lost, a state forbids it */
     TD_EDUP = -4,      /* a unique key already holds this value */
-    TD_ERETRY = -5,    /* deadlock or lock wait: the transaction may be retried */
+    TD_ERETRY = -5,    /* deadlock, lock wait, or a race a fresh look settles: retry */
     TD_EUNAVAIL = -6,  /* a dependency is down or timed out */
     TD_EINTERNAL = -7, /* a bug or an unexpected answer */
     TD_ESPENT = -8,    /* a one-time token already bought something */

@@ -1,3 +1,5 @@
+/* log.c - JSON log lines (log.h), one write(2) each. Apart so that every
+ * module logs the same shape of line. */
 #include "log.h"
 
 #include "err.h"

@@ -1,3 +1,6 @@
+/* metrics.c - the process's counters, gauges and latency histogram
+ * (metrics.h, the table metrics.def) and their Prometheus text. Apart so
+ * that a module counts with one atomic add and knows nothing of the format. */
 #include "metrics.h"
 
 #include "text.h"

@@ -1,3 +1,5 @@
+/* stopper.c - a background thread's sleep that ends early when it is asked
+ * to stop (stopper.h). Apart so that every job stops the same way. */
 #include "stopper.h"
 
 #include <time.h>

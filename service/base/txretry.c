@@ -1,3 +1,6 @@
+/* txretry.c - a transaction run again after a deadlock, a lock wait or a
+ * certification conflict, with jittered back-off (txretry.h). Apart so that
+ * every transaction of the service retries by one rule. */
 #include "txretry.h"
 
 #include "err.h"

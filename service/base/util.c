@@ -1,3 +1,5 @@
+/* util.c - the small helpers every module uses (util.h): allocation that
+ * aborts, randomness, encodings, clocks, parsing numbers. */
 #include "util.h"
 
 #include <errno.h>
@@ -161,9 +163,13 @@ size_t b64url_len(size_t n)
     return (n * 4 + 2) / 3;
 }
 
+/* The base64url alphabet (RFC 4648 §5): a digit's value is its index. */
+static const char b64url_digits[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
 void b64url_encode(const unsigned char *in, size_t n, char *out)
 {
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const char *tab = b64url_digits;
     size_t o = 0;
     size_t i = 0;
     for (; i + 2 < n; i += 3) {
@@ -188,17 +194,9 @@ void b64url_encode(const unsigned char *in, size_t n, char *out)
 
 static int b64url_value(char c)
 {
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '-')
-        return 62;
-    if (c == '_')
-        return 63;
-    return -1;
+    /* NUL would find the string's end. */
+    const char *p = c != '\0' ? strchr(b64url_digits, c) : NULL;
+    return p != NULL ? (int)(p - b64url_digits) : -1;
 }
 
 long b64url_decode(const char *in, size_t n, unsigned char *out, size_t cap)

@@ -1,3 +1,6 @@
+/* body.c - the bounded, doubling buffer a request body is read into
+ * (body.h). Apart and pure, so that the bound a client meets is tested
+ * without a connection. */
 #include "body.h"
 
 #include "err.h"

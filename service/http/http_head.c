@@ -63,36 +63,50 @@ static const char *kept_add(struct exchange *x, char kind, const char *name, con
 }
 
 /* RFC 9110 5.5: whitespace around a field value is not part of it. MHD
- * strips the leading blanks; the trailing ones are cut here. The value is
- * copied into the exchange: the request's fiber may still use it after the
- * client went away and MHD freed the connection. ctx is the exchange
- * (req_source). */
-static const char *exchange_header(void *ctx, const char *name)
+ * strips the leading blanks; the trailing ones are cut here. */
+static const char *read_header(struct MHD_Connection *c, const char *name, size_t *n)
 {
-    struct exchange *x = ctx;
+    const char *v = NULL;
+    *n = 0;
+    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, name, strlen(name), &v, n) != MHD_YES)
+        return NULL;
+    while (*n > 0 && blank(v[*n - 1]))
+        (*n)--;
+    return v;
+}
+
+static const char *read_query(struct MHD_Connection *c, const char *name, size_t *n)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+    *n = v != NULL ? strlen(v) : 0;
+    return v;
+}
+
+/* A header ('h') or query argument ('q') of the exchange, read once and
+ * copied into it: the request's fiber may still use it after the client
+ * went away and MHD freed the connection. */
+static const char *exchange_value(struct exchange *x, char kind, const char *name,
+                                  const char *(*read)(struct MHD_Connection *, const char *,
+                                                      size_t *))
+{
     bool found;
-    const char *kept = kept_find(x, 'h', name, &found);
+    const char *kept = kept_find(x, kind, name, &found);
     if (found || x->conn == NULL)
         return kept;
-    const char *v = NULL;
-    size_t n = 0;
-    if (MHD_lookup_connection_value_n(x->conn, MHD_HEADER_KIND, name, strlen(name), &v, &n) !=
-        MHD_YES)
-        v = NULL;
-    while (v != NULL && n > 0 && blank(v[n - 1]))
-        n--;
-    return kept_add(x, 'h', name, v, n);
+    size_t n;
+    const char *v = read(x->conn, name, &n);
+    return kept_add(x, kind, name, v, n);
+}
+
+/* ctx is the exchange (req_source). */
+static const char *exchange_header(void *ctx, const char *name)
+{
+    return exchange_value(ctx, 'h', name, read_header);
 }
 
 static const char *exchange_query(void *ctx, const char *name)
 {
-    struct exchange *x = ctx;
-    bool found;
-    const char *kept = kept_find(x, 'q', name, &found);
-    if (found || x->conn == NULL)
-        return kept;
-    const char *v = MHD_lookup_connection_value(x->conn, MHD_GET_ARGUMENT_KIND, name);
-    return kept_add(x, 'q', name, v, v != NULL ? strlen(v) : 0);
+    return exchange_value(ctx, 'q', name, read_query);
 }
 
 /* What the API reads of a request, through struct req. */

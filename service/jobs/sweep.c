@@ -1,3 +1,6 @@
+/* sweep.c - the expiry sweep as a background job (sweep.h): unpaid orders
+ * past their time cancelled by lifecycle_sweep. Apart from the domain,
+ * which holds the rule; this file only runs it on its schedule. */
 #include "sweep.h"
 
 #include "app.h"

@@ -1,3 +1,6 @@
+/* defences.c - TICKETD_DEFENSES read against the table of defences
+ * (defences.def), and the loud line each switched-off one gets at boot.
+ * Apart from boot.c so that the parser is pure and tested alone. */
 #include "defences.h"
 
 #include "err.h"
@@ -11,43 +14,9 @@ static const struct {
     const char *name;
     const char *harm; /* what gets through with it off */
 } names[] = {
-    {DEFENCE_RESPONSE_CACHE, "response-cache", "duplicates it would stop will get through"},
-    {DEFENCE_INFLIGHT_KEY, "inflight-key", "duplicates it would stop will get through"},
-    {DEFENCE_SESSION_LOCK, "session-lock", "duplicates it would stop will get through"},
-    {DEFENCE_TOKEN, "token", "duplicates it would stop will get through"},
-    {DEFENCE_STOCK_CAS, "stock-cas", "duplicates it would stop will get through"},
-    {DEFENCE_UNIQUE_INDEX, "unique-index", "duplicates it would stop will get through"},
-    {DEFENCE_CALLBACK_DEDUP, "callback-dedup", "duplicates it would stop will get through"},
-    {DEFENCE_CONSUMER_DEDUP, "consumer-dedup", "duplicates it would stop will get through"},
-    {DEFENCE_TOKEN_ATOMIC, "token-atomic",
-     "order tokens are checked with GET and spent by a separate write: two requests with one "
-     "token can both pass"},
-    {DEFENCE_LOCK_OWNER_CHECK, "lock-owner-check",
-     "session locks are released by a plain DEL: a request slower than the lock TTL frees "
-     "another request's lock"},
-    {DEFENCE_CONSUMER_DEDUP_SAME_TX, "consumer-dedup-same-tx",
-     "consumers commit their dedup row before the effect: an effect that fails is skipped on "
-     "redelivery"},
-    {DEFENCE_CONSUMER_DEDUP_BUSINESS_KEY, "consumer-dedup-business-key",
-     "consumers dedup by stream entry id: a re-published event is applied again"},
-    {DEFENCE_STATE_CAS, "state-cas",
-     "order transitions read the status and write without a status/version predicate: "
-     "concurrent transitions both apply"},
-    {DEFENCE_FORGET_FAILURES, "forget-failures",
-     "failures are remembered under their Idempotency-Key: a retry after the cause is gone is "
-     "refused forever"},
-    {DEFENCE_ITEM_KEYS, "item-keys",
-     "a cart's items are ordered under the batch key alone: a retry of a partly failed cart "
-     "buys its items that succeeded again"},
-    {DEFENCE_BUSINESS_KEY_AFTER_EXPIRY, "business-key-after-expiry",
-     "the points consumer has no ledger behind its dedup rows: an event redelivered after its "
-     "row's partition was dropped, or on another day, is credited again"},
-    {DEFENCE_BLOOM, "bloom",
-     "no order-key filter: every refusal Redis decides costs a database look-up (nothing gets "
-     "through; it is slower)"},
-    {DEFENCE_BLOOM_LIVENESS, "bloom-liveness",
-     "the order-key filter's 'no' is trusted after Redis lost its records: a retry whose order "
-     "exists is refused"},
+#define DEFENCE(id, bit, name, lesson, anchor, harm) {DEFENCE_##id, name, harm},
+#include "defences.def"
+#undef DEFENCE
 };
 
 #define N_NAMES (sizeof names / sizeof names[0])

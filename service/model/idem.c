@@ -1,3 +1,6 @@
+/* idem.c - the Idempotency-Key's pure parts (idem.h): the header's
+ * grammar, a payload's fingerprint, the text of a key's record. Apart so
+ * that the defence's rules are tested without Redis. */
 #include "idem.h"
 
 #include "util.h"

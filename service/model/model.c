@@ -1,3 +1,6 @@
+/* model.c - the names of the domain's enums on the wire and in the
+ * database (model.h), and their parsers. Apart so that each name is
+ * written once. */
 #include "model.h"
 #include "payment.h"
 

@@ -1,3 +1,6 @@
+/* ordertoken.c - one-time order tokens made and checked (ordertoken.h):
+ * random, expiring, signed. Apart and pure, so that a token Redis forgot can
+ * be told from a made-up one without any I/O. */
 #include "ordertoken.h"
 
 #include "util.h"

@@ -1,3 +1,6 @@
+/* paysig.c - the payment gateway's signatures checked, in both schemes
+ * (paysig.h). Apart and pure, so that the callback's proof of origin is
+ * tested without HTTP. */
 #include "paysig.h"
 
 #include "util.h"

@@ -1,3 +1,6 @@
+/* respcache.c - the in-process response cache (respcache.h): sharded,
+ * bounded, expiring. Apart so that a replay on the loop that read it needs
+ * no I/O and no domain code. */
 #include "respcache.h"
 
 #include "util.h"

@@ -1,3 +1,6 @@
+/* statemachine.c - the order's allowed moves as one table
+ * (statemachine.h). Apart and pure, so that no other file decides a
+ * status. */
 #include "statemachine.h"
 
 #include <stddef.h>

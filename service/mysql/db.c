@@ -1,3 +1,7 @@
+/* db.c - connections and prepared statements over the MariaDB/MySQL C API
+ * (db.h): a request fiber's borrowed connection or a thread's own, errors
+ * mapped onto td_err. Apart so that the adapters above it write SQL and
+ * arguments, never the C API. */
 #include "db.h"
 #include "db_conn.h"
 #include "db_pool.h"
@@ -179,6 +183,18 @@ static bool connection_error(unsigned int e)
            e == ER_UNKNOWN_COM_ERROR;
 }
 
+/* Remembers the name that starts at k and ends at the next quote (or at
+ * the end of the text) in c->dup_key, cut to fit; "" when k is NULL. */
+static void remember_name(struct db_conn *c, const char *k, char quote)
+{
+    const char stop[] = {quote, '\0'};
+    size_t n = k != NULL ? strcspn(k, stop) : 0;
+    if (n >= sizeof c->dup_key)
+        n = sizeof c->dup_key - 1;
+    memcpy(c->dup_key, k != NULL ? k : "", n);
+    c->dup_key[n] = '\0';
+}
+
 /* A refusal by a unique key (TD_EDUP), a CHECK constraint (TD_ECONFLICT) or
  * a NOT NULL column (TD_ENOTFOUND): remembers the key's, constraint's or
  * column's name in c->dup_key (db_dup_key). 0 for any other e. */
@@ -187,20 +203,14 @@ static int refusal(struct db_conn *c, unsigned int e, const char *msg)
     if (e == ER_DUP_ENTRY) {
         /* "Duplicate entry 'x' for key 'name'": remember which key. */
         const char *k = strstr(msg, "for key '");
-        c->dup_key[0] = '\0';
         if (k != NULL) {
             k += 9;
-            size_t n = strcspn(k, "'");
-            const char *dot = memchr(k, '.', n); /* MySQL 8 says 'table.key' */
-            if (dot != NULL) {
-                n -= (size_t)(dot + 1 - k);
+            /* MySQL 8 says 'table.key' */
+            const char *dot = memchr(k, '.', strcspn(k, "'"));
+            if (dot != NULL)
                 k = dot + 1;
-            }
-            if (n >= sizeof c->dup_key)
-                n = sizeof c->dup_key - 1;
-            memcpy(c->dup_key, k, n);
-            c->dup_key[n] = '\0';
         }
+        remember_name(c, k, '\'');
         return TD_EDUP;
     }
     if (e == ER_BAD_NULL_ERROR) {
@@ -209,21 +219,13 @@ static int refusal(struct db_conn *c, unsigned int e, const char *msg)
          * one-order text relies on it (store_mysql.c): a price of no
          * session, or an in-transaction guard that refused a write. */
         const char *k = strchr(msg, '\'');
-        size_t n = k != NULL ? strcspn(k + 1, "'") : 0;
-        if (n >= sizeof c->dup_key)
-            n = sizeof c->dup_key - 1;
-        memcpy(c->dup_key, k != NULL ? k + 1 : "", n);
-        c->dup_key[n] = '\0';
+        remember_name(c, k != NULL ? k + 1 : NULL, '\'');
         return TD_ENOTFOUND;
     }
     if (e == ER_CONSTRAINT_FAILED) {
         /* "CONSTRAINT `name` failed for ...": a CHECK refused the row. */
         const char *k = strchr(msg, '`');
-        size_t n = k != NULL ? strcspn(k + 1, "`") : 0;
-        if (n >= sizeof c->dup_key)
-            n = sizeof c->dup_key - 1;
-        memcpy(c->dup_key, k != NULL ? k + 1 : "", n);
-        c->dup_key[n] = '\0';
+        remember_name(c, k != NULL ? k + 1 : NULL, '`');
         return TD_ECONFLICT;
     }
     return 0;

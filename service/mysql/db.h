@@ -4,7 +4,8 @@
  * SQL, arguments and result columns described by small arrays. On a fiber
  * every call uses Connector/C's non-blocking API and parks the fiber while
  * the server works (db_conn.h: DB_CALL); on a plain thread it blocks.
- * Only store_*.c include this; only db.c, db_stmt.c and db_batch.c (through
+ * Only the adapters of this folder (store_*.c, *_mysql.c) include this;
+ * only db.c, db_stmt.c and db_batch.c (through
  * db_conn.h) include <mysql.h>.
  *
  * Every call maps MySQL's error numbers onto td_err: 1062 is TD_EDUP,
@@ -52,7 +53,8 @@ int db_init(const struct config *cfg);
  * (TICKETD_DB_CONNS split over the loops, at least one each) at its first
  * db_conn and keeps it in its fiber slot until db_thread_idle gives it
  * back; a plain thread keeps a connection of its own. db_thread_pooled is
- * the port's call for a request thread and has nothing left to mark. */
+ * the port's call from the days of request threads; a fiber needs no mark,
+ * so it does nothing. */
 void db_thread_pooled(void);
 void db_thread_idle(void);
 /* True when the calling fiber holds a borrowed connection outside any

@@ -1,3 +1,6 @@
+/* redis.c - Redis commands with timeouts, the shared breaker and scripts
+ * by SHA1 (redis.h); on a fiber they go through the loop's connection
+ * (redis_async.c). Apart so that the Redis adapters share one way to call. */
 #include "redis.h"
 
 #include "redis_conn.h"

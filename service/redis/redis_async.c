@@ -90,16 +90,27 @@ static void want(struct async_link *l, unsigned w)
     }
 }
 
-static void add_read(void *p)
+/* hiredis's callbacks each add or drop one interest of the link p. */
+static void want_more(void *p, unsigned w)
 {
     struct async_link *l = p;
-    want(l, l->want | LOOP_READ);
+    want(l, l->want | w);
+}
+
+static void want_less(void *p, unsigned w)
+{
+    struct async_link *l = p;
+    want(l, l->want & ~w);
+}
+
+static void add_read(void *p)
+{
+    want_more(p, LOOP_READ);
 }
 
 static void del_read(void *p)
 {
-    struct async_link *l = p;
-    want(l, l->want & ~LOOP_READ);
+    want_less(p, LOOP_READ);
 }
 
 /* Once connected, a command's write waits for the turn's end, where the
@@ -113,13 +124,12 @@ static void add_write(void *p)
             loop_at_turn_end(l->loop, &l->flush);
         return;
     }
-    want(l, l->want | LOOP_WRITE);
+    want_more(l, LOOP_WRITE);
 }
 
 static void del_write(void *p)
 {
-    struct async_link *l = p;
-    want(l, l->want & ~LOOP_WRITE);
+    want_less(p, LOOP_WRITE);
 }
 
 /* hiredis is freeing the context (closed, broken or timed out): stop

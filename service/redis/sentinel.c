@@ -1,3 +1,6 @@
+/* sentinel.c - the pure parts of following a failover through Redis
+ * Sentinel (sentinel.h): the setting, the order of asking, the answer.
+ * Apart from redis.c so that they are tested without a Sentinel. */
 #include "sentinel.h"
 
 #include <ctype.h>

@@ -701,6 +701,11 @@ static void test_cli_answers_before_config(void **state)
         {{"help", NULL}, 0, "ticketd help [COMMAND]"},
         {{"help", "token", NULL}, 0, "--ttl SECONDS"},
         {{"serve", "--help", NULL}, 0, "Serves the HTTP API"},
+        /* The defences TICKETD_DEFENSES may switch off, from their table. */
+        {{"serve", "--help", NULL},
+         0,
+         "  consumer-dedup-business-key  consumer-dedup-business-key"},
+        {{"help", "worker", NULL}, 0, "  bloom-liveness               bloom-liveness"},
         {{"worker", "-h", NULL}, 0, "only the background work"},
         {{"token", "--help", NULL}, 0, "--user ID"},
         {{"dead-letters", "--help", NULL}, 0, "replay applies"},

@@ -1242,6 +1242,57 @@ static void test_demo_without_callback_dedup(void **state)
     assert_int_equal(th_stop(&demo), 0);
 }
 
+/* Two payments of one order at once, with state-cas off (a demo): both read
+ * the order unpaid, without its lock, and both decide APPLIED; the unique
+ * key on applied payments lets one through. The other is what it would be
+ * had it come second, a duplicate payment to refund, never a 500. */
+struct pay_race {
+    const struct th_server *s;
+    const char *no;
+    struct outcome o[2];
+};
+
+static void pay_race_one(int i, void *ctx)
+{
+    struct pay_race *pr = ctx;
+    char txn[32];
+    snprintf(txn, sizeof txn, "gw-race-%d", i);
+    pr->o[i] = pay_outcome(pr->s, txn, pr->no, 1000, "SUCCESS");
+}
+
+static void test_demo_without_state_cas_payments_race(void **state)
+{
+    struct th_server demo;
+    char no[32];
+    (void)state;
+    /* 300 ms between reading the order and writing: both read it unpaid. */
+    const char *env[] = {"TICKETD_ENV=demo", "TICKETD_DEFENSES=-state-cas",
+                         "TICKETD_FAULT=order.before_transition:delay:300", NULL};
+    th_start(&demo, th_port(3), env);
+    int64_t s = th_session(&srv, 5, 1000);
+    place(&srv, 16, s, 1, no);
+    static struct pay_race pr;
+    memset(&pr, 0, sizeof pr);
+    pr.s = &demo;
+    pr.no = no;
+    th_parallel(2, pay_race_one, &pr);
+    int applied = 0, duplicate = 0;
+    for (int i = 0; i < 2; i++) {
+        if (pr.o[i].status != 200)
+            fail_msg("callback %d: %s", i, pr.o[i].raw);
+        applied += strcmp(pr.o[i].outcome, "APPLIED") == 0;
+        duplicate += strcmp(pr.o[i].outcome, "DUPLICATE_PAYMENT") == 0;
+    }
+    assert_int_equal(applied, 1);
+    assert_int_equal(duplicate, 1);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments"), 2);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM payments WHERE applied_order_id IS NOT NULL"),
+                     1);
+    const char *dup = strcmp(pr.o[0].outcome, "DUPLICATE_PAYMENT") == 0 ? "gw-race-0" : "gw-race-1";
+    assert_int_equal(outbox_rows("payment.refund_required", dup), 1);
+    assert_int_equal(th_stop(&demo), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1259,6 +1310,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_txn_id_reused_concurrently, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ids_match_exactly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_demo_without_callback_dedup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_demo_without_state_cas_payments_race, setup, teardown),
     };
     return cmocka_run_group_tests_name("payments", tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* store_payments.c - the payment callback's statements on MariaDB/MySQL
+/* payments_mysql.c - the payment callback's statements on MariaDB/MySQL
  * (store_payments.h).
  *
  * The order row is locked first. Without that, two callbacks of one order
@@ -89,12 +89,19 @@ int store_payment_insert(struct pay_tx *tx, const struct payment_callback *cb,
         DB_S(tx->stamp),
     };
     int rc = db_exec(tx->conn, sql[P_INSERT], pay, 8, NULL, NULL);
-    if (rc == TD_EDUP && strcmp(db_dup_key(tx->conn), "uq_payments_txn") != 0) {
-        log_error("payment %s: order %s has an applied payment already (%s)", cb->txn_id,
-                  o->order_no, db_dup_key(tx->conn));
-        return TD_EINTERNAL;
+    if (rc != TD_EDUP || strcmp(db_dup_key(tx->conn), "uq_payments_txn") == 0)
+        return rc;
+    if (strcmp(db_dup_key(tx->conn), "uq_payments_applied") == 0) {
+        /* Another payment of the order committed first: this one read the
+         * order unpaid without its lock (state-cas off, a demo) and decided
+         * to apply too. It is a duplicate payment; the next attempt reads
+         * the order paid and records it as one, with its refund. */
+        log_info("payment %s: order %s was paid meanwhile; looking again", cb->txn_id, o->order_no);
+        return TD_ERETRY;
     }
-    return rc;
+    log_error("payment %s: order %s: unexpected unique key %s", cb->txn_id, o->order_no,
+              db_dup_key(tx->conn));
+    return TD_EINTERNAL;
 }
 
 int store_payment_move(struct pay_tx *tx, const struct order *o, enum order_event ev)

@@ -1,4 +1,4 @@
-/* store_retention.c - partitions on MariaDB/MySQL (store_retention.h).
+/* retention_mysql.c - partitions on MariaDB/MySQL (store_retention.h).
  * The DDL names change every day, so it runs as text (db_exec_text), built
  * only from the table names of retention.c and from partition names this
  * file writes; everything else is a prepared statement. */

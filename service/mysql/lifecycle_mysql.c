@@ -1,4 +1,4 @@
-/* store_lifecycle.c - cancel, complete and expire on MariaDB/MySQL. Each
+/* lifecycle_mysql.c - cancel, complete and expire on MariaDB/MySQL. Each
  * change locks its order row first (as the payment callback does), so a
  * cancel and a payment of one order run one after the other and the
  * second sees what the first did: exactly one of them wins. */

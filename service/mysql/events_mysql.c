@@ -1,4 +1,4 @@
-/* store_events.c - the events' side of the store on MariaDB/MySQL: the
+/* events_mysql.c - the events' side of the store on MariaDB/MySQL: the
  * outbox relay transaction, the consumers' effect-plus-dedup transactions,
  * dead letters and points. Prepared statements only, named by the static
  * SQL text below. */

@@ -1,4 +1,4 @@
-/* store_idem.c - the durable idempotency records on MariaDB/MySQL
+/* idem_mysql.c - the durable idempotency records on MariaDB/MySQL
  * (store_idem.h, sql/007_idempotency_records.sql). */
 #include "store_idem.h"
 

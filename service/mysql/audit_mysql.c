@@ -1,4 +1,4 @@
-/* store_audit.c - the audit's checks as SQL. Each counts the rows that
+/* audit_mysql.c - the audit's checks as SQL. Each counts the rows that
  * break one invariant and names the first of them, so that a failed
  * check says where to look. */
 #include "store_audit.h"
