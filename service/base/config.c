@@ -1,3 +1,7 @@
+/* config.c - the settings table (config.h): each TICKETD_* setting's
+ * type, bounds and default, read from the environment and from
+ * `--config FILE`, then checked as a whole (config_validate) so that a
+ * bad value stops start-up with its name before anything is started. */
 #include "config.h"
 
 #include "envfile.h"
@@ -5,6 +9,7 @@
 #include "log.h"
 #include "util.h"
 
+#include <arpa/inet.h>
 #include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,6 +350,14 @@ static int validate_retention(const struct config *cfg, char *err, size_t cap)
 int config_validate(const struct config *cfg, char *err, size_t cap)
 {
     enum log_level lvl;
+    struct in_addr addr;
+    if (inet_pton(AF_INET, cfg->bind, &addr) != 1) {
+        /* Checked here, not when the listener opens: by then the pools and
+         * jobs are started, and each would have to be stopped again. */
+        snprintf(err, cap, "TICKETD_BIND=%s: expected an IPv4 address, e.g. 127.0.0.1 or 0.0.0.0",
+                 cfg->bind);
+        return TD_EINVAL;
+    }
     if (log_parse_level(cfg->log_level, &lvl) != TD_OK) {
         snprintf(err, cap, "TICKETD_LOG_LEVEL=%s: expected debug, info, warn or error",
                  cfg->log_level);

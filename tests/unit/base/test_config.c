@@ -576,6 +576,33 @@ static void test_validate_retention(void **state)
     }
 }
 
+/* TICKETD_BIND is an IPv4 address, refused at start-up, before any pool
+ * or job is started, when it is not one. */
+static void test_validate_bind(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *bind;
+        int want;
+        const char *why;
+    } cases[] = {
+        {"127.0.0.1", TD_OK, ""},
+        {"0.0.0.0", TD_OK, ""},
+        {"localhost", TD_EINVAL, "TICKETD_BIND=localhost"},
+        {"::1", TD_EINVAL, "IPv4"},
+        {"127.0.0.256", TD_EINVAL, "IPv4"},
+        {"", TD_EINVAL, "IPv4"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct config cfg;
+        char err[256] = "";
+        config_defaults(&cfg);
+        config_set(&cfg, "TICKETD_JWT_SECRET", "0123456789abcdef0123456789abcdef", err, sizeof err);
+        assert_int_equal(config_set(&cfg, "TICKETD_BIND", cases[i].bind, err, sizeof err), TD_OK);
+        expect_validate(&cfg, i, cases[i].want, cases[i].why);
+    }
+}
+
 /* TICKETD_LOOPS=0, the default, is one loop per online core; a number
  * given is kept. */
 static void test_loops_default_to_the_cores(void **state)
@@ -598,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_loops_default_to_the_cores),
         cmocka_unit_test(test_validate_retention),
+        cmocka_unit_test(test_validate_bind),
         cmocka_unit_test(test_set_table),
         cmocka_unit_test(test_set_string_is_copied),
         cmocka_unit_test(test_file_format),
