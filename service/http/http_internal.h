@@ -60,6 +60,8 @@ struct http_loop {
     int conn_limit;              /* this daemon's share of TICKETD_CONN_LIMIT */
     bool was_full;               /* it reached conn_limit since its last run below it */
     bool resumed;                /* a connection was resumed since the last run */
+    int unsent;                  /* answers queued whose requests have not completed */
+    bool net_run;                /* this run is the safety net's (UNSENT_POLL_MS) */
 };
 
 struct http_server {
