@@ -73,7 +73,7 @@ struct fake_store {
 };
 
 struct fake_cache {
-    /* cache_order_begin answers idem_begin_rc at its key step; with TD_EDUP it hands back a
+    /* cache_key_begin answers idem_begin_rc at its key step; with TD_EDUP it hands back a
      * copy of existing (the record another request left under the key). */
     int idem_begin_rc;
     char existing[FAKE_RECORD];
@@ -83,7 +83,7 @@ struct fake_cache {
     int release_rc;
     int ping_rc;
     int token_put_rc;
-    /* cache_instance_alive and cache_order_take_over answer these. */
+    /* cache_instance_alive and cache_key_take_over answer these. */
     int alive_rc;
     int take_over_rc;
     /* cache_bloom_check answers bloom_rc with these (all zero: an
@@ -111,7 +111,7 @@ struct fake_cache {
         int64_t user_id;
         char token[FAKE_STR];
         char key[FAKE_STR]; /* take: the Idempotency-Key spending it */
-        bool in_begin;      /* take: spent inside cache_order_begin's script */
+        bool in_begin;      /* take: spent inside cache_key_begin's script */
     } token_take, token_put;
     struct {
         int calls;
