@@ -131,6 +131,12 @@ static void choose_adapters(struct app *app)
     chosen_orders = (struct order_steps){0}; /* NULL: the real step */
     if (!(on & DEFENCE_FORGET_FAILURES))
         chosen_orders.end_failure = order_naive_remember_failure;
+    if (!(on & DEFENCE_TOKEN_ATOMIC))
+        chosen_orders.token_to_record = order_naive_no_token_record;
+    if (!(on & DEFENCE_UNIQUE_INDEX))
+        chosen_orders.copy_found_by = LAYER_CHECK_THEN_INSERT;
+    if (!(on & DEFENCE_ITEM_KEYS))
+        chosen_orders.item_key = order_naive_fresh_item_key;
     app->order_steps = &chosen_orders;
 }
 

@@ -8,7 +8,6 @@
 
 #include "app.h"
 #include "cache.h"
-#include "defences.h"
 #include "err.h"
 #include "inflight_key.h"
 #include "log.h"
@@ -153,12 +152,8 @@ static bool cart_holds_token(const struct cart_request *rq, size_t skip)
  * item that buys (order_tokens, sql/006), as a single order records its
  * own: when Redis forgets the token, another key that presents it meets
  * that row, and nothing is bought. Items carry it until one has its order.
- * With item-keys switched off (DEMO ONLY) an item has no key of its own:
- * each run orders it under a fresh request id, as a service that knows
- * only the batch key would, so nothing tells a retry which items were
- * bought; nor is the token recorded, so that the run shows what one key
- * for the batch lets through, not what the token's row would still catch
- * (as with the token defence switched off). Returns false when the token
+ * With item-keys switched off (the demo's naive step, order_naive.h) an
+ * item has no key of its own, and the token is not recorded. Returns false when the token
  * was spent by another key's order: the item that met its row was refused
  * and no item has an order. Else true, with *complete when every item has
  * its order and *fresh when this run bought at least one of them. */
@@ -166,23 +161,19 @@ static bool run_items(struct app *app, const struct cart_request *rq,
                       const struct order_render *item_render, struct order_result *out,
                       bool *complete, bool *fresh)
 {
-    const char *token = (app->defences & DEFENCE_ITEM_KEYS) ? rq->token : NULL;
+    const char *token = orders_items_keyed(app) ? rq->token : NULL;
     *complete = true;
     *fresh = false;
     for (size_t i = 0; i < rq->n; i++) {
-        char naive_key[IDEM_OWNER_LEN + 1];
+        char fresh_key[IDEM_OWNER_LEN + 1];
         struct order_request irq = {
             .user_id = rq->user_id,
-            .key = rq->items[i].key,
+            .key = orders_item_key(app, rq->items[i].key, fresh_key),
             .session_id = rq->items[i].session_id,
             .quantity = rq->items[i].quantity,
             .token = NULL, /* spent by the batch key */
             .spent_token = token,
         };
-        if (!(app->defences & DEFENCE_ITEM_KEYS)) {
-            idem_new_owner(app->instance, naive_key);
-            irq.key = naive_key;
-        }
         orders_create(app, &irq, item_render, &out[i]);
         if (out[i].outcome == ORDER_TOKEN_INVALID && token != NULL) {
             /* Refused by the token's row, not by Redis (the batch key's

@@ -58,6 +58,32 @@ bool orders_replay_local(struct app *app, const struct order_request *rq, struct
     return response_cache_replay(app, rq->user_id, rq->key, fp, res);
 }
 
+/* The demo's naive steps chosen at boot (order_steps.h); an entry left
+ * NULL, or no table at all, is the real step. */
+static const struct order_steps real_steps;
+
+static const struct order_steps *steps(const struct app *app)
+{
+    return app->order_steps != NULL ? app->order_steps : &real_steps;
+}
+
+/* The layer that finds a copy of the order: the unique index. */
+static enum order_layer copy_found_by(const struct app *app)
+{
+    enum order_layer l = steps(app)->copy_found_by;
+    return l != LAYER_NONE ? l : LAYER_UNIQUE_INDEX;
+}
+
+/* The token the order's transaction records: its own, or the one a cart
+ * spent on its behalf. */
+static const char *token_key(const struct app *app, const struct order_request *rq, char *key)
+{
+    const char *token = rq->token != NULL ? rq->token : rq->spent_token;
+    if (steps(app)->token_to_record != NULL)
+        return steps(app)->token_to_record(app, token, key);
+    return token_to_record(app, token, key);
+}
+
 /* The key protocol's answer, as an order's. Returns true when the request
  * goes on. */
 static bool answer_key(struct app *app, const struct order_request *rq, struct inflight_key *k,
@@ -142,7 +168,7 @@ static bool ask_database_before_refusing(struct app *app, const struct order_req
     if (res->outcome != ORDER_IN_PROGRESS && !order_key_filter_may_have(app, rq->user_id, rq->key))
         return false;
     metrics_inc(M_REFUSAL_DB_LOOKUPS);
-    return unique_index_find_copy(app, rq, render, res);
+    return unique_index_find_copy(rq, copy_found_by(app), render, res);
 }
 
 /* Layers 5 and 6, the database's. Returns true when it gave the answer. */
@@ -152,8 +178,13 @@ static bool place(struct app *app, const struct order_request *rq, bool redis_ok
     if (!redis_ok)
         metrics_inc(M_REDIS_DEGRADED);
     (void)FAULT_POINT("order.after_redis"); /* delay: a downstream slower than the TTLs */
-    bool told = order_key_filter_note(app, rq->user_id, rq->key);
-    unique_index_place(app, rq, !told, render, res);
+    char key[ORDERTOKEN_KEY_LEN + 1];
+    struct unique_index_ask ask = {
+        .token_key = token_key(app, rq, key),
+        .filter_missed = !order_key_filter_note(app, rq->user_id, rq->key),
+        .found_by = copy_found_by(app),
+    };
+    unique_index_place(app, rq, &ask, render, res);
     if (res->outcome == ORDER_CREATED)
         (void)FAULT_POINT("order.after_commit"); /* crash: committed, nothing stored or sent */
     return res->outcome == ORDER_CREATED || res->outcome == ORDER_REPLAYED;
@@ -177,10 +208,20 @@ static void remember(struct app *app, const struct order_request *rq, struct inf
 static void end_failure(struct app *app, const struct order_request *rq, struct inflight_key *k,
                         const struct order_render *render, const struct order_result *res)
 {
-    if (app->order_steps != NULL && app->order_steps->end_failure != NULL)
-        app->order_steps->end_failure(app, rq, k, render, res);
+    if (steps(app)->end_failure != NULL)
+        steps(app)->end_failure(app, rq, k, render, res);
     else
         inflight_key_release(k);
+}
+
+const char *orders_item_key(struct app *app, const char *key, char *fresh)
+{
+    return steps(app)->item_key != NULL ? steps(app)->item_key(app, key, fresh) : key;
+}
+
+bool orders_items_keyed(const struct app *app)
+{
+    return steps(app)->item_key == NULL;
 }
 
 void orders_create(struct app *app, const struct order_request *rq,

@@ -116,4 +116,11 @@ void orders_create(struct app *app, const struct order_request *rq,
 
 void order_result_cleanup(struct order_result *res);
 
+/* The key a cart's item is ordered under (fresh: IDEM_OWNER_LEN + 1
+ * bytes): its own, or the demo's naive step's (order_steps.h). */
+const char *orders_item_key(struct app *app, const char *key, char *fresh);
+/* True when items are ordered under their own keys: only then does the
+ * batch's token go with them, to be recorded with the first that buys. */
+bool orders_items_keyed(const struct app *app);
+
 #endif

@@ -6,12 +6,10 @@
 #include "unique_index.h"
 
 #include "app.h"
-#include "defences.h"
 #include "err.h"
 #include "metrics.h"
 #include "order_answer.h"
 #include "store.h"
-#include "token.h"
 #include "txretry.h"
 #include "util.h"
 
@@ -45,12 +43,10 @@ void unique_index_new_number(char *out)
  * says so, and nobody credits an index that is not there). Returns true
  * when an order was found and replayed; false with res untouched when
  * there is none, or with res set to the refusal or the failure. */
-bool unique_index_find_copy(struct app *app, const struct order_request *rq,
+bool unique_index_find_copy(const struct order_request *rq, enum order_layer found_by,
                             const struct order_render *render, struct order_result *res)
 {
     struct order o;
-    enum order_layer layer =
-        (app->defences & DEFENCE_UNIQUE_INDEX) ? LAYER_UNIQUE_INDEX : LAYER_CHECK_THEN_INSERT;
     int rc = store_order_find_request(rq->user_id, rq->key, &o);
     if (rc == TD_ENOTFOUND)
         return false;
@@ -60,11 +56,11 @@ bool unique_index_find_copy(struct app *app, const struct order_request *rq,
     }
     if (o.session_id != rq->session_id || o.quantity != rq->quantity) {
         metrics_inc(M_DUP_KEY_REUSED);
-        orders_answer(res, ORDER_KEY_REUSED, layer);
+        orders_answer(res, ORDER_KEY_REUSED, found_by);
         return false;
     }
     metrics_inc(M_DUP_UNIQUE_INDEX);
-    orders_answer_with_order(res, ORDER_REPLAYED, layer, &o, render);
+    orders_answer_with_order(res, ORDER_REPLAYED, found_by, &o, render);
     return true;
 }
 
@@ -86,10 +82,11 @@ static int attempt_create(void *p)
 /* Layers 5 and 6: the database transaction, retried after deadlocks.
  * filter_missed: the order-key filter was not told of this key, and the
  * order records that it was not (store.h). */
-void unique_index_place(struct app *app, const struct order_request *rq, bool filter_missed,
-                        const struct order_render *render, struct order_result *res)
+void unique_index_place(struct app *app, const struct order_request *rq,
+                        const struct unique_index_ask *ask, const struct order_render *render,
+                        struct order_result *res)
 {
-    char order_no[ORDER_NO_LEN + 1], token_key[ORDERTOKEN_KEY_LEN + 1];
+    char order_no[ORDER_NO_LEN + 1];
     struct order o;
     struct order_draft d = {
         .order_no = order_no,
@@ -97,9 +94,8 @@ void unique_index_place(struct app *app, const struct order_request *rq, bool fi
         .session_id = rq->session_id,
         .request_id = rq->key,
         .quantity = rq->quantity,
-        .token_key =
-            token_to_record(app, rq->token != NULL ? rq->token : rq->spent_token, token_key),
-        .filter_missed = filter_missed,
+        .token_key = ask->token_key,
+        .filter_missed = ask->filter_missed,
     };
     struct attempt at = {&d, order_no, &o};
     int rc = txretry_run(app->cfg->tx_retries, attempt_create, &at);
@@ -137,6 +133,7 @@ void unique_index_place(struct app *app, const struct order_request *rq, bool fi
      * row the index saw and the look-up cannot stays a failure). A refused
      * token is looked up too, as every refusal is: in the demo without the
      * index on the key, a copy of this request can meet its own token. */
-    if (!unique_index_find_copy(app, rq, render, res) && res->outcome == ORDER_TOKEN_INVALID)
+    if (!unique_index_find_copy(rq, ask->found_by, render, res) &&
+        res->outcome == ORDER_TOKEN_INVALID)
         metrics_inc(M_DUP_UNIQUE_INDEX);
 }

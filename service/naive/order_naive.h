@@ -19,4 +19,16 @@ void order_naive_remember_failure(struct app *app, const struct order_request *r
                                   struct inflight_key *k, const struct order_render *render,
                                   const struct order_result *res);
 
+/* token-atomic off: the order's transaction records no token, so that the
+ * naive GET-then-spend (cache_naive.h) shows what Redis alone lets
+ * through, not what the token's row would still catch. */
+const char *order_naive_no_token_record(const struct app *app, const char *token, char *key);
+
+/* item-keys off: an item of a cart has no key of its own; each run orders
+ * it under a fresh request id, as a service that knows only the batch key
+ * would, so nothing tells a retry which items were bought. (With it the
+ * token is not recorded either: the run shows what one key for the batch
+ * lets through, as with the token switched off.) */
+const char *order_naive_fresh_item_key(struct app *app, const char *key, char *fresh);
+
 #endif

@@ -220,7 +220,28 @@ static void end_failure_step(struct app *a, const struct order_request *rq, stru
     failure_step.held = inflight_key_holds(k);
 }
 
-static const struct order_steps failure_kept = {.end_failure = end_failure_step};
+static const char *no_token_record(const struct app *a, const char *token, char *key)
+{
+    (void)a, (void)token, (void)key;
+    return NULL;
+}
+
+/* As boot.c chooses the naive steps for the defences switched off, with
+ * stand-ins of the same effect on the flow. */
+static struct order_steps chosen_steps;
+
+static void choose_steps(unsigned off)
+{
+    chosen_steps = (struct order_steps){0};
+    if (off & DEFENCE_FORGET_FAILURES)
+        chosen_steps.end_failure = end_failure_step;
+    if (off & DEFENCE_TOKEN_ATOMIC)
+        chosen_steps.token_to_record = no_token_record;
+    if (off & DEFENCE_UNIQUE_INDEX)
+        chosen_steps.copy_found_by = LAYER_CHECK_THEN_INSERT;
+    app.order_steps = &chosen_steps;
+    memset(&failure_step, 0, sizeof failure_step);
+}
 
 /* --- the runner ---------------------------------------------------------- */
 
@@ -292,9 +313,7 @@ static void found_in_database(const struct order_case *c)
 static struct order_request given(const struct order_case *c, char *token)
 {
     app.defences = DEFENCES_ALL & ~c->off;
-    /* As boot.c chooses the steps: the naive one only with its defence off. */
-    app.order_steps = (c->off & DEFENCE_FORGET_FAILURES) ? &failure_kept : NULL;
-    memset(&failure_step, 0, sizeof failure_step);
+    choose_steps(c->off);
     cfg.redis_policy = c->strict ? REDIS_POLICY_STRICT : REDIS_POLICY_DEGRADE;
     if (c->tries > 0)
         cfg.tx_retries = c->tries - 1;
@@ -917,6 +936,11 @@ static const struct order_case cases[] = {
      .outcome = ORDER_CREATED, .calls = FULL_PATH, .recorded = RECORDED_NONE},
     /* The naive transactions are the store adapter's (store_naive.h): the
      * domain asks for the same order. */
+    {"unique index off: the copy found is the look-up's", .off = DEFENCE_UNIQUE_INDEX,
+     .token = TOK_SIGNED, .token_rc = TD_ENOTFOUND, .create_rc = TD_ESPENT, .found = FOUND_SAME,
+     .outcome = ORDER_REPLAYED, .layer = "check-then-insert", .status = 201, .body = FOUND_BODY,
+     .calls = "order_begin order_create order_find_request order_complete", .cached = CACHED,
+     .claims = CLAIMS_COMPLETED},
     {"unique index off: the token is still recorded", .off = DEFENCE_UNIQUE_INDEX,
      .outcome = ORDER_CREATED, .calls = FULL_PATH, .recorded = RECORDED_SENT},
     {"stock CAS and unique index off: the same order asked for",
