@@ -45,9 +45,9 @@ void inflight_key_cleanup(struct inflight_key *k)
     k->marker = NULL;
 }
 
-/* The switches of the key layers, each a lesson of its own: the demo
- * shows a copy let in without the marker, a retry run again without the
- * record's replay. */
+/* Stays a switch, as the response cache's does (response_cache_on): each
+ * is a lesson of its own, a copy let in without the marker, a retry run
+ * again without the record's replay. */
 static bool inflight_marker_on(const struct app *app)
 {
     return (app->defences & DEFENCE_INFLIGHT_KEY) != 0;

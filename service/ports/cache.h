@@ -113,7 +113,7 @@ int cache_instance_alive(const char *instance);
 /* A process that stops cleanly says so at once. */
 int cache_instance_gone(const char *instance);
 
-/* The Bloom filter of the keys that have orders (bloom.h, orders_db.c): its
+/* The Bloom filter of the keys that have orders (bloom.h, order_key_filter.c): its
  * bits ticketd:bloom:{orders}, and its state ticketd:bloom:{orders}:state,
  * "<shape>:<born ms>:<0 building | 1 complete>", where shape is "m:k". A
  * filter is trusted by a process only when its state is complete and of

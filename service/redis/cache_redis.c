@@ -1,8 +1,9 @@
 /* cache_redis.c - the cache port on Redis with hiredis, and the table of
  * its entries that the demo's naive variants may replace (cache_redis.h):
  * the keys and arguments of each step and the reading of its reply; the
- * Lua scripts the steps run are in cache_scripts.c. With the naive cache (cache_naive.c) and
- * events' stream code, the only files that include <hiredis.h>. */
+ * Lua scripts the steps run are in cache_scripts.c. <hiredis.h> stays in
+ * the Redis adapter (redis/) and the naive cache built over it
+ * (naive/cache_naive.c): the domain sees only the port, cache.h. */
 #include "cache_redis.h"
 #include "cache_scripts.h"
 #include "bloom.h"

@@ -44,7 +44,6 @@
 
 static struct config cfg;
 static struct app app;
-static int64_t metrics_before[M_COUNT];
 
 /* This process's id; a KEY_MARKER names another process. */
 #define OUR_INSTANCE   "fedcba9876543210"
@@ -71,8 +70,7 @@ static int setup(void **state)
     app = (struct app){.cfg = &cfg, .defences = DEFENCES_ALL, .respcache = respcache_new(64)};
     snprintf(app.instance, sizeof app.instance, "%s", OUR_INSTANCE);
     fakes_reset();
-    for (int m = 0; m < M_COUNT; m++)
-        metrics_before[m] = metrics_get(m);
+    fake_metrics_mark();
     return 0;
 }
 
@@ -87,7 +85,7 @@ static int teardown(void **state)
 
 static int64_t delta(enum metric m)
 {
-    return metrics_get(m) - metrics_before[m];
+    return fake_metrics_delta(m);
 }
 
 /* The API layer's renderers, reduced to what the tests look at. */

@@ -16,6 +16,7 @@
 #ifndef TICKETD_TEST_FAKES_H
 #define TICKETD_TEST_FAKES_H
 
+#include "metrics.h"
 #include "model.h"
 
 #include <stdbool.h>
@@ -28,6 +29,11 @@
 /* The call log shared by both fakes. */
 extern char fake_calls[1024];
 void fake_call(const char *name);
+
+/* The process's counters (metrics.h) are marked by fake_metrics_mark;
+ * fake_metrics_delta is how far one has moved since. */
+void fake_metrics_mark(void);
+int64_t fake_metrics_delta(enum metric m);
 
 /* Resets both fakes and the call log. */
 void fakes_reset(void);
