@@ -277,7 +277,7 @@ LESSONS = [
         "defence": "unique-index",
         "where": "sql/013_place_orders.sql (place_orders: each order's INSERT under its unique "
         "key), service/mysql/store_mysql.c:place_in_one_trip (ORDER_INSERT), "
-        "service/domain/orders_db.c:orders_replay_from_database",
+        "service/domain/unique_index.c:unique_index_find_copy",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass(REDIS_LAYERS + ",unique-index", NOINDEX_DB, load=_storm(n)),
@@ -384,7 +384,7 @@ LESSONS = [
         "record, looks for the order, finds none yet, and inserts a second one. The unique "
         "index makes it wait for the first attempt and answers it with that order.",
         "defence": "unique-index",
-        "where": "service/domain/orders_db.c:orders_write_order, orders_replay_from_database",
+        "where": "service/domain/unique_index.c:unique_index_place, unique_index_find_copy",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass("unique-index", NOINDEX_DB, env=STALL_ENV + LATE_ENV,
@@ -399,7 +399,7 @@ LESSONS = [
         "idea": "A failure must leave the key free, so that the retry after the dependency "
         "is back succeeds. A stored 503 is replayed forever.",
         "defence": "forget-failures",
-        "where": "service/domain/orders.c:orders_create (the out: branch), service/domain/orders_db.c:orders_remember_failure",
+        "where": "service/domain/orders.c:orders_create (remember, end_failure), service/naive/order_naive.c:order_naive_remember_failure",
         "unit": "retries refused forever",
         "figure": ["failures_replayed"],
         "without": lambda n: _pass("forget-failures", faults=True,
@@ -418,7 +418,7 @@ LESSONS = [
         "in flight 409 REQUEST_IN_PROGRESS. A client told it failed for an order that exists "
         "buys again.",
         "defence": "inflight-key",
-        "where": "service/api/api_orders.c:api_orders_create, service/domain/orders_redis.c:answer_from_record",
+        "where": "service/api/api_orders.c:api_orders_create, service/domain/inflight_key.c:answer_from_record",
         "unit": "answers the contract forbids",
         "figure": ["forbidden_answers"],
         "without": lambda n: _pass("response-cache,inflight-key", load=_storm(n, rounds=100)),
@@ -496,7 +496,7 @@ LESSONS = [
         "query, never a wrong answer. The figure is a cost, not damage: look-ups for keys "
         "that have no order.",
         "defence": "bloom",
-        "where": "service/domain/orders_db.c:orders_may_have_order, orders_bloom_note; service/jobs/bloom_job.c",
+        "where": "service/domain/order_key_filter.c:order_key_filter_may_have, order_key_filter_note; service/jobs/bloom_job.c",
         "unit": "database look-ups for refusals",
         "figure": ["refusal_storm.refusal_db_lookups"],
         "without": lambda n: _pass("bloom", load=_refusals(n)),
@@ -512,7 +512,7 @@ LESSONS = [
         "ticketd trusts it only once rebuilt from the orders table (here never: the "
         "rebuild is put off), and asks the database meanwhile.",
         "defence": "bloom-liveness",
-        "where": "service/domain/orders_db.c:orders_may_have_order, service/redis/cache_scripts.c:bloom_check_lua",
+        "where": "service/domain/order_key_filter.c:order_key_filter_may_have, service/redis/cache_scripts.c:bloom_check_lua",
         "unit": "keys with an order refused",
         "figure": ["wrong_refusals"],
         # No rebuild after the flush, and no in-process answers: every retry
@@ -556,7 +556,7 @@ LESSONS = [
         "copy finds no marker, looks for the order, finds none yet, and inserts a second one. "
         "The unique index makes it wait for the first and answer with that order.",
         "defence": "unique-index",
-        "where": "service/domain/orders_redis.c:redis_failed, service/domain/orders_db.c:orders_write_order",
+        "where": "service/domain/inflight_key.c:redis_failed, service/domain/unique_index.c:unique_index_place",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         # The flush also takes the instances' heartbeats: beating every
@@ -579,7 +579,7 @@ LESSONS = [
         "connection's transaction, and an order it had committed is found. The unique index "
         "makes the copy wait for the first.",
         "defence": "unique-index",
-        "where": "service/domain/orders_redis.c:take_over_dead, service/domain/orders_db.c:orders_write_order",
+        "where": "service/domain/inflight_key.c:take_over_dead, service/domain/unique_index.c:unique_index_place",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass("unique-index", NOINDEX_DB, env=STALL_ENV + FREEZE_ENV,
@@ -595,7 +595,7 @@ LESSONS = [
         "retry with the same key and token. Remembered, that 503 would be replayed to every "
         "retry.",
         "defence": "forget-failures",
-        "where": "service/domain/orders.c:orders_create (the out: branch)",
+        "where": "service/domain/orders.c:orders_create (remember, end_failure)",
         "unit": "retries refused forever",
         "figure": ["failures_replayed"],
         "without": lambda n: _pass("forget-failures", load=_fstorm(n) + ["@mysql-restart"]),
@@ -612,7 +612,7 @@ LESSONS = [
         "order, finds none yet, and inserts another. The unique index makes it wait for the "
         "first and answer with that order.",
         "defence": "unique-index",
-        "where": "service/domain/orders_db.c:orders_write_order, service/domain/orders_redis.c:take_over_dead",
+        "where": "service/domain/unique_index.c:unique_index_place, service/domain/inflight_key.c:take_over_dead",
         "unit": "duplicate orders",
         "figure": ["duplicate_orders"],
         "without": lambda n: _pass("unique-index", NOINDEX_DB, env=STALL_ENV + SHORT_TTL_ENV,

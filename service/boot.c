@@ -26,6 +26,8 @@
 #include "config.h"
 #include "idem.h"
 #include "metrics.h"
+#include "order_naive.h"
+#include "order_steps.h"
 #include "store.h"
 #include "store_mysql.h"
 #include "stream.h"
@@ -72,24 +74,26 @@ static void ports_cleanup(void)
 static struct cache_entries chosen_cache;
 static struct store_mysql_steps chosen_store;
 static struct store_events_steps chosen_events;
+static struct order_steps chosen_orders;
 
 /* The adapters behind the ports, chosen once from the defences that are
  * on: each entry is the real one, or with its defence switched off (the
  * demo, defences_check_env) the naive one that the defence exists to
- * replace, as one TLS backend stands behind one table. A defence that
- * skips a whole layer (the response cache, the token, ...) is the
- * domain's to skip: it has no entry here. */
+ * replace, as one TLS backend stands behind one table; the domain's own
+ * steps that have a naive version (order_steps.h) are chosen the same way.
+ * A defence that skips a whole layer (the response cache, the token, ...)
+ * is the domain's to skip: it has no entry here. */
 static void choose_adapters(struct app *app)
 {
     unsigned on = app->defences;
     chosen_cache = cache_redis_entries;
     if (!(on & DEFENCE_TOKEN_ATOMIC)) {
         chosen_cache.token_take = cache_naive_token_take;
-        chosen_cache.order_begin = cache_naive_order_begin;
+        chosen_cache.key_begin = cache_naive_key_begin;
     }
     if (!(on & DEFENCE_LOCK_OWNER_CHECK)) {
-        chosen_cache.order_complete = cache_naive_order_complete;
-        chosen_cache.order_release = cache_naive_order_release;
+        chosen_cache.key_complete = cache_naive_key_complete;
+        chosen_cache.key_release = cache_naive_key_release;
     }
     if (!(on & DEFENCE_BLOOM_LIVENESS))
         chosen_cache.bloom_check = cache_naive_bloom_check;
@@ -123,6 +127,17 @@ static void choose_adapters(struct app *app)
 
     app->dedup_key = (on & DEFENCE_CONSUMER_DEDUP_BUSINESS_KEY) ? consumers_key_by_business
                                                                 : consume_naive_key_by_entry;
+
+    chosen_orders = (struct order_steps){0}; /* NULL: the real step */
+    if (!(on & DEFENCE_FORGET_FAILURES))
+        chosen_orders.end_failure = order_naive_remember_failure;
+    if (!(on & DEFENCE_TOKEN_ATOMIC))
+        chosen_orders.token_to_record = order_naive_no_token_record;
+    if (!(on & DEFENCE_UNIQUE_INDEX))
+        chosen_orders.copy_found_by = LAYER_CHECK_THEN_INSERT;
+    if (!(on & DEFENCE_ITEM_KEYS))
+        chosen_orders.item_key = order_naive_fresh_item_key;
+    app->order_steps = &chosen_orders;
 }
 
 /* http.c hands metrics the router's ids as they are. */
@@ -276,8 +291,9 @@ int cmd_serve(struct config *cfg, bool http)
         stop_parts(&r);
         rc = clean ? EXIT_SUCCESS : EXIT_FAILURE;
         log_info("stopped");
+    } else {
+        stop_parts(&r); /* what started before a part failed to */
     }
-    stop_parts(&r);
     store_thread_release();
     cache_thread_release();
     ports_cleanup();

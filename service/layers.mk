@@ -12,7 +12,9 @@
 # code); the domain drives the ports; the adapters (mysql, redis, naive)
 # implement them without seeing the domain; api answers requests with the
 # domain; http carries them; jobs run the domain in the background; main.c
-# and boot.c wire everything together.
+# and boot.c wire everything together. The demo's naive variants (naive)
+# replace adapters' entries and the domain's steps alike, so they may see
+# the domain; the domain never calls them: boot.c puts them in its tables.
 
 LAYERS := base model ports domain mysql redis naive api http jobs
 
@@ -22,7 +24,7 @@ LAYER_ports := base model
 LAYER_domain := base model ports
 LAYER_mysql := base model ports
 LAYER_redis := base model ports
-LAYER_naive := base model ports mysql redis
+LAYER_naive := base model ports domain mysql redis
 LAYER_api := base model ports domain
 LAYER_http := base model ports domain api
 LAYER_jobs := base model ports domain

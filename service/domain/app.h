@@ -1,6 +1,8 @@
 /* app.h - the process-wide state handlers share: the loaded config, the
- * draining flag, the switched-on defences and the in-process response
- * cache. Created by main before the server starts, freed after it stops. */
+ * draining flag, the switched-on defences, the in-process response cache,
+ * the order-key filter's shape and the steps chosen at boot. Made by
+ * boot.c (cmd_serve, cmd_partitions) before anything runs, freed there
+ * after everything stopped. */
 #ifndef TICKETD_APP_H
 #define TICKETD_APP_H
 
@@ -12,6 +14,7 @@
 #include <stdbool.h>
 
 struct consume_group;
+struct order_steps;
 struct respcache;
 struct stream_entry;
 
@@ -30,6 +33,9 @@ struct app {
     /* How the consumers name an entry's dedup row (consumers.h), chosen
      * at boot with the other adapters (boot.c). */
     char *(*dedup_key)(const struct consume_group *g, const struct stream_entry *en);
+    /* The order flow's steps the demo replaces (order_steps.h), chosen at
+     * boot; NULL: the real ones. Borrowed. */
+    const struct order_steps *order_steps;
 };
 
 #endif

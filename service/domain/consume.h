@@ -28,7 +28,7 @@ struct consume_group {
     int (*apply)(const struct paid_event *pe, const char *dedup_key, int64_t redrive_id);
 };
 
-/* The groups of order.paid, in a fixed order; store_events.c's settled
+/* The groups of order.paid, in a fixed order; events_mysql.c's settled
  * check names the same. */
 #define CONSUME_GROUPS 2
 extern const struct consume_group consume_groups[CONSUME_GROUPS];

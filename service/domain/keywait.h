@@ -4,12 +4,12 @@
  * of being refused with 409, for at most the N seconds it asked for
  * (TICKETD_MAX_WAIT_S at most).
  *
- * The caller owns the key protocol and keeps its loop: look at the key
- * (begin in Redis); on a marker, keywait_for; when that returns true, look
- * again. So after the first copy completes the waiter finds its record and
- * replays it; after it failed (the key released) the waiter takes the key
- * and runs, as a retry would, and the other waiters then meet its marker
- * and wait for it within what is left of their N.
+ * Its one caller is the key protocol (inflight_key.c), which keeps the
+ * loop, for every resource: look at the key (begin in Redis); on a marker,
+ * keywait_for; when that returns true, look again. So after the first copy completes the waiter
+ * finds its record and replays it; after it failed (the key released) the waiter takes the key and
+ * runs, as a retry would, and the other waiters then meet its marker and wait for it within what is
+ * left of their N.
  *
  * While it waits, the request's fiber is parked: it holds no loop thread
  * and no database connection. It is woken when its key's end is announced

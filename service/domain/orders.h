@@ -16,6 +16,11 @@
  * still give exactly one order per key. Only a success is remembered: any
  * failure removes this request's marker and lock so the key can be retried.
  *
+ * Each layer is a file named after it: response_cache.c (1, in process),
+ * inflight_key.c (the key protocol: 1 in Redis, 2, and 3 and 4 in its
+ * script), session_lock.c (3 alone), token.c (4), unique_index.c (5, and 6
+ * in the same transaction); orders.c is the path through them.
+ *
  * Domain logic only: it calls the store and cache ports and never sees
  * HTTP or JSON; the bytes of an answer come from the API layer's renderer
  * (struct order_render). Thread-safe. */
@@ -111,18 +116,11 @@ void orders_create(struct app *app, const struct order_request *rq,
 
 void order_result_cleanup(struct order_result *res);
 
-/* Layer 4 on its own, for a request under key (an order's Idempotency-Key,
- * or a cart's batch key, whose items are then created without a token):
- * spends token on key's behalf, unless the key's script already gave its
- * verdict in token_rc (TOKEN_UNCHECKED when it did not). A token Redis
- * forgot but that is genuine lets the request go on. Returns true when
- * the request may go on; false with res->outcome ORDER_TOKEN_INVALID, or
- * ORDER_UNAVAILABLE when Redis failed under policy strict. Clears
- * *redis_ok when Redis failed. */
-bool orders_spend_token(struct app *app, int64_t user_id, const char *key, const char *token,
-                        int token_rc, bool *redis_ok, struct order_result *res);
-
-/* Makes a fresh, random order number (ORDER_NO_LEN + 1 bytes). */
-void orders_new_number(char *out);
+/* The key a cart's item is ordered under (fresh: IDEM_OWNER_LEN + 1
+ * bytes): its own, or the demo's naive step's (order_steps.h). */
+const char *orders_item_key(struct app *app, const char *key, char *fresh);
+/* True when items are ordered under their own keys: only then does the
+ * batch's token go with them, to be recorded with the first that buys. */
+bool orders_items_keyed(const struct app *app);
 
 #endif

@@ -308,6 +308,8 @@ int payments_callback_delivery(struct app *app, const struct payment_callback *c
                                const struct payment_delivery *dl, struct payment_result *res)
 {
     memset(res, 0, sizeof *res);
+    /* Stays a switch: the lesson is the retried callback taken for a
+     * second payment when the transaction id is not deduped. */
     struct attempt a = {.cb = cb, .dl = dl, .dedup = (app->defences & DEFENCE_CALLBACK_DEDUP) != 0};
     /* A delivery id is bound to its body whatever the body says: another
      * body under it is refused as such, even one naming no order. */

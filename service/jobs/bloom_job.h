@@ -6,7 +6,7 @@
  * after Redis lost records: liveness.h) one process wins the build: it
  * empties the bits, adds the key of every order in the orders table, page
  * by page, and only then marks the filter complete. Orders recorded while
- * it builds add their own keys (orders_db.c), so a complete filter has seen
+ * it builds add their own keys (order_key_filter.c), so a complete filter has seen
  * every order, the ones older than the filter included.
  *
  * It also carries this process's app->bloom_missed (an order the filter

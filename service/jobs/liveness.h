@@ -6,7 +6,7 @@
  * Every request's in-flight marker and session lock carry the id of the
  * process that set them (idem.h). When a retry finds a marker whose
  * process no longer beats, nobody will complete or release it: the retry
- * takes it over (orders_redis.c) instead of answering REQUEST_IN_PROGRESS until
+ * takes it over (inflight_key.c) instead of answering REQUEST_IN_PROGRESS until
  * the marker's TTL. A missed beat never breaks a guarantee (a process
  * wrongly thought dead only lets a copy through to the unique index); it
  * only decides how soon a dead request's key is usable again. */

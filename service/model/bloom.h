@@ -1,5 +1,5 @@
 /* bloom.h - the arithmetic of the order-key Bloom filter (pure; the bits
- * live in Redis, cache.h, and the rules of trust are orders_db.c's and
+ * live in Redis, cache.h, and the rules of trust are order_key_filter.c's and
  * bloom_job.h's).
  *
  * A Bloom filter of m bits and k hash functions, holding n keys, answers

@@ -371,7 +371,7 @@ static int place_alone(const struct order_draft *d, const char *db_now, int64_t 
 
 int store_order_create(const struct order_draft *d, struct order *out)
 {
-    struct db_conn *c = NULL;
+    struct db_conn *c;
     char db_now[32], api_now[TIME_LEN + 1];
     int64_t id = 0, amount = 0;
     int rc = STORE_MERGE_ALONE;
@@ -391,7 +391,7 @@ int store_order_create(const struct order_draft *d, struct order *out)
     if (FAULT_POINT("order.commit_lost")) {
         /* Committed, but the client of this call is told the link failed,
          * as when the server's OK never arrives. */
-        if (c != NULL || db_conn(&c) == TD_OK)
+        if (db_conn(&c) == TD_OK)
             db_lose_link(c);
         return TD_EUNAVAIL;
     }

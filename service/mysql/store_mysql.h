@@ -1,8 +1,8 @@
 /* store_mysql.h - the MySQL adapters' shared pieces, defined in
  * store_mysql.c (but for the consumers' steps at the end, which
- * store_events.c defines): the clock and order reading every store_*.c
+ * events_mysql.c defines): the clock and order reading every store_*.c and *_mysql.c
  * uses, and the two tables of the transaction steps that have a second,
- * naive implementation. Internal to the MySQL adapters (store_*.c, the
+ * naive implementation. Internal to the MySQL adapters (store_*.c and *_mysql.c, the
  * naive store, and boot.c, which picks the steps at boot); the domain
  * never sees it. */
 #ifndef TICKETD_STORE_MYSQL_H
@@ -61,7 +61,7 @@ int store_tx_order(struct db_conn *c, const char *sql, const struct db_arg *args
     "INSERT INTO order_key_filter_misses (order_id, created_at) "                                  \
     "SELECT id, ? FROM orders WHERE user_id = ? AND request_id = ?"
 
-/* The part of a consumer's transaction after its dedup row (store_events.c):
+/* The part of a consumer's transaction after its dedup row (events_mysql.c):
  * TD_OK when applied, TD_EDUP when there was nothing to change (what was
  * written is still committed), or an error (rolled back). */
 typedef int (*store_effect_fn)(struct db_conn *c, const void *ctx);
@@ -96,13 +96,13 @@ extern const struct store_mysql_steps store_mysql_steps;
  * store; until then the real steps run. */
 void store_mysql_use(const struct store_mysql_steps *steps);
 
-/* The chosen steps, for the store_*.c adapters. */
+/* The chosen steps, for the store_*.c and *_mysql.c adapters. */
 int store_tx_read_for_move(struct db_conn *c, const char *locking, const char *plain,
                            const struct db_arg *args, int nargs, struct order *out);
 int store_tx_move(struct db_conn *c, const struct order *o, enum order_event ev);
 
 /* The consumers' steps the naive variants replace, in a table of their own
- * that store_events.c owns and runs (so that the event adapter depends on
+ * that events_mysql.c owns and runs (so that the event adapter depends on
  * the order adapter's pieces, never the other way round); boot.c fills
  * it at boot, as it does store_mysql_steps. */
 struct store_events_steps {
@@ -117,14 +117,14 @@ struct store_events_steps {
                          const char *db_now);
 };
 
-/* The real steps (store_events.c): every defence on. */
+/* The real steps (events_mysql.c): every defence on. */
 extern const struct store_events_steps store_events_steps;
 
 /* The steps to run from now on (borrowed, as store_mysql_use's). Call
  * once, before any thread consumes; until then the real steps run. */
 void store_events_use(const struct store_events_steps *steps);
 
-/* The chosen consumer steps, for the store_*.c adapters. */
+/* The chosen consumer steps, for the store_*.c and *_mysql.c adapters. */
 int store_tx_consume(const char *consumer, const char *dedup_key, int64_t redrive_id,
                      store_effect_fn effect, const void *ctx);
 int store_tx_points_ledger(struct db_conn *c, const char *order_no, int64_t user_id, int64_t points,

@@ -74,25 +74,25 @@ out:
     return rc;
 }
 
-enum key_begin cache_naive_order_begin(int64_t user_id, const char *key, const char *marker,
-                                       int marker_ttl_ms, int64_t session_id, const char *owner,
-                                       int lock_ttl_ms, const struct token_spend *tok,
-                                       int *token_rc, char **existing)
+enum key_begin cache_naive_key_begin(int64_t user_id, const char *key, const char *marker,
+                                     int marker_ttl_ms, int64_t session_id, const char *owner,
+                                     int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                                     char **existing)
 {
     (void)tok; /* spent on its own, by cache_naive_token_take */
-    return cache_redis_entries.order_begin(user_id, key, marker, marker_ttl_ms, session_id, owner,
-                                           lock_ttl_ms, NULL, token_rc, existing);
+    return cache_redis_entries.key_begin(user_id, key, marker, marker_ttl_ms, session_id, owner,
+                                         lock_ttl_ms, NULL, token_rc, existing);
 }
 
-int cache_naive_order_complete(int64_t user_id, const char *key, const char *marker,
-                               const char *record, int ttl_s, int64_t session_id, const char *owner)
+int cache_naive_key_complete(int64_t user_id, const char *key, const char *marker,
+                             const char *record, int ttl_s, int64_t session_id, const char *owner)
 {
     return cache_redis_complete_with(&complete, user_id, key, marker, record, ttl_s, session_id,
                                      owner);
 }
 
-int cache_naive_order_release(int64_t user_id, const char *key, const char *marker,
-                              int64_t session_id, const char *owner)
+int cache_naive_key_release(int64_t user_id, const char *key, const char *marker,
+                            int64_t session_id, const char *owner)
 {
     return cache_redis_release_with(&release, user_id, key, marker, session_id, owner);
 }

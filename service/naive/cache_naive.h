@@ -13,24 +13,23 @@
 void cache_naive_init(void);
 
 /* token-atomic off: a token is checked with GET and spent by a separate
- * write, two round trips; and the key's script (order_begin) leaves the
+ * write, two round trips; and the key's script (key_begin) leaves the
  * token to that check (*token_rc TOKEN_UNCHECKED). Between the two round
  * trips another request with the same token reads it unspent too. */
 int cache_naive_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s);
-enum key_begin cache_naive_order_begin(int64_t user_id, const char *key, const char *marker,
-                                       int marker_ttl_ms, int64_t session_id, const char *owner,
-                                       int lock_ttl_ms, const struct token_spend *tok,
-                                       int *token_rc, char **existing);
+enum key_begin cache_naive_key_begin(int64_t user_id, const char *key, const char *marker,
+                                     int marker_ttl_ms, int64_t session_id, const char *owner,
+                                     int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                                     char **existing);
 
 /* lock-owner-check off: the session lock is released by a plain DEL,
  * whoever holds it now: a request slower than the lock's TTL frees the
  * lock another request took since. The key's record is handled as the
  * real entries do. */
-int cache_naive_order_complete(int64_t user_id, const char *key, const char *marker,
-                               const char *record, int ttl_s, int64_t session_id,
-                               const char *owner);
-int cache_naive_order_release(int64_t user_id, const char *key, const char *marker,
-                              int64_t session_id, const char *owner);
+int cache_naive_key_complete(int64_t user_id, const char *key, const char *marker,
+                             const char *record, int ttl_s, int64_t session_id, const char *owner);
+int cache_naive_key_release(int64_t user_id, const char *key, const char *marker,
+                            int64_t session_id, const char *owner);
 
 /* bloom-liveness off: any filter is trusted, the empty one a flushed
  * Redis starts with included, so its "no" is believed for a key whose

@@ -33,7 +33,7 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s);
  * else's, or spent by another key. */
 int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s);
 
-/* The token an order spends in cache_order_begin: spent on behalf of the
+/* The token an order spends in cache_key_begin: spent on behalf of the
  * request's Idempotency-Key, as cache_token_take does. */
 struct token_spend {
     const char *token;
@@ -43,13 +43,19 @@ struct token_spend {
 /* *token_rc when no token was looked at. */
 #define TOKEN_UNCHECKED 1
 
-/* What the key's script found (cache_order_begin). */
+/* What the key's script found (cache_key_begin). */
 enum key_begin {
     KEY_BEGUN,          /* our marker (if any) and the lock (if asked) are ours */
     KEY_HAS_RECORD,     /* the key has a record already: *existing; nothing taken */
     KEY_SESSION_LOCKED, /* another key of this user holds the session; nothing kept */
     KEY_FAILED,         /* Redis failed: the script may or may not have run */
 };
+
+/* The Idempotency-Key protocol's steps (domain/inflight_key.h), one
+ * script each, for any idempotent resource: key names the resource's key
+ * in the user's idem:{user}: space (an order's Idempotency-Key as it is,
+ * a cart's batch key as "batch/<key>"), and the session lock is asked only
+ * by a resource that has one (session_id, owner). */
 
 /* Every Redis defence before the database, in one round trip (one Lua
  * script, so nothing can happen between them):
@@ -64,10 +70,10 @@ enum key_begin {
  *     cache_token_take) and its verdict put in *token_rc (TD_OK,
  *     TD_ECONFLICT or TD_ENOTFOUND; TOKEN_UNCHECKED when it was not
  *     reached). Marker and lock stay taken whatever the verdict. */
-enum key_begin cache_order_begin(int64_t user_id, const char *key, const char *marker,
-                                 int marker_ttl_ms, int64_t session_id, const char *owner,
-                                 int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                                 char **existing);
+enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *marker,
+                               int marker_ttl_ms, int64_t session_id, const char *owner,
+                               int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                               char **existing);
 
 /* The user+session lock alone (SET NX PX), for when the key defences are
  * switched off. TD_OK when taken, TD_ECONFLICT when someone else holds it. */
@@ -78,14 +84,14 @@ int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, i
  * (no marker was set: the in-flight key is switched off): the record is
  * stored if the key has none. session_id 0 or owner NULL: no lock to
  * release. */
-int cache_order_complete(int64_t user_id, const char *key, const char *marker, const char *record,
-                         int ttl_s, int64_t session_id, const char *owner);
+int cache_key_complete(int64_t user_id, const char *key, const char *marker, const char *record,
+                       int ttl_s, int64_t session_id, const char *owner);
 
 /* Failure: deletes our marker and releases our lock, each only if still
  * ours (compare-and-delete), so the client may retry the key. marker or
  * owner may be NULL when that one was not taken. */
-int cache_order_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
-                        const char *owner);
+int cache_key_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
+                      const char *owner);
 
 /* The marker of a request whose process died (its instance key is gone):
  * replaces marker stale with ours, and when owner is not NULL also takes
@@ -93,9 +99,9 @@ int cache_order_release(int64_t user_id, const char *key, const char *marker, in
  * script). TD_OK: both are ours; TD_EDUP: the record changed meanwhile
  * (completed, released or taken over by someone else); TD_ECONFLICT: the
  * lock is held by another request (nothing was changed). */
-int cache_order_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
-                          int marker_ttl_ms, int64_t session_id, const char *stale_owner,
-                          const char *owner, int lock_ttl_ms);
+int cache_key_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
+                        int marker_ttl_ms, int64_t session_id, const char *stale_owner,
+                        const char *owner, int lock_ttl_ms);
 
 /* Liveness of ticketd processes: ticketd:instance:<id> exists while the
  * process beats (SET PX ttl_ms GET, renewed well before it expires).
@@ -107,7 +113,7 @@ int cache_instance_alive(const char *instance);
 /* A process that stops cleanly says so at once. */
 int cache_instance_gone(const char *instance);
 
-/* The Bloom filter of the keys that have orders (bloom.h, orders_db.c): its
+/* The Bloom filter of the keys that have orders (bloom.h, order_key_filter.c): its
  * bits ticketd:bloom:{orders}, and its state ticketd:bloom:{orders}:state,
  * "<shape>:<born ms>:<0 building | 1 complete>", where shape is "m:k". A
  * filter is trusted by a process only when its state is complete and of

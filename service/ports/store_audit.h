@@ -3,7 +3,7 @@
  * is one SQL statement, so it reads one consistent snapshot even while
  * orders are being placed.
  *
- * Implemented by store_audit.c on MariaDB/MySQL. Thread-safe. */
+ * Implemented by audit_mysql.c on MariaDB/MySQL. Thread-safe. */
 #ifndef TICKETD_STORE_AUDIT_H
 #define TICKETD_STORE_AUDIT_H
 

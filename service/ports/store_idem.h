@@ -2,7 +2,7 @@
  * (table idempotency_records, sql/007): the answer given under a key whose
  * request is not one business row, such as a cart's batch key.
  *
- * Implemented on MariaDB/MySQL by store_idem.c. Errors as in store.h.
+ * Implemented on MariaDB/MySQL by idem_mysql.c. Errors as in store.h.
  * Thread-safe: each call runs on the calling thread's connection. */
 #ifndef TICKETD_STORE_IDEM_H
 #define TICKETD_STORE_IDEM_H

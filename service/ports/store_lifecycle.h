@@ -1,7 +1,7 @@
 /* store_lifecycle.h - the database port of an order's later life: a user's
  * cancel, an admin's complete, the expiry sweep.
  *
- * Implemented on MariaDB/MySQL by store_lifecycle.c; the domain
+ * Implemented on MariaDB/MySQL by lifecycle_mysql.c; the domain
  * (lifecycle.c) calls it. Errors as in store.h. Thread-safe: each call
  * uses the calling thread's connection. */
 #ifndef TICKETD_STORE_LIFECYCLE_H

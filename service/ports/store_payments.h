@@ -3,7 +3,7 @@
  * takes them (the defence itself, which step comes when and what a
  * result means, is payments.c's).
  *
- * Implemented on MariaDB/MySQL by store_payments.c. Errors as in store.h;
+ * Implemented on MariaDB/MySQL by payments_mysql.c. Errors as in store.h;
  * a step that fails leaves the transaction for store_payment_end to roll
  * back. Thread-safe: a transaction is on the calling thread's connection. */
 #ifndef TICKETD_STORE_PAYMENTS_H

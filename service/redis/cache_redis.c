@@ -1,8 +1,9 @@
 /* cache_redis.c - the cache port on Redis with hiredis, and the table of
  * its entries that the demo's naive variants may replace (cache_redis.h):
  * the keys and arguments of each step and the reading of its reply; the
- * Lua scripts the steps run are in cache_scripts.c. With the naive cache (cache_naive.c) and
- * events' stream code, the only files that include <hiredis.h>. */
+ * Lua scripts the steps run are in cache_scripts.c. <hiredis.h> stays in
+ * the Redis adapter (redis/) and the naive cache built over it
+ * (naive/cache_naive.c): the domain sees only the port, cache.h. */
 #include "cache_redis.h"
 #include "cache_scripts.h"
 #include "bloom.h"
@@ -117,10 +118,10 @@ static int entry_token_take(int64_t user_id, const char *token, const char *idem
     return rc;
 }
 
-static enum key_begin entry_order_begin(int64_t user_id, const char *key, const char *marker,
-                                        int marker_ttl_ms, int64_t session_id, const char *owner,
-                                        int lock_ttl_ms, const struct token_spend *tok,
-                                        int *token_rc, char **existing)
+static enum key_begin entry_key_begin(int64_t user_id, const char *key, const char *marker,
+                                      int marker_ttl_ms, int64_t session_id, const char *owner,
+                                      int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                                      char **existing)
 {
     char ik[256], lk[128], mttl[24], lttl[24];
     struct cache_redis_spend sp = {0}; /* no token: empty arguments */
@@ -224,23 +225,22 @@ int cache_redis_release_with(struct redis_script *s, int64_t user_id, const char
     return rc;
 }
 
-static int entry_order_complete(int64_t user_id, const char *key, const char *marker,
-                                const char *record, int ttl_s, int64_t session_id,
-                                const char *owner)
+static int entry_key_complete(int64_t user_id, const char *key, const char *marker,
+                              const char *record, int ttl_s, int64_t session_id, const char *owner)
 {
     return cache_redis_complete_with(&cache_lua_complete, user_id, key, marker, record, ttl_s,
                                      session_id, owner);
 }
 
-static int entry_order_release(int64_t user_id, const char *key, const char *marker,
-                               int64_t session_id, const char *owner)
+static int entry_key_release(int64_t user_id, const char *key, const char *marker,
+                             int64_t session_id, const char *owner)
 {
     return cache_redis_release_with(&cache_lua_release, user_id, key, marker, session_id, owner);
 }
 
-int cache_order_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
-                          int marker_ttl_ms, int64_t session_id, const char *stale_owner,
-                          const char *owner, int lock_ttl_ms)
+int cache_key_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
+                        int marker_ttl_ms, int64_t session_id, const char *stale_owner,
+                        const char *owner, int lock_ttl_ms)
 {
     char ik[256], lk[128], mttl[24], lttl[24];
     redisReply *r = NULL;
@@ -411,9 +411,9 @@ int cache_bloom_untrust(void)
 
 const struct cache_entries cache_redis_entries = {
     .token_take = entry_token_take,
-    .order_begin = entry_order_begin,
-    .order_complete = entry_order_complete,
-    .order_release = entry_order_release,
+    .key_begin = entry_key_begin,
+    .key_complete = entry_key_complete,
+    .key_release = entry_key_release,
     .bloom_check = entry_bloom_check,
 };
 
@@ -430,25 +430,25 @@ int cache_token_take(int64_t user_id, const char *token, const char *idem_key, i
     return entries->token_take(user_id, token, idem_key, ttl_s);
 }
 
-enum key_begin cache_order_begin(int64_t user_id, const char *key, const char *marker,
-                                 int marker_ttl_ms, int64_t session_id, const char *owner,
-                                 int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                                 char **existing)
+enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *marker,
+                               int marker_ttl_ms, int64_t session_id, const char *owner,
+                               int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                               char **existing)
 {
-    return entries->order_begin(user_id, key, marker, marker_ttl_ms, session_id, owner, lock_ttl_ms,
-                                tok, token_rc, existing);
+    return entries->key_begin(user_id, key, marker, marker_ttl_ms, session_id, owner, lock_ttl_ms,
+                              tok, token_rc, existing);
 }
 
-int cache_order_complete(int64_t user_id, const char *key, const char *marker, const char *record,
-                         int ttl_s, int64_t session_id, const char *owner)
+int cache_key_complete(int64_t user_id, const char *key, const char *marker, const char *record,
+                       int ttl_s, int64_t session_id, const char *owner)
 {
-    return entries->order_complete(user_id, key, marker, record, ttl_s, session_id, owner);
+    return entries->key_complete(user_id, key, marker, record, ttl_s, session_id, owner);
 }
 
-int cache_order_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
-                        const char *owner)
+int cache_key_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
+                      const char *owner)
 {
-    return entries->order_release(user_id, key, marker, session_id, owner);
+    return entries->key_release(user_id, key, marker, session_id, owner);
 }
 
 int cache_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe)

@@ -32,7 +32,7 @@ void cache_redis_spend_args(struct cache_redis_spend *s, int64_t user_id, const 
 
 struct redis_script;
 
-/* cache_order_complete and cache_order_release (cache.h) with script s in
+/* cache_key_complete and cache_key_release (cache.h) with script s in
  * place of the real one (cache_scripts.c): the naive scripts
  * (cache_naive.c) take the same KEYS and ARGV and differ only in what
  * they check, so the C that builds those and reads the reply is one. */
@@ -50,14 +50,14 @@ int cache_redis_release_with(struct redis_script *s, int64_t user_id, const char
  * which defences are on. */
 struct cache_entries {
     int (*token_take)(int64_t user_id, const char *token, const char *idem_key, int ttl_s);
-    enum key_begin (*order_begin)(int64_t user_id, const char *key, const char *marker,
-                                  int marker_ttl_ms, int64_t session_id, const char *owner,
-                                  int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                                  char **existing);
-    int (*order_complete)(int64_t user_id, const char *key, const char *marker, const char *record,
-                          int ttl_s, int64_t session_id, const char *owner);
-    int (*order_release)(int64_t user_id, const char *key, const char *marker, int64_t session_id,
-                         const char *owner);
+    enum key_begin (*key_begin)(int64_t user_id, const char *key, const char *marker,
+                                int marker_ttl_ms, int64_t session_id, const char *owner,
+                                int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                                char **existing);
+    int (*key_complete)(int64_t user_id, const char *key, const char *marker, const char *record,
+                        int ttl_s, int64_t session_id, const char *owner);
+    int (*key_release)(int64_t user_id, const char *key, const char *marker, int64_t session_id,
+                       const char *owner);
     int (*bloom_check)(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe);
 };
 

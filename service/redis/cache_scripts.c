@@ -31,7 +31,7 @@
 /* The token alone. KEYS: token. ARGV: user, "<user>|<key>", ttl s. */
 static const char token_take_lua[] = SPEND_LUA "return spend(KEYS[1], ARGV[1], ARGV[2], ARGV[3])\n";
 
-/* The key's record, then the lock, then the token (cache_order_begin):
+/* The key's record, then the lock, then the token (cache_key_begin):
  * every Redis defence before the database in one round trip. SET ... NX
  * GET answers the old value when there was one (and sets nothing).
  * KEYS: idem, lock, token (the lock again when there is no token).

@@ -92,10 +92,10 @@ static enum key_begin key_begin_of(int rc)
  * (TD_EDUP hands back `existing`); only when it passes and a lock is asked
  * for, the lock step answers lock_rc. Both steps are recorded as if they
  * were separate calls, under one "order_begin" in the call log. */
-enum key_begin cache_order_begin(int64_t user_id, const char *key, const char *marker,
-                                 int marker_ttl_ms, int64_t session_id, const char *owner,
-                                 int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                                 char **existing)
+enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *marker,
+                               int marker_ttl_ms, int64_t session_id, const char *owner,
+                               int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
+                               char **existing)
 {
     *existing = NULL;
     *token_rc = TOKEN_UNCHECKED;
@@ -146,8 +146,8 @@ int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, i
     return fake_cache.lock_rc;
 }
 
-int cache_order_complete(int64_t user_id, const char *key, const char *marker, const char *record,
-                         int ttl_s, int64_t session_id, const char *owner)
+int cache_key_complete(int64_t user_id, const char *key, const char *marker, const char *record,
+                       int ttl_s, int64_t session_id, const char *owner)
 {
     fake_call("order_complete");
     fake_cache.complete.calls++;
@@ -161,8 +161,8 @@ int cache_order_complete(int64_t user_id, const char *key, const char *marker, c
     return fake_cache.complete_rc;
 }
 
-int cache_order_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
-                        const char *owner)
+int cache_key_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
+                      const char *owner)
 {
     fake_call("order_release");
     fake_cache.release.calls++;
@@ -174,9 +174,9 @@ int cache_order_release(int64_t user_id, const char *key, const char *marker, in
     return fake_cache.release_rc;
 }
 
-int cache_order_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
-                          int marker_ttl_ms, int64_t session_id, const char *stale_owner,
-                          const char *owner, int lock_ttl_ms)
+int cache_key_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
+                        int marker_ttl_ms, int64_t session_id, const char *stale_owner,
+                        const char *owner, int lock_ttl_ms)
 {
     (void)user_id;
     (void)key;

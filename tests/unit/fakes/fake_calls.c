@@ -1,6 +1,8 @@
-/* fake_calls.c - the call log both port fakes write to (fakes.h). */
+/* fake_calls.c - the call log both port fakes write to, and the counters
+ * a test compares before and after its call (fakes.h). */
 #include "fakes.h"
 #include "fake_keys.h"
+#include "metrics.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,4 +27,17 @@ void fakes_reset(void)
     fake_store_reset();
     fake_cache_reset();
     fake_keys_reset();
+}
+
+static int64_t metrics_marked[M_COUNT];
+
+void fake_metrics_mark(void)
+{
+    for (int m = 0; m < M_COUNT; m++)
+        metrics_marked[m] = metrics_get(m);
+}
+
+int64_t fake_metrics_delta(enum metric m)
+{
+    return metrics_get(m) - metrics_marked[m];
 }

@@ -16,6 +16,7 @@
 #ifndef TICKETD_TEST_FAKES_H
 #define TICKETD_TEST_FAKES_H
 
+#include "metrics.h"
 #include "model.h"
 
 #include <stdbool.h>
@@ -28,6 +29,11 @@
 /* The call log shared by both fakes. */
 extern char fake_calls[1024];
 void fake_call(const char *name);
+
+/* The process's counters (metrics.h) are marked by fake_metrics_mark;
+ * fake_metrics_delta is how far one has moved since. */
+void fake_metrics_mark(void);
+int64_t fake_metrics_delta(enum metric m);
 
 /* Resets both fakes and the call log. */
 void fakes_reset(void);
@@ -73,7 +79,7 @@ struct fake_store {
 };
 
 struct fake_cache {
-    /* cache_order_begin answers idem_begin_rc at its key step; with TD_EDUP it hands back a
+    /* cache_key_begin answers idem_begin_rc at its key step; with TD_EDUP it hands back a
      * copy of existing (the record another request left under the key). */
     int idem_begin_rc;
     char existing[FAKE_RECORD];
@@ -83,7 +89,7 @@ struct fake_cache {
     int release_rc;
     int ping_rc;
     int token_put_rc;
-    /* cache_instance_alive and cache_order_take_over answer these. */
+    /* cache_instance_alive and cache_key_take_over answer these. */
     int alive_rc;
     int take_over_rc;
     /* cache_bloom_check answers bloom_rc with these (all zero: an
@@ -111,7 +117,7 @@ struct fake_cache {
         int64_t user_id;
         char token[FAKE_STR];
         char key[FAKE_STR]; /* take: the Idempotency-Key spending it */
-        bool in_begin;      /* take: spent inside cache_order_begin's script */
+        bool in_begin;      /* take: spent inside cache_key_begin's script */
     } token_take, token_put;
     struct {
         int calls;
