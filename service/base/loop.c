@@ -32,6 +32,11 @@ struct post {
     struct post *next;
 };
 
+/* A queue of tasks, run first in, first out. */
+struct task_list {
+    struct loop_task *head, *tail;
+};
+
 struct loop {
     int index;
     int epfd;
@@ -50,8 +55,8 @@ struct loop {
     struct loop_timer **expired;
     int nexpired, capexpired;
 
-    struct loop_task *soon_head, *soon_tail;
-    struct loop_hook *hooks_head, *hooks_tail;
+    struct task_list soon;  /* due in this turn */
+    struct task_list hooks; /* due at its end */
 
     /* Posts from other threads, and the eventfd that wakes the loop. */
     pthread_mutex_t post_mu;
@@ -76,6 +81,13 @@ struct loop *loop_self(void)
 int loop_index(const struct loop *l)
 {
     return l->index;
+}
+
+void *loop_slot(const struct loop *l, void *array, int n, size_t size)
+{
+    if (l == NULL || l->index < 0 || l->index >= n)
+        return NULL;
+    return (char *)array + (size_t)l->index * size;
 }
 
 int loop_count(void)
@@ -251,7 +263,7 @@ static void serve_timers(struct loop *l)
 
 /* ---- the turn's tasks and hooks ---- */
 
-void loop_soon(struct loop *l, struct loop_task *t, void (*fn)(void *), void *arg)
+static void push(struct task_list *q, struct loop_task *t, void (*fn)(void *), void *arg)
 {
     if (t->queued)
         return;
@@ -259,56 +271,52 @@ void loop_soon(struct loop *l, struct loop_task *t, void (*fn)(void *), void *ar
     t->arg = arg;
     t->queued = true;
     t->next = NULL;
-    if (l->soon_tail != NULL)
-        l->soon_tail->next = t;
+    if (q->tail != NULL)
+        q->tail->next = t;
     else
-        l->soon_head = t;
-    l->soon_tail = t;
+        q->head = t;
+    q->tail = t;
 }
 
-void loop_at_turn_end(struct loop *l, struct loop_hook *h)
+void loop_soon(struct loop *l, struct loop_task *t, void (*fn)(void *), void *arg)
 {
-    if (h->armed)
-        return;
-    h->armed = true;
-    h->next = NULL;
-    if (l->hooks_tail != NULL)
-        l->hooks_tail->next = h;
-    else
-        l->hooks_head = h;
-    l->hooks_tail = h;
+    push(&l->soon, t, fn, arg);
 }
 
-static void run_soon(struct loop *l)
+void loop_at_turn_end(struct loop *l, struct loop_task *t, void (*fn)(void *), void *arg)
 {
-    while (l->soon_head != NULL) {
-        struct loop_task *t = l->soon_head;
-        l->soon_head = t->next;
-        if (l->soon_head == NULL)
-            l->soon_tail = NULL;
+    push(&l->hooks, t, fn, arg);
+}
+
+/* Runs what q holds now, each task taken off before it runs (so it may
+ * queue itself again); what they queue on q meanwhile runs too when
+ * whole is set, else in the next round. */
+static void run_list(struct task_list *q, bool whole)
+{
+    struct task_list now = *q;
+    struct task_list *from = whole ? q : &now;
+    if (!whole)
+        q->head = q->tail = NULL;
+    while (from->head != NULL) {
+        struct loop_task *t = from->head;
+        from->head = t->next;
+        if (from->head == NULL)
+            from->tail = NULL;
         t->queued = false;
+        t->next = NULL;
         t->fn(t->arg);
     }
 }
 
-/* Runs the tasks, then the hooks armed so far (those they arm run in the
- * next round), until neither is left: what a hook made ready (a batch
- * answered at once) still runs before the loop sleeps. */
+/* Runs the tasks until none is left, then the turn-end tasks queued so
+ * far (those they queue run in the next round), until neither is left:
+ * what a turn-end task made ready (a batch answered at once) still runs
+ * before the loop sleeps. */
 static void settle(struct loop *l)
 {
-    for (;;) {
-        run_soon(l);
-        struct loop_hook *h = l->hooks_head;
-        if (h == NULL)
-            break;
-        l->hooks_head = l->hooks_tail = NULL;
-        while (h != NULL) {
-            struct loop_hook *next = h->next;
-            h->armed = false;
-            h->next = NULL;
-            h->fn(h->arg);
-            h = next;
-        }
+    while (l->soon.head != NULL || l->hooks.head != NULL) {
+        run_list(&l->soon, true);
+        run_list(&l->hooks, false);
     }
 }
 
@@ -382,7 +390,7 @@ struct loop *loop_new(int index, int count)
  * nearest timer, else until an event. */
 static int wait_ms(struct loop *l)
 {
-    if (l->soon_head != NULL || l->hooks_head != NULL || atomic_load(&l->stop))
+    if (l->soon.head != NULL || l->hooks.head != NULL || atomic_load(&l->stop))
         return 0;
     if (l->nheap == 0)
         return -1;

@@ -13,11 +13,12 @@
  * TICKETD_LOOPS loop threads run one loop each (http/http.c); everything a
  * loop owns (its io watchers, timers, hooks, tasks) is touched only on its
  * thread, except loop_post and loop_stop. The structs below are owned by the
- * caller, who keeps them alive while they are started or armed. */
+ * caller, who keeps them alive while they are started or queued. */
 #ifndef TICKETD_LOOP_H
 #define TICKETD_LOOP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct loop;
@@ -46,17 +47,8 @@ struct loop_timer {
     int heap_at;
 };
 
-/* A turn-end hook (loop_at_turn_end). Caller-owned; zero it before first
- * use. */
-struct loop_hook {
-    void (*fn)(void *arg);
-    void *arg;
-    struct loop_hook *next;
-    bool armed;
-};
-
-/* A task due in the current turn (loop_soon). Caller-owned; zero it before
- * first use. */
+/* A task due in the current turn (loop_soon) or at its end
+ * (loop_at_turn_end). Caller-owned; zero it before first use. */
 struct loop_task {
     void (*fn)(void *arg);
     void *arg;
@@ -69,6 +61,12 @@ struct loop *loop_self(void);
 
 /* 0 .. TICKETD_LOOPS-1 */
 int loop_index(const struct loop *l);
+
+/* l's own element of an array of n elements of size bytes, one per loop,
+ * indexed by loop_index; NULL when l's index is beyond n. For the state a
+ * module keeps per loop (its queue, its connection), touched only on that
+ * loop's thread. */
+void *loop_slot(const struct loop *l, void *array, int n, size_t size);
 
 /* The number of loops of the service (loop_new's count), 0 before any. */
 int loop_count(void);
@@ -87,11 +85,11 @@ void loop_timer_start(struct loop *l, struct loop_timer *t, int ms, void (*fn)(v
 /* Stopping a timer that is not started does nothing. */
 void loop_timer_stop(struct loop *l, struct loop_timer *t);
 
-/* Runs fn once at the end of the current turn, after every ready event and
- * runnable fiber was served and before the loop sleeps: the batching point
- * (orders of one turn go to Redis in one write and to MariaDB as one batch).
- * Arming an armed hook does nothing. */
-void loop_at_turn_end(struct loop *l, struct loop_hook *h);
+/* Runs t->fn(t->arg) once at the end of the current turn, after every
+ * ready event and runnable fiber was served and before the loop sleeps:
+ * the batching point (orders of one turn go to Redis in one write and to
+ * MariaDB as one batch). Queuing a queued task does nothing. */
+void loop_at_turn_end(struct loop *l, struct loop_task *t, void (*fn)(void *), void *arg);
 
 /* Runs t->fn(t->arg) in the current turn, after the events at hand and
  * before the turn-end hooks; on l's thread only. Queuing a queued task
@@ -115,7 +113,7 @@ void loop_run(struct loop *l);
  * before loop_run makes it return after one turn). */
 void loop_stop(struct loop *l);
 
-/* The loop must not run; whatever is still started or armed is forgotten. */
+/* The loop must not run; whatever is still started or queued is forgotten. */
 void loop_free(struct loop *l);
 
 /* The clock timers use: CLOCK_MONOTONIC in milliseconds. */

@@ -79,6 +79,26 @@ static int attempt_create(void *p)
     return store_order_create(a->draft, a->out);
 }
 
+/* What a transaction that placed nothing tells the client. */
+static enum order_outcome refusal_outcome(int rc)
+{
+    switch (rc) {
+    case TD_ESPENT:
+        /* Another key's order spent the token, and Redis forgot it: the
+         * unique key of the token refused this one, rolled back. */
+        return ORDER_TOKEN_INVALID;
+    case TD_ECONFLICT:
+        return ORDER_SOLD_OUT;
+    case TD_ENOTFOUND:
+        return ORDER_SESSION_NOT_FOUND;
+    case TD_EUNAVAIL:
+    case TD_ERETRY:
+        return ORDER_UNAVAILABLE;
+    default: /* TD_EDUP (looked up below), or a failure */
+        return ORDER_FAILED;
+    }
+}
+
 /* Layers 5 and 6: the database transaction, retried after deadlocks.
  * filter_missed: the order-key filter was not told of this key, and the
  * order records that it was not (store.h). */
@@ -99,34 +119,16 @@ void unique_index_place(struct app *app, const struct order_request *rq,
     };
     struct attempt at = {&d, order_no, &o};
     int rc = txretry_run(app->cfg->tx_retries, attempt_create, &at);
-    switch (rc) {
-    case TD_OK:
+    if (rc == TD_OK) {
         metrics_inc(M_ORDERS_CREATED);
         orders_answer_with_order(res, ORDER_CREATED, LAYER_NONE, &o, render);
         return;
-    case TD_EDUP:
-        orders_answer(res, ORDER_FAILED, LAYER_NONE);
-        break;
-    case TD_ESPENT:
-        /* Another key's order spent the token, and Redis forgot it: the
-         * unique key of the token refused this one, rolled back. */
-        orders_answer(res, ORDER_TOKEN_INVALID, LAYER_UNIQUE_INDEX);
-        break;
-    case TD_ECONFLICT:
-        metrics_inc(M_STOCK_CONFLICTS);
-        orders_answer(res, ORDER_SOLD_OUT, LAYER_NONE);
-        return;
-    case TD_ENOTFOUND:
-        orders_answer(res, ORDER_SESSION_NOT_FOUND, LAYER_NONE);
-        return;
-    case TD_EUNAVAIL:
-    case TD_ERETRY:
-        orders_answer(res, ORDER_UNAVAILABLE, LAYER_NONE);
-        return;
-    default:
-        orders_answer(res, ORDER_FAILED, LAYER_NONE);
-        return;
     }
+    orders_answer(res, refusal_outcome(rc), rc == TD_ESPENT ? LAYER_UNIQUE_INDEX : LAYER_NONE);
+    if (rc == TD_ECONFLICT)
+        metrics_inc(M_STOCK_CONFLICTS);
+    if (rc != TD_EDUP && rc != TD_ESPENT)
+        return;
 
     /* The unique index refused a second order for this key: the first one
      * exists, committed. Answer with it, as the original request did (a

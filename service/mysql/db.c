@@ -83,12 +83,9 @@ int db_init(const struct config *config)
 static struct db_pool *loop_pool(void)
 {
     struct loop *l = loop_self();
-    int i = loop_index(l);
-    if (i < 0 || i >= DB_MAX_LOOPS)
-        return NULL;
-    struct db_pool *p = &pools[i];
-    if (p->loop == NULL)
-        db_pool_init(p, l, db_pool_share(cfg->db_conns, loop_count(), i));
+    struct db_pool *p = loop_slot(l, pools, DB_MAX_LOOPS, sizeof *pools);
+    if (p != NULL && p->loop == NULL)
+        db_pool_init(p, l, db_pool_share(cfg->db_conns, loop_count(), loop_index(l)));
     return p;
 }
 

@@ -39,7 +39,7 @@ struct due_queue {
     struct entry *head, *tail;
     int queued;
     int running;           /* batches started and not yet ended */
-    struct loop_hook turn; /* the turn's end: start batches */
+    struct loop_task turn; /* the turn's end: start batches */
     struct loop_timer net; /* merge.wait_full's safety net */
     bool net_passed;
 };
@@ -172,8 +172,7 @@ static void start_batches(void *arg);
 /* Starts the next batch at the end of this turn. */
 static void due_soon(struct due_queue *q)
 {
-    if (!q->turn.armed)
-        loop_at_turn_end(q->loop, &q->turn);
+    loop_at_turn_end(q->loop, &q->turn, start_batches, q);
 }
 
 /* A batch's own fiber: it borrows one connection of the loop's pool for
@@ -255,14 +254,9 @@ static void start_batches(void *arg)
 
 static struct due_queue *loop_queue(struct loop *l)
 {
-    int i = loop_index(l);
-    if (i < 0 || i >= MERGE_MAX_LOOPS)
-        return NULL;
-    struct due_queue *q = &queues[i];
-    if (q->loop == NULL) {
+    struct due_queue *q = loop_slot(l, queues, MERGE_MAX_LOOPS, sizeof *queues);
+    if (q != NULL && q->loop == NULL)
         q->loop = l;
-        q->turn = (struct loop_hook){.fn = start_batches, .arg = q};
-    }
     return q;
 }
 

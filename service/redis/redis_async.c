@@ -56,7 +56,7 @@ struct async_link {
     struct loop_io io;
     bool io_on;
     unsigned want;
-    struct loop_hook flush; /* the turn's one write */
+    struct loop_task flush; /* the turn's one write */
     bool writing;           /* inside our own redisAsyncHandleWrite */
     int appended;           /* commands appended since the last write */
     bool refused;           /* ROLE or READONLY said: not the primary */
@@ -113,6 +113,8 @@ static void del_read(void *p)
     want_less(p, LOOP_READ);
 }
 
+static void on_flush(void *arg);
+
 /* Once connected, a command's write waits for the turn's end, where the
  * commands of the whole turn go in one write; only a write the socket did
  * not take whole (or the connect itself) waits for the socket. */
@@ -120,8 +122,7 @@ static void add_write(void *p)
 {
     struct async_link *l = p;
     if ((l->ac->c.flags & REDIS_CONNECTED) && !l->writing) {
-        if (!l->flush.armed)
-            loop_at_turn_end(l->loop, &l->flush);
+        loop_at_turn_end(l->loop, &l->flush, on_flush, l);
         return;
     }
     want_more(l, LOOP_WRITE);
@@ -252,14 +253,9 @@ static int link_open(struct async_link *l)
 
 static struct async_link *loop_link(struct loop *lp)
 {
-    int i = loop_index(lp);
-    if (i < 0 || i >= ASYNC_MAX_LOOPS)
-        return NULL;
-    struct async_link *l = &links[i];
-    if (l->loop == NULL) {
+    struct async_link *l = loop_slot(lp, links, ASYNC_MAX_LOOPS, sizeof *links);
+    if (l != NULL && l->loop == NULL)
         l->loop = lp;
-        l->flush = (struct loop_hook){.fn = on_flush, .arg = l};
-    }
     return l;
 }
 

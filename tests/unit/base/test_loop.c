@@ -231,8 +231,7 @@ static void test_a_stopped_timer_never_runs(void **state)
 struct turn {
     struct loop *l;
     struct loop_io io[2];
-    struct loop_hook hook;
-    struct loop_task task, after_hook;
+    struct loop_task hook, task, after_hook;
     char log[16];
     int n;
 };
@@ -266,7 +265,7 @@ static void on_turn_io(void *arg, unsigned ready)
     struct turn *t = arg;
     (void)ready;
     note(t, 'e');
-    loop_at_turn_end(t->l, &t->hook);
+    loop_at_turn_end(t->l, &t->hook, on_hook, t);
     loop_soon(t->l, &t->task, on_task, t);
 }
 
@@ -279,8 +278,6 @@ static void test_turn_end_hook_runs_once_after_the_turn(void **state)
     assert_int_equal(write(a[1], "x", 1), 1);
     assert_int_equal(write(b[1], "x", 1), 1);
     struct turn t = {.l = l};
-    t.hook.fn = on_hook;
-    t.hook.arg = &t;
     /* Both pipes are readable before the loop runs: one turn serves both. */
     loop_io_start(l, &t.io[0], a[0], LOOP_READ, on_turn_io, &t);
     loop_io_start(l, &t.io[1], b[0], LOOP_READ, on_turn_io, &t);
