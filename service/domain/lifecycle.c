@@ -1,3 +1,8 @@
+/* lifecycle.c - an order's transitions after its creation (lifecycle.h):
+ * the user's cancel, the admin's complete and the expiry sweep, each one
+ * state-machine step applied by the store's compare-and-set on status and
+ * version. Apart from payments.c, whose transition comes with a payment
+ * row and its own deduplication by transaction id. */
 #include "lifecycle.h"
 
 #include "app.h"
