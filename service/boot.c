@@ -213,7 +213,6 @@ static void loop_thread_end(void)
 }
 
 static const struct http_thread_hooks loop_hooks = {
-    .begin = store_thread_pooled,
     .after_request = store_thread_idle,
     .end = loop_thread_end,
 };

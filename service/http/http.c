@@ -115,8 +115,7 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct exchange *
     enum MHD_Result ret = MHD_queue_response(c, (unsigned int)w->status, r);
     MHD_destroy_response(r);
     x->queued = true;
-    if (x->hl != NULL)
-        x->hl->unsent++;
+    x->hl->unsent++; /* until on_completed */
 
     double secs = (double)(mono_ns() - x->start_ns) / 1e9;
     metrics_request(x->req.route, w->status, secs);
@@ -144,8 +143,9 @@ static void mhd_run_soon(struct http_loop *hl);
 /* While an answer is queued and its request not completed, the daemon is
  * run at least this often, whatever its own timeout says: a safety net
  * for an answer that would otherwise wait for some other event (seen:
- * one answer in a quiet test, queued and never sent; on_completed logs
- * one that the net sent late). */
+ * one answer in a quiet test, queued and never sent). mhd_drive logs a
+ * run of the net's that completed answers; one written a run later is not
+ * counted. */
 #define UNSENT_POLL_MS 20
 
 static void mhd_net_fired(void *arg)
@@ -473,8 +473,6 @@ static void *loop_main(void *p)
 {
     struct http_loop *hl = p;
     const struct http_thread_hooks *hooks = &hl->srv->hooks;
-    if (hooks->begin != NULL)
-        hooks->begin();
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(hl->daemon, MHD_DAEMON_INFO_EPOLL_FD);
     loop_io_start(hl->loop, &hl->mhd_io, di->epoll_fd, LOOP_READ, mhd_ready, hl);
     mhd_arm_timer(hl);

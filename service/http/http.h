@@ -18,7 +18,6 @@ struct http_server;
 /* What each loop thread runs around its requests; a NULL member is
  * skipped. Called on the loop thread itself. */
 struct http_thread_hooks {
-    void (*begin)(void);         /* once, before its first request */
     void (*after_request)(void); /* on the request's fiber, after it: what it borrowed back */
     void (*end)(void);           /* once, before the thread ends: what it owned */
 };

@@ -121,12 +121,6 @@ static struct db_conn **fiber_conn(void)
     return (struct db_conn **)fiber_slot(FIBER_SLOT_DB);
 }
 
-void db_thread_pooled(void)
-{
-    /* Nothing to mark: a fiber borrows from its loop's pool on its first
-     * call (db_conn) and a plain thread has a connection of its own. */
-}
-
 void db_thread_idle(void)
 {
     if (fiber_self() == NULL)

@@ -52,10 +52,7 @@ int db_init(const struct config *cfg);
 /* A request's fiber borrows a connection from its loop's pool
  * (TICKETD_DB_CONNS split over the loops, at least one each) at its first
  * db_conn and keeps it in its fiber slot until db_thread_idle gives it
- * back; a plain thread keeps a connection of its own. db_thread_pooled is
- * the port's call from the days of request threads; a fiber needs no mark,
- * so it does nothing. */
-void db_thread_pooled(void);
+ * back; a plain thread keeps a connection of its own. */
 void db_thread_idle(void);
 /* True when the calling fiber holds a borrowed connection outside any
  * transaction: one it may give back before it waits on another fiber. */

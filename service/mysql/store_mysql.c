@@ -66,11 +66,6 @@ int store_init(const struct config *cfg)
     return db_init(cfg);
 }
 
-void store_thread_pooled(void)
-{
-    db_thread_pooled();
-}
-
 void store_thread_idle(void)
 {
     db_thread_idle();

@@ -21,10 +21,9 @@
  * and initialises the client library. Connects nothing. Call once, before
  * any thread uses the store. */
 int store_init(const struct config *cfg);
-/* Request workers share TICKETD_DB_CONNS connections: a worker calls
- * store_thread_pooled once, and store_thread_idle after each request, which
- * gives its connection back. */
-void store_thread_pooled(void);
+/* Requests share TICKETD_DB_CONNS connections, each loop its share: a
+ * request's fiber borrows one at its first statement, and
+ * store_thread_idle, after each request, gives it back. */
 void store_thread_idle(void);
 /* Closes the calling thread's connection (gives back a borrowed one).
  * Threads that end through pthread_exit or returning get this
