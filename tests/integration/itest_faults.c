@@ -673,6 +673,59 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     assert_int_equal(th_orders_of(c.session), OTHER_CLIENTS + 1);
 }
 
+/* ---- a client that leaves while its request is suspended ----------------- */
+
+/* libmicrohttpd does not watch a suspended connection, so a client that
+ * gives up while its order waits goes unnoticed until the answer is ready.
+ * Nothing is lost by that: the fiber goes on (the order commits and the
+ * key's record is written, as for any answer), the connection is resumed,
+ * the write to the closed socket fails and the connection is closed, and
+ * the exchange is freed. The client's retry with the same key and body is
+ * told the truth: 201, replayed, the order that was made. */
+static void test_client_gone_while_suspended(void **state)
+{
+    (void)state;
+    char release[128], release_env[160];
+    snprintf(release, sizeof release, "/tmp/ticketd-gone-%d.release", (int)getpid());
+    unlink(release);
+    snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_LOOPS=1",
+                         "TICKETD_FAULT=order.after_redis:hold:300000:1", release_env, NULL};
+    struct th_server *a = th_serve(3, env);
+    int64_t s = th_session(a, 10, 100);
+
+    /* The client gives up (1 s) while the order is held; only then is the
+     * hold released, so it has left whatever the machine's speed. */
+    struct th_client *cl = th_client_new();
+    th_client_timeout(cl, 1);
+    struct th_resp gone = th_client_order(cl, a, 970, "gone-1", NULL, s, 1);
+    th_client_free(cl); /* closes its connection, if libcurl had not */
+    assert_int_equal(gone.status, 0);
+    assert_true(th_log_contains(a, "fault point order.after_redis: holding"));
+    FILE *f = fopen(release, "w");
+    assert_non_null(f);
+    fclose(f);
+
+    /* The order commits, and the exchange ends: the only request in flight
+     * is the /metrics request that asks. */
+    th_wait_db(1, 30000, "the abandoned order",
+               "SELECT COUNT(*) FROM orders WHERE session_id = %lld", (long long)s);
+    th_wait_metric(a, "ticketd_inflight_requests", 1, 30000);
+
+    struct th_resp retry = th_order(a, 970, "gone-1", NULL, s, 1);
+    char no[32], v[16];
+    order_no_of(&retry, no);
+    assert_non_null(th_header(&retry, "Idempotent-Replayed", v, sizeof v));
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE session_id = %lld AND "
+                               "order_no = '%s'",
+                               (long long)s, no),
+                     1);
+    expect_one_order(s, 10);
+    unlink(release);
+    th_resp_free(&gone);
+    th_resp_free(&retry);
+}
+
 /* ---- workers share the database connections ------------------------------ */
 
 #define POOL_THREADS 8
@@ -896,6 +949,7 @@ int main(void)
         T(test_slower_than_the_ttls),
         T(test_workers_share_the_database_connections),
         T(test_a_held_request_holds_up_no_other_connection),
+        T(test_client_gone_while_suspended),
         T(test_sigterm_under_keepalive_load),
         T(test_release_build_says_it_has_no_fault_points),
     };
