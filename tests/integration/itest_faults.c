@@ -702,6 +702,17 @@ static void test_client_gone_while_suspended(void **state)
     th_client_free(cl); /* closes its connection, if libcurl had not */
     assert_int_equal(gone.status, 0);
     assert_true(th_log_contains(a, "fault point order.after_redis: holding"));
+    /* The late-answer check names it, as it would a lost answer: by the
+     * client's request id, waiting on its fiber, its connection suspended
+     * in libmicrohttpd's own books too. */
+    char late[256];
+    snprintf(late, sizeof late, "late answer: request %s POST /api/v1/orders on loop 0, ",
+             gone.request_id);
+    for (int i = 0; i < 300 && !th_log_contains(a, late); i++)
+        th_msleep(100);
+    assert_true(th_log_contains(a, late));
+    assert_true(th_log_contains(a, "on its fiber, connection suspended by ticketd; answer not "
+                                   "queued; libmicrohttpd: suspended"));
     FILE *f = fopen(release, "w");
     assert_non_null(f);
     fclose(f);
