@@ -24,6 +24,10 @@
 #   make test-lab
 #                the lab's tests: the page in headless Chromium, make lesson,
 #                and what the lab refuses (also part of make test)
+#   make test-repeat
+#                the loop's promises many times in a row beside busy loops:
+#                the held-request test 50 times, the 64 x 20 order storm 5
+#                times (scripts/repeat-tests.sh; REPEAT_ARGS="--held 10")
 #   make test-cluster
 #                three ticketd on a 3-node Galera cluster and a Redis that
 #                fails over (Sentinel), storms and faults (tests/cluster/run.sh;
@@ -84,7 +88,7 @@ TEST_MYSQL_PORT := 23306
 # only what the user exported, never config/ticketd.env.
 SERVICES := scripts/services.sh
 
-.PHONY: all build deps run stop reset test test-cluster image test-image unit integration format format-check layers-check bench \
+.PHONY: all build deps run stop reset test test-repeat test-cluster image test-image unit integration format format-check layers-check bench \
 	demo lab lesson lessons-run cluster-lessons-run lab-bins test-lab valgrind clean
 
 all: build
@@ -158,6 +162,11 @@ test: deps
 		unit-bins integration-bins fuzz-bins
 	@$(MAKE) --no-print-directory -C loadtest
 	@scripts/run-tests.sh
+
+test-repeat: deps
+	@$(MAKE) --no-print-directory build/asan/ticketd build/release/ticketd \
+		build/release/tests/itest_faults build/release/tests/itest_answers
+	@scripts/repeat-tests.sh $(REPEAT_ARGS)
 
 # The cluster's packages (Galera, mariabackup, socat, Redis Sentinel) come on
 # top of the usual ones; everything runs under .state/cluster, on the ports

@@ -18,6 +18,7 @@
 #include "util.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -42,11 +43,20 @@
  * its answer never sent ("failed to create response header"). */
 #define HTTP_CONN_MEMORY (32 * 1024)
 
-static struct exchange *exchange_new(struct http_server *srv, struct MHD_Connection *c,
+static void late_watch(struct http_loop *hl);
+
+static struct exchange *exchange_new(struct http_loop *hl, struct MHD_Connection *c,
                                      const char *url, const char *method, const char *version)
 {
+    struct http_server *srv = hl->srv;
     struct exchange *x = xcalloc(1, sizeof *x);
     x->srv = srv;
+    x->hl = hl;
+    x->live_next = hl->live;
+    if (hl->live != NULL)
+        hl->live->live_prev = x;
+    hl->live = x;
+    late_watch(hl);
     x->start_ns = mono_ns();
     resp_init(&x->resp);
     body_init(&x->body, (size_t)srv->app->cfg->max_body);
@@ -77,6 +87,12 @@ static struct exchange *exchange_new(struct http_server *srv, struct MHD_Connect
 
 static void exchange_free(struct exchange *x)
 {
+    if (x->live_prev != NULL)
+        x->live_prev->live_next = x->live_next;
+    else
+        x->hl->live = x->live_next;
+    if (x->live_next != NULL)
+        x->live_next->live_prev = x->live_prev;
     if (x->req.ctx_free != NULL)
         x->req.ctx_free(x->req.ctx);
     for (int i = 0; i < x->nkept; i++) {
@@ -115,7 +131,6 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct exchange *
     enum MHD_Result ret = MHD_queue_response(c, (unsigned int)w->status, r);
     MHD_destroy_response(r);
     x->queued = true;
-    x->hl->unsent++; /* until on_completed */
 
     double secs = (double)(mono_ns() - x->start_ns) / 1e9;
     metrics_request(x->req.route, w->status, secs);
@@ -125,48 +140,118 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct exchange *
     return ret;
 }
 
+/* ---- a late answer, named ----
+ *
+ * Every request gets its answer, and the answer goes out as soon as it is
+ * ready: that is the loop's promise. This is how a break of it shows. An
+ * exchange still open LATE_ANSWER_MS after its head arrived is logged
+ * once, with its request id (the client's X-Request-Id, so a client left
+ * without an answer finds its line), where it is (on a fiber, waiting on a
+ * suspended connection, its answer ready), whether its answer is queued in
+ * libmicrohttpd, and whether libmicrohttpd has the connection suspended.
+ * A request that is slow on purpose (a Prefer: wait, a held fault point)
+ * is logged too: its phase says so. The check only looks; it runs no part
+ * of the daemon, so it cannot hide what it is there to show. */
+#define LATE_ANSWER_MS 5000
+
+static const char *phase_name(int phase)
+{
+    switch (phase) {
+    case PHASE_AT_FIBER:
+        return "on its fiber";
+    case PHASE_SUSPENDED:
+        return "on its fiber, connection suspended by ticketd";
+    case PHASE_DONE:
+        return "answer ready";
+    default:
+        return "not handed to a fiber";
+    }
+}
+
+/* libmicrohttpd's own word on whether c is suspended. */
+static bool mhd_suspended(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_SUSPENDED);
+    return ci != NULL && ci->suspended == MHD_YES;
+}
+
+static void late_check(void *arg)
+{
+    struct http_loop *hl = arg;
+    int64_t now = mono_ns(), next_ms = -1;
+    hl->late_armed = false;
+    for (struct exchange *x = hl->live; x != NULL; x = x->live_next) {
+        if (x->late_logged)
+            continue;
+        int64_t age_ms = (now - x->start_ns) / 1000000;
+        if (age_ms < LATE_ANSWER_MS) {
+            int64_t left = LATE_ANSWER_MS - age_ms;
+            if (next_ms < 0 || left < next_ms)
+                next_ms = left;
+            continue;
+        }
+        x->late_logged = true;
+        log_warn("late answer: request %s %s %s on loop %d, %lld ms since its head: %s; "
+                 "answer %s; libmicrohttpd: %s",
+                 x->request_id, x->method, x->path, hl->index, (long long)age_ms,
+                 phase_name(x->phase), x->queued ? "queued" : "not queued",
+                 x->conn == NULL          ? "connection gone"
+                 : mhd_suspended(x->conn) ? "suspended"
+                                          : "not suspended");
+    }
+    if (next_ms >= 0) {
+        loop_timer_start(hl->loop, &hl->late_timer, (int)next_ms + 1, late_check, hl);
+        hl->late_armed = true;
+    }
+}
+
+/* A new exchange: make sure a check will look at it. */
+static void late_watch(struct http_loop *hl)
+{
+    if (!hl->late_armed && hl->loop != NULL) {
+        loop_timer_start(hl->loop, &hl->late_timer, LATE_ANSWER_MS, late_check, hl);
+        hl->late_armed = true;
+    }
+}
+
 /* ---- the daemon on its loop ----
  *
  * The daemon has no thread of its own: MHD_USE_EPOLL without an internal
  * polling thread keeps its sockets in an epoll set of its own, whose fd
- * sits in the loop's set. When it is readable, or when MHD_get_timeout's
- * wait is over, the loop calls MHD_run, which serves whatever is ready
- * without blocking. In this mode MHD has no wake-up channel (no ITC): a
- * connection resumed with MHD_resume_connection is only looked at in the
- * next MHD_run. So whoever resumes one asks for that run in the same turn
- * (mhd_run_soon); waiting for the next event would leave the answer unsent
- * until some other client happens to send something. */
+ * sits in the loop's set. The loop runs it (MHD_run, which serves what is
+ * ready without blocking) on three occasions, and these are all it needs:
+ *
+ * - its epoll fd is readable: a socket has news (a request, room to write);
+ * - MHD_get_timeout's wait is over (mhd_arm_timer after every run). It is
+ *   0 while libmicrohttpd's own ready list holds a connection with work
+ *   left, such as an answer queued in this run and written by the next,
+ *   or a request whose handler is to be called again. That list, not the
+ *   kernel's set, is where such a connection lives: with MHD_USE_TURBO a
+ *   new connection enters the kernel's set only once a read or write finds
+ *   its socket dry, and a resumed one is put on the list, not back in the
+ *   set;
+ * - a connection was resumed (answer_ready). libmicrohttpd 0.9.75 has no
+ *   wake-up channel in this mode: MHD_start_daemon drops MHD_USE_ITC,
+ *   which MHD_ALLOW_SUSPEND_RESUME asks for, when there is no internal
+ *   polling thread ("useless if we are using 'external' select", daemon.c).
+ *   So MHD_resume_connection only marks the connection, and nothing wakes
+ *   the loop: whoever resumes runs the daemon in the same turn
+ *   (mhd_run_soon). That run moves the connection back to the ready list
+ *   and calls its handler, which queues the answer; the timeout of 0 then
+ *   brings the run that writes it.
+ *
+ * A late answer would show in the log (late_check above) with its phase
+ * and MHD's suspended flag; none did in the runs docs/speed.md records. */
 
 static void mhd_drive(void *arg);
 static void mhd_run_soon(struct http_loop *hl);
 
-/* While an answer is queued and its request not completed, the daemon is
- * run at least this often, whatever its own timeout says: a safety net
- * for an answer that would otherwise wait for some other event (seen:
- * one answer in a quiet test, queued and never sent). mhd_drive logs a
- * run of the net's that completed answers; one written a run later is not
- * counted. */
-#define UNSENT_POLL_MS 20
-
-static void mhd_net_fired(void *arg)
-{
-    struct http_loop *hl = arg;
-    hl->net_run = true;
-    mhd_drive(hl);
-}
-
 static void mhd_arm_timer(struct http_loop *hl)
 {
     MHD_UNSIGNED_LONG_LONG ms;
-    bool due = MHD_get_timeout(hl->daemon, &ms) == MHD_YES;
-    void (*fn)(void *) = mhd_drive;
-    if (hl->unsent > 0 && (!due || ms > UNSENT_POLL_MS)) {
-        ms = UNSENT_POLL_MS;
-        due = true;
-        fn = mhd_net_fired;
-    }
-    if (due)
-        loop_timer_start(hl->loop, &hl->mhd_timer, ms > INT_MAX ? INT_MAX : (int)ms, fn, hl);
+    if (MHD_get_timeout(hl->daemon, &ms) == MHD_YES)
+        loop_timer_start(hl->loop, &hl->mhd_timer, ms > INT_MAX ? INT_MAX : (int)ms, mhd_drive, hl);
     else
         loop_timer_stop(hl->loop, &hl->mhd_timer);
 }
@@ -182,20 +267,7 @@ static void mhd_arm_timer(struct http_loop *hl)
 static void mhd_drive(void *arg)
 {
     struct http_loop *hl = arg;
-    /* A run takes the connections resumed before it back into its epoll
-     * set, but may serve them only in the run after: with no thread of its
-     * own and its wait not counting them, that run may never come, and the
-     * answer waits for some other client's event (an order answered in the
-     * access log never reached its client: itest_faults, about one run in
-     * five). So a run that took resumed connections asks for one more. */
-    bool resumed = hl->resumed, net = hl->net_run;
-    int unsent = hl->unsent;
-    hl->resumed = hl->net_run = false;
     MHD_run(hl->daemon);
-    if (net && hl->unsent < unsent)
-        log_info("http: %d answers went out only on the safety run", unsent - hl->unsent);
-    if (resumed)
-        mhd_run_soon(hl);
     int open = atomic_load(&hl->connections);
     if (open >= hl->conn_limit) {
         hl->was_full = true;
@@ -219,20 +291,25 @@ static void mhd_run_soon(struct http_loop *hl)
 
 /* ---- the part of a request that waits, on a fiber ---- */
 
-/* The fiber has the answer in x->resp: the connection is resumed (if it
- * was suspended meanwhile) and MHD run again in this turn to send it. x
- * may be freed by that run: it is not touched after. */
+/* The fiber has the answer in x->resp. If the connection was suspended
+ * meanwhile, it is resumed and the daemon run in this turn (nothing else
+ * would wake it, see above); if not, its handler is due to be called again
+ * anyway (MHD keeps it on its ready list, and the timer of the run that
+ * handed it over is 0), and that call queues the answer. x may be freed by
+ * the run: it is not touched after. */
 static void answer_ready(struct http_loop *hl, struct exchange *x)
 {
     int was = x->phase;
     x->phase = PHASE_DONE;
-    if (x->abandoned)
+    if (x->abandoned) {
         exchange_free(x); /* nobody to answer: the connection is gone */
-    else if (was == PHASE_SUSPENDED) {
+    } else if (was == PHASE_SUSPENDED) {
+        /* Resuming a connection that is not suspended is undefined in
+         * libmicrohttpd; the phase and MHD must agree. */
+        assert(mhd_suspended(x->conn));
         MHD_resume_connection(x->conn);
-        hl->resumed = true;
+        mhd_run_soon(hl);
     }
-    mhd_run_soon(hl);
     hl->fibers--;
     if (hl->stop_when_idle && hl->fibers == 0)
         loop_stop(hl->loop);
@@ -264,8 +341,7 @@ static enum MHD_Result exchange_begin(struct http_loop *hl, struct MHD_Connectio
                                       void **state)
 {
     struct http_server *srv = hl->srv;
-    struct exchange *x = exchange_new(srv, c, url, method, version);
-    x->hl = hl;
+    struct exchange *x = exchange_new(hl, c, url, method, version);
     *state = x;
     x->slot = http_slot_of(c);
     if (x->slot != NULL)
@@ -394,8 +470,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
         return;
     if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK && !x->queued)
         log_debug("request %s ended before a response (code %d)", x->request_id, (int)why);
-    if (x->queued)
-        hl->unsent--;
     if (x->slot != NULL) {
         /* The connection waits for its next request head from now on. */
         atomic_store(&x->slot->idle_since_ms, mono_ms());
@@ -479,6 +553,8 @@ static void *loop_main(void *p)
     loop_run(hl->loop);
     loop_io_stop(hl->loop, &hl->mhd_io);
     loop_timer_stop(hl->loop, &hl->mhd_timer);
+    loop_timer_stop(hl->loop, &hl->late_timer);
+    hl->late_armed = false;
     if (hooks->end != NULL)
         hooks->end();
     fiber_pool_drain();

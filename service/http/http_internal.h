@@ -52,16 +52,16 @@ struct http_loop {
     bool thread_started;
     struct loop_io mhd_io;       /* MHD's epoll set, in the loop's */
     struct loop_timer mhd_timer; /* MHD_get_timeout's wait */
-    struct loop_task mhd_again;  /* MHD_run again in this turn (after a resume) */
+    struct loop_task mhd_again;  /* MHD_run in this turn (after a resume) */
     int fibers;                  /* request fibers started and not ended */
     int fibers_max;              /* beyond, 503 (http.c, FIBERS_PER_LOOP) */
     bool stop_when_idle;         /* http_stop: end the loop once fibers is 0 */
     _Atomic int connections;     /* open connections of this daemon */
     int conn_limit;              /* this daemon's share of TICKETD_CONN_LIMIT */
     bool was_full;               /* it reached conn_limit since its last run below it */
-    bool resumed;                /* a connection was resumed since the last run */
-    int unsent;                  /* answers queued whose requests have not completed */
-    bool net_run;                /* this run is the safety net's (UNSENT_POLL_MS) */
+    struct exchange *live;       /* its exchanges, newest first (late_check) */
+    struct loop_timer late_timer;
+    bool late_armed;
 };
 
 struct http_server {
@@ -119,6 +119,9 @@ struct exchange {
     /* The connection ended (the client went away) while the fiber had the
      * request: the fiber frees the exchange when it ends (answer_ready). */
     bool abandoned;
+    /* On its loop's list of live exchanges, for the late-answer log. */
+    struct exchange *live_prev, *live_next;
+    bool late_logged;
 };
 
 /* Where a request handed to a fiber is. The fiber moves it to DONE and

@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -196,6 +197,24 @@ static bool file_contains(const char *path, const char *needle)
 bool th_log_contains(const struct th_server *s, const char *needle)
 {
     return file_contains(s->log_path, needle);
+}
+
+void th_log_request(const struct th_server *s, const char *request_id)
+{
+    FILE *f = request_id[0] != '\0' ? fopen(s->log_path, "r") : NULL;
+    char line[1024];
+    int n = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        if (strstr(line, request_id) != NULL) {
+            print_message("  server log: %s", line);
+            n++;
+        }
+    }
+    if (f != NULL)
+        fclose(f);
+    if (n == 0)
+        print_message("  server log: no line names request %s\n",
+                      request_id[0] != '\0' ? request_id : "(none sent)");
 }
 
 static bool sanitizer_report(const char *path)
@@ -446,21 +465,38 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+static atomic_bool tag_requests = true;
+static atomic_long requests_sent;
+
+void th_request_ids(bool on)
+{
+    atomic_store(&tag_requests, on);
+}
+
 /* One request on handle c (a new one, or a client's kept-alive one). */
-static struct th_resp request_on(CURL *c, const char *method, const char *url,
+static struct th_resp request_on(CURL *c, long timeout_s, const char *method, const char *url,
                                  const char *const *headers, const char *body)
 {
     struct th_resp r = {0};
     struct buf b = {NULL, 0}, h = {NULL, 0};
     struct curl_slist *list = NULL;
-    bool has_ct = false;
+    bool has_ct = false, has_id = false;
     for (; headers != NULL && *headers != NULL; headers++) {
         list = curl_slist_append(list, *headers);
         if (strncasecmp(*headers, "Content-Type:", 13) == 0)
             has_ct = true;
+        if (strncasecmp(*headers, "X-Request-Id:", 13) == 0)
+            has_id = true;
     }
     if (body != NULL && !has_ct)
         list = curl_slist_append(list, "Content-Type: application/json");
+    if (!has_id && atomic_load(&tag_requests)) {
+        char line[80];
+        snprintf(r.request_id, sizeof r.request_id, "th-%d-%ld", (int)getpid(),
+                 atomic_fetch_add(&requests_sent, 1) + 1);
+        snprintf(line, sizeof line, "X-Request-Id: %s", r.request_id);
+        list = curl_slist_append(list, line);
+    }
     list = curl_slist_append(list, "Expect:");
     curl_easy_setopt(c, CURLOPT_URL, url);
     /* Without a body, a GET or HEAD sends none; any other method an empty
@@ -480,7 +516,7 @@ static struct th_resp request_on(CURL *c, const char *method, const char *url,
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     double t0 = th_now_s();
     CURLcode rc = curl_easy_perform(c);
@@ -501,13 +537,14 @@ struct th_resp th_request(const char *method, const char *url, const char *const
 {
     pthread_once(&curl_once, curl_init_once);
     CURL *c = curl_easy_init();
-    struct th_resp r = request_on(c, method, url, headers, body);
+    struct th_resp r = request_on(c, 30L, method, url, headers, body);
     curl_easy_cleanup(c);
     return r;
 }
 
 struct th_client {
     CURL *curl;
+    long timeout_s;
 };
 
 struct th_client *th_client_new(void)
@@ -516,13 +553,19 @@ struct th_client *th_client_new(void)
     struct th_client *cl = calloc(1, sizeof *cl);
     assert_non_null(cl);
     cl->curl = curl_easy_init();
+    cl->timeout_s = 30;
     return cl;
+}
+
+void th_client_timeout(struct th_client *cl, long seconds)
+{
+    cl->timeout_s = seconds;
 }
 
 struct th_resp th_client_request(struct th_client *cl, const char *method, const char *url,
                                  const char *const *headers, const char *body)
 {
-    return request_on(cl->curl, method, url, headers, body);
+    return request_on(cl->curl, cl->timeout_s, method, url, headers, body);
 }
 
 long th_client_connections(struct th_client *cl)

@@ -104,7 +104,19 @@ struct th_resp {
     /* With status 0: libcurl's reason (a timeout, a connection reset, an
      * empty reply), so a failure says which; "" otherwise. */
     const char *error;
+    /* The X-Request-Id this request was sent with ("" if none): a client
+     * left without an answer names it, and the server's log line for the
+     * same request ("late answer: request ...") can be found by it. */
+    char request_id[48];
 };
+
+/* Whether requests that carry no X-Request-Id of their own are sent with
+ * one the harness makes ("th-<pid>-<n>"); on by default. The test of the
+ * server's own ids turns it off. */
+void th_request_ids(bool on);
+/* Prints the server's log lines that name request_id, or says there are
+ * none: what a failure shows of a request the client got no answer to. */
+void th_log_request(const struct th_server *s, const char *request_id);
 
 /* Sends a request. headers: "Name: value" strings, NULL-terminated, may be
  * NULL. body may be NULL. Content-Type: application/json is added when
@@ -128,6 +140,9 @@ struct th_resp th_client_request(struct th_client *cl, const char *method, const
                                  const char *const *headers, const char *body);
 /* New connections the last request had to open (0: it reused one). */
 long th_client_connections(struct th_client *cl);
+/* How long a request of cl may take before libcurl gives up (30 s unless
+ * set): a client that times out reports status 0 and libcurl's reason. */
+void th_client_timeout(struct th_client *cl, long seconds);
 void th_client_free(struct th_client *cl);
 /* The value of a response header (case-insensitive), copied into buf, or
  * NULL when absent. */

@@ -558,6 +558,7 @@ struct held_ctx {
      * end the whole binary). */
     pthread_mutex_t mu;
     char failure[512];
+    char failed_id[48]; /* the X-Request-Id of the request that failed */
 };
 
 static void *held_order(void *p)
@@ -591,10 +592,12 @@ static void other_client(int i, void *p)
         }
         if (r.status != 200 && r.status != 201) {
             pthread_mutex_lock(&c->mu);
-            if (c->failure[0] == '\0')
+            if (c->failure[0] == '\0') {
                 snprintf(c->failure, sizeof c->failure,
-                         "client %d step %d: %ld after %.1f s %s%.300s", i, step, r.status,
-                         r.seconds, r.error, r.body);
+                         "client %d step %d, request %s: %ld after %.1f s %s%.300s", i, step,
+                         r.request_id, r.status, r.seconds, r.error, r.body);
+                snprintf(c->failed_id, sizeof c->failed_id, "%s", r.request_id);
+            }
             pthread_mutex_unlock(&c->mu);
             th_resp_free(&r);
             break;
@@ -613,15 +616,15 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     static struct held_ctx c;
     memset(&c, 0, sizeof c);
     pthread_mutex_init(&c.mu, NULL);
-    /* One HTTP thread, two workers; the first order is held at the fault
-     * point until every other client has all its answers (the file below
+    /* One loop, and few fibers; the first order is held at the fault point
+     * until every other client has all its answers (the file below
      * appears), so the check holds however fast or slow the machine. */
     char release[128], release_env[160];
     snprintf(release, sizeof release, "/tmp/ticketd-held-%d.release", (int)getpid());
     unlink(release);
     snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
     const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0",
-                         "TICKETD_IO_THREADS=1",
+                         "TICKETD_LOOPS=1",
                          "TICKETD_THREADS=2",
                          "TICKETD_FAULT=order.after_redis:hold:300000:1",
                          "TICKETD_ACCESS_LOG=1", /* a failure's log says which answers went out */
@@ -653,11 +656,12 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
         FILE *f = fopen(release, "w"); /* let the held order go before failing */
         if (f != NULL)
             fclose(f);
+        th_log_request(a, c.failed_id); /* its access line, its "late answer" line */
         fail_msg("%s; %s", c.failure, seen);
     }
     /* Every other connection got all its answers while the one request was
-     * held: the held request blocked one worker, not its HTTP thread, nor
-     * the connections that thread serves. */
+     * held: the held request waits on its fiber, not on its loop, nor on
+     * the connections that loop serves. */
     assert_int_equal(atomic_load(&c.answered), OTHER_CLIENTS * 4);
     assert_int_equal(atomic_load(&c.answered_while_held), OTHER_CLIENTS * 4);
     assert_false(atomic_load(&c.held_done));
@@ -667,6 +671,70 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     pthread_join(t, NULL);
     unlink(release);
     assert_int_equal(th_orders_of(c.session), OTHER_CLIENTS + 1);
+}
+
+/* ---- a client that leaves while its request is suspended ----------------- */
+
+/* libmicrohttpd does not watch a suspended connection, so a client that
+ * gives up while its order waits goes unnoticed until the answer is ready.
+ * Nothing is lost by that: the fiber goes on (the order commits and the
+ * key's record is written, as for any answer), the connection is resumed,
+ * the write to the closed socket fails and the connection is closed, and
+ * the exchange is freed. The client's retry with the same key and body is
+ * told the truth: 201, replayed, the order that was made. */
+static void test_client_gone_while_suspended(void **state)
+{
+    (void)state;
+    char release[128], release_env[160];
+    snprintf(release, sizeof release, "/tmp/ticketd-gone-%d.release", (int)getpid());
+    unlink(release);
+    snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_LOOPS=1",
+                         "TICKETD_FAULT=order.after_redis:hold:300000:1", release_env, NULL};
+    struct th_server *a = th_serve(3, env);
+    int64_t s = th_session(a, 10, 100);
+
+    /* The client gives up (1 s) while the order is held; only then is the
+     * hold released, so it has left whatever the machine's speed. */
+    struct th_client *cl = th_client_new();
+    th_client_timeout(cl, 1);
+    struct th_resp gone = th_client_order(cl, a, 970, "gone-1", NULL, s, 1);
+    th_client_free(cl); /* closes its connection, if libcurl had not */
+    assert_int_equal(gone.status, 0);
+    assert_true(th_log_contains(a, "fault point order.after_redis: holding"));
+    /* The late-answer check names it, as it would a lost answer: by the
+     * client's request id, waiting on its fiber, its connection suspended
+     * in libmicrohttpd's own books too. */
+    char late[256];
+    snprintf(late, sizeof late, "late answer: request %s POST /api/v1/orders on loop 0, ",
+             gone.request_id);
+    for (int i = 0; i < 300 && !th_log_contains(a, late); i++)
+        th_msleep(100);
+    assert_true(th_log_contains(a, late));
+    assert_true(th_log_contains(a, "on its fiber, connection suspended by ticketd; answer not "
+                                   "queued; libmicrohttpd: suspended"));
+    FILE *f = fopen(release, "w");
+    assert_non_null(f);
+    fclose(f);
+
+    /* The order commits, and the exchange ends: the only request in flight
+     * is the /metrics request that asks. */
+    th_wait_db(1, 30000, "the abandoned order",
+               "SELECT COUNT(*) FROM orders WHERE session_id = %lld", (long long)s);
+    th_wait_metric(a, "ticketd_inflight_requests", 1, 30000);
+
+    struct th_resp retry = th_order(a, 970, "gone-1", NULL, s, 1);
+    char no[32], v[16];
+    order_no_of(&retry, no);
+    assert_non_null(th_header(&retry, "Idempotent-Replayed", v, sizeof v));
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE session_id = %lld AND "
+                               "order_no = '%s'",
+                               (long long)s, no),
+                     1);
+    expect_one_order(s, 10);
+    unlink(release);
+    th_resp_free(&gone);
+    th_resp_free(&retry);
 }
 
 /* ---- workers share the database connections ------------------------------ */
@@ -892,8 +960,14 @@ int main(void)
         T(test_slower_than_the_ttls),
         T(test_workers_share_the_database_connections),
         T(test_a_held_request_holds_up_no_other_connection),
+        T(test_client_gone_while_suspended),
         T(test_sigterm_under_keepalive_load),
         T(test_release_build_says_it_has_no_fault_points),
     };
+    /* TICKETD_TEST_CASE=<glob>: only the cases it matches (make
+     * test-repeat runs one case many times). */
+    const char *only = getenv("TICKETD_TEST_CASE");
+    if (only != NULL && only[0] != '\0')
+        cmocka_set_test_filter(only);
     return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
 }

@@ -426,6 +426,7 @@ static void test_request_id(void **state)
     th_resp_free(&r);
 
     /* None sent: a new one each time. */
+    th_request_ids(false);
     r = th_call(&srv, "GET", "/livez", NULL, NULL);
     assert_non_null(th_header(&r, "X-Request-Id", first, sizeof first));
     assert_true(is_generated_id(first));
@@ -454,6 +455,7 @@ static void test_request_id(void **state)
             fail_msg("request id from \"%s\" came back as \"%s\"", junk[i], v);
         th_resp_free(&r);
     }
+    th_request_ids(true);
 }
 
 /* ---- identity ---- */
