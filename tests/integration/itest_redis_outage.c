@@ -10,13 +10,16 @@
  *     (TICKETD_REDIS_POLICY=strict), never a stall of the loop while a
  *     Sentinel is asked where the primary is (loop.h: nothing on a loop
  *     blocks; redis_addr.c asks on a thread of its own).
+ *   - The Sentinels promote the replica: the resolver learns the new
+ *     primary and the instance's orders are made on it.
  *   - A request that took its session lock and ended while Redis was
  *     paused could not give the lock back: once Redis answers again, the
  *     user's next order is 201, not 409 DUPLICATE_SUBMISSION until the
  *     lock's TTL (cache_missed.c).
  *
- * The private Redis servers listen on th_port(SENTINEL_PORT_OFFSET) and
- * the three ports after it. */
+ * The private Redis servers listen on th_port(SENTINEL_PORT_OFFSET) (the
+ * primary), the three ports after it (the Sentinels) and the next (the
+ * replica). */
 #include "harness.h"
 
 #include <errno.h>
@@ -72,7 +75,7 @@ struct redis_proc {
     bool stopped; /* SIGSTOPped */
 };
 
-static struct redis_proc primary, sentinels[SENTINELS];
+static struct redis_proc primary, replica, sentinels[SENTINELS];
 
 static const char *state_dir(void)
 {
@@ -147,9 +150,25 @@ static void signal_proc(struct redis_proc *p, int sig)
     p->stopped = sig == SIGSTOP;
 }
 
-static void start_servers(void)
+/* The primary's INFO replication says its replica is online. */
+static bool replica_online(void)
 {
-    char dir[600], port[16], log[700], conf[700];
+    redisContext *c = connect_to(primary.port);
+    if (c == NULL)
+        return false;
+    redisReply *r = redisCommand(c, "INFO replication");
+    bool ok = r != NULL && r->type == REDIS_REPLY_STRING && strstr(r->str, "state=online") != NULL;
+    freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
+/* The primary, with a replica when with_replica (known to the Sentinels
+ * from the start: they read the primary's INFO when they connect), and
+ * three Sentinels. */
+static void start_servers(bool with_replica)
+{
+    char dir[600], port[16], rport[16], pport[16], log[700], conf[700];
     snprintf(dir, sizeof dir, "%s", state_dir());
     mkdir(dir, 0755);
     primary.port = th_port(SENTINEL_PORT_OFFSET);
@@ -159,6 +178,19 @@ static void start_servers(void)
                            "--appendonly", "no", "--dir",  dir,         NULL};
     primary.pid = spawn_redis(pargs, log);
     wait_answers(primary.port, "PING");
+    if (with_replica) {
+        replica.port = primary.port + 1 + SENTINELS;
+        snprintf(rport, sizeof rport, "%d", replica.port);
+        snprintf(pport, sizeof pport, "127.0.0.1 %d", primary.port);
+        snprintf(log, sizeof log, "%s/replica.log", dir);
+        const char *rargs[] = {"--port", rport, "--bind",       "127.0.0.1",   "--save",      "",
+                               "--dir",  dir,   "--dbfilename", "replica.rdb", "--replicaof", pport,
+                               NULL};
+        replica.pid = spawn_redis(rargs, log);
+        for (int i = 0; i < 400 && !replica_online(); i++)
+            th_msleep(25);
+        assert_true(replica_online());
+    }
     for (int i = 0; i < SENTINELS; i++) {
         struct redis_proc *s = &sentinels[i];
         s->port = primary.port + 1 + i;
@@ -196,12 +228,14 @@ static int teardown_servers(void **state)
 {
     /* Running again first, whatever failed: ticketd stops cleanly. */
     signal_proc(&primary, SIGCONT);
+    signal_proc(&replica, SIGCONT);
     for (int i = 0; i < SENTINELS; i++)
         signal_proc(&sentinels[i], SIGCONT);
     int rc = th_teardown_stop(state);
     for (int i = 0; i < SENTINELS; i++)
         stop_proc(&sentinels[i]);
     stop_proc(&primary);
+    stop_proc(&replica);
     return rc;
 }
 
@@ -331,15 +365,15 @@ static bool wait_progress(struct load *l, atomic_int *counter, int want, const c
 
 /* ---- the Sentinels paused, the primary's links cut ---------------------- */
 
-static void test_sentinels_paused_never_stall_a_loop(void **state)
+/* A ticketd following the private primary through its Sentinels: two
+ * loops, REDIS_TIMEOUT_MS, policy strict (an order Redis cannot take is
+ * 503, so a 201 says the primary took its key), no order tokens. */
+static struct th_server *serve_through_sentinels(int port_offset)
 {
-    (void)state;
-    char sentinel_list[128], sentinels_env[160];
-    start_servers();
-    snprintf(sentinel_list, sizeof sentinel_list, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
-             sentinels[0].port, sentinels[1].port, sentinels[2].port);
-    snprintf(sentinels_env, sizeof sentinels_env, "TICKETD_REDIS_SENTINELS=%s", sentinel_list);
-    char timeout_env[64];
+    static char sentinels_env[160], timeout_env[64];
+    snprintf(sentinels_env, sizeof sentinels_env,
+             "TICKETD_REDIS_SENTINELS=127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", sentinels[0].port,
+             sentinels[1].port, sentinels[2].port);
     snprintf(timeout_env, sizeof timeout_env, "TICKETD_REDIS_TIMEOUT_MS=%d", REDIS_TIMEOUT_MS);
     const char *env[] = {sentinels_env,
                          "TICKETD_REDIS_MASTER=" MASTER_NAME,
@@ -348,7 +382,14 @@ static void test_sentinels_paused_never_stall_a_loop(void **state)
                          "TICKETD_LOOPS=2",
                          "TICKETD_ORDER_TOKEN_REQUIRED=0",
                          NULL};
-    struct th_server *a = th_serve(0, env);
+    return th_serve(port_offset, env);
+}
+
+static void test_sentinels_paused_never_stall_a_loop(void **state)
+{
+    (void)state;
+    start_servers(false);
+    struct th_server *a = serve_through_sentinels(0);
     static struct load l;
     memset(&l, 0, sizeof l);
     pthread_mutex_init(&l.mu, NULL);
@@ -409,6 +450,84 @@ static void test_sentinels_paused_never_stall_a_loop(void **state)
         fail_msg("%s", l.failure);
     assert_true(livez_ok);
     assert_true(orders_ok);
+}
+
+/* ---- the primary moves ----------------------------------------------- */
+
+/* The Sentinels promote the replica (SENTINEL FAILOVER): the old primary
+ * answers READONLY, the resolver learns the new one, and orders are made
+ * on it, the generation of every loop's connection moved on. Bounded in
+ * tries, not timed. */
+static void test_follows_a_failover(void **state)
+{
+    (void)state;
+    char key[48];
+    start_servers(true);
+    struct th_server *a = serve_through_sentinels(2);
+    int64_t s = th_session(a, 1000, 100);
+    struct th_resp before = th_order(a, 7200, "before-failover", NULL, s, 1);
+    assert_int_equal(before.status, 201);
+    th_resp_free(&before);
+
+    assert_true(command_ok(sentinels[0].port, "SENTINEL FAILOVER " MASTER_NAME));
+    char want[32];
+    snprintf(want, sizeof want, "%d", replica.port);
+    bool moved = false;
+    for (int i = 0; i < 400 && !moved; i++) {
+        redisContext *c = connect_to(sentinels[0].port);
+        redisReply *r = c ? redisCommand(c, "SENTINEL get-master-addr-by-name " MASTER_NAME) : NULL;
+        moved = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                strcmp(r->element[1]->str, want) == 0;
+        freeReplyObject(r);
+        if (c != NULL)
+            redisFree(c);
+        if (!moved)
+            th_msleep(25);
+    }
+    assert_true(moved);
+    /* And the old primary demoted (it took writes until then, as a
+     * primary does in any failover's last moment). */
+    bool demoted = false;
+    for (int i = 0; i < 400 && !demoted; i++) {
+        redisContext *c = connect_to(primary.port);
+        redisReply *r = c ? redisCommand(c, "ROLE") : NULL;
+        demoted = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                  strcmp(r->element[0]->str, "slave") == 0;
+        freeReplyObject(r);
+        if (c != NULL)
+            redisFree(c);
+        if (!demoted)
+            th_msleep(25);
+    }
+    assert_true(demoted);
+
+    /* Orders until one is created: 503s meanwhile (the old primary says
+     * READONLY, the breaker's cooldown), each within the timeout. */
+    int created_at = -1;
+    for (int i = 0; i < 400 && created_at < 0; i++) {
+        snprintf(key, sizeof key, "after-failover-%d", i);
+        struct th_resp r = th_order(a, 7200, key, NULL, s, 1);
+        if (r.status == 201)
+            created_at = i;
+        else if (r.status != 503)
+            fail_msg("an order during the failover: %ld %s", r.status, r.body);
+        th_resp_free(&r);
+        if (created_at < 0)
+            th_msleep(25);
+    }
+    assert_true(created_at >= 0);
+    /* Its key is on the new primary, and the instance says whom it
+     * follows. */
+    redisContext *c = connect_to(replica.port);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "EXISTS idem:{7200}:after-failover-%d", created_at);
+    assert_non_null(r);
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    redisFree(c);
+    char line[96];
+    snprintf(line, sizeof line, "the Sentinels name 127.0.0.1:%d", replica.port);
+    assert_true(th_log_contains(a, line));
 }
 
 /* ---- a lock whose request ended while Redis was paused ------------------ */
@@ -492,6 +611,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sentinels_paused_never_stall_a_loop, th_setup_fresh,
                                         teardown_servers),
+        cmocka_unit_test_setup_teardown(test_follows_a_failover, th_setup_fresh, teardown_servers),
         cmocka_unit_test_setup_teardown(test_lock_given_back_once_redis_answers, th_setup_fresh,
                                         th_teardown_stop),
     };
