@@ -223,8 +223,10 @@ static void wait_asked(int64_t ms)
 
 /* The resolver: one look-up per request for one (requests that arrive
  * meanwhile are answered by the next), at most one every LOOKUP_GAP_MS. A
- * look-up that learnt nothing is tried again after the gap until one
- * does: a connection that cannot reach the primary may wait for it. */
+ * look-up that learnt nothing is not repeated on its own: the next
+ * connection that fails asks again, so that Sentinels that stay down cost
+ * a look-up per failed call of the breaker (its probes), and nothing
+ * while no call is made. */
 static void *resolver_main(void *arg)
 {
     (void)arg;
@@ -241,8 +243,7 @@ static void *resolver_main(void *arg)
         }
         atomic_store(&wanted, false);
         last = mono_ms();
-        if (!look_up())
-            atomic_store(&wanted, true);
+        (void)look_up();
     }
     return NULL;
 }
