@@ -171,6 +171,12 @@ static void start_servers(bool with_replica)
     char dir[600], port[16], rport[16], pport[16], log[700], conf[700];
     snprintf(dir, sizeof dir, "%s", state_dir());
     mkdir(dir, 0755);
+    /* Nothing of an earlier run: a replica's full sync leaves a dump that
+     * a server started here would load. */
+    snprintf(log, sizeof log, "%s/dump.rdb", dir);
+    unlink(log);
+    snprintf(log, sizeof log, "%s/replica.rdb", dir);
+    unlink(log);
     primary.port = th_port(SENTINEL_PORT_OFFSET);
     snprintf(port, sizeof port, "%d", primary.port);
     snprintf(log, sizeof log, "%s/primary.log", dir);
