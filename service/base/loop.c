@@ -419,6 +419,20 @@ void loop_run(struct loop *l)
     self = outer;
 }
 
+bool loop_on_loop_thread(void)
+{
+    return self != NULL;
+}
+
+void loop_forbid_blocking(const char *what)
+{
+    if (self == NULL)
+        return;
+    log_error("loop %d: %s would block the loop thread (loop.h: nothing on a loop blocks)",
+              self->index, what);
+    abort();
+}
+
 void loop_stop(struct loop *l)
 {
     atomic_store(&l->stop, true);

@@ -13,7 +13,24 @@
  * TICKETD_LOOPS loop threads run one loop each (http/http.c); everything a
  * loop owns (its io watchers, timers, hooks, tasks) is touched only on its
  * thread, except loop_post and loop_stop. The structs below are owned by the
- * caller, who keeps them alive while they are started or queued. */
+ * caller, who keeps them alive while they are started or queued.
+ *
+ * The rule of a loop thread: nothing on it blocks. Every request of the
+ * loop, its /livez included, waits for whatever the thread waits for, so
+ * one blocking call is a stall of every connection the loop serves. On a
+ * loop thread (its callbacks and its fibers) there is no blocking connect
+ * or read, no name look-up (getaddrinfo), no sleep, and no wait for a lock
+ * that another thread may hold across I/O; a mutex held for a few
+ * instructions on both sides (loop_post's) is not such a wait. What must
+ * wait parks its fiber on a file event or a timer (fiber.h); what cannot
+ * be made to (the Sentinel query, a host name's look-up, the blocking
+ * Redis and MySQL clients) runs on a thread of its own and hands its
+ * result over without a lock the loop would wait on (an atomic pointer,
+ * loop_post). The blocking helpers state it with LOOP_MUST_NOT_BLOCK: in
+ * the test builds (TICKETD_FAULTS: the ASan and faults builds) reaching
+ * one on a loop thread aborts the process, naming the helper, so a test
+ * that drives the path fails loudly; in the release build it costs
+ * nothing. */
 #ifndef TICKETD_LOOP_H
 #define TICKETD_LOOP_H
 
@@ -118,5 +135,19 @@ void loop_free(struct loop *l);
 
 /* The clock timers use: CLOCK_MONOTONIC in milliseconds. */
 int64_t loop_now_ms(void);
+
+/* True on a thread while it runs a loop (loop_run): its callbacks and its
+ * fibers. */
+bool loop_on_loop_thread(void);
+
+/* The rule above, checked: aborts, naming what (a blocking helper), when
+ * the calling thread runs a loop. Through LOOP_MUST_NOT_BLOCK. */
+void loop_forbid_blocking(const char *what);
+
+#ifdef TICKETD_FAULTS
+#define LOOP_MUST_NOT_BLOCK(what) loop_forbid_blocking(what)
+#else
+#define LOOP_MUST_NOT_BLOCK(what) ((void)0)
+#endif
 
 #endif

@@ -2,6 +2,8 @@
  * aborts, randomness, encodings, clocks, parsing numbers. */
 #include "util.h"
 
+#include "loop.h"
+
 #include <errno.h>
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
@@ -252,6 +254,7 @@ int64_t wall_s(void)
 
 void sleep_ms(int64_t ms)
 {
+    LOOP_MUST_NOT_BLOCK("sleep_ms"); /* a fiber sleeps with fiber_sleep_ms */
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }

@@ -4,7 +4,10 @@
  * lock:order:{user}:<session> = owner, SET NX PX, taken in the key's own
  * script when the key layers run (cache_key_begin, inflight_key.c) and on
  * its own here when they do not; released only by its owner, with the
- * key's record (cache_key_complete, cache_key_release). Thread-safe. */
+ * key's record (cache_key_complete, cache_key_release). A release that
+ * cannot reach Redis is not left to the lock's TTL: the cache sends it
+ * again once Redis answers, before the user's next begin (cache.h).
+ * Thread-safe. */
 #ifndef TICKETD_SESSION_LOCK_H
 #define TICKETD_SESSION_LOCK_H
 

@@ -6,6 +6,8 @@
 #ifndef TICKETD_DB_CONN_H
 #define TICKETD_DB_CONN_H
 
+#include "loop.h"
+
 #include <mysql.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -53,6 +55,7 @@ int db_wait(struct db_conn *c, int status);
             while (st_ != 0)                                                                       \
                 st_ = fn##_cont(&(ret), (obj), db_wait((c), st_));                                 \
         } else {                                                                                   \
+            LOOP_MUST_NOT_BLOCK("mysql " #fn);                                                     \
             (ret) = fn((obj), ##__VA_ARGS__);                                                      \
         }                                                                                          \
     } while (0)

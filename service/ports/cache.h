@@ -89,7 +89,13 @@ int cache_key_complete(int64_t user_id, const char *key, const char *marker, con
 
 /* Failure: deletes our marker and releases our lock, each only if still
  * ours (compare-and-delete), so the client may retry the key. marker or
- * owner may be NULL when that one was not taken. */
+ * owner may be NULL when that one was not taken.
+ *
+ * A complete or release that cannot reach Redis (TD_EUNAVAIL) is kept and
+ * sent again once Redis answers: before the same user's next
+ * cache_key_begin, and in the background for the others, until the
+ * marker's and lock's TTLs are over. A lock whose request has ended thus
+ * refuses no one once Redis is back. */
 int cache_key_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
                       const char *owner);
 

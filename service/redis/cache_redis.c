@@ -20,13 +20,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An end sent as it was asked for, through the entries in use. */
+static int send_end(const struct cache_end *e);
+
 int cache_init(const struct config *cfg)
 {
     int rc = redis_init(cfg);
     if (rc != TD_OK)
         return rc;
     cache_scripts_prepare();
-    return TD_OK;
+    return cache_missed_init(cfg, send_end);
 }
 
 void cache_thread_release(void)
@@ -36,6 +39,7 @@ void cache_thread_release(void)
 
 void cache_cleanup(void)
 {
+    cache_missed_cleanup();
     redis_cleanup();
 }
 
@@ -435,20 +439,52 @@ enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *mar
                                int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
                                char **existing)
 {
+    /* An earlier request of this user ended while Redis was unreachable:
+     * its end goes first, so that its lock is not what refuses this one. */
+    cache_missed_resend(user_id);
     return entries->key_begin(user_id, key, marker, marker_ttl_ms, session_id, owner, lock_ttl_ms,
                               tok, token_rc, existing);
+}
+
+static int send_end(const struct cache_end *e)
+{
+    if (e->complete)
+        return entries->key_complete(e->user_id, e->key, e->marker, e->record, e->ttl_s,
+                                     e->session_id, e->owner);
+    return entries->key_release(e->user_id, e->key, e->marker, e->session_id, e->owner);
+}
+
+/* An end Redis did not take (unreachable, or no reply in time: it may
+ * have run, and running it again changes nothing) is kept and sent again
+ * (cache_missed.c); only an end with something to give back. */
+static int end_or_keep(const struct cache_end *e)
+{
+    int rc = send_end(e);
+    if (rc == TD_EUNAVAIL && (e->marker != NULL || e->owner != NULL))
+        cache_missed_keep(e);
+    return rc;
 }
 
 int cache_key_complete(int64_t user_id, const char *key, const char *marker, const char *record,
                        int ttl_s, int64_t session_id, const char *owner)
 {
-    return entries->key_complete(user_id, key, marker, record, ttl_s, session_id, owner);
+    struct cache_end e = {.complete = true,
+                          .user_id = user_id,
+                          .key = key,
+                          .marker = marker,
+                          .record = record,
+                          .ttl_s = ttl_s,
+                          .session_id = session_id,
+                          .owner = owner};
+    return end_or_keep(&e);
 }
 
 int cache_key_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
                       const char *owner)
 {
-    return entries->key_release(user_id, key, marker, session_id, owner);
+    struct cache_end e = {
+        .user_id = user_id, .key = key, .marker = marker, .session_id = session_id, .owner = owner};
+    return end_or_keep(&e);
 }
 
 int cache_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe)

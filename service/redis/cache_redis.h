@@ -42,6 +42,34 @@ int cache_redis_complete_with(struct redis_script *s, int64_t user_id, const cha
 int cache_redis_release_with(struct redis_script *s, int64_t user_id, const char *key,
                              const char *marker, int64_t session_id, const char *owner);
 
+/* One key's end, complete (record set) or release (cache.h), as
+ * cache_key_complete and cache_key_release are given it. */
+struct cache_end {
+    bool complete;
+    int64_t user_id;
+    const char *key;
+    const char *marker; /* NULL: none was set */
+    const char *record; /* complete only */
+    int ttl_s;          /* the record's, complete only */
+    int64_t session_id;
+    const char *owner; /* NULL: no lock to release */
+};
+
+/* The ends Redis missed (cache_missed.c): kept when an end could not
+ * reach Redis, and sent again through send, first on the user's next
+ * begin and meanwhile by a thread of its own, until Redis took them or
+ * the marker's and lock's TTLs are over. cache_missed_init starts the
+ * thread (cache_init); cache_missed_cleanup stops it and forgets what is
+ * left (cache_cleanup). */
+int cache_missed_init(const struct config *cfg, int (*send)(const struct cache_end *e));
+void cache_missed_cleanup(void);
+/* Keeps a copy of e, which could not reach Redis (TD_EUNAVAIL). */
+void cache_missed_keep(const struct cache_end *e);
+/* Sends the kept ends of user_id, in order, on the calling thread's
+ * connection (a fiber's: its loop's), before what the caller sends next;
+ * what reaches Redis is forgotten. One atomic load when nothing is kept. */
+void cache_missed_resend(int64_t user_id);
+
 /* The cache port's entries that the demo's naive variants replace, with
  * the port's signatures and contracts (cache.h). cache_redis.c answers
  * every one of them through the table cache_redis_use was given; boot.c

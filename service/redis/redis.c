@@ -9,13 +9,13 @@
 #include "err.h"
 #include "fiber.h"
 #include "log.h"
+#include "loop.h"
 #include "metrics.h"
 #include "sentinel.h"
 #include "util.h"
 
 #include <openssl/sha.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,20 +36,6 @@ struct redis_conn {
 static const struct config *cfg;
 static pthread_key_t conn_key;
 static struct breaker health = BREAKER_INIT("redis", REDIS_COOLDOWN_MS);
-
-/* Where the primary is. With TICKETD_REDIS_SENTINELS it is asked of the
- * Sentinels, remembered, and asked again once a connection to it failed or
- * it answered READONLY (it was demoted): addr_gen then moves on when the
- * answer names another server, and every thread drops a connection opened
- * to an older generation at its next call. Without Sentinels it is
- * TICKETD_REDIS_HOST/PORT, fixed, exactly as before. */
-static bool use_sentinel;
-static struct sentinel_list sentinels;
-static pthread_mutex_t addr_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct sentinel_addr primary; /* under addr_mu */
-static bool primary_known;           /* under addr_mu */
-static int preferred_sentinel;       /* under addr_mu: the one that answered last */
-static _Atomic unsigned addr_gen = 1;
 
 /* The link failed: open the breaker (counted when this opened it). */
 static void trip(enum breaker_pass pass)
@@ -76,16 +62,6 @@ const struct config *redis_config(void)
     return cfg;
 }
 
-bool redis_sentinel_on(void)
-{
-    return use_sentinel;
-}
-
-bool redis_primary_moved(unsigned gen)
-{
-    return use_sentinel && gen != atomic_load(&addr_gen);
-}
-
 static void conn_destroy(void *p)
 {
     struct redis_conn *c = p;
@@ -99,17 +75,9 @@ static void conn_destroy(void *p)
 int redis_conn_init(const struct config *config)
 {
     cfg = config;
-    use_sentinel = false;
-    if (cfg->redis_sentinels != NULL && cfg->redis_sentinels[0] != '\0') {
-        char why[160];
-        if (!sentinel_parse(cfg->redis_sentinels, &sentinels, why, sizeof why)) {
-            log_error("redis: TICKETD_REDIS_SENTINELS: %s", why);
-            return TD_EINVAL;
-        }
-        use_sentinel = true;
-        log_info("redis: following primary '%s' through %d Sentinel(s)", cfg->redis_master,
-                 sentinels.n);
-    }
+    int rc = redis_addr_init(cfg);
+    if (rc != TD_OK)
+        return rc;
     if (pthread_key_create(&conn_key, conn_destroy) != 0)
         return TD_EINTERNAL;
     return TD_OK;
@@ -125,6 +93,7 @@ void redis_conn_cleanup(void)
 {
     redis_thread_release();
     pthread_key_delete(conn_key);
+    redis_addr_cleanup();
 }
 
 void redis_script_prepare(struct redis_script *s)
@@ -150,91 +119,9 @@ static void drop(struct redis_conn *c, const char *why)
         redisFree(c->ctx);
         c->ctx = NULL;
     }
-    /* The primary may have moved: the next connection asks a Sentinel. */
+    /* The primary may have moved: the resolver looks again (redis_addr.c),
+     * and the next connection dials what it has published by then. */
     redis_forget_primary(c->gen);
-}
-
-/* --- finding the primary through Sentinel ------------------------------- */
-
-void redis_forget_primary(unsigned gen)
-{
-    if (!use_sentinel)
-        return;
-    pthread_mutex_lock(&addr_mu);
-    if (gen == atomic_load(&addr_gen))
-        primary_known = false;
-    pthread_mutex_unlock(&addr_mu);
-}
-
-/* Asks one Sentinel for the primary's address. */
-static bool ask_sentinel(const struct sentinel_addr *s, struct sentinel_addr *out)
-{
-    struct timeval tv = ms_to_tv(cfg->redis_timeout_ms);
-    redisContext *ctx = redisConnectWithTimeout(s->host, s->port, tv);
-    bool ok = false;
-    if (ctx == NULL || ctx->err) {
-        log_warn("redis: Sentinel %s:%d: %s", s->host, s->port,
-                 ctx ? ctx->errstr : "out of memory");
-        goto out;
-    }
-    redisSetTimeout(ctx, tv);
-    redisReply *r = redisCommand(ctx, "SENTINEL get-master-addr-by-name %s", cfg->redis_master);
-    if (r == NULL) {
-        log_warn("redis: Sentinel %s:%d: %s", s->host, s->port, ctx->errstr);
-        goto out;
-    }
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING)
-        ok = sentinel_read_master(r->element[0]->str, r->element[1]->str, out);
-    if (!ok)
-        log_warn("redis: Sentinel %s:%d does not know a primary named '%s'", s->host, s->port,
-                 cfg->redis_master);
-    freeReplyObject(r);
-out:
-    if (ctx != NULL)
-        redisFree(ctx);
-    return ok;
-}
-
-/* The primary's address and its generation, asking the Sentinels (the one
- * that answered last first, then the others: sentinel_pick) when it is not
- * known. Under addr_mu, so that a failover makes one thread ask, not all;
- * the others wait for its answer, at most one connect and one command
- * timeout (TICKETD_REDIS_TIMEOUT_MS) per Sentinel. */
-int redis_primary(char *host, size_t cap, int *port, unsigned *gen)
-{
-    if (!use_sentinel) {
-        snprintf(host, cap, "%s", cfg->redis_host);
-        *port = cfg->redis_port;
-        *gen = 0;
-        return TD_OK;
-    }
-    int rc = TD_OK;
-    pthread_mutex_lock(&addr_mu);
-    if (!primary_known) {
-        struct sentinel_addr found;
-        int idx;
-        rc = TD_EUNAVAIL;
-        for (int a = 0; (idx = sentinel_pick(preferred_sentinel, a, sentinels.n)) >= 0; a++) {
-            if (!ask_sentinel(&sentinels.a[idx], &found))
-                continue;
-            preferred_sentinel = idx;
-            if (strcmp(found.host, primary.host) != 0 || found.port != primary.port) {
-                log_info("redis: Sentinel %s:%d names %s:%d as primary '%s'", sentinels.a[idx].host,
-                         sentinels.a[idx].port, found.host, found.port, cfg->redis_master);
-                primary = found;
-                atomic_fetch_add(&addr_gen, 1);
-            }
-            primary_known = true;
-            rc = TD_OK;
-            break;
-        }
-    }
-    snprintf(host, cap, "%s", primary.host);
-    *port = primary.port;
-    *gen = atomic_load(&addr_gen);
-    pthread_mutex_unlock(&addr_mu);
-    return rc;
 }
 
 /* A Sentinel's answer may lag a failover by a moment: before ticketd
@@ -263,7 +150,7 @@ static int get_conn(struct redis_conn **out)
 {
     struct redis_conn *c = thread_conn();
     *out = NULL;
-    if (c->ctx != NULL && use_sentinel && c->gen != atomic_load(&addr_gen)) {
+    if (c->ctx != NULL && redis_primary_moved(c->gen)) {
         /* Opened to a server that is no longer the primary. */
         redisFree(c->ctx);
         c->ctx = NULL;
@@ -275,7 +162,7 @@ static int get_conn(struct redis_conn **out)
         int port;
         if (redis_primary(host, sizeof host, &port, &c->gen) != TD_OK) {
             metrics_inc(M_DEP_ERRORS_REDIS);
-            log_warn("redis: no Sentinel named the primary '%s'", cfg->redis_master);
+            log_warn("redis: the primary's address is not known yet");
             return TD_EUNAVAIL;
         }
         /* A host that is a path is a Unix socket: for a Redis on the same
@@ -296,7 +183,7 @@ static int get_conn(struct redis_conn **out)
             drop(c, "cannot set socket options");
             return TD_EUNAVAIL;
         }
-        if (use_sentinel && !is_primary(c->ctx)) {
+        if (redis_sentinel_on() && !is_primary(c->ctx)) {
             char why[SENTINEL_HOST_MAX + 256];
             snprintf(why, sizeof why, "%s:%d does not answer ROLE master; asking a Sentinel again",
                      host, port);
@@ -436,6 +323,7 @@ static int conn_for(int block_ms, struct redis_conn **c)
  * is never retried. */
 void redis_send(struct redis_cmd *const *cmds, int k, int block_ms)
 {
+    LOOP_MUST_NOT_BLOCK("the blocking Redis client"); /* a fiber sends on its loop's link */
     struct redis_conn *c = NULL;
     enum breaker_pass pass = breaker_ask(&health, mono_ms());
     if (pass == BREAKER_REFUSED) {

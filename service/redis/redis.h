@@ -15,9 +15,11 @@
  *
  * The server is TICKETD_REDIS_HOST/PORT, or, with TICKETD_REDIS_SENTINELS
  * and TICKETD_REDIS_MASTER, the primary a Sentinel names (and that says
- * ROLE master): asked once, remembered, and asked again after a failed
- * connection or a READONLY answer, so a failover costs the breaker's
- * cooldowns until the Sentinels have promoted a replica. */
+ * ROLE master): looked up by a thread of its own, never by a caller
+ * (redis_addr.c), and asked again after a failed connection or a
+ * READONLY answer, so a failover costs the breaker's cooldowns until the
+ * Sentinels have promoted a replica, and Sentinels that do not answer
+ * cost a caller nothing: it dials the last primary named. */
 #ifndef TICKETD_REDIS_H
 #define TICKETD_REDIS_H
 

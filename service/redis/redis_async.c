@@ -15,8 +15,10 @@
  * passes the shared breaker; an error reply fails its own command only;
  * READONLY (a demoted primary) and a link that breaks fail every command
  * still waiting on the connection as "unavailable" (they may have run,
- * as after a timeout) and close it, so the next command dials again (with
- * Sentinel, asking where the primary is); a connection opened to an old
+ * as after a timeout) and close it, so the next command dials again (the
+ * address published then: a closed link asks the resolver to look again,
+ * redis_addr.c, and nothing here waits for its answer); a connection
+ * opened to an old
  * primary generation is dropped at the next command; with Sentinel, the
  * first command on a new connection is ROLE, and a server that does not
  * say "master" has every command behind it answered "unavailable". A
@@ -25,8 +27,11 @@
  * path. A server that closes an idle connection is seen at once (the loop
  * always watches it for reading), so the next command dials a new one.
  *
- * Blocking commands (XREADGROUP BLOCK) never come here: they would hold up
- * every fiber behind them. Thread-compatible: a loop's connection is
+ * Nothing here blocks (loop.h): the connect is hiredis's non-blocking
+ * one, to a numeric address (the resolver looked the name up), and
+ * finishes on the loop's file events. Blocking commands (XREADGROUP
+ * BLOCK) never come here: they would hold up every fiber behind them.
+ * Thread-compatible: a loop's connection is
  * touched only on its loop thread. */
 #include "redis_conn.h"
 
@@ -134,7 +139,8 @@ static void del_write(void *p)
 }
 
 /* hiredis is freeing the context (closed, broken or timed out): stop
- * watching its socket before hiredis closes it. */
+ * watching its socket before hiredis closes it, and have the resolver
+ * look where the primary is (it answers later; this returns at once). */
 static void cleanup(void *p)
 {
     struct async_link *l = p;
@@ -216,7 +222,7 @@ static int link_open(struct async_link *l)
     unsigned gen;
     if (redis_primary(host, sizeof host, &port, &gen) != TD_OK) {
         metrics_inc(M_DEP_ERRORS_REDIS);
-        log_warn("redis: no Sentinel named the primary '%s'", redis_config()->redis_master);
+        log_warn("redis: the primary's address is not known yet");
         return TD_EUNAVAIL;
     }
     bool unix_socket = host[0] == '/';

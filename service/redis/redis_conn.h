@@ -48,14 +48,23 @@ enum breaker_pass redis_breaker_ask(void);
 /* After a call the breaker let through: reached false opens it. */
 void redis_breaker_report(enum breaker_pass pass, bool reached);
 bool redis_sentinel_on(void);
-/* The primary's address and generation (redis.c: asks a Sentinel when it
- * is not known, under a lock, blocking for at most one connect and one
- * command timeout per Sentinel). */
+
+/* Where the primary is (redis_addr.c): resolved off the loops, by a
+ * thread of its own, and published atomically, so that no call here
+ * blocks or waits on a lock. redis_addr_init makes the first look-up
+ * (on the starting thread) and starts the resolver when addresses may
+ * change (Sentinel, a host name); redis_addr_cleanup stops it. */
+int redis_addr_init(const struct config *cfg);
+void redis_addr_cleanup(void);
+/* The last address published (numeric, or a Unix socket path) and its
+ * generation; TD_EUNAVAIL at once when none is known yet (a look-up is
+ * then asked for). Never blocks. */
 int redis_primary(char *host, size_t cap, int *port, unsigned *gen);
-/* A connection to generation gen failed: ask the Sentinels again. */
+/* A connection to generation gen failed: asks the resolver to look again
+ * (with Sentinel, the Sentinels; else the host name). Never blocks. */
 void redis_forget_primary(unsigned gen);
 /* True when a connection opened to generation gen is no longer to the
- * primary (always false without Sentinel). */
+ * address published. */
 bool redis_primary_moved(unsigned gen);
 /* A ROLE reply that says "master". */
 bool redis_role_is_master(const redisReply *r);

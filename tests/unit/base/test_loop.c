@@ -10,8 +10,12 @@
 #include <cmocka.h>
 
 #include "loop.h"
+#include "util.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define WATCHDOG_MS 10000
@@ -331,6 +335,42 @@ static void test_post_runs_on_the_loop_thread(void **state)
     assert_int_equal(loop_count(), 1);
 }
 
+#ifdef TICKETD_FAULTS
+static void sleep_on_the_loop(void *arg)
+{
+    (void)arg;
+    sleep_ms(1); /* a blocking helper, on the loop thread */
+}
+#endif
+
+/* The rule of loop.h, checked: in the test builds a blocking helper
+ * reached on a loop thread aborts, naming itself; off a loop it runs. In
+ * the release build the check costs nothing and so checks nothing. */
+static void test_a_blocking_helper_on_a_loop_aborts(void **state)
+{
+    struct loop *l = *state;
+#ifndef TICKETD_FAULTS
+    (void)l;
+    skip();
+#else
+    assert_false(loop_on_loop_thread());
+    sleep_ms(1); /* off a loop: allowed */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct loop_task t = {0};
+        loop_soon(l, &t, sleep_on_the_loop, NULL);
+        loop_run(l); /* the task runs in the first turn */
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGABRT);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -344,6 +384,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_turn_end_hook_runs_once_after_the_turn, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_post_runs_on_the_loop_thread, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_blocking_helper_on_a_loop_aborts, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
