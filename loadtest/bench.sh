@@ -536,6 +536,7 @@ num() { if [[ "$1" =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; then printf '%s' "$1"; else prin
 
 # row KEY NAME TOOL CONNS RPS P50 P99 REQUESTS TICKETD_US MARIADB_US LOAD_US
 #     RSS_MAX RSS_AFTER PEERS NOTE REDIS_US CTX_SWITCHES_PER_REQ
+#     [REDIS_COMMANDS_PER_ORDER REDIS_ROUND_TRIPS_PER_ORDER]
 row() {
     ROWS+=("$2|$3|$4|$5|$6|$7|$9|${10}|${11}|${12}|${13}|${14}|${15}|${16:-}|${17:-}")
     CSW_TD[$1]=${17:-}
@@ -551,9 +552,11 @@ row() {
         --argjson td "$(num "$9")" --argjson my "$(num "${10}")" --argjson ld "$(num "${11}")" \
         --argjson rmax "$(num "${12}")" --argjson raft "$(num "${13}")" --argjson peers "$(num "${14}")" \
         --argjson csw "$(num "${17:-}")" \
+        --argjson rcmd "$(num "${18:-}")" --argjson rtrip "$(num "${19:-}")" \
         '{row: $row, tool: $tool, connections: $connections, rps: $rps, p50_ms: $p50, p99_ms: $p99,
           requests: $requests, ticketd_cpu_us_per_req: $td, mariadb_cpu_us_per_req: $my,
           ticketd_context_switches_per_req: $csw,
+          redis_commands_per_order: $rcmd, redis_round_trips_per_order: $rtrip,
           load_cpu_us_per_req: $ld, rss_max_kb: $rmax, rss_after_kb: $raft,
           tcp_connections_seen: $peers, note: $note}' >>"${WORK}/rows.jsonl"
 }
@@ -584,15 +587,26 @@ wrk_row() {
         "$(us_per "${CPU_R}" "${n}")" "$(per "${CSW}" "${n}")"
 }
 
+# redis_calls: the commands Redis has run so far, as INFO commandstats
+# counts them (each command's calls, summed: a Lua script's redis.call()s
+# count as commands of their own beside its EVALSHA). Nothing when the
+# run's Redis is not known (without --start).
+redis_calls() {
+    [[ -n "${REDIS_PID}" ]] || return 0
+    redis-cli -p "${BENCH_REDIS_PORT}" INFO commandstats 2>/dev/null | tr -d '\r' |
+        awk -F'[:=,]' '/^cmdstat_/ { n += $3; seen = 1 } END { if (seen) print n }'
+}
+
 # load_row KEY NAME CONNS SCENARIO ARGS...
 load_row() {
     local key=$1 name=$2 c=$3 scenario=$4 json=${WORK}/$4-$3.json rc=0 note n from to rate td my rd
-    local tok=(--no-token) b0 o0 b1 o1 p0 c0 p1 c1
+    local tok=(--no-token) b0 o0 b1 o1 p0 c0 p1 c1 k0 k1 orders rcmd="" rtrip=""
     shift 4
     rm -f "${WORK}/load-cpu.times"
     ((TOKENS)) && tok=()
     log "row: ${name}, c${c}"
     read -r b0 o0 p0 c0 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
+    k0=$(redis_calls)
     measure_begin
     sampler_start
     TICKETD_JWT_SECRET=${JWT_SECRET} TICKETD_PAY_SECRET=${PAY_SECRET} \
@@ -623,6 +637,19 @@ load_row() {
     if ((p1 > p0)); then
         note="${note}, Redis pipeline $(awk -v p=$((p1 - p0)) -v c=$((c1 - c0)) 'BEGIN { printf "%.1f", c / p }')"
     fi
+    # Redis per new order: the commands Redis ran (INFO commandstats, the
+    # whole server: the row's ticketd, the idle one's background jobs and
+    # the load's control requests included), and the round trips, the
+    # commands ticketd's loops sent (ticketd_redis_pipelined_commands_total:
+    # a request's fiber awaits the reply of each; with --tokens, the SET of
+    # POST /tokens is one of them).
+    k1=$(redis_calls)
+    orders=$(jq -r '.orders_created' "${json}")
+    if ((orders > 0)); then
+        [[ -n "${k0}" && -n "${k1}" ]] && rcmd=$(per $((k1 - k0)) "${orders}")
+        rtrip=$(per $((c1 - c0)) "${orders}")
+        note="${note}; Redis per order: ${rcmd:--} commands, ${rtrip} round trips"
+    fi
     # ticketd-load creates its sessions before the load and reads them
     # after it: ticketd's and MariaDB's CPU per request is taken over the
     # load alone, from the samples within it, at the load's rate of
@@ -645,7 +672,7 @@ load_row() {
         "$(jq -r '.latency_ms_by_kind.orders.p50 * 100 | round / 100' "${json}")" \
         "$(jq -r '.latency_ms_by_kind.orders.p99 * 100 | round / 100' "${json}")" "${n}" "${td}" "${my}" \
         "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}" \
-        "${rd}" "$(per "${CSW}" "$(jq -r '.orders_created' "${json}")")"
+        "${rd}" "$(per "${CSW}" "${orders}")" "${rcmd}" "${rtrip}"
 }
 
 # sql_row KEY NAME CONNS SQLBASE-ARGS...
@@ -914,6 +941,7 @@ printf 'CPU: us per request answered, utime+stime of ticketd (pid %s), MariaDB (
     "$(dash "${PID}")" "$(dash "${MYSQL_PID}")"
 printf 'RSS: ticketd VmRSS max during the row / 1 s after; conns: client connections ticketd had open (ss, every 0.2 s)\n'
 printf 'csw: context switches of ticketd'"'"'s threads (voluntary + not, /proc/PID/task/*/status) over the row, per request; per new order on the order rows\n'
+printf 'Redis per order (order rows): commands Redis ran (INFO commandstats, a script'"'"'s inner commands counted) and round trips (commands ticketd'"'"'s loops sent, each awaited)\n'
 printf '\n%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s  %s\n' "row" "tool" "conns" "req/s" "p50 ms" \
     "p99 ms" "ticketd" "mariadb" "redis" "load" "csw" "RSS MB" "seen" "note"
 printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s\n' "" "" "" "" "" "" "us/req" "us/req" "us/req" \

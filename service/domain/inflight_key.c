@@ -106,17 +106,18 @@ static enum inflight_key_end lock_alone(struct inflight_key *k, struct inflight_
 }
 
 /* One look at the key, one round trip: its record (handed back in
- * *existing), else our marker, then the lock, then the token. */
+ * *existing), else our marker, then the lock, then the token, then the
+ * order-key filter's bits. */
 static enum key_begin begin_once(struct inflight_key *k, char **existing)
 {
     const struct config *cfg = k->app->cfg;
     const char *owner = lock_owner(k);
     /* The in-flight key off (the demo): the script only looks. */
     char *marker = inflight_marker_on(k->app) ? idem_marker(k->fp, k->owner) : NULL;
-    struct token_spend tok = {k->token, cfg->token_ttl_s};
-    enum key_begin kb =
-        cache_key_begin(k->user_id, k->name, marker, cfg->inflight_ttl_ms, k->session_id, owner,
-                        cfg->lock_ttl_ms, k->token != NULL ? &tok : NULL, &k->token_rc, existing);
+    struct token_spend tok = {k->token};
+    enum key_begin kb = cache_key_begin(
+        k->user_id, k->name, marker, cfg->inflight_ttl_ms, k->session_id, owner, cfg->lock_ttl_ms,
+        k->token != NULL ? &tok : NULL, &k->token_rc, k->note, &k->noted, existing);
     if (kb == KEY_BEGUN || kb == KEY_FAILED) {
         /* After a failure the script may have run: what might be ours is
          * handed back at the end (compare-and-delete: never another's). */

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 struct app;
+struct filter_note;
 
 /* One request's hold on its key. */
 struct inflight_key {
@@ -50,11 +51,15 @@ struct inflight_key {
     int64_t session_id; /* the user+session lock, taken in the same script */
     const char *token;  /* the order token, spent in the same script */
     int wait_s;         /* Prefer: wait=N applied (keywait.h) */
+    /* The order-key filter's bits, set in the same script when the request
+     * goes on (borrowed; NULL: none, as for a cart's batch key). */
+    const struct filter_note *note;
     /* What the request holds, for complete or release. */
     bool redis_ok; /* false once Redis failed: skip the rest of it */
     char *marker;  /* our marker, if we set one (or may have, after a Redis failure) */
     bool locked;   /* we hold (or may hold) the user+session lock */
     int token_rc;  /* the token's verdict in the script, or TOKEN_UNCHECKED */
+    bool noted;    /* the script set the filter's bits (note) */
     bool ended;    /* completed or released: nothing more to give back */
 };
 

@@ -51,19 +51,33 @@ bool order_key_filter_may_have(struct app *app, int64_t user_id, const char *key
     return false;
 }
 
+void order_key_filter_prepare(struct app *app, int64_t user_id, const char *key,
+                              uint64_t pos[BLOOM_MAX_K], struct filter_note *note)
+{
+    note->pos = pos;
+    note->k = 0;
+    if (!filter_on(app))
+        return;
+    bloom_positions(app->bloom, user_id, key, pos);
+    note->k = app->bloom.k;
+}
+
 /* The key has, or may have in a moment, an order: the filter must know
  * it. Told before the order's transaction, not after its COMMIT: a copy
  * refused between the COMMIT and a later add would be believed ("no
  * order") though the order exists, and a process dying there would leave
- * the key out for good. A transaction that then fails leaves a false
- * positive, which costs one query. When the filter cannot be told, it
- * stops being trusted: here at once (app->bloom_missed), and everywhere
- * else through the row the order writes (order_key_filter_misses), which
- * outlives this process. Returns false when it could not be told. */
-bool order_key_filter_note(struct app *app, int64_t user_id, const char *key)
+ * the key out for good. Most often the key's script has told it already,
+ * in the round trip that let the order go on (order_key_filter_prepare);
+ * otherwise (a token Redis forgot, the key layers off, Redis failed) it is
+ * told here. A transaction that then fails leaves a false positive, which
+ * costs one query. When the filter cannot be told, it stops being trusted:
+ * here at once (app->bloom_missed), and everywhere else through the row
+ * the order writes (order_key_filter_misses), which outlives this
+ * process. Returns false when it could not be told. */
+bool order_key_filter_note(struct app *app, int64_t user_id, const char *key, bool noted)
 {
     uint64_t pos[BLOOM_MAX_K];
-    if (!filter_on(app))
+    if (!filter_on(app) || noted)
         return true;
     bloom_positions(app->bloom, user_id, key, pos);
     if (cache_bloom_add(pos, app->bloom.k) == TD_OK)

@@ -116,18 +116,24 @@ static bool answer_key(struct app *app, const struct order_request *rq, struct i
 }
 
 /* Layers 1 to 4: the response cache, the key (in-flight key, session
- * lock, the token in the same script), then the token on its own. Returns
- * true when the request goes on to the database. */
+ * lock, the token and the order-key filter's bits in the same script),
+ * then the token on its own. Returns true when the request goes on to the
+ * database. */
 static bool check_key(struct app *app, const struct order_request *rq, struct inflight_key *k,
                       struct order_result *res)
 {
     struct inflight_key_answer ans;
+    uint64_t pos[BLOOM_MAX_K];
+    struct filter_note note;
     if (response_cache_replay(app, rq->user_id, rq->key, k->fp, res))
         return false;
     k->session_id = rq->session_id;
     k->token = token_for_key(app, rq->token);
     k->wait_s = rq->wait_s;
+    order_key_filter_prepare(app, rq->user_id, rq->key, pos, &note);
+    k->note = &note; /* used by inflight_key_begin alone, below */
     bool go_on = answer_key(app, rq, k, &ans, inflight_key_begin(k, &ans), res);
+    k->note = NULL;
     inflight_key_answer_cleanup(&ans);
     if (!go_on)
         return false;
@@ -171,17 +177,18 @@ static bool ask_database_before_refusing(struct app *app, const struct order_req
     return unique_index_find_copy(rq, copy_found_by(app), render, res);
 }
 
-/* Layers 5 and 6, the database's. Returns true when it gave the answer. */
-static bool place(struct app *app, const struct order_request *rq, bool redis_ok,
+/* Layers 5 and 6, the database's, the order-key filter told first (by the
+ * key's script, else here). Returns true when it gave the answer. */
+static bool place(struct app *app, const struct order_request *rq, const struct inflight_key *k,
                   const struct order_render *render, struct order_result *res)
 {
-    if (!redis_ok)
+    if (!k->redis_ok)
         metrics_inc(M_REDIS_DEGRADED);
     (void)FAULT_POINT("order.after_redis"); /* delay: a downstream slower than the TTLs */
     char key[ORDERTOKEN_KEY_LEN + 1];
     struct unique_index_ask ask = {
         .token_key = token_key(app, rq, key),
-        .filter_missed = !order_key_filter_note(app, rq->user_id, rq->key),
+        .filter_missed = !order_key_filter_note(app, rq->user_id, rq->key, k->noted),
         .found_by = copy_found_by(app),
     };
     unique_index_place(app, rq, &ask, render, res);
@@ -198,7 +205,7 @@ static void remember(struct app *app, const struct order_request *rq, struct inf
                      const struct order_result *res)
 {
     if (res->outcome != ORDER_CREATED)
-        (void)order_key_filter_note(app, rq->user_id, rq->key);
+        (void)order_key_filter_note(app, rq->user_id, rq->key, k->noted);
     inflight_key_complete(k, res->status, res->body, res->body_len);
     response_cache_keep(app, rq->user_id, rq->key, k->fp, res->status, res->body, res->body_len);
 }
@@ -235,7 +242,7 @@ void orders_create(struct app *app, const struct order_request *rq,
     inflight_key_init(&k, app, rq->user_id, rq->key, fp);
 
     if (check_key(app, rq, &k, res))
-        from_db = place(app, rq, k.redis_ok, render, res);
+        from_db = place(app, rq, &k, render, res);
     else
         from_db = ask_database_before_refusing(app, rq, render, res);
 

@@ -27,7 +27,7 @@ enum token_verdict token_spend(struct app *app, struct inflight_key *k)
         return TOKEN_GOES_ON;
     int rc = k->token_rc;
     if (rc == TOKEN_UNCHECKED) /* not in the key's script: on its own */
-        rc = cache_token_take(k->user_id, k->token, k->name, app->cfg->token_ttl_s);
+        rc = cache_token_take(k->user_id, k->token, k->name);
     if (rc == TD_OK)
         return TOKEN_GOES_ON;
     if (rc == TD_ENOTFOUND && ordertoken_check(app->cfg->jwt_secret, k->user_id, wall_s(),

@@ -42,11 +42,11 @@ void cache_naive_init(void)
  * the key (where the articles' version deletes it) so that nothing but the
  * window differs from the real script: a deleted token would read as one
  * Redis forgot. */
-int cache_naive_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
+int cache_naive_token_take(int64_t user_id, const char *token, const char *idem_key)
 {
     struct cache_redis_spend s;
     redisReply *r = NULL;
-    cache_redis_spend_args(&s, user_id, token, idem_key, ttl_s);
+    cache_redis_spend_args(&s, user_id, token, idem_key);
     const char *get[] = {"GET", s.key};
     int rc = redis_command(2, get, NULL, &r);
     if (rc != TD_OK)
@@ -67,8 +67,8 @@ int cache_naive_token_take(int64_t user_id, const char *token, const char *idem_
     }
     freeReplyObject(r);
     r = NULL;
-    const char *set[] = {"SET", s.key, s.spent, "EX", s.ttl};
-    rc = redis_command(5, set, NULL, &r);
+    const char *set[] = {"SET", s.key, s.spent, "KEEPTTL"};
+    rc = redis_command(4, set, NULL, &r);
 out:
     freeReplyObject(r);
     return rc;
@@ -77,11 +77,11 @@ out:
 enum key_begin cache_naive_key_begin(int64_t user_id, const char *key, const char *marker,
                                      int marker_ttl_ms, int64_t session_id, const char *owner,
                                      int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                                     char **existing)
+                                     const struct filter_note *note, bool *noted, char **existing)
 {
     (void)tok; /* spent on its own, by cache_naive_token_take */
     return cache_redis_entries.key_begin(user_id, key, marker, marker_ttl_ms, session_id, owner,
-                                         lock_ttl_ms, NULL, token_rc, existing);
+                                         lock_ttl_ms, NULL, token_rc, note, noted, existing);
 }
 
 int cache_naive_key_complete(int64_t user_id, const char *key, const char *marker,

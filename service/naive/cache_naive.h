@@ -14,13 +14,15 @@ void cache_naive_init(void);
 
 /* token-atomic off: a token is checked with GET and spent by a separate
  * write, two round trips; and the key's script (key_begin) leaves the
- * token to that check (*token_rc TOKEN_UNCHECKED). Between the two round
- * trips another request with the same token reads it unspent too. */
-int cache_naive_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s);
+ * token to that check (*token_rc TOKEN_UNCHECKED), setting the order-key
+ * filter's bits as for an order without a token (a refusal by the check
+ * leaves a false positive: one query). Between the two round trips
+ * another request with the same token reads it unspent too. */
+int cache_naive_token_take(int64_t user_id, const char *token, const char *idem_key);
 enum key_begin cache_naive_key_begin(int64_t user_id, const char *key, const char *marker,
                                      int marker_ttl_ms, int64_t session_id, const char *owner,
                                      int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                                     char **existing);
+                                     const struct filter_note *note, bool *noted, char **existing);
 
 /* lock-owner-check off: the session lock is released by a plain DEL,
  * whoever holds it now: a request slower than the lock's TTL frees the

@@ -27,17 +27,24 @@ int cache_ping(void);
 /* One-time order tokens: token:{user}:<token> = user, with a TTL. */
 int cache_token_put(int64_t user_id, const char *token, int ttl_s);
 /* Spends a token on behalf of an Idempotency-Key, atomically (one Lua
- * script: GET == user, then mark it spent by idem_key for ttl_s). TD_OK:
- * it was this user's and unspent, or spent before by this same key (a
- * retry of the same intent); TD_ENOTFOUND: unknown, expired, someone
- * else's, or spent by another key. */
-int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s);
+ * script: the token's value goes from user to "<user>|<idem_key>", keeping
+ * the token's own TTL). TD_OK: it was this user's and unspent, or spent
+ * before by this same key (a retry of the same intent); TD_ENOTFOUND:
+ * unknown or expired; TD_ECONFLICT: someone else's, or spent by another
+ * key. */
+int cache_token_take(int64_t user_id, const char *token, const char *idem_key);
 
 /* The token an order spends in cache_key_begin: spent on behalf of the
  * request's Idempotency-Key, as cache_token_take does. */
 struct token_spend {
     const char *token;
-    int ttl_s;
+};
+
+/* The order-key filter's bits of the request's key (bloom.h, order_key_filter.h),
+ * for cache_key_begin to set when it lets the request go on. */
+struct filter_note {
+    const uint64_t *pos; /* borrowed */
+    int k;               /* how many; 0: nothing to set */
 };
 
 /* *token_rc when no token was looked at. */
@@ -69,11 +76,15 @@ enum key_begin {
  *   - then, when tok is not NULL, the token is spent for key (see
  *     cache_token_take) and its verdict put in *token_rc (TD_OK,
  *     TD_ECONFLICT or TD_ENOTFOUND; TOKEN_UNCHECKED when it was not
- *     reached). Marker and lock stay taken whatever the verdict. */
+ *     reached). Marker and lock stay taken whatever the verdict;
+ *   - then, when note is not NULL (and note->k > 0) and the request goes
+ *     on (no token asked, or the token's verdict TD_OK), the order-key
+ *     filter's bits are set: *noted true. A refused token sets none.
+ * *noted is false whenever the bits may not have been set. */
 enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *marker,
                                int marker_ttl_ms, int64_t session_id, const char *owner,
                                int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                               char **existing);
+                               const struct filter_note *note, bool *noted, char **existing);
 
 /* The user+session lock alone (SET NX PX), for when the key defences are
  * switched off. TD_OK when taken, TD_ECONFLICT when someone else holds it. */
@@ -129,7 +140,8 @@ int cache_instance_gone(const char *instance);
 /* Reads the k bits of one key (one script): *maybe when all are set,
  * *trusted when the state is complete and of shape. */
 int cache_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe);
-/* Sets n bits (the positions of one key or of a page of keys). */
+/* Sets n bits (the positions of one key or of a page of keys, any number),
+ * in one round trip. */
 int cache_bloom_add(const uint64_t *pos, int n);
 /* Starts a build when there is no state at all: empties the bits and sets
  * the state to building (with a TTL of ttl_ms, so a builder that dies

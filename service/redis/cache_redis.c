@@ -88,12 +88,11 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s)
 }
 
 void cache_redis_spend_args(struct cache_redis_spend *s, int64_t user_id, const char *token,
-                            const char *idem_key, int ttl_s)
+                            const char *idem_key)
 {
     cache_redis_token_key(s->key, sizeof s->key, user_id, token);
     snprintf(s->uid, sizeof s->uid, "%lld", (long long)user_id);
     snprintf(s->spent, sizeof s->spent, "%lld|%s", (long long)user_id, idem_key);
-    snprintf(s->ttl, sizeof s->ttl, "%d", ttl_s);
 }
 
 /* The port's answer for spend's verdict. */
@@ -102,14 +101,14 @@ static int token_verdict(long long v)
     return v == 1 || v == 2 ? TD_OK : v == 3 ? TD_ECONFLICT : v == 0 ? TD_ENOTFOUND : TD_EINTERNAL;
 }
 
-static int entry_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
+static int entry_token_take(int64_t user_id, const char *token, const char *idem_key)
 {
     struct cache_redis_spend s;
     redisReply *r = NULL;
-    cache_redis_spend_args(&s, user_id, token, idem_key, ttl_s);
+    cache_redis_spend_args(&s, user_id, token, idem_key);
     const char *keys[] = {s.key};
-    const char *args[] = {s.uid, s.spent, s.ttl};
-    int rc = redis_eval(&cache_lua_token_take, 1, keys, 3, args, &r);
+    const char *args[] = {s.uid, s.spent};
+    int rc = redis_eval(&cache_lua_token_take, 1, keys, 2, args, &r);
     if (rc == TD_OK)
         rc = token_verdict(r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
     if (rc == TD_OK && FAULT_POINT("redis.token_stall")) {
@@ -122,28 +121,49 @@ static int entry_token_take(int64_t user_id, const char *token, const char *idem
     return rc;
 }
 
+#define BLOOM_BITS  "ticketd:bloom:{orders}"
+#define BLOOM_STATE "ticketd:bloom:{orders}:state"
+
+/* Positions as one argument, "p1 p2 ...": new, caller frees. One argument
+ * whatever their number, so that a page of the filter's build fits in a
+ * command as well as one key's bits. */
+static char *positions_text(const uint64_t *pos, int n)
+{
+    size_t cap = (size_t)n * 21 + 1, len = 0;
+    char *buf = xmalloc(cap);
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, cap - len, i > 0 ? " %llu" : "%llu",
+                                (unsigned long long)pos[i]);
+    return buf;
+}
+
 static enum key_begin entry_key_begin(int64_t user_id, const char *key, const char *marker,
                                       int marker_ttl_ms, int64_t session_id, const char *owner,
                                       int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                                      char **existing)
+                                      const struct filter_note *note, bool *noted, char **existing)
 {
     char ik[256], lk[128], mttl[24], lttl[24];
     struct cache_redis_spend sp = {0}; /* no token: empty arguments */
+    char *bits = NULL;
     redisReply *r = NULL;
     *existing = NULL;
     *token_rc = TOKEN_UNCHECKED;
+    *noted = false;
     cache_redis_idem_key(ik, sizeof ik, user_id, key);
     cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
     snprintf(mttl, sizeof mttl, "%d", marker_ttl_ms);
     snprintf(lttl, sizeof lttl, "%d", lock_ttl_ms);
     snprintf(sp.key, sizeof sp.key, "%s", lk);
     if (tok != NULL)
-        cache_redis_spend_args(&sp, user_id, tok->token, key, tok->ttl_s);
-    const char *keys[] = {ik, lk, sp.key};
-    const char *args[] = {
-        marker ? marker : "", mttl, owner ? owner : "", lttl, sp.uid, sp.spent, sp.ttl};
+        cache_redis_spend_args(&sp, user_id, tok->token, key);
+    if (note != NULL && note->k > 0)
+        bits = positions_text(note->pos, note->k);
+    const char *keys[] = {ik, lk, sp.key, BLOOM_BITS};
+    const char *args[] = {marker ? marker : "", mttl, owner ? owner : "", lttl, sp.uid, sp.spent,
+                          bits ? bits : ""};
     enum key_begin kb = KEY_FAILED;
-    if (redis_eval(&cache_lua_begin, 3, keys, 7, args, &r) != TD_OK)
+    if (redis_eval(&cache_lua_begin, 4, keys, 7, args, &r) != TD_OK)
         goto out;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         r->element[0]->type != REDIS_REPLY_INTEGER) {
@@ -152,9 +172,15 @@ static enum key_begin entry_key_begin(int64_t user_id, const char *key, const ch
     }
     switch (r->element[0]->integer) {
     case 0:
+        if (r->elements != 3 || r->element[1]->type != REDIS_REPLY_INTEGER ||
+            r->element[2]->type != REDIS_REPLY_INTEGER) {
+            log_error("redis: the key's script gave an answer of unknown shape");
+            goto out;
+        }
         kb = KEY_BEGUN;
-        if (tok != NULL && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER)
+        if (tok != NULL)
             *token_rc = token_verdict(r->element[1]->integer);
+        *noted = r->element[2]->integer == 1;
         break;
     case 1:
         if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING) {
@@ -170,10 +196,12 @@ static enum key_begin entry_key_begin(int64_t user_id, const char *key, const ch
         /* Redis ran the script (the token is spent) but the reply is lost
          * to a stall: this request must now go on as if Redis were down. */
         redis_lose_reply("begin reply lost (fault point redis.token_stall)");
+        *noted = false;
         kb = KEY_FAILED;
     }
 out:
     freeReplyObject(r);
+    free(bits);
     return kb;
 }
 
@@ -310,25 +338,10 @@ int cache_instance_gone(const char *instance)
     return rc;
 }
 
-#define BLOOM_BITS  "ticketd:bloom:{orders}"
-#define BLOOM_STATE "ticketd:bloom:{orders}:state"
-
-/* Positions as decimal strings, in one allocation: args[i] points into it. */
-static char *positions_text(const uint64_t *pos, int n, const char **args)
-{
-    char *buf = xmalloc((size_t)n * 21);
-    for (int i = 0; i < n; i++) {
-        snprintf(buf + (size_t)i * 21, 21, "%llu", (unsigned long long)pos[i]);
-        args[i] = buf + (size_t)i * 21;
-    }
-    return buf;
-}
-
 static int entry_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted,
                              bool *maybe)
 {
     const char *keys[] = {BLOOM_BITS, BLOOM_STATE};
-    const char *args[1 + BLOOM_MAX_K];
     char prefix[64];
     redisReply *r = NULL;
     *trusted = false;
@@ -336,9 +349,9 @@ static int entry_bloom_check(const char *shape, const uint64_t *pos, int k, bool
     if (k < 1 || k > BLOOM_MAX_K)
         return TD_EINVAL;
     snprintf(prefix, sizeof prefix, "%s:", shape);
-    args[0] = prefix;
-    char *text = positions_text(pos, k, args + 1);
-    int rc = redis_eval(&cache_lua_bloom_check, 2, keys, 1 + k, args, &r);
+    char *text = positions_text(pos, k);
+    const char *args[] = {prefix, text};
+    int rc = redis_eval(&cache_lua_bloom_check, 2, keys, 2, args, &r);
     if (rc == TD_OK) {
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
             r->element[0]->type == REDIS_REPLY_INTEGER &&
@@ -357,13 +370,14 @@ static int entry_bloom_check(const char *shape, const uint64_t *pos, int k, bool
 int cache_bloom_add(const uint64_t *pos, int n)
 {
     const char *keys[] = {BLOOM_BITS};
-    const char **args = xcalloc((size_t)n, sizeof *args);
-    char *text = positions_text(pos, n, args);
     redisReply *r = NULL;
-    int rc = redis_eval(&cache_lua_bloom_add, 1, keys, n, args, &r);
+    if (n < 1)
+        return TD_OK;
+    char *text = positions_text(pos, n);
+    const char *args[] = {text};
+    int rc = redis_eval(&cache_lua_bloom_add, 1, keys, 1, args, &r);
     freeReplyObject(r);
     free(text);
-    free(args);
     return rc;
 }
 
@@ -429,21 +443,21 @@ void cache_redis_use(const struct cache_entries *e)
     entries = e;
 }
 
-int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
+int cache_token_take(int64_t user_id, const char *token, const char *idem_key)
 {
-    return entries->token_take(user_id, token, idem_key, ttl_s);
+    return entries->token_take(user_id, token, idem_key);
 }
 
 enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *marker,
                                int marker_ttl_ms, int64_t session_id, const char *owner,
                                int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                               char **existing)
+                               const struct filter_note *note, bool *noted, char **existing)
 {
     /* An earlier request of this user ended while Redis was unreachable:
      * its end goes first, so that its lock is not what refuses this one. */
     cache_missed_resend(user_id);
     return entries->key_begin(user_id, key, marker, marker_ttl_ms, session_id, owner, lock_ttl_ms,
-                              tok, token_rc, existing);
+                              tok, token_rc, note, noted, existing);
 }
 
 static int send_end(const struct cache_end *e)

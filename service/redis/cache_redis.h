@@ -23,12 +23,13 @@ void cache_redis_lock_key(char *out, size_t cap, int64_t user_id, int64_t sessio
 void cache_redis_wait_key(char *out, size_t cap, int64_t user_id, const char *key);
 
 /* What spending a token is told (SPEND_LUA, cache_scripts.c): the token's
- * key, the user it must hold, the "<user>|<key>" it becomes, its TTL. */
+ * key, the user it must hold, the "<user>|<key>" it becomes (keeping the
+ * token's own TTL). */
 struct cache_redis_spend {
-    char key[256], uid[24], spent[24 + 1 + 128], ttl[24];
+    char key[256], uid[24], spent[24 + 1 + 128];
 };
 void cache_redis_spend_args(struct cache_redis_spend *s, int64_t user_id, const char *token,
-                            const char *idem_key, int ttl_s);
+                            const char *idem_key);
 
 struct redis_script;
 
@@ -77,11 +78,11 @@ void cache_missed_resend(int64_t user_id);
  * cache_redis_entries unless its defence is switched off. No adapter asks
  * which defences are on. */
 struct cache_entries {
-    int (*token_take)(int64_t user_id, const char *token, const char *idem_key, int ttl_s);
+    int (*token_take)(int64_t user_id, const char *token, const char *idem_key);
     enum key_begin (*key_begin)(int64_t user_id, const char *key, const char *marker,
                                 int marker_ttl_ms, int64_t session_id, const char *owner,
                                 int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                                char **existing);
+                                const struct filter_note *note, bool *noted, char **existing);
     int (*key_complete)(int64_t user_id, const char *key, const char *marker, const char *record,
                         int ttl_s, int64_t session_id, const char *owner);
     int (*key_release)(int64_t user_id, const char *key, const char *marker, int64_t session_id,

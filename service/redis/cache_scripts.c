@@ -8,89 +8,129 @@
 
 #include "redis.h"
 
-/* GET == user, then spend: checking and spending in one atomic step, so
- * two requests with one token can never both pass. A token is spent *by an
- * Idempotency-Key*: the value becomes "<user>|<key>", so the retries of
- * that key (the same intent, e.g. after a 503) may present it again, and
- * every other key is refused. spend(token key, user, "<user>|<key>", ttl s)
- * returns 1 (spent now), 2 (spent before by this key), 3 (spent by another
- * key, or someone else's) or 0 (unknown to Redis). Shared by both scripts
- * that spend a token. */
+/* Checking and spending in one atomic step, so two requests with one
+ * token can never both pass. A token is spent *by an Idempotency-Key*: the
+ * value "<user>" becomes "<user>|<key>", so the retries of that key (the
+ * same intent, e.g. after a 503) may present it again, and every other key
+ * is refused. One SET does both halves: XX writes only a token Redis
+ * knows, GET answers what it held, KEEPTTL keeps the token's own expiry
+ * (a spent token needs remembering only as long as it could be presented:
+ * after that its signature refuses it, ordertoken.h). A value that was
+ * not ours to spend (another key's spend, another user's token) is put
+ * back at once, inside the script, so no one ever sees it changed.
+ * spend(token key, user, "<user>|<key>") returns 1 (spent now), 2 (spent
+ * before by this key), 3 (spent by another key, or someone else's) or 0
+ * (unknown to Redis). Shared by both scripts that spend a token. */
 #define SPEND_LUA                                                                                  \
-    "local function spend(k, user, spent, ttl)\n"                                                  \
-    "  local v = redis.call('GET', k)\n"                                                           \
-    "  if v == user then\n"                                                                        \
-    "    redis.call('SET', k, spent, 'EX', ttl)\n"                                                 \
-    "    return 1\n"                                                                               \
-    "  end\n"                                                                                      \
+    "local function spend(k, user, spent)\n"                                                       \
+    "  local v = redis.call('SET', k, spent, 'XX', 'KEEPTTL', 'GET')\n"                            \
+    "  if v == user then return 1 end\n"                                                           \
     "  if v == spent then return 2 end\n"                                                          \
-    "  if v then return 3 end\n"                                                                   \
+    "  if v then\n"                                                                                \
+    "    redis.call('SET', k, v, 'KEEPTTL')\n"                                                     \
+    "    return 3\n"                                                                               \
+    "  end\n"                                                                                      \
     "  return 0\n"                                                                                 \
     "end\n"
 
-/* The token alone. KEYS: token. ARGV: user, "<user>|<key>", ttl s. */
-static const char token_take_lua[] = SPEND_LUA "return spend(KEYS[1], ARGV[1], ARGV[2], ARGV[3])\n";
+/* The order-key filter's bits (order_key_filter.c): set_bits(bits key,
+ * "p1 p2 ...") sets every position given with BITFIELD, one command for
+ * as many bits as fit in one call (Lua's unpack has a limit), instead of
+ * one SETBIT per bit. */
+#define SET_BITS_LUA                                                                               \
+    "local function set_bits(key, list)\n"                                                         \
+    "  local a = {}\n"                                                                             \
+    "  for p in string.gmatch(list, '%d+') do\n"                                                   \
+    "    a[#a + 1] = 'SET'; a[#a + 1] = 'u1'; a[#a + 1] = p; a[#a + 1] = 1\n"                      \
+    "    if #a >= 4000 then redis.call('BITFIELD', key, unpack(a)); a = {} end\n"                  \
+    "  end\n"                                                                                      \
+    "  if #a > 0 then redis.call('BITFIELD', key, unpack(a)) end\n"                                \
+    "end\n"
 
-/* The key's record, then the lock, then the token (cache_key_begin):
- * every Redis defence before the database in one round trip. SET ... NX
- * GET answers the old value when there was one (and sets nothing).
- * KEYS: idem, lock, token (the lock again when there is no token).
+/* The token alone. KEYS: token. ARGV: user, "<user>|<key>". */
+static const char token_take_lua[] = SPEND_LUA "return spend(KEYS[1], ARGV[1], ARGV[2])\n";
+
+/* The key's record, then the lock, then the token, then the order-key
+ * filter (cache_key_begin): every Redis step before the database in one
+ * round trip. SET ... NX GET answers the old value when there was one (and
+ * sets nothing).
+ * KEYS: idem, lock, token (the lock again when there is no token), the
+ * filter's bits.
  * ARGV: marker ('' = only look), marker ttl ms, owner ('' = no lock), lock
- * ttl ms, user ('' = no token), "<user>|<key>", token ttl s.
- * Returns {1, record}, {2} (locked by another request), {0} (no token) or
- * {0, spend's verdict}: marker and lock are then held whatever the token
- * said, and the caller gives them back on a refusal. */
-static const char begin_lua[] =
-    SPEND_LUA "local rec\n"
-              "if ARGV[1] ~= '' then\n"
-              "  rec = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
-              "else\n"
-              "  rec = redis.call('GET', KEYS[1])\n"
-              "end\n"
-              "if rec then return {1, rec} end\n"
-              "if ARGV[3] ~= '' then\n"
-              "  if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then\n"
-              "    if ARGV[1] ~= '' then redis.call('DEL', KEYS[1]) end\n"
-              "    return {2}\n"
-              "  end\n"
-              "end\n"
-              "if ARGV[5] ~= '' then return {0, spend(KEYS[3], ARGV[5], ARGV[6], ARGV[7])} end\n"
-              "return {0}\n";
+ * ttl ms, user ('' = no token), "<user>|<key>", the filter's positions
+ * ("p1 p2 ...", '' = none).
+ * Returns {1, record}, {2} (locked by another request), or {0, verdict,
+ * noted}: verdict is spend's (-1: no token), noted 1 when the filter's bits
+ * were set. Marker and lock are then held whatever the token said, and the
+ * caller gives them back on a refusal. The bits are set only for a request
+ * that goes on to the database (no token, or spent by this key): the
+ * filter hears of its key before the order's transaction, and a refusal
+ * leaves no bit behind (the filter is there to spare refusals a look-up).
+ * The bits key is not in the user's hash slot: with a Redis Cluster this
+ * script would need the filter on the user's shard (docs/scaling.md). */
+static const char begin_lua[] = SPEND_LUA SET_BITS_LUA
+    "local rec\n"
+    "if ARGV[1] ~= '' then\n"
+    "  rec = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
+    "else\n"
+    "  rec = redis.call('GET', KEYS[1])\n"
+    "end\n"
+    "if rec then return {1, rec} end\n"
+    "if ARGV[3] ~= '' then\n"
+    "  if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then\n"
+    "    if ARGV[1] ~= '' then redis.call('DEL', KEYS[1]) end\n"
+    "    return {2}\n"
+    "  end\n"
+    "end\n"
+    "local verdict = -1\n"
+    "if ARGV[5] ~= '' then verdict = spend(KEYS[3], ARGV[5], ARGV[6]) end\n"
+    "if ARGV[7] ~= '' and verdict ~= 0 and verdict ~= 3 then\n"
+    "  set_bits(KEYS[4], ARGV[7])\n"
+    "  return {0, verdict, 1}\n"
+    "end\n"
+    "return {0, verdict, 0}\n";
 
-/* The key has ended (completed or released): when copies wait for it
- * (Prefer: wait; watch_lua set their flag), the flag goes and its channel,
- * named like the flag, announces it to every instance's listener
- * (keyevents_redis.c). Without waiters, nothing is published. */
-#define ANNOUNCE_LUA                                                                               \
-    "if redis.call('DEL', KEYS[3]) == 1 then redis.call('PUBLISH', KEYS[3], '1') end\n"
+/* The key has ended (completed or released). Each script reads what it
+ * compares in one MGET (the key's record, the lock, the waiters' flag) and
+ * deletes what it gives back in one DEL. When copies wait for the key
+ * (Prefer: wait; watch_lua set their flag), the flag goes with the rest
+ * and its channel, named like the flag, announces the end to every
+ * instance's listener (keyevents_redis.c); without waiters nothing is
+ * published. ENDED_LUA: ended(what to delete, the MGET's answer). */
+#define ENDED_LUA                                                                                  \
+    "local function ended(gone, cur)\n"                                                            \
+    "  if cur[3] then gone[#gone + 1] = KEYS[3] end\n"                                             \
+    "  if #gone > 0 then redis.call('DEL', unpack(gone)) end\n"                                    \
+    "  if cur[3] then redis.call('PUBLISH', KEYS[3], '1') end\n"                                   \
+    "  return 1\n"                                                                                 \
+    "end\n"
 
 /* Success: our marker becomes the completed record; our lock is released.
  * A marker that expired and was taken by another request is not ours to
  * overwrite. KEYS: idem, lock, waiters' flag. ARGV: marker, record, ttl_s,
  * owner. */
 static const char complete_lua[] =
-    "local cur = redis.call('GET', KEYS[1])\n"
-    "if (ARGV[1] ~= '' and cur == ARGV[1]) or (ARGV[1] == '' and not cur) then\n"
-    "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
-    "end\n"
-    "if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) == ARGV[4] then\n"
-    "  redis.call('DEL', KEYS[2])\n"
-    "end\n" ANNOUNCE_LUA "return 1\n";
+    ENDED_LUA "local cur = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3])\n"
+              "if (ARGV[1] ~= '' and cur[1] == ARGV[1]) or (ARGV[1] == '' and not cur[1]) then\n"
+              "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
+              "end\n"
+              "local gone = {}\n"
+              "if ARGV[4] ~= '' and cur[2] == ARGV[4] then gone[1] = KEYS[2] end\n"
+              "return ended(gone, cur)\n";
 
 /* Failure: compare-and-delete of marker and lock. KEYS: idem, lock,
  * waiters' flag. ARGV: marker, owner ('' for one not taken). */
 static const char release_lua[] =
-    "if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-    "  redis.call('DEL', KEYS[1])\n"
-    "end\n"
-    "if ARGV[2] ~= '' and redis.call('GET', KEYS[2]) == ARGV[2] then\n"
-    "  redis.call('DEL', KEYS[2])\n"
-    "end\n" ANNOUNCE_LUA "return 1\n";
+    ENDED_LUA "local cur = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3])\n"
+              "local gone = {}\n"
+              "if ARGV[1] ~= '' and cur[1] == ARGV[1] then gone[#gone + 1] = KEYS[1] end\n"
+              "if ARGV[2] ~= '' and cur[2] == ARGV[2] then gone[#gone + 1] = KEYS[2] end\n"
+              "return ended(gone, cur)\n";
 
 /* A waiting copy's look (keyevents_watch). KEYS: idem, waiters' flag.
  * ARGV: the record the copy saw, ttl ms. Returns 1 when the key still
  * holds it, the flag then set for at least ttl ms, so that the key's end
- * is announced (ANNOUNCE_LUA); 0 when it holds something else. Look and
+ * is announced (ENDED_LUA); 0 when it holds something else. Look and
  * flag in one step: an end is either announced or seen here. */
 static const char watch_lua[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
                                 "if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then\n"
@@ -111,21 +151,25 @@ static const char take_over_lua[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] th
                                     "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])\n"
                                     "return 1\n";
 
-/* The Bloom filter (cache.h). KEYS: bits, state. ARGV[1]: "m:k:", then
- * the positions. Returns {trusted, maybe}. */
+/* The Bloom filter (cache.h). KEYS: bits, state. ARGV: "m:k:", the
+ * positions ("p1 p2 ..."). Returns {trusted, maybe}: the k bits are read
+ * by one BITFIELD_RO. */
 static const char bloom_check_lua[] =
     "local st = redis.call('GET', KEYS[2])\n"
     "local t = 0\n"
     "if st and string.sub(st, 1, #ARGV[1]) == ARGV[1] and string.sub(st, -2) == ':1' then t = 1 "
     "end\n"
-    "for i = 2, #ARGV do\n"
-    "  if redis.call('GETBIT', KEYS[1], ARGV[i]) == 0 then return {t, 0} end\n"
+    "local a = {}\n"
+    "for p in string.gmatch(ARGV[2], '%d+') do a[#a + 1] = 'GET'; a[#a + 1] = 'u1'; "
+    "a[#a + 1] = p end\n"
+    "for _, b in ipairs(redis.call('BITFIELD_RO', KEYS[1], unpack(a))) do\n"
+    "  if b == 0 then return {t, 0} end\n"
     "end\n"
     "return {t, 1}\n";
 
-static const char bloom_add_lua[] = "for i = 1, #ARGV do redis.call('SETBIT', KEYS[1], ARGV[i], 1) "
-                                    "end\n"
-                                    "return 1\n";
+/* KEYS: bits. ARGV: the positions ("p1 p2 ..."), any number of them. */
+static const char bloom_add_lua[] = SET_BITS_LUA "set_bits(KEYS[1], ARGV[1])\n"
+                                                 "return 1\n";
 
 /* KEYS: bits, state. ARGV: building state, ttl ms. */
 static const char bloom_begin_lua[] = "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"

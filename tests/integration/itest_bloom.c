@@ -267,6 +267,90 @@ static void test_instance_without_redis_untrusts_the_filter(void **state)
     th_resp_free(&none);
 }
 
+/* More orders than one command's arguments could carry, k positions
+ * each, are older than the filter: the build sets all their bits (it
+ * gave up on the first page of more than four keys, "order-key filter
+ * build abandoned", and the filter was never trusted). Each order is then
+ * found behind a refusal, and a key with no order is spared its look-up. */
+static void test_filter_built_from_many_orders(void **state)
+{
+    int64_t sessions[12];
+    char key[32];
+    (void)state;
+    const char *bare[] = {"TICKETD_ENV=demo", "TICKETD_DEFENSES=-bloom", NULL};
+    struct th_server *old = th_serve(5, bare);
+    for (int i = 0; i < 12; i++) {
+        snprintf(key, sizeof key, "many-%d", i);
+        place(old, 5110, key, &sessions[i]);
+    }
+    th_stop_clean(old);
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+
+    const char *env[] = {NO_REBUILD, NULL};
+    struct th_server *s = th_serve(6, env);
+    th_wait_metric(s, "ticketd_bloom_builds_total", 1, WAIT_MS);
+    for (int i = 0; i < 12; i++) {
+        snprintf(key, sizeof key, "many-%d", i);
+        hold_session(5110, sessions[i]);
+        struct th_resp r = retry(s, 5110, key, sessions[i]);
+        assert_int_equal(r.status, 201);
+        th_expect_layer(&r, "unique-index");
+        th_resp_free(&r);
+    }
+    struct th_resp none = retry(s, 5110, "never-ordered", sessions[0]);
+    th_expect_problem(&none, 409, "DUPLICATE_SUBMISSION");
+    th_resp_free(&none);
+    assert_int_equal(th_metric(s, "ticketd_bloom_checks_total{answer=\"saved\"}"), 1);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE user_id = 5110"), 12);
+}
+
+/* The calls of one Redis command since CONFIG RESETSTAT, from INFO
+ * commandstats (0 when it did not run). */
+static long long calls_of(const char *info, const char *cmd)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "cmdstat_%s:calls=", cmd);
+    const char *at = strstr(info, needle);
+    return at != NULL ? atoll(at + strlen(needle)) : 0;
+}
+
+/* What a new order costs Redis, every defence on and the token required:
+ * two round trips from its loop (the key's script before the database,
+ * its completion after), and in them two scripts whose inner commands
+ * Redis counts as its own: the filter's bits are one BITFIELD in the
+ * first, the completion reads with one MGET. (It was three round trips,
+ * three scripts and seven SETBITs.) Counted by Redis and by ticketd's
+ * own counter of the commands its loops sent. */
+static void test_an_order_costs_two_round_trips(void **state)
+{
+    char tok[96];
+    (void)state;
+    const char *env[] = {NO_REBUILD, "TICKETD_ORDER_TOKEN_REQUIRED=1", NULL};
+    struct th_server *s = th_serve(7, env);
+    th_wait_metric(s, "ticketd_bloom_builds_total", 1, WAIT_MS);
+    int64_t session = th_session(s, 100, 1500);
+    th_order_token(s, 5111, tok);
+    assert_int_equal(th_redis_int("CONFIG RESETSTAT"), 0);
+    long long sent = th_metric(s, "ticketd_redis_pipelined_commands_total");
+    struct th_resp r = th_order(s, 5111, "costed", tok, session, 1);
+    assert_int_equal(r.status, 201);
+    th_resp_free(&r);
+    long long trips = th_metric(s, "ticketd_redis_pipelined_commands_total") - sent;
+    char *info = th_redis_text("INFO commandstats");
+    assert_non_null(info);
+    long long evalsha = calls_of(info, "evalsha"), bitfield = calls_of(info, "bitfield"),
+              setbit = calls_of(info, "setbit"), mget = calls_of(info, "mget");
+    print_message("one order: %lld round trips, evalsha %lld, bitfield %lld, setbit %lld, "
+                  "mget %lld\n",
+                  trips, evalsha, bitfield, setbit, mget);
+    free(info);
+    assert_int_equal(trips, 2);
+    assert_int_equal(evalsha, 2);
+    assert_int_equal(bitfield, 1);
+    assert_int_equal(setbit, 0);
+    assert_int_equal(mget, 1);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, th_teardown_stop)
 
 int main(void)
@@ -280,6 +364,8 @@ int main(void)
         T(test_orders_older_than_the_filter),
         T(test_lost_liveness_key_untrusts_the_filter),
         T(test_instance_without_redis_untrusts_the_filter),
+        T(test_filter_built_from_many_orders),
+        T(test_an_order_costs_two_round_trips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

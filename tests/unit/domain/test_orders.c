@@ -1074,6 +1074,47 @@ static void test_created_order_is_added(void **state)
     orders_create(&app, &rq, &render, &res);
     assert_int_equal(res.outcome, ORDER_CREATED);
     assert_int_equal(fake_cache.bloom_adds, 1);
+    /* In the key's script, before the transaction: no round trip of its
+     * own. */
+    assert_int_equal(fake_cache.bloom_adds_in_begin, 1);
+    assert_calls("order_begin order_create order_complete");
+    order_result_cleanup(&res);
+}
+
+/* A token the key's script refuses leaves no bit behind: the filter is
+ * there to spare such refusals their look-up, and a key noted by its own
+ * refusal would always read "maybe". */
+static void test_refused_token_sets_no_bits(void **state)
+{
+    struct order_request rq = {
+        .user_id = USER, .key = KEY, .session_id = SESSION, .quantity = QTY, .token = TOKEN};
+    struct order_result res;
+    (void)state;
+    app.bloom = bloom_size(1000, 10000);
+    fake_cache.token_rc = TD_ECONFLICT;
+    orders_create(&app, &rq, &render, &res);
+    assert_int_equal(res.outcome, ORDER_TOKEN_INVALID);
+    assert_int_equal(fake_cache.bloom_adds, 0);
+    order_result_cleanup(&res);
+}
+
+/* A genuine token Redis forgot goes on to the database though the script
+ * said "unknown" and set no bits: the filter is then told on its own,
+ * still before the transaction. */
+static void test_forgotten_token_notes_on_its_own(void **state)
+{
+    char token[ORDERTOKEN_MAX + 1];
+    struct order_request rq = {
+        .user_id = USER, .key = KEY, .session_id = SESSION, .quantity = QTY, .token = token};
+    struct order_result res;
+    (void)state;
+    ordertoken_new(cfg.jwt_secret, USER, wall_s() + 600, token);
+    app.bloom = bloom_size(1000, 10000);
+    fake_cache.token_rc = TD_ENOTFOUND;
+    orders_create(&app, &rq, &render, &res);
+    assert_int_equal(res.outcome, ORDER_CREATED);
+    assert_int_equal(fake_cache.bloom_adds, 1);
+    assert_int_equal(fake_cache.bloom_adds_in_begin, 0);
     order_result_cleanup(&res);
 }
 
@@ -1138,6 +1179,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_filter_doubt_asks_the_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filter_switched_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_created_order_is_added, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_token_sets_no_bits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forgotten_token_notes_on_its_own, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_runs_out_off_a_fiber, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_wait_refuses_at_once, setup, teardown),
     };

@@ -60,9 +60,8 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s)
     return fake_cache.token_put_rc;
 }
 
-int cache_token_take(int64_t user_id, const char *token, const char *idem_key, int ttl_s)
+int cache_token_take(int64_t user_id, const char *token, const char *idem_key)
 {
-    (void)ttl_s;
     copy(fake_cache.token_take.key, sizeof fake_cache.token_take.key, idem_key);
     fake_call("token_take");
     fake_cache.token_take.calls++;
@@ -88,17 +87,32 @@ static enum key_begin key_begin_of(int rc)
     }
 }
 
+/* The script's last step: the order-key filter's bits, set when the
+ * request goes on (counted as an add made in the script). */
+static enum key_begin begun_noting(const struct filter_note *note, bool *noted)
+{
+    if (note != NULL && note->k > 0) {
+        fake_cache.bloom_adds++;
+        fake_cache.bloom_adds_in_begin++;
+        *noted = true;
+    }
+    return KEY_BEGUN;
+}
+
 /* One call does what the script does: the key step answers idem_begin_rc
  * (TD_EDUP hands back `existing`); only when it passes and a lock is asked
- * for, the lock step answers lock_rc. Both steps are recorded as if they
- * were separate calls, under one "order_begin" in the call log. */
+ * for, the lock step answers lock_rc; then the token step, then the
+ * filter's bits when the token passed (or none was asked). The steps are
+ * recorded as if they were separate calls, under one "order_begin" in the
+ * call log. */
 enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *marker,
                                int marker_ttl_ms, int64_t session_id, const char *owner,
                                int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
-                               char **existing)
+                               const struct filter_note *note, bool *noted, char **existing)
 {
     *existing = NULL;
     *token_rc = TOKEN_UNCHECKED;
+    *noted = false;
     fake_call("order_begin");
     fake_cache.idem_begin.calls++;
     fake_cache.idem_begin.user_id = user_id;
@@ -120,7 +134,7 @@ enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *mar
             return key_begin_of(fake_cache.lock_rc);
     }
     if (tok == NULL)
-        return KEY_BEGUN;
+        return begun_noting(note, noted);
     /* The token step of the script: token_rc is its verdict, or, for a
      * Redis failure (TD_EUNAVAIL, TD_EINTERNAL), the whole script's. */
     fake_cache.token_take.calls++;
@@ -132,7 +146,7 @@ enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *mar
     if (t != TD_OK && t != TD_ENOTFOUND && t != TD_ECONFLICT)
         return KEY_FAILED;
     *token_rc = t;
-    return KEY_BEGUN;
+    return t == TD_OK ? begun_noting(note, noted) : KEY_BEGUN;
 }
 
 int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, int ttl_ms)

@@ -97,6 +97,7 @@ struct fake_cache {
     int bloom_rc;
     bool bloom_trusted, bloom_maybe;
     int bloom_checks, bloom_adds;
+    int bloom_adds_in_begin; /* of bloom_adds: the bits set by cache_key_begin's script */
 
     /* Recorded: the last call of each. */
     struct {
