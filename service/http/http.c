@@ -264,12 +264,18 @@ static enum MHD_Result exchange_begin(struct http_loop *hl, struct MHD_Connectio
                                       void **state)
 {
     struct http_server *srv = hl->srv;
+    struct conn_slot *slot = http_slot_of(c);
+    /* A connection that was cut (http_conns.c) is closed with nothing
+     * done: this head was still in the kernel's buffer, and its answer
+     * could not be written. */
+    if (slot != NULL && slot->cut)
+        return MHD_NO;
     struct exchange *x = exchange_new(srv, c, url, method, version);
     x->hl = hl;
     *state = x;
-    x->slot = http_slot_of(c);
-    if (x->slot != NULL)
-        atomic_store(&x->slot->busy, true);
+    x->slot = slot;
+    if (slot != NULL)
+        slot->busy = true;
     atomic_fetch_add(&srv->inflight, 1);
     atomic_store(&srv->last_request_ms, mono_ms());
     metrics_add(M_INFLIGHT_REQUESTS, 1);
@@ -347,9 +353,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
 
     /* The request is whole: from now on it is being answered, and no
-     * deadline or shedding may cut it off. */
-    if (x->slot != NULL)
-        atomic_store(&x->slot->body_done, true);
+     * deadline or shedding may cut it off; one that was cut while its body
+     * arrived is closed with nothing done (see exchange_begin). Both are
+     * decided on this loop's thread, where the shedding runs too. */
+    if (x->slot != NULL && x->phase == PHASE_NONE && !x->queued) {
+        if (x->slot->cut)
+            return MHD_NO;
+        x->slot->body_done = true;
+    }
     if (x->too_large) {
         resp_problem(&x->resp, PROBLEM_PAYLOAD_TOO_LARGE, NULL, "the body may be at most %d bytes",
                      srv->app->cfg->max_body);
@@ -398,9 +409,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
         hl->unsent--;
     if (x->slot != NULL) {
         /* The connection waits for its next request head from now on. */
-        atomic_store(&x->slot->idle_since_ms, mono_ms());
-        atomic_store(&x->slot->body_done, false);
-        atomic_store(&x->slot->busy, false);
+        x->slot->idle_since_ms = mono_ms();
+        x->slot->body_done = false;
+        x->slot->busy = false;
     }
     *state = NULL;
     if (x->phase == PHASE_AT_FIBER || x->phase == PHASE_SUSPENDED) {
@@ -476,9 +487,11 @@ static void *loop_main(void *p)
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(hl->daemon, MHD_DAEMON_INFO_EPOLL_FD);
     loop_io_start(hl->loop, &hl->mhd_io, di->epoll_fd, LOOP_READ, mhd_ready, hl);
     mhd_arm_timer(hl);
+    http_reap_start(hl);
     loop_run(hl->loop);
     loop_io_stop(hl->loop, &hl->mhd_io);
     loop_timer_stop(hl->loop, &hl->mhd_timer);
+    loop_timer_stop(hl->loop, &hl->reap_timer);
     if (hooks->end != NULL)
         hooks->end();
     fiber_pool_drain();
@@ -517,7 +530,6 @@ struct http_server *http_start(struct app *app, const struct http_thread_hooks *
     s->app = app;
     if (hooks != NULL)
         s->hooks = *hooks;
-    pthread_mutex_init(&s->conns_mu, NULL);
     http_conns_init(s);
 
     struct sockaddr_in addr;
@@ -540,12 +552,6 @@ struct http_server *http_start(struct app *app, const struct http_thread_hooks *
             return NULL;
         }
     }
-    if (pthread_create(&s->reaper, NULL, http_reaper_main, s) != 0) {
-        log_error("cannot start the connection reaper");
-        http_stop(s);
-        return NULL;
-    }
-    s->reaper_started = true;
     log_info("listening on http://%s:%d with %d loop threads (at most %d requests on fibers "
              "each)",
              cfg->bind, cfg->port, s->nloops, s->loops[0].fibers_max);
@@ -647,10 +653,6 @@ void http_stop(struct http_server *s)
 {
     if (s == NULL)
         return;
-    if (s->reaper_started) {
-        atomic_store(&s->reaper_stop, true);
-        pthread_join(s->reaper, NULL);
-    }
     for (int i = 0; i < s->nloops; i++) {
         if (s->loops[i].thread_started)
             loop_post(s->loops[i].loop, stop_when_idle, &s->loops[i]);
@@ -668,6 +670,5 @@ void http_stop(struct http_server *s)
     }
     free(s->loops);
     http_conns_cleanup(s);
-    pthread_mutex_destroy(&s->conns_mu);
     free(s);
 }

@@ -1,0 +1,194 @@
+/* The connections' life at its two hard edges, against the real binary:
+ * the shedding near TICKETD_CONN_LIMIT, which must never close a
+ * connection whose request is whole (its order may be committed), and the
+ * SIGTERM drain, which must reset no connection, not even those waiting
+ * in the kernel's accept queue when the signal comes.
+ *
+ * Each case judges the clients' answers against the database: an order
+ * the database has and its client was not told of is the failure. Faults
+ * are tied to progress (answers received), never to the clock. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* ---- a raw HTTP client ------------------------------------------------- */
+
+static int tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static bool send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* How one exchange on a raw connection ended. */
+enum raw_end {
+    RAW_ANSWERED, /* a whole response */
+    RAW_CLOSED,   /* the server closed it (FIN) before a whole response */
+    RAW_RESET,    /* the server reset it (ECONNRESET, EPIPE) */
+    RAW_TIMEOUT,
+};
+
+/* Reads one response from fd (by its Content-Length) into buf; its status
+ * into *status. A bound of 30 s, the harness's own, catches a server that
+ * stalls, not a slow one. */
+static enum raw_end read_response(int fd, char *buf, size_t cap, int *status)
+{
+    size_t got = 0;
+    *status = 0;
+    buf[0] = '\0';
+    int64_t deadline = th_now_ms() + 30000;
+    while (got + 1 < cap) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int left = (int)(deadline - th_now_ms());
+        if (left <= 0)
+            return RAW_TIMEOUT;
+        if (poll(&p, 1, left) <= 0)
+            continue;
+        ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+        if (n < 0)
+            return errno == ECONNRESET || errno == EPIPE ? RAW_RESET : RAW_CLOSED;
+        if (n == 0)
+            return RAW_CLOSED;
+        got += (size_t)n;
+        buf[got] = '\0';
+        const char *end = strstr(buf, "\r\n\r\n");
+        const char *cl = strcasestr(buf, "\r\nContent-Length:");
+        if (end != NULL && cl != NULL && got >= (size_t)(end + 4 - buf) + (size_t)atol(cl + 17)) {
+            if (sscanf(buf, "HTTP/1.%*d %d", status) != 1)
+                *status = 0;
+            return RAW_ANSWERED;
+        }
+    }
+    return RAW_CLOSED;
+}
+
+/* A new order's request for user with key, head and body apart. */
+static void order_request(int64_t user, const char *key, int64_t session, char *head,
+                          size_t head_cap, char *body, size_t body_cap)
+{
+    snprintf(body, body_cap, "{\"session_id\":%lld,\"quantity\":1}", (long long)session);
+    snprintf(head, head_cap,
+             "POST /api/v1/orders HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n"
+             "Idempotency-Key: %s\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n",
+             th_auth_header(user, false), key, strlen(body));
+}
+
+/* ---- shedding at the cap ------------------------------------------------ */
+
+/* 80 clients, each placing its orders one after another on a new
+ * connection each, against a cap of 64: the connections are at the cap
+ * all along and each loop sheds those without a whole request. Half the
+ * clients write the head and the body of a request apart, a moment
+ * apart, as a client that writes its headers first does: such a
+ * connection is a candidate while its body is on the way, and must not be
+ * served once it was shut down. */
+#define SHED_CLIENTS 80
+#define SHED_ORDERS  40
+
+struct shed_ctx {
+    int port;
+    int64_t session;
+    atomic_int created;  /* 201s that reached their client */
+    atomic_int refused;  /* other answers */
+    atomic_int no_reply; /* connections closed or reset (shed) before an answer */
+    atomic_int timeouts;
+};
+
+static void shed_client(int i, void *p)
+{
+    struct shed_ctx *c = p;
+    for (int n = 0; n < SHED_ORDERS; n++) {
+        char key[48], head[1400], body[128], buf[4096];
+        snprintf(key, sizeof key, "shed-%d-%d", i, n);
+        order_request(3000 + i, key, c->session, head, sizeof head, body, sizeof body);
+        int fd = tcp_connect(c->port);
+        if (fd < 0) {
+            atomic_fetch_add(&c->no_reply, 1); /* never sent: nothing can be committed */
+            continue;
+        }
+        bool sent = send_all(fd, head, strlen(head));
+        if (sent && i % 2 == 1)
+            th_msleep(1);
+        sent = sent && send_all(fd, body, strlen(body));
+        int status = 0;
+        enum raw_end end = sent ? read_response(fd, buf, sizeof buf, &status) : RAW_RESET;
+        close(fd);
+        if (end == RAW_TIMEOUT)
+            atomic_fetch_add(&c->timeouts, 1);
+        else if (end != RAW_ANSWERED)
+            atomic_fetch_add(&c->no_reply, 1);
+        else if (status == 201)
+            atomic_fetch_add(&c->created, 1);
+        else
+            atomic_fetch_add(&c->refused, 1);
+    }
+}
+
+static void test_shedding_never_drops_a_whole_request(void **state)
+{
+    (void)state;
+    static struct shed_ctx c;
+    memset(&c, 0, sizeof c);
+    const char *env[] = {"TICKETD_CONN_LIMIT=64", "TICKETD_ORDER_TOKEN_REQUIRED=0", NULL};
+    struct th_server *a = th_serve(40, env);
+    c.port = a->port;
+    c.session = th_session(a, 1000000, 100);
+    th_parallel(SHED_CLIENTS, shed_client, &c);
+    long long shed = th_metric(a, "ticketd_http_connections_shed_total");
+    int committed = (int)th_orders_of(c.session);
+    print_message("shedding: %d orders committed, %d 201s received, %d closed without an "
+                  "answer, %d other answers, %d timeouts, %lld connections shed\n",
+                  committed, atomic_load(&c.created), atomic_load(&c.no_reply),
+                  atomic_load(&c.refused), atomic_load(&c.timeouts), shed);
+    assert_int_equal(atomic_load(&c.timeouts), 0);
+    /* Every order the database has, its client was told of. */
+    assert_int_equal(committed, atomic_load(&c.created));
+    /* The load reached the cap: connections were shed. */
+    assert_true(shed > 0);
+}
+
+/* Each test runs between these fixtures. */
+#define T(f) cmocka_unit_test_setup_teardown(f, th_setup_fresh, th_teardown_stop)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_shedding_never_drops_a_whole_request),
+    };
+    return cmocka_run_group_tests_name("conns", tests, NULL, NULL);
+}
