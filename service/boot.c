@@ -250,10 +250,13 @@ static void stop_parts(struct running *r)
     *r = (struct running){0};
 }
 
-/* Readiness turns 503 first so a load balancer stops sending, then the
- * listener closes, then requests in flight finish (each releasing its own
- * locks and markers) before anything is torn down. Returns false when
- * some did not finish within the drain timeout. */
+/* Readiness turns 503 first so a load balancer stops sending; then each
+ * loop accepts the connections already waiting in its accept queue and
+ * closes its listener once the queue is empty (closing it earlier would
+ * reset them); then requests in flight finish (each releasing its own
+ * locks and markers) before anything is torn down. All of it within
+ * TICKETD_DRAIN_TIMEOUT_S, fibers included (http_stop). Returns false
+ * when some did not finish within it. */
 static bool drain(struct app *app, const struct config *cfg, struct running *r)
 {
     atomic_store(&app->draining, true);

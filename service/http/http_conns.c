@@ -210,6 +210,10 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
     }
     atomic_fetch_sub(&srv->connections, 1);
     atomic_fetch_sub(&hl->connections, 1);
+    /* While draining, a listener left alone at the daemon's limit
+     * (accept_queued in http.c) may accept again. */
+    if (hl->listen_fd >= 0 && loop_self() == hl->loop)
+        loop_io_change(hl->loop, &hl->listen_io, LOOP_READ);
 }
 
 /* Bytes the client sent that MHD has not read yet: a request arriving. */
@@ -334,4 +338,15 @@ static void reap(void *arg)
 void http_reap_start(struct http_loop *hl)
 {
     loop_timer_start(hl->loop, &hl->reap_timer, REAP_INTERVAL_MS, reap, hl);
+}
+
+int http_conns_unsettled(struct http_loop *hl, int64_t idle_ms)
+{
+    int64_t now = mono_ms();
+    int n = 0;
+    for (struct conn_slot *c = hl->conns; c != NULL; c = c->next) {
+        if (c->busy || now - c->idle_since_ms < idle_ms || unread(c) > 0)
+            n++;
+    }
+    return n;
 }

@@ -73,6 +73,16 @@ struct http_loop {
      * their deadlines and sheds them near the cap (http_conns.c). */
     struct conn_slot *conns;
     struct loop_timer reap_timer;
+
+    /* The drain (http.c): once MHD has given the listening socket back
+     * (MHD_quiesce_daemon), the loop accepts what waits in its accept
+     * queue itself and closes the socket only when accept() finds the
+     * queue empty. */
+    int listen_fd;                /* -1: closed, or still MHD's */
+    struct loop_io listen_io;     /* watched while the daemon is at its limit */
+    atomic_bool listener_closed;  /* its accept queue was emptied, then closed */
+    _Atomic int unsettled;        /* connections the drain waits for (count_unsettled) */
+    struct loop_timer stop_timer; /* the drain's deadline, for fibers that outlive it */
 };
 
 struct http_server {
@@ -89,6 +99,8 @@ struct http_server {
     /* The loops share the count of connections per client address. */
     pthread_mutex_t by_ip_mu;
     struct ip_count **by_ip; /* IP_BUCKETS chains (http_conns.c) */
+
+    int64_t drain_deadline_ms; /* http_drain's; 0: none yet */
 };
 
 /* Per-request state, created on the first access-handler call and freed
@@ -157,6 +169,10 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
 /* http_conns.c: on hl's thread, starts the timer that holds hl's
  * connections to their deadlines and sheds them near the cap. */
 void http_reap_start(struct http_loop *hl);
+/* http_conns.c: on hl's thread, the connections of hl that the drain may
+ * not close yet: a request in hand, bytes unread, or an answer or an
+ * opening less than idle_ms ago. */
+int http_conns_unsettled(struct http_loop *hl, int64_t idle_ms);
 /* http_conns.c: the per-address counts' table, and its end. */
 void http_conns_init(struct http_server *srv);
 void http_conns_cleanup(struct http_server *srv);

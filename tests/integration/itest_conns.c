@@ -182,6 +182,233 @@ static void test_shedding_never_drops_a_whole_request(void **state)
     assert_true(shed > 0);
 }
 
+/* ---- the drain -------------------------------------------------------- */
+
+/* How many connections and runs the drain cases take: DRAIN_CONNS and
+ * DRAIN_RUNS in the environment (make test-drain: 500 and 5), fewer by
+ * default so that make test stays short. */
+static int env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v != NULL && atoi(v) > 0 ? atoi(v) : dflt;
+}
+
+/* What the clients of a drain case saw. */
+struct drain_tally {
+    atomic_int answered;   /* whole responses */
+    atomic_int created;    /* ... of which 201 to a new order */
+    atomic_int resets;     /* connections reset after the request was sent */
+    atomic_int unanswered; /* closed without a whole response */
+    atomic_int timeouts;
+    atomic_int refused; /* connect() refused: nothing was sent */
+};
+
+static void tally_end(struct drain_tally *t, enum raw_end end, int status, bool order)
+{
+    switch (end) {
+    case RAW_ANSWERED:
+        atomic_fetch_add(&t->answered, 1);
+        if (order && status == 201)
+            atomic_fetch_add(&t->created, 1);
+        break;
+    case RAW_RESET:
+        atomic_fetch_add(&t->resets, 1);
+        break;
+    case RAW_CLOSED:
+        atomic_fetch_add(&t->unanswered, 1);
+        break;
+    case RAW_TIMEOUT:
+        atomic_fetch_add(&t->timeouts, 1);
+        break;
+    }
+}
+
+static void tally_print(const char *what, int run, const struct drain_tally *t, int committed,
+                        int exit_status)
+{
+    print_message("%s run %d: %d answered (%d orders created, %d committed), %d reset, %d "
+                  "closed unanswered, %d timed out, %d refused at connect, exit %d\n",
+                  what, run, atomic_load(&t->answered), atomic_load(&t->created), committed,
+                  atomic_load(&t->resets), atomic_load(&t->unanswered), atomic_load(&t->timeouts),
+                  atomic_load(&t->refused), exit_status);
+}
+
+/* The request of connection i of a drain case: even ones ask for /livez,
+ * odd ones place a new order (each of a user of its own). */
+static void drain_request(int i, int64_t session, const char *tag, char *out, size_t cap)
+{
+    if (i % 2 == 0) {
+        snprintf(out, cap, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        return;
+    }
+    char key[48], head[1400], body[128];
+    snprintf(key, sizeof key, "%s-%d", tag, i);
+    order_request(20000 + i, key, session, head, sizeof head, body, sizeof body);
+    snprintf(out, cap, "%s%s", head, body);
+}
+
+/* The process was too busy to accept (stopped here, as a saturated
+ * process is): n connections wait in the kernel's accept queues, each with
+ * its request sent, when SIGTERM comes. Every one is answered, none is
+ * reset, and the process exits 0. */
+static void queued_run(int run, int n)
+{
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", NULL};
+    th_reset();
+    struct th_server *a = th_serve(41 + run % 4, env);
+    int64_t session = th_session(a, 1000000, 100);
+    int *fds = calloc((size_t)n, sizeof *fds);
+    char tag[32];
+    snprintf(tag, sizeof tag, "queued-%d", run);
+    assert_int_equal(kill(a->pid, SIGSTOP), 0);
+    for (int i = 0; i < n; i++) {
+        char req[1600];
+        fds[i] = tcp_connect(a->port);
+        if (fds[i] < 0)
+            fail_msg("connection %d of %d not taken by the kernel's queue", i, n);
+        drain_request(i, session, tag, req, sizeof req);
+        if (!send_all(fds[i], req, strlen(req)))
+            fail_msg("request %d of %d not sent", i, n);
+    }
+    assert_int_equal(kill(a->pid, SIGTERM), 0);
+    assert_int_equal(kill(a->pid, SIGCONT), 0);
+    struct drain_tally t;
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i < n; i++) {
+        char buf[4096];
+        int status;
+        enum raw_end end = read_response(fds[i], buf, sizeof buf, &status);
+        tally_end(&t, end, status, i % 2 == 1);
+        close(fds[i]);
+    }
+    free(fds);
+    int rc = th_stop(a);
+    int committed = (int)th_orders_of(session);
+    tally_print("queued", run, &t, committed, rc);
+    assert_int_equal(atomic_load(&t.resets), 0);
+    assert_int_equal(atomic_load(&t.unanswered), 0);
+    assert_int_equal(atomic_load(&t.timeouts), 0);
+    assert_int_equal(atomic_load(&t.answered), n);
+    assert_int_equal(committed, atomic_load(&t.created));
+    assert_int_equal(rc, 0);
+}
+
+static void test_drain_serves_the_accept_queue(void **state)
+{
+    (void)state;
+    int n = env_int("DRAIN_CONNS", 200), runs = env_int("DRAIN_RUNS", 1);
+    for (int run = 0; run < runs; run++)
+        queued_run(run, n);
+}
+
+/* Live load: clients on kept-alive connections and clients on a new
+ * connection per request, half asking /livez, half placing new orders;
+ * SIGTERM once a share of the answers arrived. A client ends when its
+ * connect() is refused (the listener is closed: nothing was sent). */
+struct live_ctx {
+    int port;
+    int64_t session;
+    int run;
+    struct drain_tally t;
+    atomic_int progress; /* answers before SIGTERM counts them */
+};
+
+/* At most this many requests per client: a bound, were the listener
+ * never to close. */
+#define LIVE_MAX_REQUESTS 2000
+
+static void live_client(int i, void *p)
+{
+    struct live_ctx *c = p;
+    bool keepalive = i % 4 < 2; /* half keep their connection */
+    int fd = -1;
+    for (int n = 0; n < LIVE_MAX_REQUESTS; n++) {
+        char req[1600], tag[48], buf[4096];
+        if (fd < 0 && (fd = tcp_connect(c->port)) < 0) {
+            atomic_fetch_add(&c->t.refused, 1);
+            return;
+        }
+        snprintf(tag, sizeof tag, "live-%d-%d-%d", c->run, i, n);
+        if (i % 2 == 0) {
+            snprintf(req, sizeof req, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        } else {
+            /* a user of its own per client, a key of its own per order */
+            char head[1400], body[128];
+            order_request(20000 + i, tag, c->session, head, sizeof head, body, sizeof body);
+            snprintf(req, sizeof req, "%s%s", head, body);
+        }
+        int status = 0;
+        enum raw_end end = send_all(fd, req, strlen(req))
+                               ? read_response(fd, buf, sizeof buf, &status)
+                               : RAW_RESET;
+        tally_end(&c->t, end, status, i % 2 == 1);
+        if (end != RAW_ANSWERED) {
+            close(fd);
+            return;
+        }
+        atomic_fetch_add(&c->progress, 1);
+        bool closing = strcasestr(buf, "\r\nConnection: close") != NULL;
+        if (!keepalive || closing) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+}
+
+struct live_term {
+    struct live_ctx *c;
+    pid_t pid;
+    int after; /* answers before SIGTERM */
+};
+
+static void *live_term_main(void *p)
+{
+    struct live_term *lt = p;
+    /* Bounded: at most 60 s of waiting for the answers. */
+    for (int i = 0; i < 12000 && atomic_load(&lt->c->progress) < lt->after; i++)
+        usleep(5 * 1000);
+    kill(lt->pid, SIGTERM);
+    return NULL;
+}
+
+static void live_run(int run, int n)
+{
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", NULL};
+    th_reset();
+    struct th_server *a = th_serve(45 + run % 4, env);
+    static struct live_ctx c;
+    memset(&c, 0, sizeof c);
+    c.port = a->port;
+    c.run = run;
+    c.session = th_session(a, 1000000, 100);
+    struct live_term lt = {.c = &c, .pid = a->pid, .after = 4 * n};
+    pthread_t t;
+    pthread_create(&t, NULL, live_term_main, &lt);
+    th_parallel(n, live_client, &c);
+    pthread_join(t, NULL);
+    int rc = th_stop(a);
+    int committed = (int)th_orders_of(c.session);
+    tally_print("live", run, &c.t, committed, rc);
+    assert_true(atomic_load(&c.progress) >= lt.after);
+    assert_int_equal(atomic_load(&c.t.resets), 0);
+    assert_int_equal(atomic_load(&c.t.unanswered), 0);
+    assert_int_equal(atomic_load(&c.t.timeouts), 0);
+    /* Every client ended on a refused connect, after the last answer. */
+    assert_int_equal(atomic_load(&c.t.refused), n);
+    assert_int_equal(committed, atomic_load(&c.t.created));
+    assert_int_equal(rc, 0);
+}
+
+static void test_drain_under_live_load(void **state)
+{
+    (void)state;
+    int n = env_int("DRAIN_CONNS", 200), runs = env_int("DRAIN_RUNS", 1);
+    for (int run = 0; run < runs; run++)
+        live_run(run, n);
+}
+
 /* Each test runs between these fixtures. */
 #define T(f) cmocka_unit_test_setup_teardown(f, th_setup_fresh, th_teardown_stop)
 
@@ -189,6 +416,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_shedding_never_drops_a_whole_request),
+        T(test_drain_serves_the_accept_queue),
+        T(test_drain_under_live_load),
     };
     return cmocka_run_group_tests_name("conns", tests, NULL, NULL);
 }
