@@ -24,6 +24,10 @@
 #   make test-lab
 #                the lab's tests: the page in headless Chromium, make lesson,
 #                and what the lab refuses (also part of make test)
+#   make test-drain
+#                the SIGTERM drain at full size: 500 connections queued at the
+#                signal and 500 clients under live load, five runs each
+#                (tests/integration/itest_conns.c; docs/http.md)
 #   make test-cluster
 #                three ticketd on a 3-node Galera cluster and a Redis that
 #                fails over (Sentinel), storms and faults (tests/cluster/run.sh;
@@ -84,7 +88,7 @@ TEST_MYSQL_PORT := 23306
 # only what the user exported, never config/ticketd.env.
 SERVICES := scripts/services.sh
 
-.PHONY: all build deps run stop reset test test-cluster image test-image unit integration format format-check layers-check bench \
+.PHONY: all build deps run stop reset test test-drain test-cluster image test-image unit integration format format-check layers-check bench \
 	demo lab lesson lessons-run cluster-lessons-run lab-bins test-lab valgrind clean
 
 all: build
@@ -158,6 +162,13 @@ test: deps
 		unit-bins integration-bins fuzz-bins
 	@$(MAKE) --no-print-directory -C loadtest
 	@scripts/run-tests.sh
+
+# The drain cases of tests/integration/itest_conns.c at full size: 500
+# connections queued at SIGTERM and 500 clients under live load, five runs
+# of each (make test runs one of each with 200).
+test-drain: deps
+	@$(MAKE) --no-print-directory build/release/ticketd build/asan/ticketd integration-bins
+	@DRAIN_CONNS=500 DRAIN_RUNS=5 TICKETD_TEST_ONLY=itest_conns scripts/run-tests.sh
 
 # The cluster's packages (Galera, mariabackup, socat, Redis Sentinel) come on
 # top of the usual ones; everything runs under .state/cluster, on the ports
