@@ -784,30 +784,37 @@ static void stop_when_idle(void *arg)
     loop_timer_start(hl->loop, &hl->stop_timer, left > 0 ? (int)left : 0, stop_at_deadline, hl);
 }
 
-void http_stop(struct http_server *s)
+int http_stop(struct http_server *s)
 {
     if (s == NULL)
-        return;
+        return 0;
     for (int i = 0; i < s->nloops; i++) {
         if (s->loops[i].thread_started)
             loop_post(s->loops[i].loop, stop_when_idle, &s->loops[i]);
     }
-    /* The loops have ended: their daemons are stopped from here, which
-     * closes what connections are left (their completed callbacks run on
-     * this thread). A loop that ended at the deadline with fibers still
-     * parked keeps what they hold (their exchanges, its MySQL and Redis
-     * links): nothing runs them again, and the process is about to
-     * exit. */
+    int abandoned = 0;
     for (int i = 0; i < s->nloops; i++) {
         struct http_loop *hl = &s->loops[i];
         if (hl->thread_started)
             pthread_join(hl->thread, NULL);
+        abandoned += hl->fibers;
+    }
+    /* A loop that ended at the deadline with fibers still parked: they
+     * hold its exchanges, its connections and its MySQL and Redis links,
+     * and nothing will run them again. All is left to the exit. */
+    if (abandoned > 0)
+        return abandoned;
+    /* The loops have ended: their daemons are stopped from here, which
+     * closes what connections are left (their completed callbacks run on
+     * this thread). */
+    for (int i = 0; i < s->nloops; i++) {
+        struct http_loop *hl = &s->loops[i];
         if (hl->daemon != NULL)
             MHD_stop_daemon(hl->daemon);
-        if (hl->fibers == 0)
-            loop_free(hl->loop);
+        loop_free(hl->loop);
     }
     free(s->loops);
     http_conns_cleanup(s);
     free(s);
+    return 0;
 }

@@ -38,7 +38,12 @@ void http_quiesce(struct http_server *s);
  * Returns the number of requests still in flight (0 on a clean drain). */
 int http_drain(struct http_server *s, int timeout_ms);
 
-/* Closes every connection and frees s. NULL is accepted. */
-void http_stop(struct http_server *s);
+/* Ends the loops, closes every connection and frees s; returns 0. NULL
+ * is accepted. A loop whose request fibers still wait for Redis or MySQL
+ * at the drain's deadline (http_drain's timeout) is stopped without them:
+ * then nothing is closed or freed, since the parked fibers hold it, and
+ * the number of requests abandoned is returned, for the caller to exit at
+ * once. */
+int http_stop(struct http_server *s);
 
 #endif

@@ -412,6 +412,79 @@ static void test_drain_under_live_load(void **state)
         live_run(run, n);
 }
 
+/* ---- the drain's deadline ------------------------------------------------ */
+
+static pid_t frozen_mysql;
+
+static void thaw_mysql(void)
+{
+    if (frozen_mysql > 0)
+        kill(frozen_mysql, SIGCONT);
+    frozen_mysql = 0;
+}
+
+static pid_t mariadb_pid(void)
+{
+    char path[512];
+    const char *st = getenv("TICKETD_TEST_STATE");
+    snprintf(path, sizeof path, "%s/mysql/mysqld.pid",
+             st != NULL && st[0] != '\0' ? st : ".state/test");
+    FILE *f = fopen(path, "r");
+    long pid = 0;
+    if (f == NULL)
+        fail_msg("cannot read %s", path);
+    if (fscanf(f, "%ld", &pid) != 1)
+        pid = 0;
+    fclose(f);
+    if (pid <= 1 || kill((pid_t)pid, 0) != 0)
+        fail_msg("no running MariaDB with the pid in %s", path);
+    return (pid_t)pid;
+}
+
+static int teardown_thaw(void **state)
+{
+    thaw_mysql();
+    return th_teardown_kill(state);
+}
+
+/* An order waits on MariaDB (stopped) far longer than the drain may take:
+ * at TICKETD_DRAIN_TIMEOUT_S the process exits 1 without it, instead of
+ * waiting for MariaDB's timeout (120 s here). th_stop's own bound, 30 s,
+ * is what catches the wait. No background jobs (TICKETD_WORKERS=0): they
+ * wait on MariaDB too, and this case is about the requests. */
+static void test_drain_deadline_holds_for_parked_requests(void **state)
+{
+    (void)state;
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_DRAIN_TIMEOUT_S=1",
+                         "TICKETD_MYSQL_TIMEOUT_S=120", "TICKETD_WORKERS=0", NULL};
+    struct th_server *a = th_serve(49, env);
+    int64_t session = th_session(a, 10, 100);
+    char head[1400], body[128];
+    order_request(30001, "parked-1", session, head, sizeof head, body, sizeof body);
+    frozen_mysql = mariadb_pid();
+    assert_int_equal(kill(frozen_mysql, SIGSTOP), 0);
+    int fd = tcp_connect(a->port);
+    assert_true(fd >= 0);
+    assert_true(send_all(fd, head, strlen(head)) && send_all(fd, body, strlen(body)));
+    /* In flight: the /metrics request that asks is the other one. */
+    long long inflight = 0;
+    for (int i = 0; i < 500 && inflight < 2; i++) {
+        inflight = th_metric(a, "ticketd_inflight_requests");
+        if (inflight < 2)
+            th_msleep(20);
+    }
+    if (inflight < 2)
+        fail_msg("the order never got in flight (%lld)", inflight);
+    int64_t t0 = th_now_ms();
+    int rc = th_stop(a);
+    print_message("drain deadline: exit %d after %.1f s, MariaDB still stopped\n", rc,
+                  (double)(th_now_ms() - t0) / 1000.0);
+    assert_int_equal(rc, 1);
+    assert_true(th_log_contains(a, "1 requests abandoned at the drain deadline of 1 s"));
+    close(fd);
+    thaw_mysql();
+}
+
 /* Each test runs between these fixtures. */
 #define T(f) cmocka_unit_test_setup_teardown(f, th_setup_fresh, th_teardown_stop)
 
@@ -421,6 +494,8 @@ int main(void)
         T(test_shedding_never_drops_a_whole_request),
         T(test_drain_serves_the_accept_queue),
         T(test_drain_under_live_load),
+        cmocka_unit_test_setup_teardown(test_drain_deadline_holds_for_parked_requests,
+                                        th_setup_fresh, teardown_thaw),
     };
     return cmocka_run_group_tests_name("conns", tests, NULL, NULL);
 }
