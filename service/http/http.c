@@ -32,9 +32,11 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
-/* A keep-alive connection that has been quiet this long while nothing is
- * in flight is idle: its client sends nothing, so closing it cuts off no
- * answer (RFC 9112 9.3.1: clients retry requests on a closed idle one). */
+/* A connection that holds no request, has nothing unread and has been
+ * quiet this long since it was opened or last answered is idle: its
+ * client sends nothing, so closing it cuts off no answer (RFC 9112 9.3.1:
+ * clients retry requests on a closed idle one). The drain judges each
+ * connection by it (http_conns_unsettled). */
 #define DRAIN_IDLE_GRACE_MS 500
 
 /* Each connection's memory pool in libmicrohttpd (32 KiB, its default):
@@ -279,7 +281,6 @@ static enum MHD_Result exchange_begin(struct http_loop *hl, struct MHD_Connectio
     if (slot != NULL)
         slot->busy = true;
     atomic_fetch_add(&srv->inflight, 1);
-    atomic_store(&srv->last_request_ms, mono_ms());
     metrics_add(M_INFLIGHT_REQUESTS, 1);
     bool ok = http_precheck(c, x);
     x->wire_version = NULL;

@@ -89,8 +89,7 @@ struct http_server {
     struct app *app;
     _Atomic int inflight;    /* requests read and not yet fully answered */
     _Atomic int connections; /* open client connections */
-    _Atomic int64_t last_request_ms;
-    atomic_bool stopping; /* the connections are about to be closed */
+    atomic_bool stopping;    /* the connections are about to be closed */
 
     int nloops;
     struct http_loop *loops;
