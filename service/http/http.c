@@ -456,8 +456,8 @@ static int fibers_per_loop(const struct config *cfg, int nloops)
 }
 
 /* Each daemon takes an equal share of TICKETD_CONN_LIMIT, rounded up: the
- * kernel spreads new connections evenly over the listeners, and the
- * reaper sheds per daemon (http_conns.c). */
+ * kernel spreads new connections evenly over the listeners, and each
+ * loop sheds its own daemon's (http_conns.c). */
 static int conn_limit_per_loop(const struct config *cfg, int nloops)
 {
     return (cfg->conn_limit + nloops - 1) / nloops;
