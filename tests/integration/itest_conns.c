@@ -466,22 +466,33 @@ static void test_drain_deadline_holds_for_parked_requests(void **state)
     int fd = tcp_connect(a->port);
     assert_true(fd >= 0);
     assert_true(send_all(fd, head, strlen(head)) && send_all(fd, body, strlen(body)));
-    /* In flight: the /metrics request that asks is the other one. */
-    long long inflight = 0;
-    for (int i = 0; i < 500 && inflight < 2; i++) {
+    /* At MariaDB: the order's in-flight marker is in Redis (set before
+     * the database is asked, and the order cannot end without it), and
+     * the order counts as in flight (the /metrics request that asks is
+     * the other one). */
+    long long marker = 0, inflight = 0;
+    for (int i = 0; i < 500 && (marker != 1 || inflight < 2); i++) {
+        marker = th_redis_int("EXISTS idem:{30001}:parked-1");
         inflight = th_metric(a, "ticketd_inflight_requests");
-        if (inflight < 2)
+        if (marker != 1 || inflight < 2)
             th_msleep(20);
     }
-    if (inflight < 2)
-        fail_msg("the order never got in flight (%lld)", inflight);
+    if (marker != 1 || inflight < 2)
+        fail_msg("the order never got to MariaDB (marker %lld, in flight %lld)", marker, inflight);
     int64_t t0 = th_now_ms();
     int rc = th_stop(a);
     print_message("drain deadline: exit %d after %.1f s, MariaDB still stopped\n", rc,
                   (double)(th_now_ms() - t0) / 1000.0);
+    char buf[4096];
+    int status = 0;
+    enum raw_end end = read_response(fd, buf, sizeof buf, &status);
+    close(fd);
+    print_message("drain deadline: the parked order's client saw %s\n", end == RAW_ANSWERED ? buf
+                                                                        : end == RAW_RESET
+                                                                            ? "a reset"
+                                                                            : "a close");
     assert_int_equal(rc, 1);
     assert_true(th_log_contains(a, "1 requests abandoned at the drain deadline of 1 s"));
-    close(fd);
     thaw_mysql();
 }
 
