@@ -28,6 +28,10 @@
 #                the loop's promises many times in a row beside busy loops:
 #                the held-request test 50 times, the 64 x 20 order storm 5
 #                times (scripts/repeat-tests.sh; REPEAT_ARGS="--held 10")
+#   make test-drain
+#                the SIGTERM drain at full size: 500 connections queued at the
+#                signal and 500 clients under live load, five runs each
+#                (tests/integration/itest_conns.c; docs/http.md)
 #   make test-cluster
 #                three ticketd on a 3-node Galera cluster and a Redis that
 #                fails over (Sentinel), storms and faults (tests/cluster/run.sh;
@@ -88,7 +92,7 @@ TEST_MYSQL_PORT := 23306
 # only what the user exported, never config/ticketd.env.
 SERVICES := scripts/services.sh
 
-.PHONY: all build deps run stop reset test test-repeat test-cluster image test-image unit integration format format-check layers-check bench \
+.PHONY: all build deps run stop reset test test-repeat test-drain test-cluster image test-image unit integration format format-check layers-check bench \
 	demo lab lesson lessons-run cluster-lessons-run lab-bins test-lab valgrind clean
 
 all: build
@@ -167,6 +171,13 @@ test-repeat: deps
 	@$(MAKE) --no-print-directory build/asan/ticketd build/release/ticketd \
 		build/release/tests/itest_faults build/release/tests/itest_answers
 	@scripts/repeat-tests.sh $(REPEAT_ARGS)
+
+# The drain cases of tests/integration/itest_conns.c at full size: 500
+# connections queued at SIGTERM and 500 clients under live load, five runs
+# of each (make test runs one of each with 200).
+test-drain: deps
+	@$(MAKE) --no-print-directory build/release/ticketd build/asan/ticketd integration-bins
+	@DRAIN_CONNS=500 DRAIN_RUNS=5 TICKETD_TEST_ONLY=itest_conns scripts/run-tests.sh
 
 # The cluster's packages (Galera, mariabackup, socat, Redis Sentinel) come on
 # top of the usual ones; everything runs under .state/cluster, on the ports

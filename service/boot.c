@@ -239,21 +239,29 @@ static bool start_parts(struct app *app, const struct config *cfg, bool http, st
 }
 
 /* Stops what start_parts started, in the order that lets every request in
- * flight finish first; NULL parts are skipped. */
-static void stop_parts(struct running *r)
+ * flight finish first; NULL parts are skipped. Returns the number of
+ * requests the HTTP server abandoned at the drain's deadline (http_stop):
+ * then the rest is left running, and the caller exits at once. */
+static int stop_parts(struct running *r)
 {
     jobs_stop(r->background);
-    http_stop(r->srv);
+    int abandoned = http_stop(r->srv);
+    if (abandoned > 0)
+        return abandoned;
     /* Every request has been answered and has released what it held: the
      * process can say it is gone. */
     jobs_stop(r->serving);
     *r = (struct running){0};
+    return 0;
 }
 
-/* Readiness turns 503 first so a load balancer stops sending, then the
- * listener closes, then requests in flight finish (each releasing its own
- * locks and markers) before anything is torn down. Returns false when
- * some did not finish within the drain timeout. */
+/* Readiness turns 503 first so a load balancer stops sending; then each
+ * loop accepts the connections already waiting in its accept queue and
+ * closes its listener once the queue is empty (closing it earlier would
+ * reset them); then requests in flight finish (each releasing its own
+ * locks and markers) before anything is torn down. All of it within
+ * TICKETD_DRAIN_TIMEOUT_S, fibers included (http_stop). Returns false
+ * when some did not finish within it. */
 static bool drain(struct app *app, const struct config *cfg, struct running *r)
 {
     atomic_store(&app->draining, true);
@@ -287,7 +295,16 @@ int cmd_serve(struct config *cfg, bool http)
         sigwait(&set, &sig);
         log_info("signal %d: draining", sig);
         bool clean = drain(&app, cfg, &r);
-        stop_parts(&r);
+        int abandoned = stop_parts(&r);
+        if (abandoned > 0) {
+            /* Their fibers are parked at Redis or MySQL and hold what the
+             * cleanup below would free; their keys' markers and locks, and
+             * this instance's liveness key, are left to expire, as after a
+             * crash (defences.md). */
+            log_error("%d requests abandoned at the drain deadline of %d s; exiting", abandoned,
+                      cfg->drain_timeout_s);
+            _exit(EXIT_FAILURE);
+        }
         rc = clean ? EXIT_SUCCESS : EXIT_FAILURE;
         log_info("stopped");
     } else {

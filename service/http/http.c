@@ -19,6 +19,7 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
+#include <errno.h>
 #include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -30,10 +31,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 
-/* A keep-alive connection that has been quiet this long while nothing is
- * in flight is idle: its client sends nothing, so closing it cuts off no
- * answer (RFC 9112 9.3.1: clients retry requests on a closed idle one). */
+/* A connection that holds no request, has nothing unread and has been
+ * quiet this long since it was opened or last answered is idle: its
+ * client sends nothing, so closing it cuts off no answer (RFC 9112 9.3.1:
+ * clients retry requests on a closed idle one). The drain judges each
+ * connection by it (http_conns_unsettled). */
 #define DRAIN_IDLE_GRACE_MS 500
 
 /* Each connection's memory pool in libmicrohttpd (32 KiB, its default):
@@ -341,13 +345,18 @@ static enum MHD_Result exchange_begin(struct http_loop *hl, struct MHD_Connectio
                                       void **state)
 {
     struct http_server *srv = hl->srv;
+    struct conn_slot *slot = http_slot_of(c);
+    /* A connection that was cut (http_conns.c) is closed with nothing
+     * done: this head was still in the kernel's buffer, and its answer
+     * could not be written. */
+    if (slot != NULL && slot->cut)
+        return MHD_NO;
     struct exchange *x = exchange_new(hl, c, url, method, version);
     *state = x;
-    x->slot = http_slot_of(c);
-    if (x->slot != NULL)
-        atomic_store(&x->slot->busy, true);
+    x->slot = slot;
+    if (slot != NULL)
+        slot->busy = true;
     atomic_fetch_add(&srv->inflight, 1);
-    atomic_store(&srv->last_request_ms, mono_ms());
     metrics_add(M_INFLIGHT_REQUESTS, 1);
     bool ok = http_precheck(c, x);
     x->wire_version = NULL;
@@ -423,9 +432,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
 
     /* The request is whole: from now on it is being answered, and no
-     * deadline or shedding may cut it off. */
-    if (x->slot != NULL)
-        atomic_store(&x->slot->body_done, true);
+     * deadline or shedding may cut it off; one that was cut while its body
+     * arrived is closed with nothing done (see exchange_begin). Both are
+     * decided on this loop's thread, where the shedding runs too. */
+    if (x->slot != NULL && x->phase == PHASE_NONE && !x->queued) {
+        if (x->slot->cut)
+            return MHD_NO;
+        x->slot->body_done = true;
+    }
     if (x->too_large) {
         resp_problem(&x->resp, PROBLEM_PAYLOAD_TOO_LARGE, NULL, "the body may be at most %d bytes",
                      srv->app->cfg->max_body);
@@ -472,9 +486,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
         log_debug("request %s ended before a response (code %d)", x->request_id, (int)why);
     if (x->slot != NULL) {
         /* The connection waits for its next request head from now on. */
-        atomic_store(&x->slot->idle_since_ms, mono_ms());
-        atomic_store(&x->slot->body_done, false);
-        atomic_store(&x->slot->busy, false);
+        x->slot->idle_since_ms = mono_ms();
+        x->slot->body_done = false;
+        x->slot->busy = false;
     }
     *state = NULL;
     if (x->phase == PHASE_AT_FIBER || x->phase == PHASE_SUSPENDED) {
@@ -516,8 +530,8 @@ static int fibers_per_loop(const struct config *cfg, int nloops)
 }
 
 /* Each daemon takes an equal share of TICKETD_CONN_LIMIT, rounded up: the
- * kernel spreads new connections evenly over the listeners, and the
- * reaper sheds per daemon (http_conns.c). */
+ * kernel spreads new connections evenly over the listeners, and each
+ * loop sheds its own daemon's (http_conns.c). */
 static int conn_limit_per_loop(const struct config *cfg, int nloops)
 {
     return (cfg->conn_limit + nloops - 1) / nloops;
@@ -550,12 +564,17 @@ static void *loop_main(void *p)
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(hl->daemon, MHD_DAEMON_INFO_EPOLL_FD);
     loop_io_start(hl->loop, &hl->mhd_io, di->epoll_fd, LOOP_READ, mhd_ready, hl);
     mhd_arm_timer(hl);
+    http_reap_start(hl);
     loop_run(hl->loop);
     loop_io_stop(hl->loop, &hl->mhd_io);
     loop_timer_stop(hl->loop, &hl->mhd_timer);
     loop_timer_stop(hl->loop, &hl->late_timer);
     hl->late_armed = false;
-    if (hooks->end != NULL)
+    loop_timer_stop(hl->loop, &hl->reap_timer);
+    loop_timer_stop(hl->loop, &hl->stop_timer);
+    /* Fibers still parked (stopped at the drain's deadline) hold this
+     * thread's MySQL and Redis links: they are left to the exit. */
+    if (hooks->end != NULL && hl->fibers == 0)
         hooks->end();
     fiber_pool_drain();
     return NULL;
@@ -593,7 +612,6 @@ struct http_server *http_start(struct app *app, const struct http_thread_hooks *
     s->app = app;
     if (hooks != NULL)
         s->hooks = *hooks;
-    pthread_mutex_init(&s->conns_mu, NULL);
     http_conns_init(s);
 
     struct sockaddr_in addr;
@@ -611,17 +629,12 @@ struct http_server *http_start(struct app *app, const struct http_thread_hooks *
     for (int i = 0; i < s->nloops; i++) {
         s->loops[i].srv = s;
         s->loops[i].index = i;
+        s->loops[i].listen_fd = -1; /* MHD's until the drain */
         if (!loop_start(&s->loops[i], &addr)) {
             http_stop(s);
             return NULL;
         }
     }
-    if (pthread_create(&s->reaper, NULL, http_reaper_main, s) != 0) {
-        log_error("cannot start the connection reaper");
-        http_stop(s);
-        return NULL;
-    }
-    s->reaper_started = true;
     log_info("listening on http://%s:%d with %d loop threads (at most %d requests on fibers "
              "each)",
              cfg->bind, cfg->port, s->nloops, s->loops[0].fibers_max);
@@ -657,12 +670,87 @@ static void for_each_loop(struct http_server *s, void (*fn)(struct http_loop *hl
     }
 }
 
+/* ---- the drain ----
+ *
+ * Each loop's daemon has a listening socket of its own (SO_REUSEPORT),
+ * with its own accept queue, and Linux resets every connection still in
+ * that queue when the socket is closed: clients whose handshake the kernel
+ * completed, and who sent their request, while the process was too busy
+ * (or stopped) to accept them. So the drain takes each socket back from
+ * its daemon (MHD_quiesce_daemon: MHD accepts no more), accepts on the
+ * loop's thread whatever waits in the queue and hands it to the daemon
+ * (MHD_add_connection), and closes the socket only when accept() finds
+ * the queue empty. Every request on those connections is served like any
+ * other, its answer saying Connection: close. A client that connects
+ * after the close is refused (ECONNREFUSED): it sent nothing. One whose
+ * handshake completes in the instant between that last accept() and the
+ * close() is still reset; the kernel has no way to close a listener
+ * atomically with its queue. */
+
+static void close_listener(struct http_loop *hl)
+{
+    if (hl->listen_fd < 0)
+        return;
+    loop_io_stop(hl->loop, &hl->listen_io);
+    close(hl->listen_fd);
+    hl->listen_fd = -1;
+    atomic_store(&hl->listener_closed, true);
+}
+
+/* On hl's thread: accepts what waits in the queue, as long as the daemon
+ * is below its limit; at the limit, the socket is left alone until a
+ * connection closes (http_on_connection watches it again). */
+static void accept_queued(struct http_loop *hl)
+{
+    bool added = false;
+    while (hl->listen_fd >= 0) {
+        if (atomic_load(&hl->connections) >= hl->conn_limit) {
+            loop_io_change(hl->loop, &hl->listen_io, 0);
+            break;
+        }
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        int fd = accept4(hl->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                close_listener(hl); /* the queue is empty: nobody is reset */
+                break;
+            }
+            /* Out of descriptors or buffers: the queue keeps the rest
+             * until a connection closes and gives one back. */
+            log_warn("http: loop %d cannot accept a queued connection while draining: %s",
+                     hl->index, strerror(errno));
+            loop_io_change(hl->loop, &hl->listen_io, 0);
+            break;
+        }
+        /* On failure MHD closes fd itself (and says why, on_mhd_log). */
+        if (MHD_add_connection(hl->daemon, fd, (struct sockaddr *)&ss, len) == MHD_YES)
+            added = true;
+    }
+    /* The daemon serves a connection added to it in its next run. */
+    if (added)
+        mhd_run_soon(hl);
+}
+
+static void listener_ready(void *arg, unsigned ready)
+{
+    (void)ready;
+    accept_queued(arg);
+}
+
 /* On the loop's thread: MHD_run may be under way nowhere else. */
 static void quiesce_daemon(struct http_loop *hl)
 {
     MHD_socket fd = MHD_quiesce_daemon(hl->daemon);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
+    if (fd == MHD_INVALID_SOCKET) {
+        atomic_store(&hl->listener_closed, true);
+        return;
+    }
+    hl->listen_fd = fd;
+    loop_io_start(hl->loop, &hl->listen_io, fd, LOOP_READ, listener_ready, hl);
+    accept_queued(hl);
 }
 
 void http_quiesce(struct http_server *s)
@@ -678,14 +766,37 @@ static bool wait_until(struct http_server *s, bool (*done)(struct http_server *)
     return done(s);
 }
 
+static bool listeners_closed(struct http_server *s)
+{
+    for (int i = 0; i < s->nloops; i++) {
+        if (s->loops[i].thread_started && !atomic_load(&s->loops[i].listener_closed))
+            return false;
+    }
+    return true;
+}
+
+/* On the loop's thread: how many of its connections the drain must still
+ * wait for (http_conns_unsettled). */
+static void count_unsettled(struct http_loop *hl)
+{
+    atomic_store(&hl->unsettled, http_conns_unsettled(hl, DRAIN_IDLE_GRACE_MS));
+}
+
 /* Every connection has closed, or those left are idle: no request in
- * flight and none started for a while. */
+ * hand, nothing unread, and quiet for DRAIN_IDLE_GRACE_MS since it was
+ * opened or last answered. Each loop looks at its own. */
 static bool connections_settled(struct http_server *s)
 {
     if (atomic_load(&s->connections) == 0)
         return true;
-    return atomic_load(&s->inflight) == 0 &&
-           mono_ms() - atomic_load(&s->last_request_ms) >= DRAIN_IDLE_GRACE_MS;
+    if (atomic_load(&s->inflight) != 0)
+        return false;
+    for_each_loop(s, count_unsettled);
+    for (int i = 0; i < s->nloops; i++) {
+        if (atomic_load(&s->loops[i].unsettled) != 0)
+            return false;
+    }
+    return true;
 }
 
 static bool nothing_in_flight(struct http_server *s)
@@ -696,11 +807,21 @@ static bool nothing_in_flight(struct http_server *s)
 int http_drain(struct http_server *s, int timeout_ms)
 {
     int64_t deadline = mono_ms() + timeout_ms;
-    /* The listener is closed and every answer now says Connection: close,
-     * so each busy connection ends after its next answer. A request counts
-     * as in flight from its head until its answer's last byte is sent
-     * (the completed callback), so waiting for the count answers every
-     * request that was read, completely. */
+    s->drain_deadline_ms = deadline;
+    /* The queued connections are accepted first, then the listeners
+     * closed (http_quiesce began it; a daemon at its limit goes on as its
+     * connections close). */
+    if (!wait_until(s, listeners_closed, deadline)) {
+        log_error("http: the accept queues were not empty after %d ms; closing the listeners "
+                  "resets what waits in them",
+                  timeout_ms);
+        for_each_loop(s, close_listener);
+    }
+    /* Every answer now says Connection: close, so each busy connection
+     * ends after its next answer. A request counts as in flight from its
+     * head until its answer's last byte is sent (the completed callback),
+     * so waiting for the count answers every request that was read,
+     * completely. */
     wait_until(s, connections_settled, deadline);
     /* What is left is idle. A request arriving on it from now on is
      * refused with 503 before it changes anything (on_request). */
@@ -709,41 +830,68 @@ int http_drain(struct http_server *s, int timeout_ms)
     return atomic_load(&s->inflight);
 }
 
+/* On the loop's thread, at the drain's deadline: the fibers still running
+ * wait for Redis or MySQL past it. The loop ends without them; their
+ * clients get no answer, which the exit status says (boot.c). */
+static void stop_at_deadline(void *arg)
+{
+    struct http_loop *hl = arg;
+    log_error("http: loop %d stops with %d requests still at Redis or MySQL past the drain "
+              "deadline",
+              hl->index, hl->fibers);
+    loop_stop(hl->loop);
+}
+
 /* On the loop's thread: the loop ends once its last request fiber has
- * (each resumes its connection with the answer first). */
+ * (each resumes its connection with the answer first), or at the drain's
+ * deadline, whichever comes first. */
 static void stop_when_idle(void *arg)
 {
     struct http_loop *hl = arg;
     hl->stop_when_idle = true;
-    if (hl->fibers == 0)
+    close_listener(hl);
+    if (hl->fibers == 0) {
         loop_stop(hl->loop);
+        return;
+    }
+    int64_t deadline = hl->srv->drain_deadline_ms;
+    if (deadline == 0)
+        deadline = mono_ms() + (int64_t)hl->srv->app->cfg->drain_timeout_s * 1000;
+    int64_t left = deadline - mono_ms();
+    loop_timer_start(hl->loop, &hl->stop_timer, left > 0 ? (int)left : 0, stop_at_deadline, hl);
 }
 
-void http_stop(struct http_server *s)
+int http_stop(struct http_server *s)
 {
     if (s == NULL)
-        return;
-    if (s->reaper_started) {
-        atomic_store(&s->reaper_stop, true);
-        pthread_join(s->reaper, NULL);
-    }
+        return 0;
     for (int i = 0; i < s->nloops; i++) {
         if (s->loops[i].thread_started)
             loop_post(s->loops[i].loop, stop_when_idle, &s->loops[i]);
     }
+    int abandoned = 0;
+    for (int i = 0; i < s->nloops; i++) {
+        struct http_loop *hl = &s->loops[i];
+        if (hl->thread_started)
+            pthread_join(hl->thread, NULL);
+        abandoned += hl->fibers;
+    }
+    /* A loop that ended at the deadline with fibers still parked: they
+     * hold its exchanges, its connections and its MySQL and Redis links,
+     * and nothing will run them again. All is left to the exit. */
+    if (abandoned > 0)
+        return abandoned;
     /* The loops have ended: their daemons are stopped from here, which
      * closes what connections are left (their completed callbacks run on
      * this thread). */
     for (int i = 0; i < s->nloops; i++) {
         struct http_loop *hl = &s->loops[i];
-        if (hl->thread_started)
-            pthread_join(hl->thread, NULL);
         if (hl->daemon != NULL)
             MHD_stop_daemon(hl->daemon);
         loop_free(hl->loop);
     }
     free(s->loops);
     http_conns_cleanup(s);
-    pthread_mutex_destroy(&s->conns_mu);
     free(s);
+    return 0;
 }

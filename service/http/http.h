@@ -27,18 +27,29 @@ struct http_thread_hooks {
  * NULL) are copied. Returns a new server, or NULL (logged). */
 struct http_server *http_start(struct app *app, const struct http_thread_hooks *hooks);
 
-/* Stops accepting new connections; requests in flight go on. */
+/* Stops taking new connections: each loop accepts those already waiting
+ * in its listener's accept queue, then closes the listener once the queue
+ * is empty (closing it first would reset them). Requests in flight go on.
+ * Returns once every loop has begun; a loop at its connection limit
+ * finishes as its connections close. */
 void http_quiesce(struct http_server *s);
 
 /* The graceful part of a shutdown, after http_quiesce and with
  * app->draining set (every answer then carries Connection: close): waits,
- * at most timeout_ms, until every request that was read has its answer
- * sent completely and the connections are closed or idle; requests that
- * arrive after that on idle connections get 503 and change nothing.
- * Returns the number of requests still in flight (0 on a clean drain). */
+ * at most timeout_ms, until every listener is closed (past it, they are
+ * closed whatever waits in them), then until every request that was read
+ * has its answer sent completely and the connections are closed or idle;
+ * requests that arrive after that on idle connections get 503 and change
+ * nothing. The same deadline bounds http_stop. Returns the number of
+ * requests still in flight (0 on a clean drain). */
 int http_drain(struct http_server *s, int timeout_ms);
 
-/* Closes every connection and frees s. NULL is accepted. */
-void http_stop(struct http_server *s);
+/* Ends the loops, closes every connection and frees s; returns 0. NULL
+ * is accepted. A loop whose request fibers still wait for Redis or MySQL
+ * at the drain's deadline (http_drain's timeout) is stopped without them:
+ * then nothing is closed or freed, since the parked fibers hold it, and
+ * the number of requests abandoned is returned, for the caller to exit at
+ * once. */
+int http_stop(struct http_server *s);
 
 #endif

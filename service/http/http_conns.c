@@ -1,8 +1,10 @@
-/* http_conns.c - the client connections: their list, the count per
- * client address, the deadlines a request head and a whole request must
- * meet (slowloris), and the shedding of connections near
- * TICKETD_CONN_LIMIT. Apart from http.c because the reaper is a thread of
- * its own that looks at connections, never at requests. */
+/* http_conns.c - the client connections: each loop's list of its own,
+ * the count per client address (shared by the loops), the deadlines a
+ * request head and a whole request must meet (slowloris), and the
+ * shedding of connections near TICKETD_CONN_LIMIT. Apart from http.c
+ * because it looks at connections, never at requests; it runs on each
+ * loop's thread, a timer beside the daemon, so it sees a connection's
+ * state exactly as the daemon left it. */
 #include "app.h"
 #include "http_internal.h"
 #include "log.h"
@@ -15,9 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
-/* How often the reaper looks for connections past their deadlines, and
+/* How often each loop looks for connections past their deadlines, and
  * for the connection count near its cap. */
 #define REAP_INTERVAL_MS 100
 
@@ -27,7 +30,7 @@
 /* How many connections one client address holds, over every daemon: each
  * daemon (one per loop) would count only its own, and the kernel spreads a
  * client's connections over all of them, so TICKETD_CONN_PER_IP is
- * counted here, under conns_mu, and MHD's own limit is off. */
+ * counted here, under by_ip_mu, and MHD's own limit is off. */
 struct ip_count {
     unsigned char addr[16]; /* IPv4 in the first 4 bytes, or IPv6 */
     int count;
@@ -36,6 +39,7 @@ struct ip_count {
 
 void http_conns_init(struct http_server *srv)
 {
+    pthread_mutex_init(&srv->by_ip_mu, NULL);
     srv->by_ip = xcalloc(IP_BUCKETS, sizeof *srv->by_ip);
 }
 
@@ -53,6 +57,7 @@ void http_conns_cleanup(struct http_server *srv)
     }
     free(srv->by_ip);
     srv->by_ip = NULL;
+    pthread_mutex_destroy(&srv->by_ip_mu);
 }
 
 /* The address bytes of a peer; false for a family without one (a Unix
@@ -80,7 +85,7 @@ static struct ip_count **ip_bucket(struct http_server *srv, const unsigned char 
 }
 
 /* Counts one more connection from key; false (nothing counted) when its
- * address already holds TICKETD_CONN_PER_IP. Called with conns_mu held. */
+ * address already holds TICKETD_CONN_PER_IP. Called with by_ip_mu held. */
 static bool ip_take(struct http_server *srv, const unsigned char key[16])
 {
     int limit = srv->app->cfg->conn_per_ip;
@@ -100,7 +105,7 @@ static bool ip_take(struct http_server *srv, const unsigned char key[16])
     return true;
 }
 
-/* Called with conns_mu held. */
+/* Called with by_ip_mu held. */
 static void ip_give(struct http_server *srv, const unsigned char key[16])
 {
     struct ip_count **at = ip_bucket(srv, key);
@@ -136,9 +141,22 @@ void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *c)
     return NULL;
 }
 
+/* Shuts the socket down, and marks the slot, so that whatever MHD still
+ * reads from it is refused before it changes anything (on_request): bytes
+ * already in the kernel's buffer are still read after shutdown() on
+ * Linux, and a request found there must not commit an order whose answer
+ * cannot be written. */
+static void cut(struct conn_slot *slot)
+{
+    shutdown(slot->fd, SHUT_RDWR);
+    slot->cut = true;
+}
+
 /* A connection from an address that holds its TICKETD_CONN_PER_IP is
  * shut down as soon as it starts: the client sees it closed at once, as
- * with MHD's own limit. */
+ * with MHD's own limit. Runs on the loop's thread (MHD_run, or the
+ * drain's MHD_add_connection), or on the stopping thread once the loop
+ * has ended (MHD_stop_daemon). */
 void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                         enum MHD_ConnectionNotificationCode code)
 {
@@ -153,47 +171,58 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         slot = xcalloc(1, sizeof *slot);
         slot->fd = ci != NULL ? ci->connect_fd : -1;
-        slot->loop = hl->index;
         if (ai != NULL && ai->client_addr != NULL) {
             size_t n = ai->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                               : sizeof(struct sockaddr_in);
             memcpy(&slot->peer, ai->client_addr, n);
         }
-        atomic_store(&slot->idle_since_ms, mono_ms());
-        pthread_mutex_lock(&srv->conns_mu);
+        slot->idle_since_ms = mono_ms();
         if (peer_key(&slot->peer, key)) {
+            pthread_mutex_lock(&srv->by_ip_mu);
             slot->counted = ip_take(srv, key);
-            if (!slot->counted && slot->fd >= 0) {
-                shutdown(slot->fd, SHUT_RDWR);
-                slot->reaped = true;
-            }
+            pthread_mutex_unlock(&srv->by_ip_mu);
+            if (!slot->counted && slot->fd >= 0)
+                cut(slot);
         }
-        slot->next = srv->conns;
-        if (srv->conns != NULL)
-            srv->conns->prev = slot;
-        srv->conns = slot;
-        pthread_mutex_unlock(&srv->conns_mu);
+        slot->next = hl->conns;
+        if (hl->conns != NULL)
+            hl->conns->prev = slot;
+        hl->conns = slot;
         *socket_context = slot;
         atomic_fetch_add(&srv->connections, 1);
         atomic_fetch_add(&hl->connections, 1);
         return;
     }
     if (slot != NULL) {
-        pthread_mutex_lock(&srv->conns_mu);
-        if (slot->counted && peer_key(&slot->peer, key))
+        if (slot->counted && peer_key(&slot->peer, key)) {
+            pthread_mutex_lock(&srv->by_ip_mu);
             ip_give(srv, key);
+            pthread_mutex_unlock(&srv->by_ip_mu);
+        }
         if (slot->prev != NULL)
             slot->prev->next = slot->next;
         else
-            srv->conns = slot->next;
+            hl->conns = slot->next;
         if (slot->next != NULL)
             slot->next->prev = slot->prev;
-        pthread_mutex_unlock(&srv->conns_mu);
         free(slot);
         *socket_context = NULL;
     }
     atomic_fetch_sub(&srv->connections, 1);
     atomic_fetch_sub(&hl->connections, 1);
+    /* While draining, a listener left alone at the daemon's limit
+     * (accept_queued in http.c) may accept again. */
+    if (hl->listen_fd >= 0 && loop_self() == hl->loop)
+        loop_io_change(hl->loop, &hl->listen_io, LOOP_READ);
+}
+
+/* Bytes the client sent that MHD has not read yet: a request arriving. */
+static int unread(const struct conn_slot *c)
+{
+    int n = 0;
+    if (c->fd < 0 || ioctl(c->fd, FIONREAD, &n) != 0)
+        return 0;
+    return n;
 }
 
 /* Slowloris: a client that opens connections and sends its request a
@@ -205,26 +234,32 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
  * whole is never cut off: it is being answered. */
 enum reap_reason { KEEP, LATE_HEAD, LATE_REQUEST };
 
-static enum reap_reason reap_reason(struct conn_slot *c, int64_t now, const struct config *cfg)
+static enum reap_reason reap_reason(const struct conn_slot *c, int64_t now,
+                                    const struct config *cfg)
 {
-    int64_t age = now - atomic_load(&c->idle_since_ms);
-    if (!atomic_load(&c->busy))
+    int64_t age = now - c->idle_since_ms;
+    if (!c->busy)
         return age >= (int64_t)cfg->header_timeout_s * 1000 ? LATE_HEAD : KEEP;
-    if (!atomic_load(&c->body_done))
+    if (!c->body_done)
         return age >= (int64_t)cfg->request_timeout_s * 1000 ? LATE_REQUEST : KEEP;
     return KEEP;
 }
 
-/* A connection that may be shed: it has no whole request in hand. */
-static bool sheddable(struct conn_slot *c)
+/* A connection that may be shed: no whole request in hand (an idle
+ * keep-alive connection, or a head or body still arriving), and, when no
+ * head has arrived, nothing in the kernel's buffer either: bytes there may
+ * be a whole request that MHD reads in its next run. */
+static bool sheddable(const struct conn_slot *c)
 {
-    return !c->reaped && c->fd >= 0 && !atomic_load(&c->body_done);
+    if (c->cut || c->fd < 0 || c->body_done)
+        return false;
+    return c->busy || unread(c) == 0;
 }
 
 static int by_idle_since(const void *a, const void *b)
 {
-    int64_t x = atomic_load(&(*(struct conn_slot *const *)a)->idle_since_ms);
-    int64_t y = atomic_load(&(*(struct conn_slot *const *)b)->idle_since_ms);
+    int64_t x = (*(struct conn_slot *const *)a)->idle_since_ms;
+    int64_t y = (*(struct conn_slot *const *)b)->idle_since_ms;
     return (x > y) - (x < y);
 }
 
@@ -232,14 +267,16 @@ static int by_idle_since(const void *a, const void *b)
  * client, however quick, waits behind whoever holds the slots: slow heads
  * and bodies from many addresses that reopen as they are closed can keep
  * the cap reached for good. So once the open connections come within
- * 1/16 of TICKETD_CONN_LIMIT, those without a whole request in hand are
- * shut down, the longest without one first (idle keep-alive connections,
- * then the slowest requests), until a quarter of the slots is free. A new
- * client's connection is the newest: it is served before its turn comes.
- * Each daemon (one per loop) has its share of the cap and its own accept
- * queue, so this is done per daemon, with its share.
- * Called with conns_mu held; returns how many were shed. */
-static int shed_at_cap(struct http_server *srv, const struct http_loop *hl, int open)
+ * 1/16 of the daemon's share of TICKETD_CONN_LIMIT, those without a whole
+ * request in hand are shut down, the longest without one first (idle
+ * keep-alive connections, then the slowest requests), until a quarter of
+ * the slots is free. A new client's connection is the newest: it is
+ * served before its turn comes. A connection whose request is whole, being
+ * answered or its answer being sent, is never shed: its order may be
+ * committed. Each daemon (one per loop) has its share of the cap and its
+ * own accept queue, so this is done per daemon, on its loop. Returns how
+ * many were shed. */
+static int shed_at_cap(struct http_loop *hl, int open)
 {
     int cap = hl->conn_limit;
     int high = cap - (cap / 16 > 0 ? cap / 16 : 1), low = cap - (cap / 4 > 0 ? cap / 4 : 1);
@@ -247,70 +284,69 @@ static int shed_at_cap(struct http_server *srv, const struct http_loop *hl, int 
         return 0;
     struct conn_slot **v = xcalloc((size_t)open + 1, sizeof *v);
     int n = 0;
-    for (struct conn_slot *c = srv->conns; c != NULL && n <= open; c = c->next) {
-        if (c->loop == hl->index && sheddable(c))
+    for (struct conn_slot *c = hl->conns; c != NULL && n <= open; c = c->next) {
+        if (sheddable(c))
             v[n++] = c;
     }
     qsort(v, (size_t)n, sizeof *v, by_idle_since);
     int shed = 0;
-    for (; shed < n && open - shed > low; shed++) {
-        shutdown(v[shed]->fd, SHUT_RDWR);
-        v[shed]->reaped = true;
-    }
+    for (; shed < n && open - shed > low; shed++)
+        cut(v[shed]);
     free(v);
     return shed;
 }
 
-/* One pass of the reaper; the counts go to late[LATE_HEAD],
- * late[LATE_REQUEST] and *shed. */
-static void reap_once(struct http_server *srv, int late[3], int *shed)
+/* One pass over the loop's connections, between two runs of its daemon:
+ * the deadlines first, then the shedding. */
+static void reap(void *arg)
 {
+    struct http_loop *hl = arg;
+    const struct config *cfg = hl->srv->app->cfg;
     int64_t now = mono_ms();
-    int *open = xcalloc((size_t)srv->nloops, sizeof *open);
-    pthread_mutex_lock(&srv->conns_mu);
-    for (struct conn_slot *c = srv->conns; c != NULL; c = c->next) {
-        if (c->reaped || c->fd < 0)
+    int late[3] = {0}, open = 0;
+    for (struct conn_slot *c = hl->conns; c != NULL; c = c->next) {
+        if (c->cut || c->fd < 0)
             continue;
-        enum reap_reason why = reap_reason(c, now, srv->app->cfg);
+        enum reap_reason why = reap_reason(c, now, cfg);
         if (why == KEEP) {
-            open[c->loop]++;
+            open++;
             continue;
         }
-        shutdown(c->fd, SHUT_RDWR);
-        c->reaped = true;
+        cut(c);
         late[why]++;
     }
-    *shed = 0;
-    for (int i = 0; i < srv->nloops; i++)
-        *shed += shed_at_cap(srv, &srv->loops[i], open[i]);
-    pthread_mutex_unlock(&srv->conns_mu);
-    free(open);
+    int shed = shed_at_cap(hl, open);
+    if (late[LATE_HEAD] > 0) {
+        metrics_add(M_HTTP_HEAD_TIMEOUTS, late[LATE_HEAD]);
+        log_info("http: closed %d connections that sent no whole request head in %d s",
+                 late[LATE_HEAD], cfg->header_timeout_s);
+    }
+    if (late[LATE_REQUEST] > 0) {
+        metrics_add(M_HTTP_REQUEST_TIMEOUTS, late[LATE_REQUEST]);
+        log_info("http: closed %d connections that sent no whole request in %d s",
+                 late[LATE_REQUEST], cfg->request_timeout_s);
+    }
+    if (shed > 0) {
+        metrics_add(M_HTTP_CONNECTIONS_SHED, shed);
+        log_info("http: loop %d near its cap of %d connections, closed the %d longest without "
+                 "a whole request",
+                 hl->index, hl->conn_limit, shed);
+    }
+    http_reap_start(hl);
 }
 
-void *http_reaper_main(void *p)
+void http_reap_start(struct http_loop *hl)
 {
-    struct http_server *srv = p;
-    const struct config *cfg = srv->app->cfg;
-    while (!atomic_load(&srv->reaper_stop)) {
-        sleep_ms(REAP_INTERVAL_MS);
-        int late[3] = {0}, shed = 0;
-        reap_once(srv, late, &shed);
-        if (late[LATE_HEAD] > 0) {
-            metrics_add(M_HTTP_HEAD_TIMEOUTS, late[LATE_HEAD]);
-            log_info("http: closed %d connections that sent no whole request head in %d s",
-                     late[LATE_HEAD], cfg->header_timeout_s);
-        }
-        if (late[LATE_REQUEST] > 0) {
-            metrics_add(M_HTTP_REQUEST_TIMEOUTS, late[LATE_REQUEST]);
-            log_info("http: closed %d connections that sent no whole request in %d s",
-                     late[LATE_REQUEST], cfg->request_timeout_s);
-        }
-        if (shed > 0) {
-            metrics_add(M_HTTP_CONNECTIONS_SHED, shed);
-            log_info("http: near the cap of %d connections, closed the %d longest without a "
-                     "whole request",
-                     cfg->conn_limit, shed);
-        }
+    loop_timer_start(hl->loop, &hl->reap_timer, REAP_INTERVAL_MS, reap, hl);
+}
+
+int http_conns_unsettled(struct http_loop *hl, int64_t idle_ms)
+{
+    int64_t now = mono_ms();
+    int n = 0;
+    for (struct conn_slot *c = hl->conns; c != NULL; c = c->next) {
+        if (c->busy || now - c->idle_since_ms < idle_ms || unread(c) > 0)
+            n++;
     }
-    return NULL;
+    return n;
 }

@@ -22,22 +22,28 @@
 struct app;
 struct http_server;
 
-/* One client connection, from MHD's "started" to its "closed" notice. The
- * reaper reads it under conns_mu; MHD closes the socket only after the
- * "closed" notice, which takes the same mutex, so fd is always this
- * connection's while the slot is listed. */
+/* One client connection, from MHD's "started" to its "closed" notice.
+ * Everything in it is touched on the thread of the loop whose daemon has
+ * the connection only: the request's calls (http.c) set busy and
+ * body_done, and the deadlines and the shedding (http_conns.c, a timer of
+ * the same loop) read them between two runs of the daemon, so a request
+ * can never become whole between the look and the shutdown(). MHD closes
+ * the socket only after the "closed" notice, so fd is this connection's
+ * while the slot is listed. */
 struct conn_slot {
     int fd;
-    int loop; /* the index of the loop whose daemon accepted it */
     struct sockaddr_storage peer;
     bool counted;    /* in its address's count (TICKETD_CONN_PER_IP) */
     const char *uri; /* the request target as MHD first saw it (http_uri_logger) */
     size_t uri_len;
-    _Atomic bool busy;             /* a request's head has arrived */
-    _Atomic bool body_done;        /* ... and its body: it is being answered */
-    _Atomic int64_t idle_since_ms; /* opened, or its last answer sent */
-    bool reaped;                   /* shut down for a late head */
-    struct conn_slot *prev, *next;
+    bool busy;             /* a request's head has arrived */
+    bool body_done;        /* ... and its body: it is being answered */
+    int64_t idle_since_ms; /* opened, or its last answer sent */
+    /* Shut down (a late request, shedding, or over its address's count):
+     * whatever MHD still reads from it, bytes that were in the kernel's
+     * buffer, is refused before it can change anything (on_request). */
+    bool cut;
+    struct conn_slot *prev, *next; /* the loop's list (http_loop.conns) */
 };
 
 /* One loop thread of the server: its event loop, its libmicrohttpd daemon
@@ -62,25 +68,38 @@ struct http_loop {
     struct exchange *live;       /* its exchanges, newest first (late_check) */
     struct loop_timer late_timer;
     bool late_armed;
+
+    /* The connections of this daemon, and the timer that holds them to
+     * their deadlines and sheds them near the cap (http_conns.c). */
+    struct conn_slot *conns;
+    struct loop_timer reap_timer;
+
+    /* The drain (http.c): once MHD has given the listening socket back
+     * (MHD_quiesce_daemon), the loop accepts what waits in its accept
+     * queue itself and closes the socket only when accept() finds the
+     * queue empty. */
+    int listen_fd;                /* -1: closed, or still MHD's */
+    struct loop_io listen_io;     /* watched while the daemon is at its limit */
+    atomic_bool listener_closed;  /* its accept queue was emptied, then closed */
+    _Atomic int unsettled;        /* connections the drain waits for (count_unsettled) */
+    struct loop_timer stop_timer; /* the drain's deadline, for fibers that outlive it */
 };
 
 struct http_server {
     struct app *app;
     _Atomic int inflight;    /* requests read and not yet fully answered */
     _Atomic int connections; /* open client connections */
-    _Atomic int64_t last_request_ms;
-    atomic_bool stopping; /* the connections are about to be closed */
+    atomic_bool stopping;    /* the connections are about to be closed */
 
     int nloops;
     struct http_loop *loops;
     struct http_thread_hooks hooks; /* a copy; NULL members skipped */
 
-    pthread_mutex_t conns_mu; /* guards the list of slots and the address counts */
-    struct conn_slot *conns;
+    /* The loops share the count of connections per client address. */
+    pthread_mutex_t by_ip_mu;
     struct ip_count **by_ip; /* IP_BUCKETS chains (http_conns.c) */
-    pthread_t reaper;
-    atomic_bool reaper_stop;
-    bool reaper_started;
+
+    int64_t drain_deadline_ms; /* http_drain's; 0: none yet */
 };
 
 /* Per-request state, created on the first access-handler call and freed
@@ -149,8 +168,13 @@ void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *c);
 /* http_conns.c: MHD_OPTION_NOTIFY_CONNECTION. */
 void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                         enum MHD_ConnectionNotificationCode code);
-/* http_conns.c: the reaper thread (deadlines and shedding). */
-void *http_reaper_main(void *p);
+/* http_conns.c: on hl's thread, starts the timer that holds hl's
+ * connections to their deadlines and sheds them near the cap. */
+void http_reap_start(struct http_loop *hl);
+/* http_conns.c: on hl's thread, the connections of hl that the drain may
+ * not close yet: a request in hand, bytes unread, or an answer or an
+ * opening less than idle_ms ago. */
+int http_conns_unsettled(struct http_loop *hl, int64_t idle_ms);
 /* http_conns.c: the per-address counts' table, and its end. */
 void http_conns_init(struct http_server *srv);
 void http_conns_cleanup(struct http_server *srv);
