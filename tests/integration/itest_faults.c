@@ -613,20 +613,17 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     static struct held_ctx c;
     memset(&c, 0, sizeof c);
     pthread_mutex_init(&c.mu, NULL);
-    /* One HTTP thread, two workers; the first order is held at the fault
-     * point until every other client has all its answers (the file below
-     * appears), so the check holds however fast or slow the machine. */
+    /* The first order is held at the fault point until every other client
+     * has all its answers (the file below appears), so the check holds
+     * however fast or slow the machine. */
     char release[128], release_env[160];
     snprintf(release, sizeof release, "/tmp/ticketd-held-%d.release", (int)getpid());
     unlink(release);
     snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
     const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0",
-                         "TICKETD_IO_THREADS=1",
-                         "TICKETD_THREADS=2",
                          "TICKETD_FAULT=order.after_redis:hold:300000:1",
                          "TICKETD_ACCESS_LOG=1", /* a failure's log says which answers went out */
-                         release_env,
-                         NULL};
+                         release_env, NULL};
     /* A port, and so a log, of its own: the sigterm test counts the 201s
      * in port 0's log. */
     struct th_server *a = th_serve(2, env);
@@ -723,10 +720,11 @@ static void test_workers_share_the_database_connections(void **state)
     (void)state;
     static struct pool_ctx c;
     memset(&c, 0, sizeof c);
-    /* Eight workers, two database connections, no background threads (they
-     * keep connections of their own): more concurrent orders than workers
-     * keep every worker busy, and the database still sees two sessions. */
-    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_WORKERS=0", "TICKETD_THREADS=8",
+    /* Two database connections, no background threads (they keep
+     * connections of their own): more concurrent orders than connections
+     * keep every connection busy, and the database still sees two
+     * sessions. */
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_WORKERS=0",
                          "TICKETD_DB_CONNS=2", NULL};
     int64_t before = ticketd_connections(); /* this test's own, and any others */
     struct th_server *a = th_serve(0, env);
