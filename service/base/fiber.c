@@ -1,9 +1,11 @@
 /* fiber.c - fibers on ucontext (fiber.h). Each loop thread keeps its own
  * pool of stacks: a fiber starts, parks and ends on the thread that
  * spawned it, so nothing here is shared between threads and nothing takes
- * a lock. A stack is one mmap: a guard page (PROT_NONE) at its low end,
- * where a stack overflow faults instead of writing over a neighbour, then
- * the stack, then the struct fiber itself at the top.
+ * a lock. A stack is one mmap: a guard of FIBER_GUARD bytes (PROT_NONE) at
+ * its low end, where a stack overflow faults instead of writing over a
+ * neighbour, then the stack, then the struct fiber itself at the top. So
+ * whatever lies below a stack in memory (another fiber's struct, a
+ * library), a guard lies between them.
  *
  * Switching: the loop thread's own context (its scheduler) resumes a
  * fiber with swapcontext; the fiber parks or ends by switching back.
@@ -41,6 +43,14 @@
 #define FIBER_STACK (256 * 1024)
 #endif
 
+/* Below each stack: a frame larger than a page that skipped over a small
+ * guard would write into whatever is mapped below. -fstack-clash-protection
+ * (Makefile) makes the compiler touch each page of a large frame in turn,
+ * so the first fault lands in the guard; 64 KiB also covers code built
+ * without it (the libraries') for any frame up to that size. Address space
+ * only: no page of it is ever resident. */
+#define FIBER_GUARD (64 * 1024)
+
 /* Spare stacks a loop thread keeps mapped for its next fibers; beyond
  * these, an ended fiber's stack is unmapped (a burst does not stay
  * resident). */
@@ -62,7 +72,7 @@ struct fiber {
     void *slots[FIBER_SLOTS];
     enum fiber_state state;
     bool wake_pending; /* readied while running: its next park returns at once */
-    void *map;         /* the whole mapping, guard page included */
+    void *map;         /* the whole mapping, guard included */
     size_t map_len;
     char *stack; /* the usable stack's low end */
     size_t stack_len;
@@ -112,6 +122,12 @@ static size_t page_size(void)
     return page;
 }
 
+size_t fiber_guard_size(void)
+{
+    size_t page = page_size();
+    return (FIBER_GUARD + page - 1) / page * page;
+}
+
 /* A fiber with a stack: from the pool, or newly mapped. NULL when the
  * kernel refuses the mapping. */
 static struct fiber *fiber_alloc(void)
@@ -123,21 +139,22 @@ static struct fiber *fiber_alloc(void)
         return f;
     }
     size_t page = page_size();
+    size_t guard = fiber_guard_size();
     size_t head = (sizeof *f + page - 1) / page * page;
-    size_t len = page + FIBER_STACK + head;
+    size_t len = guard + FIBER_STACK + head;
     void *map =
         mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (map == MAP_FAILED)
         return NULL;
-    if (mprotect(map, page, PROT_NONE) != 0) {
+    if (mprotect(map, guard, PROT_NONE) != 0) {
         munmap(map, len);
         return NULL;
     }
-    f = (struct fiber *)((char *)map + page + FIBER_STACK);
+    f = (struct fiber *)((char *)map + guard + FIBER_STACK);
     memset(f, 0, sizeof *f);
     f->map = map;
     f->map_len = len;
-    f->stack = (char *)map + page;
+    f->stack = (char *)map + guard;
     f->stack_len = FIBER_STACK;
     return f;
 }

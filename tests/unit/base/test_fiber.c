@@ -1,7 +1,8 @@
 /* test_fiber.c - fibers on a loop: one starts in the turn after it is
  * spawned, parks until readied and then goes on where it stopped, waits on
  * a pipe without holding up the loop, keeps its own slots, and gives its
- * stack back when it ends. A watchdog timer of seconds fails a test
+ * stack back when it ends, and overflows its stack into its guard, not past
+ * it. A watchdog timer of seconds fails a test
  * instead of hanging it; nothing depends on the clock otherwise. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,10 @@
 #include "fiber.h"
 #include "loop.h"
 
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define WATCHDOG_MS 10000
@@ -266,6 +270,74 @@ static void test_stacks_come_back_when_fibers_end(void **state)
     assert_true(fiber_stack_size() >= 128 * 1024);
 }
 
+/* ---- an overflow faults in the guard ---------------------------------- */
+
+/* One frame larger than the guard: code that wrote only its lowest byte
+ * would jump the guard without -fstack-clash-protection (Makefile), which
+ * makes the compiler touch each page of the frame as it grows. */
+#define BIG_FRAME (96 * 1024)
+
+static uintptr_t guard_low, stack_low; /* the overflowing fiber's */
+
+static void on_segv(int sig, siginfo_t *si, void *ctx)
+{
+    (void)sig, (void)ctx;
+    uintptr_t at = (uintptr_t)si->si_addr;
+    _exit(at >= guard_low && at < stack_low ? 0 : 3);
+}
+
+static int __attribute__((noinline)) dive(int depth)
+{
+    volatile char frame[BIG_FRAME];
+    frame[0] = (char)depth; /* the lowest byte: past the guard if nothing probed */
+    int below = depth < 64 ? dive(depth + 1) : 0;
+    return frame[0] + frame[BIG_FRAME - 1] + below;
+}
+
+static void overflow(void *arg)
+{
+    (void)arg;
+    char here;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    /* The fiber's first frame lies just under its stack's top, which is
+     * page-aligned (fiber.c). */
+    uintptr_t top = ((uintptr_t)&here + page - 1) / page * page;
+    stack_low = top - fiber_stack_size();
+    guard_low = stack_low - fiber_guard_size();
+    _exit(dive(0) != 0 ? 4 : 5); /* not reached: the stack cannot hold 64 frames */
+}
+
+/* In a child, as it dies: a fiber recursing with frames larger than the
+ * guard faults at an address inside its guard, the first thing below the
+ * stack, never further down in whatever is mapped there. */
+static void test_an_overflow_faults_in_the_guard(void **state)
+{
+    (void)state;
+    assert_true(fiber_guard_size() >= 64 * 1024);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        static char alt[64 * 1024];
+        stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt};
+        struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
+        sigemptyset(&sa.sa_mask);
+        if (sigaltstack(&ss, NULL) != 0 || sigaction(SIGSEGV, &sa, NULL) != 0)
+            _exit(6);
+        struct loop *l = loop_new(0, 1);
+        if (l == NULL || fiber_spawn(l, overflow, NULL) == NULL)
+            _exit(7);
+        loop_run(l);
+        _exit(8);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the overflow did not fault in the guard: %s %d (3: it faulted below the "
+                 "guard)",
+                 WIFEXITED(status) ? "exit" : "signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +350,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slots_are_per_fiber_and_per_thread_off_one, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_stacks_come_back_when_fibers_end, setup, teardown),
+        cmocka_unit_test(test_an_overflow_faults_in_the_guard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
