@@ -34,7 +34,8 @@ static int depth_of(const json_t *v)
     if (json_is_object(v)) {
         const char *key;
         const json_t *member;
-        json_object_foreach ((json_t *)v, key, member) {
+        json_object_foreach((json_t *)v, key, member)
+        {
             int d = depth_of(member);
             most = d > most ? d : most;
         }
@@ -78,8 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (field[0] != '\0') {
             /* A member is named only in a body that is an object. */
             size_t i = 0;
-            while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' ||
-                               body[i] == '\r'))
+            while (i < len &&
+                   (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r'))
                 i++;
             CHECK(i < len && body[i] == '{');
         }
