@@ -6,6 +6,7 @@
 #include "app.h"
 #include "http_internal.h"
 #include "log.h"
+#include "memtrim.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -174,8 +175,10 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
         srv->conns = slot;
         pthread_mutex_unlock(&srv->conns_mu);
         *socket_context = slot;
-        atomic_fetch_add(&srv->connections, 1);
+        int open = atomic_fetch_add(&srv->connections, 1) + 1;
         atomic_fetch_add(&hl->connections, 1);
+        metrics_add(M_HTTP_CONNECTIONS_OPEN, 1);
+        memtrim_connections(hl->loop, open);
         return;
     }
     if (slot != NULL) {
@@ -192,8 +195,12 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
         free(slot);
         *socket_context = NULL;
     }
-    atomic_fetch_sub(&srv->connections, 1);
+    int open = atomic_fetch_sub(&srv->connections, 1) - 1;
     atomic_fetch_sub(&hl->connections, 1);
+    /* A trim this close calls for is queued before the gauge says the
+     * connection is gone (memtrim.h). */
+    memtrim_connections(hl->loop, open);
+    metrics_add(M_HTTP_CONNECTIONS_OPEN, -1);
 }
 
 /* Slowloris: a client that opens connections and sends its request a
