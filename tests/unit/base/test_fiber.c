@@ -13,6 +13,7 @@
 #include "fiber.h"
 #include "loop.h"
 
+#include <fenv.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +271,89 @@ static void test_stacks_come_back_when_fibers_end(void **state)
     assert_true(fiber_stack_size() >= 128 * 1024);
 }
 
+/* ---- what a switch keeps --------------------------------------------- */
+
+/* Two fibers that switch back and forth, each with values held across
+ * every park (the compiler keeps them in the callee-saved registers the
+ * switch must carry) and a rounding mode of its own (the SSE and x87
+ * control words, which the ABI also makes the callee's to keep). */
+struct keeper {
+    struct fiber *self;
+    struct keeper *other;
+    int mode; /* FE_* */
+    uint64_t sum;
+    bool ok;
+};
+
+static uint64_t __attribute__((noinline)) mix(uint64_t v)
+{
+    return v * 6364136223846793005ull + 1442695040888963407ull;
+}
+
+static void keeps(void *arg)
+{
+    struct keeper *k = arg;
+    k->self = fiber_self();
+    fesetround(k->mode);
+    uint64_t a = mix(k->mode), b = mix(a), c = mix(b), d = mix(c), e = mix(d), g = mix(e);
+    volatile double third = 1.0;
+    double down = 0;
+    bool ok = true;
+    for (int i = 0; i < 50; i++) {
+        if (k->other->self != NULL)
+            fiber_ready(k->other->self);
+        fiber_park();
+        ok = ok && fegetround() == k->mode;
+        a = mix(a) ^ b;
+        b = mix(b) ^ c;
+        c = mix(c) ^ d;
+        d = mix(d) ^ e;
+        e = mix(e) ^ g;
+        g = mix(g) ^ a;
+        down = third / 3.0;
+    }
+    k->sum = a ^ b ^ c ^ d ^ e ^ g;
+    /* 1/3 rounds one way or the other by the fiber's own mode. */
+    k->ok = ok && (k->mode == FE_UPWARD ? down * 3.0 > 1.0 : down * 3.0 <= 1.0);
+    if (k->other->self != NULL)
+        fiber_ready(k->other->self);
+    fesetround(FE_TONEAREST);
+    stop_when_alone();
+}
+
+/* The same sums as keeps computes, without fibers. */
+static uint64_t expected_sum(int mode)
+{
+    uint64_t a = mix(mode), b = mix(a), c = mix(b), d = mix(c), e = mix(d), g = mix(e);
+    for (int i = 0; i < 50; i++) {
+        a = mix(a) ^ b;
+        b = mix(b) ^ c;
+        c = mix(c) ^ d;
+        d = mix(d) ^ e;
+        e = mix(e) ^ g;
+        g = mix(g) ^ a;
+    }
+    return a ^ b ^ c ^ d ^ e ^ g;
+}
+
+static void test_a_switch_keeps_registers_and_rounding(void **state)
+{
+    struct loop *l = *state;
+    static struct keeper up, down;
+    memset(&up, 0, sizeof up);
+    memset(&down, 0, sizeof down);
+    up = (struct keeper){.mode = FE_UPWARD, .other = &down};
+    down = (struct keeper){.mode = FE_DOWNWARD, .other = &up};
+    assert_non_null(fiber_spawn(l, keeps, &up));
+    assert_non_null(fiber_spawn(l, keeps, &down));
+    run(l);
+    assert_int_equal(fegetround(), FE_TONEAREST); /* the loop's own */
+    assert_true(up.ok);
+    assert_true(down.ok);
+    assert_true(up.sum == expected_sum(FE_UPWARD));
+    assert_true(down.sum == expected_sum(FE_DOWNWARD));
+}
+
 /* ---- an overflow faults in the guard ---------------------------------- */
 
 /* One frame larger than the guard: code that wrote only its lowest byte
@@ -350,6 +434,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slots_are_per_fiber_and_per_thread_off_one, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_stacks_come_back_when_fibers_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_switch_keeps_registers_and_rounding, setup,
+                                        teardown),
         cmocka_unit_test(test_an_overflow_faults_in_the_guard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
