@@ -14,7 +14,8 @@
  * them from the stack being entered: glibc's swapcontext also saves and
  * restores the signal mask, one rt_sigprocmask system call per switch
  * (about ten per order), for a mask that never differs between a loop and
- * its fibers (the loops block every signal the process handles).
+ * its fibers (the loops inherit main's, which blocks the shutdown signals,
+ * boot.c, and nothing on a loop changes it).
  * Elsewhere it stays swapcontext.
  * AddressSanitizer is told of every switch (__sanitizer_start_switch_fiber
  * before, __sanitizer_finish_switch_fiber after), or it takes the fiber's
