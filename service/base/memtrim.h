@@ -1,7 +1,7 @@
 /* memtrim.h - memory given back to the kernel once a burst of connections
  * is over.
  *
- * Each open connection holds about 35 KiB of heap (libmicrohttpd's
+ * Each open connection holds about 33 KiB of heap (libmicrohttpd's
  * per-connection pool, HTTP_CONN_MEMORY, which it zeroes after every
  * request, so all of it is resident, and its connection state). glibc's
  * malloc gives freed memory back to the kernel only from the top of each

@@ -27,7 +27,7 @@
 #include <cmocka.h>
 
 /* Connections of one flood: each holds one loop's share of libmicrohttpd's
- * pool and state (about 35 KiB), so a flood is about 70 MB, several times
+ * pool and state (about 33 KiB), so a flood is about 70 MB, several times
  * the idle process. */
 #define FLOOD_CONNS 2000
 #define FLOODS      3
