@@ -20,9 +20,9 @@ FUZZ_CC ?= clang-14
 FUZZ_SECONDS ?= 300
 FUZZ_PKGS := jansson libjwt libcrypto
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer $(FUZZ_SAN) -std=c11 -D_GNU_SOURCE $(WARN) $(SERVICE_INC) -Ifuzz \
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer $(FUZZ_SAN) -std=c11 -D_GNU_SOURCE $(WARN) $(HARDEN) $(SERVICE_INC) -Ifuzz \
 	$(shell pkg-config --cflags $(FUZZ_PKGS) 2>/dev/null)
-FUZZ_OBJ_CFLAGS = -g -O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN) -std=c11 -D_GNU_SOURCE -pthread $(WARN) \
+FUZZ_OBJ_CFLAGS = -g -O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN) -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(HARDEN) \
 	$(PKG_CFLAGS)
 FUZZ_LIBS = $(shell pkg-config --libs $(FUZZ_PKGS) 2>/dev/null) -lm
 

@@ -76,7 +76,9 @@ static void check_config(struct config *c)
     CHECK(c->port >= 1 && c->port <= 65535);
     CHECK(c->redis_port >= 1 && c->redis_port <= 65535);
     CHECK(c->mysql_port >= 1 && c->mysql_port <= 65535);
-    CHECK(c->threads >= 1 && c->threads <= 256);
+    CHECK(c->threads >= 0 && c->threads <= 256);
+    CHECK(c->loops >= 0 && c->loops <= 256);
+    CHECK(c->max_fibers >= 1 && c->max_fibers <= 30000);
     CHECK(c->max_body >= 256 && c->max_body <= 1048576);
     CHECK(c->max_per_order >= 1 && c->max_per_order <= 1000);
     CHECK(c->pay_tolerance_s >= 1 && c->pay_tolerance_s <= 86400);

@@ -157,7 +157,6 @@ class Cluster:
                 "TICKETD_DEFENSES": defences.setting(off),
                 "TICKETD_BIND": "127.0.0.1",
                 "TICKETD_PORT": str(HTTP_PORTS[i]),
-                "TICKETD_THREADS": "8",
                 "TICKETD_REDIS_HOST": "127.0.0.1",
                 "TICKETD_REDIS_PORT": str(REDIS_PORT),
                 "TICKETD_MYSQL_HOST": "127.0.0.1",

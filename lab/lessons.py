@@ -127,9 +127,9 @@ def _fstorm(n):
 # look-up, until the load's --fault or --fault-end command releases it after
 # a number of answers. The clients send no order token: the token's row in
 # the database is a unique key too and would catch the copy (the token
-# lessons show that layer). Each held order keeps a thread and a database
-# connection, hence the larger pools.
-STALL_ENV = ["TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_THREADS=128", "TICKETD_DB_CONNS=96"]
+# lessons show that layer). Each held order keeps a fiber and a database
+# connection, hence the larger pool.
+STALL_ENV = ["TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_DB_CONNS=96"]
 # An instance frozen longer than this is taken for dead (its heartbeat).
 FREEZE_ENV = ["TICKETD_INSTANCE_TTL_MS=300"]
 # Markers and locks that expire while the request they stand for still runs.

@@ -96,7 +96,7 @@ def write(path, rows, size, took):
         "- when: %s; ticketd %s; size %g" % (now, revision(), size),
         "- machine: %s" % machine(),
         "- stack: the lab's private Redis and MariaDB, two `ticketd serve` instances "
-        "(TICKETD_ENV=demo, TICKETD_THREADS=8 unless a pass's command says otherwise); the "
+        "(TICKETD_ENV=demo unless a pass's command says otherwise); the "
         "database and Redis emptied before each "
         "pass; %.0f s for the %d lessons, both ways" % (took, len(rows)),
         "",

@@ -193,7 +193,6 @@ class Stack:
             "TICKETD_DEFENSES": defences.setting(p["off"]),
             "TICKETD_BIND": "127.0.0.1",
             "TICKETD_PORT": str(port),
-            "TICKETD_THREADS": "8",
             "TICKETD_REDIS_HOST": "127.0.0.1",
             "TICKETD_REDIS_PORT": str(self.redis_port),
             "TICKETD_MYSQL_HOST": "127.0.0.1",

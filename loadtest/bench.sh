@@ -8,7 +8,7 @@
 #                       reset (every run starts from empty tables),
 #                       build/release/ticketd serve on 127.0.0.1:30080 with
 #                       TICKETD_ORDER_TOKEN_REQUIRED=0 (secrets from --config;
-#                       TICKETD_IO_THREADS, TICKETD_THREADS, TICKETD_DB_CONNS and other TICKETD_*
+#                       TICKETD_LOOPS, TICKETD_MAX_FIBERS, TICKETD_DB_CONNS and other TICKETD_*
 #                       settings of the environment pass through)
 #   --url URL           ticketd to measure (default http://127.0.0.1:8080;
 #                       with --start http://127.0.0.1:30080)
@@ -34,9 +34,6 @@
 #   --tokens            fetch an order token per new order (for a server that
 #                       requires X-Order-Token; figures then include POST /tokens)
 #   --json FILE         also write the rows and the targets as JSON
-#   --off-threads N     with --start: TICKETD_THREADS of the TICKETD_MERGE=0
-#                       instance (default 8: one order per trip does best
-#                       with as many workers as database connections)
 #
 # Rows: GET /livez (wrk); the replay of one completed order (wrk, same POST
 # with its Idempotency-Key, token and body); new orders over many sessions
@@ -74,7 +71,6 @@ CONFIG=${ROOT}/config/ticketd.env
 TOKENS=0
 UNIX=0
 JSON_OUT=""
-OFF_THREADS=8
 
 BENCH_STATE=${ROOT}/.state/bench
 BENCH_REDIS_PORT=30379
@@ -130,7 +126,6 @@ while (($# > 0)); do
     --tokens) TOKENS=1 ;;
     --unix) UNIX=1 ;;
     --json) JSON_OUT=${2:?}; shift ;;
-    --off-threads) OFF_THREADS=${2:?}; shift ;;
     -h | --help) usage 0 ;;
     *) printf 'bench: unknown option %s\n' "$1" >&2; usage 2 ;;
     esac
@@ -139,7 +134,7 @@ done
 
 [[ "${SCALE}" == none ]] && SCALE=""
 IFS=',' read -r -a SCALE_LIST <<<"${SCALE}"
-for n in "${DURATION}" "${CONC}" "${SESSIONS}" "${THREADS}" "${OFF_THREADS}" ${CONNS:+"${CONNS}"} \
+for n in "${DURATION}" "${CONC}" "${SESSIONS}" "${THREADS}" ${CONNS:+"${CONNS}"} \
     ${PID:+"${PID}"} ${MYSQL_PID:+"${MYSQL_PID}"} "${SCALE_LIST[@]}"; do
     if ! [[ "${n}" =~ ^[0-9]+$ ]] || ((n < 1)); then
         die "not a positive number: ${n}"
@@ -188,9 +183,8 @@ MYSQL_PASSWORD=$(conf TICKETD_MYSQL_PASSWORD ticketd)
 MYSQL_DB=$(conf TICKETD_MYSQL_DB ticketd)
 # What ticketd --start runs with (the environment, else --config, else the
 # defaults of service/base/config.c); shown in the header.
-IO_THREADS=$(conf TICKETD_IO_THREADS 2)
 LOOPS=$(conf TICKETD_LOOPS "$(nproc)")
-WORKER_THREADS=$(conf TICKETD_THREADS 32)
+MAX_FIBERS=$(conf TICKETD_MAX_FIBERS 4096)
 DB_CONNS=$(conf TICKETD_DB_CONNS 8)
 
 SQL_SOCKET="" # --unix: the MariaDB socket sqlbase uses
@@ -258,7 +252,7 @@ if ((START)); then
     if curl -fsS -o /dev/null --max-time 1 "http://127.0.0.1:${BENCH_HTTP_PORT}/livez" 2>/dev/null; then
         die "something already serves 127.0.0.1:${BENCH_HTTP_PORT}; stop it first"
     fi
-    log "starting ticketd on ${URL} (TICKETD_LOOPS=${LOOPS}, TICKETD_IO_THREADS=${IO_THREADS}, TICKETD_THREADS=${WORKER_THREADS}, TICKETD_DB_CONNS=${DB_CONNS})"
+    log "starting ticketd on ${URL} (TICKETD_LOOPS=${LOOPS}, TICKETD_MAX_FIBERS=${MAX_FIBERS}, TICKETD_DB_CONNS=${DB_CONNS})"
     REDIS_AT=127.0.0.1
     SOCKET_ENV=(-u TICKETD_MYSQL_SOCKET)
     if ((UNIX)); then
@@ -277,7 +271,7 @@ if ((START)); then
         TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT="${BENCH_MYSQL_PORT}" \
         TICKETD_MYSQL_USER="${MYSQL_USER}" TICKETD_MYSQL_PASSWORD="${MYSQL_PASSWORD}" \
         TICKETD_MYSQL_DB="${MYSQL_DB}" TICKETD_ORDER_TOKEN_REQUIRED=0 \
-        TICKETD_LOOPS="${LOOPS}" TICKETD_IO_THREADS="${IO_THREADS}" TICKETD_THREADS="${WORKER_THREADS}" \
+        TICKETD_LOOPS="${LOOPS}" TICKETD_MAX_FIBERS="${MAX_FIBERS}" \
         TICKETD_DB_CONNS="${DB_CONNS}" TICKETD_BLOOM_CHECK_MS=3600000 \
         TICKETD_JWT_SECRET="${JWT_SECRET}" TICKETD_PAY_SECRET="${PAY_SECRET}" "$@" \
         "${TICKETD}" serve --config "${CONFIG}" >"${logfile}" 2>&1 &
@@ -308,8 +302,7 @@ if ((START)); then
     if curl -fsS -o /dev/null --max-time 1 "${OFF_URL}/livez" 2>/dev/null; then
         die "something already serves ${OFF_URL}; stop it first"
     fi
-    start_ticketd $((BENCH_HTTP_PORT + 1)) "${BENCH_STATE}/ticketd-merge0.log" TICKETD_MERGE=0 \
-        TICKETD_THREADS="${OFF_THREADS}"
+    start_ticketd $((BENCH_HTTP_PORT + 1)) "${BENCH_STATE}/ticketd-merge0.log" TICKETD_MERGE=0
     STARTED_OFF=$!
     OFF_PID=${STARTED_OFF}
     wait_ready "${OFF_URL}" "${OFF_PID}" "${BENCH_STATE}/ticketd-merge0.log"
@@ -928,8 +921,8 @@ dash() { printf '%s' "${1:--}"; }
 printf '\nticketd benchmark: %s, %s s per row, keep-alive connections %s\n' \
     "${URL}" "${DURATION}" "${LEVELS[*]}"
 if ((START)); then
-    printf 'ticketd --start: TICKETD_LOOPS=%s TICKETD_IO_THREADS=%s TICKETD_THREADS=%s TICKETD_DB_CONNS=%s (the TICKETD_MERGE=0 instance: TICKETD_THREADS=%s)\n' \
-        "${LOOPS}" "${IO_THREADS}" "${WORKER_THREADS}" "${DB_CONNS}" "${OFF_THREADS}"
+    printf 'ticketd --start: TICKETD_LOOPS=%s TICKETD_MAX_FIBERS=%s TICKETD_DB_CONNS=%s (the TICKETD_MERGE=0 instance: the same)\n' \
+        "${LOOPS}" "${MAX_FIBERS}" "${DB_CONNS}"
     if ((UNIX)); then
         printf 'Redis and MariaDB: through their Unix sockets (--unix), for ticketd and sqlbase\n'
     else
@@ -1081,7 +1074,7 @@ if [[ -n "${JSON_OUT}" ]]; then
     jq -n --arg url "${URL}" --argjson duration "${DURATION}" --argjson conc "${CONC}" \
         --argjson conns "${CONNS}" --argjson sessions "${SESSIONS}" \
         --argjson levels "$(printf '%s\n' "${LEVELS[@]}" | jq -s .)" \
-        --arg io "${IO_THREADS}" --arg workers "${WORKER_THREADS}" --arg loops "${LOOPS}" \
+        --arg fibers "${MAX_FIBERS}" --arg loops "${LOOPS}" \
         --argjson start "${START}" \
         --arg replay "$(ratio "${RPS["replay@${CONC}"]}" "${RPS["livez@${CONC}"]}")" \
         --arg new "$(ratio "${RPS["new@${CONC}"]}" "${RPS["sql@${CONC}"]}")" \
@@ -1089,7 +1082,7 @@ if [[ -n "${JSON_OUT}" ]]; then
         --slurpfile rows "${WORK}/rows.jsonl" --slurpfile targets "${WORK}/targets.jsonl" \
         '{url: $url, duration_s: $duration, concurrency: $conc, sql_connections: $conns,
           sessions: $sessions, connection_levels: $levels,
-          ticketd: (if $start == 1 then {loops: $loops, io_threads: $io, threads: $workers} else null end),
+          ticketd: (if $start == 1 then {loops: $loops, max_fibers: $fibers} else null end),
           rows: $rows,
           ratios: {replay_over_livez: $replay, new_orders_over_sqlbase: $new, hot_over_sqlbase_hot: $hot},
           targets: $targets}' >"${JSON_OUT}"

@@ -49,7 +49,6 @@ MYSQL_PORT=21306
 HTTP_PORTS=(21080 21081)
 DB_MAIN=ticketd
 DB_NOINDEX=ticketd_demo_noindex
-THREADS=8
 INTERVAL_MS=200
 
 QUICK=0
@@ -212,7 +211,7 @@ start_instances() {
     for p in "${HTTP_PORTS[@]}"; do
         env -i PATH="${PATH}" HOME="${HOME:-/}" \
             TICKETD_ENV=demo TICKETD_DEFENSES="${defences}" \
-            TICKETD_BIND=127.0.0.1 TICKETD_PORT="${p}" TICKETD_THREADS="${THREADS}" \
+            TICKETD_BIND=127.0.0.1 TICKETD_PORT="${p}" \
             TICKETD_REDIS_HOST=127.0.0.1 TICKETD_REDIS_PORT="${REDIS_PORT}" \
             TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT="${MYSQL_PORT}" \
             TICKETD_MYSQL_USER=ticketd TICKETD_MYSQL_PASSWORD=ticketd TICKETD_MYSQL_DB="${db}" \
@@ -331,7 +330,7 @@ FSTORM="retry-storm --rounds $((K * 600)) --copies 8 --stock 1000000 --fault-aft
 FSALE="flash-sale --users $((K * 400)) --seats 50 --rounds 6 --fault-after $((K * 600))"
 # A downstream slower than the TTLs: copies sent over a second, markers and
 # locks that live 300 ms, orders that wait 800 ms before their transaction.
-SLOW_ENV=(TICKETD_THREADS=32 TICKETD_INFLIGHT_TTL_MS=300 TICKETD_LOCK_TTL_MS=300
+SLOW_ENV=(TICKETD_INFLIGHT_TTL_MS=300 TICKETD_LOCK_TTL_MS=300
     "TICKETD_FAULT=order.after_redis:delay:800:$((K * 40))")
 SSTORM="retry-storm --rounds $((K * 60)) --copies 6 --spread 1000 --concurrency 60"
 
@@ -445,7 +444,7 @@ printf '\n=== summary\n'
 report_rc=0
 "${REPORT}" --runs "${MANIFEST}" --out "${OUT}" \
     --meta "$(date -u +'%Y-%m-%d %H:%M UTC'), ticketd ${REV}, $(nproc) cores, $(uname -sr); the demo took ${ELAPSED} s" \
-    --meta "Two \`ticketd serve\` instances (TICKETD_THREADS=${THREADS} each, TICKETD_ENV=demo) on 127.0.0.1:${HTTP_PORTS[0]} and :${HTTP_PORTS[1]}, sharing a private Redis 7 (:${REDIS_PORT}) and MariaDB (:${MYSQL_PORT}); ticketd-load spreads every scenario over both, round robin, on the same machine." \
+    --meta "Two \`ticketd serve\` instances (TICKETD_ENV=demo) on 127.0.0.1:${HTTP_PORTS[0]} and :${HTTP_PORTS[1]}, sharing a private Redis 7 (:${REDIS_PORT}) and MariaDB (:${MYSQL_PORT}); ticketd-load spreads every scenario over both, round robin, on the same machine." \
     || report_rc=$?
 
 charts_rc=0

@@ -52,7 +52,7 @@ start_instances() {
     local i port ports=("$1" "$2" "$3") redis=("${@:4}")
     for i in 0 1 2; do
         port=${HTTP_PORTS[$i]}
-        env -u TICKETD_CONFIG TICKETD_ENV=test TICKETD_PORT="${port}" TICKETD_THREADS=8 \
+        env -u TICKETD_CONFIG TICKETD_ENV=test TICKETD_PORT="${port}" \
             TICKETD_ACCESS_LOG=0 TICKETD_LOG_LEVEL=warn "${redis[@]}" \
             TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT="${ports[$i]}" TICKETD_MYSQL_USER=ticketd \
             TICKETD_MYSQL_PASSWORD=ticketd TICKETD_MYSQL_DB=ticketd \

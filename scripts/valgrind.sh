@@ -32,7 +32,7 @@ env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST scripts/services.sh up "$STATE" 
 export TICKETD_JWT_SECRET=valgrind-session-jwt-secret-0123456789abcdef
 export TICKETD_PAY_SECRET=valgrind-session-pay-secret-0123456789abcdef
 TICKETD_PORT=$PORT TICKETD_REDIS_PORT=26379 TICKETD_MYSQL_PORT=23306 TICKETD_MYSQL_PASSWORD=ticketd \
-    TICKETD_ENV=test TICKETD_THREADS=2 \
+    TICKETD_ENV=test \
     "${VG[@]}" build/release/ticketd serve >build/valgrind-serve.log 2>&1 &
 pid=$!
 for _ in $(seq 1 100); do

@@ -74,6 +74,11 @@ enum api_step api_begin(struct req *r, struct resp *w)
                      "the body must be sent as Content-Type: application/json");
         return API_ANSWERED;
     }
+    /* Every body's nesting is bounded here, before any handler: the
+     * payment callback parses its body after its signature, others after
+     * their headers, and none should first have to say something else. */
+    if (ri->body != ROUTE_BODY_NONE && r->body_len > 0 && !api_body_shallow(r, w))
+        return API_ANSWERED;
     if (ri->thread == ROUTE_THREAD_IO) {
         h->fn(r, w);
         return API_ANSWERED;

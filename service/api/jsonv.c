@@ -88,6 +88,83 @@ static bool path_at(const char *data, size_t pos, char *field, size_t cap)
     return true;
 }
 
+size_t jsonv_too_deep(const char *data, size_t len, int max_depth)
+{
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = data[i];
+        if (in_string) {
+            if (c == '\\')
+                i++; /* the escaped byte, whatever it is */
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > max_depth)
+                return i;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            depth--; /* a stray closer is jansson's to refuse */
+        }
+    }
+    return len;
+}
+
+/* The name of the top-level member whose value holds byte pos, into field
+ * (cap bytes), for a body that is an object still open at pos: the last
+ * string at level 1 before the value at level 2 that pos lies in is that
+ * value's key. False when the body is no such object, or the name does
+ * not fit or read (path_name). */
+static bool top_member_name(const char *data, size_t pos, char *field, size_t cap)
+{
+    size_t i = 0, key = 0, key_len = 0, member = 0, member_len = 0;
+    int depth = 0;
+    while (i < pos && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+        i++;
+    if (i >= pos || data[i] != '{')
+        return false;
+    for (; i < pos; i++) {
+        char c = data[i];
+        if (c == '"') {
+            size_t start = i++;
+            while (i < pos && data[i] != '"')
+                i += data[i] == '\\' ? 2 : 1;
+            if (depth == 1) {
+                key = start;
+                key_len = i + 1 - start;
+            }
+        } else if (c == '{' || c == '[') {
+            if (++depth == 2) {
+                member = key;
+                member_len = key_len;
+            }
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0)
+                return false; /* the object ended: pos lies after it */
+        }
+    }
+    field[0] = '\0';
+    return member_len > 0 && depth >= 2 && path_name(data + member, member_len, false, field, cap);
+}
+
+bool jsonv_depth_ok(const char *data, size_t len, char *field, size_t field_cap, char *why,
+                    size_t cap)
+{
+    size_t at = jsonv_too_deep(data, len, JSONV_MAX_DEPTH);
+    if (at == len)
+        return true;
+    snprintf(why, cap, "objects and arrays nest deeper than %d levels", JSONV_MAX_DEPTH);
+    if (field != NULL && field_cap > 0) {
+        /* Named by its top-level member, as far as the body is an object
+         * up to there: the path to the deep value itself is as long as
+         * the nesting. */
+        if (!top_member_name(data, at, field, field_cap))
+            field[0] = '\0';
+    }
+    return false;
+}
+
 json_t *jsonv_parse_body(const char *data, size_t len, char *field, size_t field_cap, char *why,
                          size_t cap)
 {
@@ -100,6 +177,8 @@ json_t *jsonv_parse_body(const char *data, size_t len, char *field, size_t field
         snprintf(why, cap, "the body contains a NUL byte");
         return NULL;
     }
+    if (!jsonv_depth_ok(data, len, field, field_cap, why, cap))
+        return NULL;
     json_t *v = json_loadb(data, len, JSON_REJECT_DUPLICATES, &e);
     if (v == NULL) {
         /* 2^63 and 1e309 are JSON numbers that jansson cannot hold and

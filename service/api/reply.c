@@ -28,6 +28,19 @@ json_t *api_body_object(const struct req *r, struct resp *w)
     return o;
 }
 
+bool api_body_shallow(const struct req *r, struct resp *w)
+{
+    char why[200];
+    char field[API_FIELD_MAX + 1];
+    if (jsonv_depth_ok(r->body, r->body_len, field, sizeof field, why, sizeof why))
+        return true;
+    if (field[0] != '\0')
+        resp_problem(w, PROBLEM_VALIDATION_FAILED, field, "%s", why);
+    else
+        resp_problem(w, PROBLEM_INVALID_JSON, NULL, "%s", why);
+    return false;
+}
+
 bool api_no_input(const struct req *r, struct resp *w)
 {
     if (r->body_len == 0)

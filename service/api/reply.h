@@ -16,8 +16,15 @@
 /* Parses the request body as one JSON object. Returns a new reference, or
  * NULL after writing the problem into w: 400 INVALID_JSON, or 400
  * VALIDATION_FAILED naming the field whose number is too large to parse
- * (2^63, 1e309). */
+ * (2^63, 1e309) or whose value nests deeper than JSONV_MAX_DEPTH. */
 json_t *api_body_object(const struct req *r, struct resp *w);
+
+/* The dispatcher's check of every body, before any handler: true when the
+ * body nests objects and arrays at most JSONV_MAX_DEPTH levels deep; else
+ * false after writing the problem into w, 400 VALIDATION_FAILED naming the
+ * top-level member that holds the deep value, or 400 INVALID_JSON when the
+ * body is no object that names one. */
+bool api_body_shallow(const struct req *r, struct resp *w);
 
 /* For requests that take no fields: accepts an empty body or {}; anything
  * else gets its problem written into w (INVALID_JSON, or VALIDATION_FAILED

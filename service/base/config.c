@@ -40,10 +40,9 @@ static const struct setting settings[] = {
     {"TICKETD_BIND", T_STR, OFF(bind), 0, 0, "127.0.0.1", false, NULL},
     {"TICKETD_PORT", T_INT, OFF(port), 1, 65535, "8080", false, NULL},
     {"TICKETD_LOOPS", T_INT, OFF(loops), 0, 256, "0", false, NULL},
-    {"TICKETD_THREADS", T_INT, OFF(threads), 1, 1024, "32", false, NULL},
+    {"TICKETD_THREADS", T_INT, OFF(threads), 0, 256, "0", false, NULL},
+    {"TICKETD_MAX_FIBERS", T_INT, OFF(max_fibers), 1, 30000, "4096", false, NULL},
     {"TICKETD_DB_CONNS", T_INT, OFF(db_conns), 1, 1024, "8", false, NULL},
-    {"TICKETD_IO_THREADS", T_INT, OFF(io_threads), 1, 64, "2", false, NULL},
-    {"TICKETD_QUEUE_MAX", T_INT, OFF(queue_max), 1, 1000000, "4096", false, NULL},
     {"TICKETD_MAX_BODY", T_INT, OFF(max_body), 256, 1048576, "16384", false, NULL},
     {"TICKETD_CONN_LIMIT", T_INT, OFF(conn_limit), 4, 100000, "4096", false, NULL},
     {"TICKETD_CONN_TIMEOUT_S", T_INT, OFF(conn_timeout_s), 1, 3600, "30", false, NULL},
@@ -195,6 +194,30 @@ static int apply(struct config *cfg, const struct setting *s, const char *value,
     return TD_EINTERNAL;
 }
 
+/* Settings that were, and what took their place. The thread pool they
+ * sized is gone (requests run on the loops' fibers): TICKETD_QUEUE_MAX
+ * only added to the bound on requests on fibers, and TICKETD_IO_THREADS
+ * was read by nothing. (TICKETD_THREADS, which the HTTP contract names,
+ * stays: it sets the threads that serve requests, the loops.) */
+static const struct retired {
+    const char *name;
+    const char *instead;
+} retired[] = {
+    {"TICKETD_QUEUE_MAX", "the requests served at once are bounded by TICKETD_MAX_FIBERS"},
+    {"TICKETD_IO_THREADS", "the threads that serve HTTP are set by TICKETD_LOOPS"},
+};
+
+bool config_retired(const char *name, char *msg, size_t cap)
+{
+    for (size_t i = 0; i < sizeof retired / sizeof retired[0]; i++) {
+        if (strcmp(name, retired[i].name) == 0) {
+            snprintf(msg, cap, "%s is no longer a setting; %s", name, retired[i].instead);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* TICKETD_* variables that other parts of ticketd's tooling read (the fault
  * points of the test build, scripts/, the tests, the load tool): present in
  * the environment for good reasons, never a misspelt setting. */
@@ -264,7 +287,7 @@ const char *config_closest(const char *name)
 
 bool config_unknown_warning(const char *name, const char *origin, char *msg, size_t cap)
 {
-    if (find_setting(name) != NULL || other_name(name))
+    if (find_setting(name) != NULL || other_name(name) || config_retired(name, msg, cap))
         return false;
     const char *near = config_closest(name);
     if (near != NULL)
@@ -278,6 +301,8 @@ bool config_unknown_warning(const char *name, const char *origin, char *msg, siz
 int config_set(struct config *cfg, const char *key, const char *value, char *err, size_t cap)
 {
     const struct setting *s = find_setting(key);
+    if (config_retired(key, err, cap))
+        return TD_EINVAL;
     if (s == NULL) {
         snprintf(err, cap, "%s: unknown setting", key);
         return TD_EINVAL;
@@ -365,6 +390,13 @@ int config_validate(const struct config *cfg, char *err, size_t cap)
     }
     if (validate_retention(cfg, err, cap) != TD_OK)
         return TD_EINVAL;
+    if (cfg->threads > 0 && cfg->loops > 0 && cfg->threads != cfg->loops) {
+        snprintf(err, cap,
+                 "TICKETD_THREADS=%d and TICKETD_LOOPS=%d disagree: both set the threads that "
+                 "serve requests (one event loop each); set one of them",
+                 cfg->threads, cfg->loops);
+        return TD_EINVAL;
+    }
     if (cfg->jwt_secret[0] == '\0') {
         snprintf(err, cap, "TICKETD_JWT_SECRET is not set (see config/ticketd.env)");
         return TD_EINVAL;
@@ -396,8 +428,21 @@ static void warn_unknown_environment(void)
     }
 }
 
+/* The first retired setting present in the environment, as config_retired
+ * says it; false when none is. */
+static bool retired_in_environment(char *msg, size_t cap)
+{
+    for (size_t i = 0; i < sizeof retired / sizeof retired[0]; i++) {
+        if (getenv(retired[i].name) != NULL)
+            return config_retired(retired[i].name, msg, cap);
+    }
+    return false;
+}
+
 void config_resolve(struct config *cfg)
 {
+    if (cfg->loops == 0)
+        cfg->loops = cfg->threads; /* the contract's name for the same number */
     if (cfg->loops == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cfg->loops = n < 1 ? 1 : n > 256 ? 256 : (int)n;
@@ -421,6 +466,10 @@ int config_load(struct config *cfg, const char *path)
         }
     }
     warn_unknown_environment();
+    if (retired_in_environment(err, sizeof err)) {
+        fprintf(stderr, "ticketd: %s\n", err);
+        goto out;
+    }
     for (size_t i = 0; i < N_SETTINGS; i++) {
         const char *v = getenv(settings[i].name);
         if (v != NULL && apply(cfg, &settings[i], v, err, sizeof err) != TD_OK) {

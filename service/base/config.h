@@ -3,7 +3,9 @@
  * Each setting is an environment variable TICKETD_*; `--config FILE` holds
  * the same KEY=VALUE lines (a Compose env_file) and the real environment
  * wins over it. A value out of bounds stops start-up with a message naming
- * the setting. The loaded config is immutable and read by all threads. */
+ * the setting, and so does a setting that no longer exists
+ * (config_retired). The loaded config is immutable and read by all
+ * threads. */
 #ifndef TICKETD_CONFIG_H
 #define TICKETD_CONFIG_H
 
@@ -16,11 +18,10 @@ struct config {
     char *env; /* dev, test, demo or production: nothing else is accepted */
     char *bind;
     int port;
-    int loops;      /* loop threads, one HTTP daemon each; 0 (the default): one per online core */
-    int threads;    /* with queue_max: how many requests may be on fibers at once */
+    int loops;   /* loop threads, one HTTP daemon each; 0 (the default): one per online core */
+    int threads; /* TICKETD_THREADS: the same number under the contract's name (config_resolve) */
+    int max_fibers; /* requests on fibers at once, over every loop (503 beyond) */
     int db_conns;   /* MySQL connections the loops share (borrowed per request) */
-    int io_threads; /* no longer used (TICKETD_LOOPS); accepted so old files still load */
-    int queue_max;  /* with threads: how many requests may be on fibers at once */
     int max_body;
     int conn_limit;
     int conn_timeout_s;
@@ -87,6 +88,12 @@ struct config {
     int bloom_fp_per_million;
     int bloom_check_ms;
 };
+
+/* Settings that no longer do anything: one that is set, in the
+ * environment or in the file, stops start-up with a message naming it and
+ * what to use instead (a value silently ignored misleads whoever tunes
+ * it). When name is one, writes that message into msg and returns true. */
+bool config_retired(const char *name, char *msg, size_t cap);
 
 /* Fills cfg with the defaults, then the file (if path is not NULL), then the
  * environment. On error prints the reason to stderr and returns TD_EINVAL;

@@ -1,12 +1,22 @@
-/* fiber.c - fibers on ucontext (fiber.h). Each loop thread keeps its own
+/* fiber.c - fibers (fiber.h). Each loop thread keeps its own
  * pool of stacks: a fiber starts, parks and ends on the thread that
  * spawned it, so nothing here is shared between threads and nothing takes
- * a lock. A stack is one mmap: a guard page (PROT_NONE) at its low end,
- * where a stack overflow faults instead of writing over a neighbour, then
- * the stack, then the struct fiber itself at the top.
+ * a lock. A stack is one mmap: a guard of FIBER_GUARD bytes (PROT_NONE) at
+ * its low end, where a stack overflow faults instead of writing over a
+ * neighbour, then the stack, then the struct fiber itself at the top. So
+ * whatever lies below a stack in memory (another fiber's struct, a
+ * library), a guard lies between them.
  *
  * Switching: the loop thread's own context (its scheduler) resumes a
- * fiber with swapcontext; the fiber parks or ends by switching back.
+ * fiber by switching to it (ctx_switch); the fiber parks or ends by
+ * switching back. On x86-64 the switch is a few instructions of our own
+ * that save the callee-saved registers on the stack being left and take
+ * them from the stack being entered: glibc's swapcontext also saves and
+ * restores the signal mask, one rt_sigprocmask system call per switch
+ * (about ten per order), for a mask that never differs between a loop and
+ * its fibers (the loops inherit main's, which blocks the shutdown signals,
+ * boot.c, and nothing on a loop changes it).
+ * Elsewhere it stays swapcontext.
  * AddressSanitizer is told of every switch (__sanitizer_start_switch_fiber
  * before, __sanitizer_finish_switch_fiber after), or it takes the fiber's
  * frames for a stack overflow of the thread and reports false errors. */
@@ -19,7 +29,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -41,10 +50,119 @@
 #define FIBER_STACK (256 * 1024)
 #endif
 
+/* Below each stack: a frame larger than a page that skipped over a small
+ * guard would write into whatever is mapped below. -fstack-clash-protection
+ * (Makefile) makes the compiler touch each page of a large frame in turn,
+ * so the first fault lands in the guard; 64 KiB also covers code built
+ * without it (the libraries') for any frame up to that size. Address space
+ * only: no page of it is ever resident. */
+#define FIBER_GUARD (64 * 1024)
+
 /* Spare stacks a loop thread keeps mapped for its next fibers; beyond
  * these, an ended fiber's stack is unmapped (a burst does not stay
  * resident). */
 #define FIBER_POOL_KEEP 64
+
+/* ---- the context switch ------------------------------------------------ */
+
+#if defined(__x86_64__)
+
+/* A context is the stack pointer of a stack that was left in
+ * fiber_switch_asm: below it, what that call pushed. */
+struct fiber_ctx {
+    void *sp;
+};
+
+/* fiber_switch_asm(from, to): pushes the callee-saved registers of the
+ * System V ABI (rbp, rbx, r12-r15, and the control words of the SSE and
+ * x87 units) on the current stack, stores its stack pointer in *from,
+ * moves to the stack pointer to and pops the same from there, returning
+ * where that context last called fiber_switch_asm, or, on a new stack, into
+ * fiber_entry (ctx_make). Every other register is the caller's to save,
+ * as for any call. */
+void fiber_switch_asm(void **from, void *to);
+__asm__(".text\n"
+        ".globl fiber_switch_asm\n"
+        ".hidden fiber_switch_asm\n"
+        ".type fiber_switch_asm,@function\n"
+        "fiber_switch_asm:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n"
+        "    stmxcsr (%rsp)\n"
+        "    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n"
+        "    fldcw 4(%rsp)\n"
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size fiber_switch_asm, .-fiber_switch_asm\n");
+
+static void ctx_switch(struct fiber_ctx *from, struct fiber_ctx *to)
+{
+    fiber_switch_asm(&from->sp, to->sp);
+}
+
+/* A context that enters entry on the stack [stack, stack + len): the
+ * frame fiber_switch_asm pops, laid out as it pushed one, returning into
+ * entry with the stack aligned as at any function's entry (16 bytes, less
+ * the return address). entry never returns: its own return address is 0,
+ * where a backtrace ends. */
+static void ctx_make(struct fiber_ctx *c, char *stack, size_t len, void (*entry)(void))
+{
+    uint64_t *top = (uint64_t *)(((uintptr_t)stack + len) & ~(uintptr_t)15);
+    uint64_t *sp = top - 9;
+    uint32_t mxcsr;
+    uint16_t fpucw;
+    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+    __asm__ volatile("fnstcw %0" : "=m"(fpucw));
+    sp[0] = (uint64_t)mxcsr | (uint64_t)fpucw << 32; /* the control words */
+    for (int i = 1; i <= 6; i++)
+        sp[i] = 0; /* r15, r14, r13, r12, rbx, rbp */
+    sp[7] = (uint64_t)(uintptr_t)entry;
+    sp[8] = 0; /* entry's return address */
+    c->sp = sp;
+}
+
+#else /* any other machine: glibc's ucontext */
+
+#include <ucontext.h>
+
+struct fiber_ctx {
+    ucontext_t uc;
+};
+
+static void ctx_switch(struct fiber_ctx *from, struct fiber_ctx *to)
+{
+    swapcontext(&from->uc, &to->uc);
+}
+
+/* Never inlined: getcontext returns twice (to the compiler), which would
+ * make it keep the caller's locals in memory. */
+static __attribute__((noinline)) void ctx_make(struct fiber_ctx *c, char *stack, size_t len,
+                                               void (*entry)(void))
+{
+    getcontext(&c->uc);
+    c->uc.uc_stack.ss_sp = stack;
+    c->uc.uc_stack.ss_size = len;
+    c->uc.uc_link = NULL;
+    makecontext(&c->uc, entry, 0);
+}
+
+#endif
+
+/* ---- fibers ---------------------------------------------------------- */
 
 enum fiber_state {
     FIBER_READY,   /* queued on its loop to run in this turn */
@@ -54,7 +172,7 @@ enum fiber_state {
 };
 
 struct fiber {
-    ucontext_t ctx;
+    struct fiber_ctx ctx;
     struct loop *loop;
     struct loop_task task; /* resumes the fiber in its loop's turn */
     void (*fn)(void *arg);
@@ -62,7 +180,7 @@ struct fiber {
     void *slots[FIBER_SLOTS];
     enum fiber_state state;
     bool wake_pending; /* readied while running: its next park returns at once */
-    void *map;         /* the whole mapping, guard page included */
+    void *map;         /* the whole mapping, guard included */
     size_t map_len;
     char *stack; /* the usable stack's low end */
     size_t stack_len;
@@ -73,7 +191,7 @@ struct fiber {
 };
 
 static __thread struct fiber *current;
-static __thread ucontext_t scheduler;
+static __thread struct fiber_ctx scheduler;
 static __thread struct fiber *pool;
 static __thread int pooled;
 static __thread int live;
@@ -112,6 +230,12 @@ static size_t page_size(void)
     return page;
 }
 
+size_t fiber_guard_size(void)
+{
+    size_t page = page_size();
+    return (FIBER_GUARD + page - 1) / page * page;
+}
+
 /* A fiber with a stack: from the pool, or newly mapped. NULL when the
  * kernel refuses the mapping. */
 static struct fiber *fiber_alloc(void)
@@ -123,21 +247,22 @@ static struct fiber *fiber_alloc(void)
         return f;
     }
     size_t page = page_size();
+    size_t guard = fiber_guard_size();
     size_t head = (sizeof *f + page - 1) / page * page;
-    size_t len = page + FIBER_STACK + head;
+    size_t len = guard + FIBER_STACK + head;
     void *map =
         mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (map == MAP_FAILED)
         return NULL;
-    if (mprotect(map, page, PROT_NONE) != 0) {
+    if (mprotect(map, guard, PROT_NONE) != 0) {
         munmap(map, len);
         return NULL;
     }
-    f = (struct fiber *)((char *)map + page + FIBER_STACK);
+    f = (struct fiber *)((char *)map + guard + FIBER_STACK);
     memset(f, 0, sizeof *f);
     f->map = map;
     f->map_len = len;
-    f->stack = (char *)map + page;
+    f->stack = (char *)map + guard;
     f->stack_len = FIBER_STACK;
     return f;
 }
@@ -177,7 +302,8 @@ static void fiber_entry(void)
     /* NULL: this stack is not coming back, ASan may free its fake frames. */
     __sanitizer_start_switch_fiber(NULL, scheduler_bottom, scheduler_size);
 #endif
-    setcontext(&scheduler);
+    /* Saved where nothing will read it: this context never resumes. */
+    ctx_switch(&f->ctx, &scheduler);
 }
 
 /* The loop's task: runs f until it parks or ends. */
@@ -189,24 +315,13 @@ static void fiber_resume(void *arg)
 #ifdef FIBER_ASAN
     __sanitizer_start_switch_fiber(&scheduler_fake_stack, f->stack, f->stack_len);
 #endif
-    swapcontext(&scheduler, &f->ctx);
+    ctx_switch(&scheduler, &f->ctx);
 #ifdef FIBER_ASAN
     __sanitizer_finish_switch_fiber(scheduler_fake_stack, NULL, NULL);
 #endif
     current = NULL;
     if (f->state == FIBER_DONE)
         fiber_release(f);
-}
-
-/* Apart, and never inlined: getcontext returns twice (to the compiler),
- * which would make it keep fiber_spawn's locals in memory. */
-static __attribute__((noinline)) void fiber_make_context(struct fiber *f)
-{
-    getcontext(&f->ctx);
-    f->ctx.uc_stack.ss_sp = f->stack;
-    f->ctx.uc_stack.ss_size = f->stack_len;
-    f->ctx.uc_link = NULL;
-    makecontext(&f->ctx, fiber_entry, 0);
 }
 
 struct fiber *fiber_spawn(struct loop *l, void (*fn)(void *), void *arg)
@@ -217,7 +332,7 @@ struct fiber *fiber_spawn(struct loop *l, void (*fn)(void *), void *arg)
                   strerror(errno));
         return NULL;
     }
-    fiber_make_context(f);
+    ctx_make(&f->ctx, f->stack, f->stack_len, fiber_entry);
     f->loop = l;
     f->fn = fn;
     f->arg = arg;
@@ -242,7 +357,7 @@ void fiber_park(void)
 #ifdef FIBER_ASAN
     __sanitizer_start_switch_fiber(&f->fake_stack, scheduler_bottom, scheduler_size);
 #endif
-    swapcontext(&f->ctx, &scheduler);
+    ctx_switch(&f->ctx, &scheduler);
 #ifdef FIBER_ASAN
     __sanitizer_finish_switch_fiber(f->fake_stack, &scheduler_bottom, &scheduler_size);
 #endif

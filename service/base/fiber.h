@@ -1,6 +1,6 @@
 /* fiber.h - request code written top to bottom that waits without
  * blocking its thread. A fiber is a stack of its own (pooled, mmap'ed with
- * a guard page below it) on which a function runs; it belongs to the loop
+ * a guard of fiber_guard_size() bytes below it) on which a function runs; it belongs to the loop
  * (loop.h) of the thread that started it and only ever runs on that thread.
  * When the code needs to wait (for Redis, for MariaDB, for a socket), it
  * parks the fiber; the loop runs other work meanwhile, and the fiber
@@ -73,5 +73,10 @@ void fiber_pool_drain(void);
 /* The usable size of one fiber stack; larger under AddressSanitizer, whose
  * frames are bigger. */
 size_t fiber_stack_size(void);
+
+/* The size of the inaccessible guard right below each fiber stack (64 KiB,
+ * whole pages): an overflow faults there, at once, instead of writing over
+ * the memory below. */
+size_t fiber_guard_size(void);
 
 #endif

@@ -98,8 +98,8 @@ size_t log_json_escape(const char *s, char *out, size_t cap)
     return o;
 }
 
-/* Lines are assembled in a stack buffer and written with one write(2), so
- * lines from different threads never interleave. */
+/* Lines are assembled in a buffer of the thread's and written with one
+ * write(2), so lines from different threads never interleave. */
 static void emit(char *line, size_t n, size_t cap)
 {
     if (n >= cap - 1)
@@ -109,21 +109,33 @@ static void emit(char *line, size_t n, size_t cap)
     (void)w;
 }
 
+/* log_write's buffers: the thread's own, not its stack's. A line is up to
+ * about 4 KiB, and log_write runs on fibers too, whose stacks are small
+ * (fiber.h): a frame that size on every logging call would bring a deep
+ * fiber that much nearer its guard. No log call runs inside another on one
+ * thread (nothing here logs, and a fiber never parks in here), so one pair
+ * per thread is enough. */
+static __thread char write_msg[1536];
+static __thread char write_line[2304];
+
 void log_write(enum log_level level, const char *fmt, ...)
 {
-    char msg[1536];
-    char esc[2048];
-    char line[2304];
+    static const char tail[] = "\"}";
+    char *line = write_line;
+    size_t cap = sizeof write_line;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(write_msg, sizeof write_msg, fmt, ap);
     va_end(ap);
-    log_json_escape(msg, esc, sizeof esc);
-    size_t n = (size_t)snprintf(line, sizeof line, "{\"ts\":\"");
-    n += format_ts(line + n, sizeof line - n);
-    n += (size_t)snprintf(line + n, sizeof line - n, "\",\"level\":\"%s\",\"msg\":\"%s\"}",
-                          level_names[level], esc);
-    emit(line, n, sizeof line);
+    size_t n = (size_t)snprintf(line, cap, "{\"ts\":\"");
+    n += format_ts(line + n, cap - n);
+    n += (size_t)snprintf(line + n, cap - n, "\",\"level\":\"%s\",\"msg\":\"", level_names[level]);
+    /* Escaped straight into the line, leaving room for the tail and the
+     * newline emit adds. */
+    n += log_json_escape(write_msg, line + n, cap - n - sizeof tail);
+    memcpy(line + n, tail, sizeof tail);
+    n += sizeof tail - 1;
+    emit(line, n, cap);
 }
 
 void log_access(const char *request_id, const char *method, const char *route, int status,

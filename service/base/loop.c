@@ -404,7 +404,9 @@ void loop_run(struct loop *l)
 {
     struct loop *outer = self;
     self = l;
-    while (!atomic_load(&l->stop)) {
+    /* A turn first, then the stop is looked at: a stop asked before
+     * loop_run still serves what was queued (loop.h). */
+    do {
         int n = epoll_wait(l->epfd, l->events, LOOP_EVENTS, wait_ms(l));
         if (n < 0 && errno != EINTR) {
             log_error("loop %d: epoll_wait: %s", l->index, strerror(errno));
@@ -414,7 +416,7 @@ void loop_run(struct loop *l)
         serve_events(l);
         serve_timers(l);
         settle(l);
-    }
+    } while (!atomic_load(&l->stop));
     atomic_store(&l->stop, false); /* a later loop_run runs again */
     self = outer;
 }

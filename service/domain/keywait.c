@@ -175,6 +175,11 @@ static void park_until_told(int64_t user_id, const char *key, const char *seen, 
                              (int)(left < KEYWAIT_POLL_MS ? left : KEYWAIT_POLL_MS), on_timer, w);
             w->parked = true;
             fiber_park();
+            /* The park may have returned at once, for a fiber_ready that
+             * came while the fiber ran (fiber.h): then no wake-up of this
+             * wait cleared the flag, and one still on its way (on_posted)
+             * would ready the fiber in whatever it waits for next. */
+            w->parked = false;
             loop_timer_stop(w->loop, &w->timer);
         }
     }

@@ -518,15 +518,12 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_warn("http: %s", msg);
 }
 
-/* The loop threads' share of the old worker queue: TICKETD_THREADS
- * requests at Redis or MySQL and TICKETD_QUEUE_MAX waiting, at most, over
- * the whole server, as before; each loop takes an equal share, rounded
- * up. A fiber costs a stack's touched pages (fiber.h), so the bound is
- * memory's as much as the database's. */
+/* Each loop's share of TICKETD_MAX_FIBERS, the bound on requests on fibers
+ * over the whole server, rounded up. A fiber costs a stack's touched pages
+ * (fiber.h), so the bound is memory's as much as the database's. */
 static int fibers_per_loop(const struct config *cfg, int nloops)
 {
-    int all = cfg->threads + cfg->queue_max;
-    return (all + nloops - 1) / nloops;
+    return (cfg->max_fibers + nloops - 1) / nloops;
 }
 
 /* Each daemon takes an equal share of TICKETD_CONN_LIMIT, rounded up: the
@@ -635,9 +632,9 @@ struct http_server *http_start(struct app *app, const struct http_thread_hooks *
             return NULL;
         }
     }
-    log_info("listening on http://%s:%d with %d loop threads (at most %d requests on fibers "
-             "each)",
-             cfg->bind, cfg->port, s->nloops, s->loops[0].fibers_max);
+    log_info("listening on http://%s:%d with %d loop threads (TICKETD_LOOPS), each serving at "
+             "most %d requests on fibers at once (TICKETD_MAX_FIBERS=%d over all)",
+             cfg->bind, cfg->port, s->nloops, s->loops[0].fibers_max, cfg->max_fibers);
     return s;
 }
 

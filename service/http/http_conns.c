@@ -8,6 +8,7 @@
 #include "app.h"
 #include "http_internal.h"
 #include "log.h"
+#include "memtrim.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -189,8 +190,10 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
             hl->conns->prev = slot;
         hl->conns = slot;
         *socket_context = slot;
-        atomic_fetch_add(&srv->connections, 1);
+        int open = atomic_fetch_add(&srv->connections, 1) + 1;
         atomic_fetch_add(&hl->connections, 1);
+        metrics_add(M_HTTP_CONNECTIONS_OPEN, 1);
+        memtrim_connections(hl->loop, open);
         return;
     }
     if (slot != NULL) {
@@ -208,8 +211,12 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
         free(slot);
         *socket_context = NULL;
     }
-    atomic_fetch_sub(&srv->connections, 1);
+    int open = atomic_fetch_sub(&srv->connections, 1) - 1;
     atomic_fetch_sub(&hl->connections, 1);
+    /* A trim this close calls for is queued before the gauge says the
+     * connection is gone (memtrim.h). */
+    memtrim_connections(hl->loop, open);
+    metrics_add(M_HTTP_CONNECTIONS_OPEN, -1);
     /* While draining, a listener left alone at the daemon's limit
      * (accept_queued in http.c) may accept again. */
     if (hl->listen_fd >= 0 && loop_self() == hl->loop)

@@ -73,7 +73,6 @@ static void child_env(int port, const char *const *extra)
     setenv("TICKETD_PAY_SECRET", TH_PAY_SECRET, 1);
     setenv("TICKETD_LOG_LEVEL", "info", 1);
     setenv("TICKETD_ACCESS_LOG", "0", 1);
-    setenv("TICKETD_THREADS", "8", 1);
     for (; extra != NULL && *extra != NULL; extra++) {
         char kv[512];
         snprintf(kv, sizeof kv, "%s", *extra);

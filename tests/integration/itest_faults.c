@@ -616,8 +616,8 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     static struct held_ctx c;
     memset(&c, 0, sizeof c);
     pthread_mutex_init(&c.mu, NULL);
-    /* One loop, and few fibers; the first order is held at the fault point
-     * until every other client has all its answers (the file below
+    /* One loop serves every client; the first order is held at the fault
+     * point until every other client has all its answers (the file below
      * appears), so the check holds however fast or slow the machine. */
     char release[128], release_env[160];
     snprintf(release, sizeof release, "/tmp/ticketd-held-%d.release", (int)getpid());
@@ -625,7 +625,6 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
     const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0",
                          "TICKETD_LOOPS=1",
-                         "TICKETD_THREADS=2",
                          "TICKETD_FAULT=order.after_redis:hold:300000:1",
                          "TICKETD_ACCESS_LOG=1", /* a failure's log says which answers went out */
                          release_env,
@@ -791,10 +790,11 @@ static void test_workers_share_the_database_connections(void **state)
     (void)state;
     static struct pool_ctx c;
     memset(&c, 0, sizeof c);
-    /* Eight workers, two database connections, no background threads (they
-     * keep connections of their own): more concurrent orders than workers
-     * keep every worker busy, and the database still sees two sessions. */
-    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_WORKERS=0", "TICKETD_THREADS=8",
+    /* Two database connections, no background threads (they keep
+     * connections of their own): more concurrent orders than connections
+     * keep every connection busy, and the database still sees two
+     * sessions. */
+    const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_WORKERS=0",
                          "TICKETD_DB_CONNS=2", NULL};
     int64_t before = ticketd_connections(); /* this test's own, and any others */
     struct th_server *a = th_serve(0, env);

@@ -961,6 +961,102 @@ static void test_jwt_with_critical_extensions(void **state)
     th_resp_free(&ok);
 }
 
+/* ---- bodies nested deep -------------------------------------------------- */
+
+/* Every route of routes.def, as the router knows it: which of them take a
+ * body is read from the table, so a new body route is covered here too. */
+static const struct route_row {
+    const char *method, *pattern, *body;
+} route_rows[] = {
+#define ROUTE(id, method, pattern, handler, quick, thread, access, body, label)                    \
+    {method, pattern, #body},
+#include "routes.def"
+#undef ROUTE
+};
+
+/* The default TICKETD_MAX_BODY: the deepest bodies fit just under it. */
+#define DEEP_BODY_MAX 16384
+
+/* {"<name>": then levels openers of kind open (an object's is {"a": ),
+ * their closers, and the final }: into out (cap bytes). */
+static size_t deep_body(char *out, size_t cap, const char *name, int levels, bool objects)
+{
+    size_t n = (size_t)snprintf(out, cap, "{\"%s\":", name);
+    for (int i = 0; i < levels; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s", objects ? "{\"a\":" : "[");
+    n += (size_t)snprintf(out + n, cap - n, "1");
+    for (int i = 0; i < levels; i++)
+        out[n++] = objects ? '}' : ']';
+    out[n++] = '}';
+    out[n] = '\0';
+    assert_true(n < cap);
+    return n;
+}
+
+/* A path for a pattern: each {param} segment becomes "x". */
+static void path_of(const char *pattern, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = pattern; *p != '\0' && n + 2 < cap; p++) {
+        if (*p == '{') {
+            out[n++] = 'x';
+            while (*p != '\0' && *p != '}')
+                p++;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+}
+
+/* jansson parses nesting by recursion up to 2,048 levels, about 160 KiB of a
+ * fiber's stack: every route that takes a JSON body refuses a body nested
+ * deeper than 32 levels before anything parses it, the unauthenticated
+ * payment callback included: 400 VALIDATION_FAILED naming the top-level
+ * member, nothing written, and the process serves on. Three shapes each:
+ * 2,000 levels of objects, 2,040 levels of arrays (just under jansson's own
+ * limit, the deepest it would parse), and arrays filling the body limit. */
+static void test_bodies_nested_deep_are_refused_on_every_route(void **state)
+{
+    (void)state;
+    static char body[DEEP_BODY_MAX];
+    const char *h[] = {th_auth_header(1, true), NULL};
+    int body_routes = 0;
+    for (size_t i = 0; i < sizeof route_rows / sizeof route_rows[0]; i++) {
+        const struct route_row *rr = &route_rows[i];
+        if (strcmp(rr->body, "NONE") == 0)
+            continue;
+        body_routes++;
+        char path[256];
+        path_of(rr->pattern, path, sizeof path);
+        static const struct {
+            int levels;
+            bool objects;
+        } shapes[] = {{2000, true}, {2040, false}, {(DEEP_BODY_MAX - 16) / 2, false}};
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            size_t n = deep_body(body, sizeof body, "txn_id", shapes[k].levels, shapes[k].objects);
+            assert_true(n <= DEEP_BODY_MAX);
+            struct th_resp r = th_call(&srv, rr->method, path, h, body);
+            if (r.status != 400 || strcmp(th_code(&r), "VALIDATION_FAILED") != 0)
+                fail_msg("%s %s with %d levels (%zu bytes): %ld %s %s", rr->method, path,
+                         shapes[k].levels, n, r.status, r.error, r.body ? r.body : "");
+            th_expect_problem(&r, 400, "VALIDATION_FAILED");
+            json_t *j = th_json(&r);
+            assert_string_equal(json_string_value(json_object_get(j, "field")), "txn_id");
+            json_decref(j);
+            th_resp_free(&r);
+            struct th_resp live = th_call(&srv, "GET", "/livez", NULL, NULL);
+            assert_int_equal(live.status, 200);
+            th_resp_free(&live);
+        }
+    }
+    /* Orders, carts, cancel, complete, tokens, sessions, the callback. */
+    assert_true(body_routes >= 7);
+    assert_int_equal(rows("orders"), 0);
+    assert_int_equal(rows("sessions"), 0);
+    assert_int_equal(rows("payments"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -979,6 +1075,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_bodies_meet_a_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_cap_keeps_serving_new_clients, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jwt_with_critical_extensions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bodies_nested_deep_are_refused_on_every_route, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests_name("hostile", tests, NULL, NULL);
 }

@@ -546,7 +546,6 @@ static void run_ticketd(const char *const *args, const char *const *extra_env, i
         setenv("TICKETD_MYSQL_DB", "ticketd", 1);
         setenv("TICKETD_JWT_SECRET", TH_JWT_SECRET, 1);
         setenv("TICKETD_PAY_SECRET", TH_PAY_SECRET, 1);
-        setenv("TICKETD_THREADS", "2", 1);
         for (; extra_env != NULL && *extra_env != NULL; extra_env++) {
             char kv[512];
             snprintf(kv, sizeof kv, "%s", *extra_env);
@@ -634,7 +633,11 @@ static void test_bad_config_refused(void **state)
         {"TICKETD_PORT=80x", "TICKETD_PORT"},
         {"TICKETD_MAX_PER_ORDER=abc", "TICKETD_MAX_PER_ORDER"},
         {"TICKETD_MAX_PER_ORDER=", "TICKETD_MAX_PER_ORDER"},
-        {"TICKETD_THREADS=0", "TICKETD_THREADS"},
+        {"TICKETD_MAX_FIBERS=0", "TICKETD_MAX_FIBERS"},
+        /* Settings that no longer do anything name what replaced them. */
+        {"TICKETD_QUEUE_MAX=4096", "TICKETD_QUEUE_MAX is no longer a setting"},
+        {"TICKETD_QUEUE_MAX=64", "TICKETD_MAX_FIBERS"},
+        {"TICKETD_IO_THREADS=2", "TICKETD_LOOPS"},
         {"TICKETD_MAX_BODY=-1", "TICKETD_MAX_BODY"},
         {"TICKETD_REDIS_POLICY=sometimes", "expected degrade or strict"},
         {"TICKETD_ENV=staging", "TICKETD_ENV=staging: expected dev, test, demo or production"},
@@ -657,7 +660,7 @@ static void test_bad_config_refused(void **state)
      * about: test_cli_answers_before_config.) */
     char path[512];
     const char *with_file[] = {"serve", "--config", path, NULL};
-    write_file("noeq", "TICKETD_THREADS 4\n", path, sizeof path);
+    write_file("noeq", "TICKETD_MAX_FIBERS 4\n", path, sizeof path);
     run_ticketd(with_file, NULL, 10000, &r);
     expect_refused(&r, "a line without =", path);
 
@@ -733,13 +736,13 @@ static void test_cli_answers_before_config(void **state)
     write_file("unknown", "# settings\nTICKETD_PORT=8080\nTICKETD_REDIS_PROT=1\n", path,
                sizeof path);
     const char *token[] = {"token", "--user", "5", "--config", path, NULL};
-    const char *typo[] = {"TICKETD_THREAD=4", NULL};
+    const char *typo[] = {"TICKETD_MAX_FIBER=4", NULL};
     run_ticketd(token, typo, 10000, &r);
     if (r.status != 0)
         fail_msg("an unknown name stopped the command: %d %s", r.status, r.out);
     static const char *const warnings[] = {
-        "environment: TICKETD_THREAD is not a setting of ticketd (ignored); did you mean "
-        "TICKETD_THREADS?",
+        "environment: TICKETD_MAX_FIBER is not a setting of ticketd (ignored); did you mean "
+        "TICKETD_MAX_FIBERS?",
         ":3: TICKETD_REDIS_PROT is not a setting of ticketd (ignored); did you mean "
         "TICKETD_REDIS_PORT?",
     };
@@ -854,7 +857,7 @@ static void test_config_logged_masked(void **state)
     assert_true(th_log_contains(&srv, line));
     assert_true(th_log_contains(&srv, "config TICKETD_MAX_BODY=16384\""));
     assert_true(th_log_contains(&srv, "config TICKETD_REDIS_POLICY=degrade\""));
-    assert_true(th_log_contains(&srv, "config TICKETD_THREADS=8\""));
+    assert_true(th_log_contains(&srv, "config TICKETD_MAX_FIBERS=4096\""));
 }
 
 int main(void)

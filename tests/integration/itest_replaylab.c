@@ -574,8 +574,7 @@ static void test_slow_downstream_copies_meet_the_unique_index(void **state)
     /* Markers and locks live 300 ms; the first 24 orders of each instance
      * wait 800 ms between the Redis defences and their transaction. */
     const char *env[] = {"TICKETD_INFLIGHT_TTL_MS=300", "TICKETD_LOCK_TTL_MS=300",
-                         "TICKETD_THREADS=16", "TICKETD_FAULT=order.after_redis:delay:800:24",
-                         NULL};
+                         "TICKETD_FAULT=order.after_redis:delay:800:24", NULL};
     serve_two(env);
 
     int rc = lab_run(&j, "retry-storm", "--rounds", "16", "--copies", "6", "--spread", "1000",

@@ -56,6 +56,11 @@ enum sig { UNSIGNED, SIGNED, WRONG_SIG, STALE_SIG, WEBHOOK_SIGNED, WEBHOOK_WRONG
 
 #define MAX_HEADERS 6
 
+/* A body nested 41 levels deep (JSONV_MAX_DEPTH is 32) under "txn_id". */
+#define DEEP_BODY                                                                                  \
+    "{\"txn_id\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["                                         \
+    "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}"
+
 struct api_case {
     const char *name;
     const char *method;
@@ -434,6 +439,16 @@ static const struct api_case cases[] = {
      .calls = "token_put"},
     {"optional body sent untyped", "POST", "/api/v1/tokens", USER_JWT, .body = "{}", .status = 415,
      .code = "UNSUPPORTED_MEDIA_TYPE", .calls = ""},
+
+    /* Every body's nesting is bounded before any handler reads it: the
+     * unauthenticated callback before its signature, an order before its
+     * headers. */
+    {"callback nested too deep", "POST", "/api/v1/payments/callback", .headers = {JSON},
+     .body = DEEP_BODY, .status = 400, .code = "VALIDATION_FAILED", .field = "txn_id", .calls = ""},
+    {"order nested too deep", "POST", "/api/v1/orders", USER_JWT, .headers = {JSON},
+     .body = DEEP_BODY, .status = 400, .code = "VALIDATION_FAILED", .field = "txn_id", .calls = ""},
+    {"token body nested too deep", "POST", "/api/v1/tokens", USER_JWT, .headers = {JSON},
+     .body = DEEP_BODY, .status = 400, .code = "VALIDATION_FAILED", .field = "txn_id", .calls = ""},
 
     /* POST /api/v1/tokens */
     {"token", "POST", "/api/v1/tokens", USER_JWT, .status = 201, .calls = "token_put"},

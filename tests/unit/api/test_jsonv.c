@@ -186,6 +186,112 @@ static void test_overflow_names_the_field(void **state)
     assert_null(jsonv_parse_body(longname, strlen(longname), NULL, 0, why, sizeof why));
 }
 
+/* n opening brackets of kind open, then the closers: nesting n deep, inside
+ * {"<name>": ...} when name is not NULL. Into buf (cap bytes). */
+static size_t nest(char *buf, size_t cap, const char *name, size_t n, char open)
+{
+    size_t len = 0;
+    char close = open == '[' ? ']' : '}';
+    if (name != NULL)
+        len += (size_t)snprintf(buf, cap, "{\"%s\":", name);
+    for (size_t i = 0; i < n; i++)
+        buf[len++] = open;
+    for (size_t i = 0; i < n; i++)
+        buf[len++] = close;
+    if (name != NULL)
+        buf[len++] = '}';
+    buf[len] = '\0';
+    assert_true(len < cap);
+    return len;
+}
+
+/* jsonv_too_deep counts the brackets outside strings, escapes respected. */
+static void test_too_deep_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int max;
+        size_t want; /* SIZE_MAX: the whole length (not too deep) */
+    } cases[] = {
+        {"", 1, SIZE_MAX},
+        {"{}", 1, SIZE_MAX},
+        {"{}", 0, 0},
+        {"[[]]", 1, 1},
+        {"[[]]", 2, SIZE_MAX},
+        {"[][][]", 1, SIZE_MAX}, /* siblings, not depth */
+        {"{\"a\":[1,{\"b\":2}]}", 3, SIZE_MAX},
+        {"{\"a\":[1,{\"b\":2}]}", 2, 8},
+        /* Brackets in strings are text. */
+        {"{\"[[[[\":\"{{{{\"}", 1, SIZE_MAX},
+        /* An escaped quote does not end the string; an escaped backslash
+         * does not escape the quote after it. */
+        {"{\"a\\\"[[\":1}", 1, SIZE_MAX},
+        {"{\"a\\\\\":[[1]]}", 2, 8},
+        /* Stray closers do not make room for more depth. */
+        {"]]]][[", 1, 5},
+        /* A string left open hides the rest. */
+        {"{\"[[[[", 1, SIZE_MAX},
+        {"\"\\", 0, SIZE_MAX},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = strlen(cases[i].text);
+        size_t want = cases[i].want == SIZE_MAX ? len : cases[i].want;
+        size_t got = jsonv_too_deep(cases[i].text, len, cases[i].max);
+        if (got != want)
+            fail_msg("%s (max %d): %zu, want %zu", cases[i].text, cases[i].max, got, want);
+    }
+    /* The length is honoured: what lies past it is not read. */
+    assert_int_equal(jsonv_too_deep("{}[[", 4, 1), 3);
+    assert_int_equal(jsonv_too_deep("{}[[", 2, 1), 2);
+}
+
+/* A body nested deeper than JSONV_MAX_DEPTH is refused before it is parsed:
+ * VALIDATION_FAILED for the top-level member that holds it, INVALID_JSON
+ * when it is no member of an object; JSONV_MAX_DEPTH levels still parse. */
+static void test_depth_limit_names_the_field(void **state)
+{
+    (void)state;
+    static char buf[8192];
+    char why[200], field[64];
+    size_t len;
+
+    /* The object itself is level 1: n more levels below "items". */
+    len = nest(buf, sizeof buf, "items", JSONV_MAX_DEPTH - 1, '[');
+    json_t *o = jsonv_parse_body(buf, len, field, sizeof field, why, sizeof why);
+    if (o == NULL)
+        fail_msg("%d levels refused: %s", JSONV_MAX_DEPTH, why);
+    json_decref(o);
+
+    len = nest(buf, sizeof buf, "items", JSONV_MAX_DEPTH, '[');
+    assert_null(jsonv_parse_body(buf, len, field, sizeof field, why, sizeof why));
+    assert_string_equal(field, "items");
+    assert_non_null(strstr(why, "deeper than 32 levels"));
+
+    /* About 2,000 levels, the most a 16 KiB body holds with its closers. */
+    len = nest(buf, sizeof buf, "session_id", 2000, '{');
+    assert_false(jsonv_depth_ok(buf, len, field, sizeof field, why, sizeof why));
+    assert_string_equal(field, "session_id");
+    assert_null(jsonv_parse_body(buf, len, field, sizeof field, why, sizeof why));
+    assert_string_equal(field, "session_id");
+
+    /* The second member is the deep one. */
+    static const char second[] =
+        "{\"a\":[1],\"b\\u0041\":"
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}";
+    assert_false(jsonv_depth_ok(second, strlen(second), field, sizeof field, why, sizeof why));
+    assert_string_equal(field, "bA");
+
+    /* No object to name a member of: INVALID_JSON. */
+    len = nest(buf, sizeof buf, NULL, 2000, '[');
+    assert_false(jsonv_depth_ok(buf, len, field, sizeof field, why, sizeof why));
+    assert_string_equal(field, "");
+    assert_null(jsonv_parse_body(buf, len, field, sizeof field, why, sizeof why));
+    assert_string_equal(field, "");
+    /* field may be NULL. */
+    assert_false(jsonv_depth_ok(buf, len, NULL, 0, why, sizeof why));
+}
+
 static json_t *obj(const char *text)
 {
     char why[200];
@@ -310,6 +416,8 @@ int main(void)
         cmocka_unit_test(test_parse_honours_length),
         cmocka_unit_test(test_nul_bytes),
         cmocka_unit_test(test_overflow_names_the_field),
+        cmocka_unit_test(test_too_deep_table),
+        cmocka_unit_test(test_depth_limit_names_the_field),
         cmocka_unit_test(test_int_table),
         cmocka_unit_test(test_string_table),
         cmocka_unit_test(test_string_with_embedded_nul),

@@ -54,7 +54,7 @@ static void test_defaults(void **state)
         int want;
     } ints[] = {
         {"port", offsetof(struct config, port), 8080},
-        {"threads", offsetof(struct config, threads), 32},
+        {"max_fibers", offsetof(struct config, max_fibers), 4096},
         {"db_conns", offsetof(struct config, db_conns), 8},
         {"max_body", offsetof(struct config, max_body), 16384},
         {"redis_port", offsetof(struct config, redis_port), 6379},
@@ -131,15 +131,20 @@ static const struct set_case set_cases[] = {
     {"TICKETD_PORT", "+80", false, 0, 0, 'i'},
     {"TICKETD_PORT", "0x50", false, 0, 0, 'i'},
     {"TICKETD_PORT", "99999999999999999999", false, 0, 0, 'i'},
-    {"TICKETD_THREADS", "1024", true, OFF(threads), 1024, 'i'},
+    {"TICKETD_MAX_FIBERS", "1", true, OFF(max_fibers), 1, 'i'},
+    {"TICKETD_MAX_FIBERS", "30000", true, OFF(max_fibers), 30000, 'i'},
+    {"TICKETD_MAX_FIBERS", "0", false, 0, 0, 'i'},
+    {"TICKETD_MAX_FIBERS", "30001", false, 0, 0, 'i'},
     {"TICKETD_LOOPS", "0", true, OFF(loops), 0, 'i'},
     {"TICKETD_LOOPS", "256", true, OFF(loops), 256, 'i'},
     {"TICKETD_LOOPS", "257", false, 0, 0, 'i'},
     {"TICKETD_LOOPS", "-1", false, 0, 0, 'i'},
-    {"TICKETD_IO_THREADS", "2", true, OFF(io_threads), 2, 'i'},
-    {"TICKETD_IO_THREADS", "65", false, 0, 0, 'i'},
-    {"TICKETD_QUEUE_MAX", "0", false, 0, 0, 'i'},
-    {"TICKETD_THREADS", "1025", false, 0, 0, 'i'},
+    /* Retired settings are refused whatever their value (config_retired). */
+    {"TICKETD_IO_THREADS", "2", false, 0, 0, 'i'},
+    {"TICKETD_QUEUE_MAX", "4096", false, 0, 0, 'i'},
+    /* The contract's name for the loops' number (config_resolve). */
+    {"TICKETD_THREADS", "32", true, OFF(threads), 32, 'i'},
+    {"TICKETD_THREADS", "257", false, 0, 0, 'i'},
     {"TICKETD_MAX_BODY", "255", false, 0, 0, 'i'},
     {"TICKETD_MAX_BODY", "256", true, OFF(max_body), 256, 'i'},
     {"TICKETD_MAX_BODY", "1048576", true, OFF(max_body), 1048576, 'i'},
@@ -245,7 +250,7 @@ static void test_file_format(void **state)
                                "\n"
                                "   # an indented comment\n"
                                "TICKETD_PORT=9000\n"
-                               "  TICKETD_THREADS = 3  \n"
+                               "  TICKETD_MAX_FIBERS = 3  \n"
                                "\t\n"
                                "TICKETD_BIND=\"0.0.0.0\"\n"
                                "TICKETD_MYSQL_USER='shop'\n"
@@ -265,7 +270,7 @@ static void test_file_format(void **state)
     if (rc != TD_OK)
         fail_msg("refused: %s", err);
     assert_int_equal(cfg.port, 9000);
-    assert_int_equal(cfg.threads, 3);
+    assert_int_equal(cfg.max_fibers, 3);
     assert_string_equal(cfg.bind, "0.0.0.0");
     assert_string_equal(cfg.mysql_user, "shop");
     /* Only the first '=' separates; a '#' inside a value is not a comment. */
@@ -356,7 +361,7 @@ static void test_unknown_names(void **state)
         {"TICKETD_TEST_STATE", false, NULL},
         {"TICKETD_TEST_ANYTHING", false, NULL},
         {"TICKETD_REDIS_PASSWORD", false, NULL},
-        {"TICKETD_THREAD", true, "TICKETD_THREADS"},        /* one deletion */
+        {"TICKETD_MAX_FIBER", true, "TICKETD_MAX_FIBERS"},  /* one deletion */
         {"TICKETD_REDIS_PROT", true, "TICKETD_REDIS_PORT"}, /* a swap: two edits */
         {"TICKETD_REDIS_POLICYY", true, "TICKETD_REDIS_POLICY"},
         {"TICKETD_DEFENCES", true, "TICKETD_DEFENSES"}, /* British spelling */
@@ -402,12 +407,12 @@ static void test_file_unknown_key_skipped(void **state)
     config_defaults(&cfg);
     int rc = config_parse_file_text(&cfg,
                                     "\r\n\r\nTICKETD_NOPE=1\r\nTICKETD_PORT=9001\n"
-                                    "TICKETD_THREAD=3\n",
+                                    "TICKETD_MAX_FIBER=3\n",
                                     "t.env", err, sizeof err);
     if (rc != TD_OK)
         fail_msg("refused: %s", err);
     assert_int_equal(cfg.port, 9001);
-    assert_int_equal(cfg.threads, 32); /* the default: the misspelt line was ignored */
+    assert_int_equal(cfg.max_fibers, 4096); /* the default: the misspelt line was ignored */
     config_cleanup(&cfg);
 }
 
@@ -420,11 +425,11 @@ static void test_environment_wins_over_file(void **state)
     config_defaults(&cfg);
     /* The file's line for a key the environment sets is skipped entirely,
      * even when it would not parse. */
-    assert_int_equal(config_parse_file_text(&cfg, "TICKETD_PORT=nonsense\nTICKETD_THREADS=3\n",
+    assert_int_equal(config_parse_file_text(&cfg, "TICKETD_PORT=nonsense\nTICKETD_MAX_FIBERS=3\n",
                                             "t.env", err, sizeof err),
                      TD_OK);
     assert_int_equal(cfg.port, 8080); /* the environment is applied by config_load */
-    assert_int_equal(cfg.threads, 3);
+    assert_int_equal(cfg.max_fibers, 3);
     config_cleanup(&cfg);
     unsetenv("TICKETD_PORT");
 }
@@ -446,7 +451,7 @@ static void test_load_file_then_environment(void **state)
 {
     (void)state;
     char text[512];
-    snprintf(text, sizeof text, "%sTICKETD_PORT=9000\nTICKETD_THREADS=3\nTICKETD_ENV=dev\n",
+    snprintf(text, sizeof text, "%sTICKETD_PORT=9000\nTICKETD_MAX_FIBERS=3\nTICKETD_ENV=dev\n",
              secret_line);
     char *path = write_temp(text);
     struct config cfg;
@@ -455,7 +460,7 @@ static void test_load_file_then_environment(void **state)
     setenv("TICKETD_REDIS_POLICY", "strict", 1);
     assert_int_equal(config_load(&cfg, path), TD_OK);
     assert_int_equal(cfg.port, 7000);                        /* environment over file */
-    assert_int_equal(cfg.threads, 3);                        /* file over default */
+    assert_int_equal(cfg.max_fibers, 3);                     /* file over default */
     assert_int_equal(cfg.redis_policy, REDIS_POLICY_STRICT); /* environment over default */
     assert_string_equal(cfg.env, "dev");
     assert_int_equal(cfg.max_body, 16384); /* default */
@@ -500,6 +505,54 @@ static void test_load_refuses(void **state)
     config_cleanup(&cfg);
     unlink(path);
     free(path);
+}
+
+/* A setting that no longer does anything stops start-up, from the file and
+ * from the environment, with a message that names it and what replaced it;
+ * it is not taken for a misspelling either. */
+static void test_retired_settings_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *instead;
+    } cases[] = {
+        {"TICKETD_QUEUE_MAX", "TICKETD_MAX_FIBERS"},
+        {"TICKETD_IO_THREADS", "TICKETD_LOOPS"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct config cfg;
+        char err[512] = "", line[128], text[512];
+        assert_true(config_retired(cases[i].name, err, sizeof err));
+        if (strstr(err, cases[i].name) == NULL || strstr(err, cases[i].instead) == NULL)
+            fail_msg("%s: message '%s' lacks its name or %s", cases[i].name, err, cases[i].instead);
+        assert_false(config_unknown_warning(cases[i].name, "t.env:1", line, sizeof line));
+
+        snprintf(line, sizeof line, "%s=8\n", cases[i].name);
+        config_defaults(&cfg);
+        err[0] = '\0';
+        assert_int_equal(config_parse_file_text(&cfg, line, "t.env", err, sizeof err), TD_EINVAL);
+        if (strstr(err, cases[i].instead) == NULL)
+            fail_msg("%s in a file: '%s' lacks %s", cases[i].name, err, cases[i].instead);
+        config_cleanup(&cfg);
+
+        snprintf(text, sizeof text, "%s%s", secret_line, line);
+        char *path = write_temp(text);
+        assert_int_equal(config_load(&cfg, path), TD_EINVAL);
+        config_cleanup(&cfg);
+        unlink(path);
+        free(path);
+
+        path = write_temp(secret_line);
+        assert_int_equal(config_load(&cfg, path), TD_OK);
+        config_cleanup(&cfg);
+        setenv(cases[i].name, "8", 1);
+        assert_int_equal(config_load(&cfg, path), TD_EINVAL);
+        config_cleanup(&cfg);
+        unsetenv(cases[i].name);
+        unlink(path);
+        free(path);
+    }
+    assert_false(config_retired("TICKETD_MAX_FIBERS", (char[8]){0}, 8));
 }
 
 /* Case i of a table: config_validate gives want, and its reason holds why.
@@ -619,11 +672,33 @@ static void test_loops_default_to_the_cores(void **state)
     config_cleanup(&cfg);
 }
 
+/* TICKETD_THREADS, the HTTP contract's name, sets the same number as
+ * TICKETD_LOOPS; both set to different numbers is refused, naming both. */
+static void test_threads_set_the_loops(void **state)
+{
+    (void)state;
+    struct config cfg;
+    char err[256] = "";
+    config_defaults(&cfg);
+    config_set(&cfg, "TICKETD_JWT_SECRET", "0123456789abcdef0123456789abcdef", err, sizeof err);
+    assert_int_equal(config_set(&cfg, "TICKETD_THREADS", "5", err, sizeof err), TD_OK);
+    assert_int_equal(config_validate(&cfg, err, sizeof err), TD_OK);
+    config_resolve(&cfg);
+    assert_int_equal(cfg.loops, 5);
+    assert_int_equal(config_set(&cfg, "TICKETD_LOOPS", "5", err, sizeof err), TD_OK);
+    assert_int_equal(config_validate(&cfg, err, sizeof err), TD_OK);
+    assert_int_equal(config_set(&cfg, "TICKETD_LOOPS", "2", err, sizeof err), TD_OK);
+    assert_int_equal(config_validate(&cfg, err, sizeof err), TD_EINVAL);
+    assert_non_null(strstr(err, "TICKETD_THREADS=5 and TICKETD_LOOPS=2"));
+    config_cleanup(&cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_loops_default_to_the_cores),
+        cmocka_unit_test(test_threads_set_the_loops),
         cmocka_unit_test(test_validate_retention),
         cmocka_unit_test(test_validate_bind),
         cmocka_unit_test(test_set_table),
@@ -636,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_environment_wins_over_file),
         cmocka_unit_test(test_load_file_then_environment),
         cmocka_unit_test(test_load_refuses),
+        cmocka_unit_test(test_retired_settings_refused),
         cmocka_unit_test(test_validate),
     };
     return cmocka_run_group_tests(tests, clear_ticketd_env, NULL);

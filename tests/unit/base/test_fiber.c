@@ -1,7 +1,8 @@
 /* test_fiber.c - fibers on a loop: one starts in the turn after it is
  * spawned, parks until readied and then goes on where it stopped, waits on
  * a pipe without holding up the loop, keeps its own slots, and gives its
- * stack back when it ends. A watchdog timer of seconds fails a test
+ * stack back when it ends, and overflows its stack into its guard, not past
+ * it. A watchdog timer of seconds fails a test
  * instead of hanging it; nothing depends on the clock otherwise. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,11 @@
 #include "fiber.h"
 #include "loop.h"
 
+#include <fenv.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define WATCHDOG_MS 10000
@@ -266,6 +271,157 @@ static void test_stacks_come_back_when_fibers_end(void **state)
     assert_true(fiber_stack_size() >= 128 * 1024);
 }
 
+/* ---- what a switch keeps --------------------------------------------- */
+
+/* Two fibers that switch back and forth, each with values held across
+ * every park (the compiler keeps them in the callee-saved registers the
+ * switch must carry) and a rounding mode of its own (the SSE and x87
+ * control words, which the ABI also makes the callee's to keep). */
+struct keeper {
+    struct fiber *self;
+    struct keeper *other;
+    int mode; /* FE_* */
+    uint64_t sum;
+    bool ok;
+};
+
+static uint64_t __attribute__((noinline)) mix(uint64_t v)
+{
+    return v * 6364136223846793005ull + 1442695040888963407ull;
+}
+
+static void keeps(void *arg)
+{
+    struct keeper *k = arg;
+    k->self = fiber_self();
+    fesetround(k->mode);
+    uint64_t a = mix(k->mode), b = mix(a), c = mix(b), d = mix(c), e = mix(d), g = mix(e);
+    volatile double third = 1.0;
+    double down = 0;
+    bool ok = true;
+    for (int i = 0; i < 50; i++) {
+        if (k->other->self != NULL)
+            fiber_ready(k->other->self);
+        fiber_park();
+        ok = ok && fegetround() == k->mode;
+        a = mix(a) ^ b;
+        b = mix(b) ^ c;
+        c = mix(c) ^ d;
+        d = mix(d) ^ e;
+        e = mix(e) ^ g;
+        g = mix(g) ^ a;
+        down = third / 3.0;
+    }
+    k->sum = a ^ b ^ c ^ d ^ e ^ g;
+    /* 1/3 rounds one way or the other by the fiber's own mode. */
+    k->ok = ok && (k->mode == FE_UPWARD ? down * 3.0 > 1.0 : down * 3.0 <= 1.0);
+    if (k->other->self != NULL)
+        fiber_ready(k->other->self);
+    fesetround(FE_TONEAREST);
+    stop_when_alone();
+}
+
+/* The same sums as keeps computes, without fibers. */
+static uint64_t expected_sum(int mode)
+{
+    uint64_t a = mix(mode), b = mix(a), c = mix(b), d = mix(c), e = mix(d), g = mix(e);
+    for (int i = 0; i < 50; i++) {
+        a = mix(a) ^ b;
+        b = mix(b) ^ c;
+        c = mix(c) ^ d;
+        d = mix(d) ^ e;
+        e = mix(e) ^ g;
+        g = mix(g) ^ a;
+    }
+    return a ^ b ^ c ^ d ^ e ^ g;
+}
+
+static void test_a_switch_keeps_registers_and_rounding(void **state)
+{
+    struct loop *l = *state;
+    static struct keeper up, down;
+    memset(&up, 0, sizeof up);
+    memset(&down, 0, sizeof down);
+    up = (struct keeper){.mode = FE_UPWARD, .other = &down};
+    down = (struct keeper){.mode = FE_DOWNWARD, .other = &up};
+    assert_non_null(fiber_spawn(l, keeps, &up));
+    assert_non_null(fiber_spawn(l, keeps, &down));
+    run(l);
+    assert_int_equal(fegetround(), FE_TONEAREST); /* the loop's own */
+    assert_true(up.ok);
+    assert_true(down.ok);
+    assert_true(up.sum == expected_sum(FE_UPWARD));
+    assert_true(down.sum == expected_sum(FE_DOWNWARD));
+}
+
+/* ---- an overflow faults in the guard ---------------------------------- */
+
+/* One frame larger than the guard: code that wrote only its lowest byte
+ * would jump the guard without -fstack-clash-protection (Makefile), which
+ * makes the compiler touch each page of the frame as it grows. */
+#define BIG_FRAME (96 * 1024)
+
+static uintptr_t guard_low, stack_low; /* the overflowing fiber's */
+
+static void on_segv(int sig, siginfo_t *si, void *ctx)
+{
+    (void)sig, (void)ctx;
+    uintptr_t at = (uintptr_t)si->si_addr;
+    _exit(at >= guard_low && at < stack_low ? 0 : 3);
+}
+
+static int __attribute__((noinline)) dive(int depth)
+{
+    volatile char frame[BIG_FRAME];
+    frame[0] = (char)depth; /* the lowest byte: past the guard if nothing probed */
+    int below = depth < 64 ? dive(depth + 1) : 0;
+    return frame[0] + frame[BIG_FRAME - 1] + below;
+}
+
+static void overflow(void *arg)
+{
+    (void)arg;
+    char here;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    /* The fiber's first frame lies just under its stack's top, which is
+     * page-aligned (fiber.c). */
+    uintptr_t top = ((uintptr_t)&here + page - 1) / page * page;
+    stack_low = top - fiber_stack_size();
+    guard_low = stack_low - fiber_guard_size();
+    _exit(dive(0) != 0 ? 4 : 5); /* not reached: the stack cannot hold 64 frames */
+}
+
+/* In a child, as it dies: a fiber recursing with frames larger than the
+ * guard faults at an address inside its guard, the first thing below the
+ * stack, never further down in whatever is mapped there. */
+static void test_an_overflow_faults_in_the_guard(void **state)
+{
+    (void)state;
+    assert_true(fiber_guard_size() >= 64 * 1024);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        static char alt[64 * 1024];
+        stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt};
+        struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
+        sigemptyset(&sa.sa_mask);
+        if (sigaltstack(&ss, NULL) != 0 || sigaction(SIGSEGV, &sa, NULL) != 0)
+            _exit(6);
+        struct loop *l = loop_new(0, 1);
+        if (l == NULL || fiber_spawn(l, overflow, NULL) == NULL)
+            _exit(7);
+        loop_run(l);
+        _exit(8);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the overflow did not fault in the guard: %s %d (3: it faulted below the "
+                 "guard)",
+                 WIFEXITED(status) ? "exit" : "signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +434,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slots_are_per_fiber_and_per_thread_off_one, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_stacks_come_back_when_fibers_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_switch_keeps_registers_and_rounding, setup,
+                                        teardown),
+        cmocka_unit_test(test_an_overflow_faults_in_the_guard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -371,6 +371,25 @@ static void test_a_blocking_helper_on_a_loop_aborts(void **state)
 #endif
 }
 
+/* loop.h: a stop asked before loop_run still lets one turn run, so what
+ * was queued for the loop (a fiber's first run, a task, a post) is served
+ * before loop_run returns. */
+static void ran(void *arg)
+{
+    (*(int *)arg)++;
+}
+
+static void test_a_stop_asked_first_still_runs_one_turn(void **state)
+{
+    struct loop *l = *state;
+    struct loop_task t = {0};
+    int runs = 0;
+    loop_soon(l, &t, ran, &runs);
+    loop_stop(l);
+    loop_run(l);
+    assert_int_equal(runs, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -385,6 +404,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_post_runs_on_the_loop_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_blocking_helper_on_a_loop_aborts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_stop_asked_first_still_runs_one_turn, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,10 +10,12 @@
 #include <string.h>
 
 struct fake_store fake_store;
+void (*fake_store_idle_hook)(void);
 
 void fake_store_reset(void)
 {
     memset(&fake_store, 0, sizeof fake_store);
+    fake_store_idle_hook = NULL;
     fake_store.price_cents = 1000;
     fake_store.find_rc = TD_ENOTFOUND;
     fake_store.get_rc = TD_ENOTFOUND;
@@ -34,6 +36,8 @@ void store_thread_release(void)
 void store_thread_idle(void)
 {
     fake_call("store_thread_idle");
+    if (fake_store_idle_hook != NULL)
+        fake_store_idle_hook();
 }
 
 void store_cleanup(void)
