@@ -2,8 +2,10 @@
 """The three lessons that need a MariaDB Galera cluster of three nodes.
 
 The replay lab's other lessons run on one MariaDB; these run on the test
-cluster of scripts/cluster.sh (its 22xxx ports, under .state/cluster-lab),
-with `ticketd serve` instances each on its own node. Each runs without its
+cluster of scripts/cluster.sh (its 22xxx ports unless TICKETD_CLUSTER_SQL_PORTS,
+_REDIS_PORTS and friends say otherwise, under .state/cluster-lab), with
+`ticketd serve` instances each on its own node (TICKETD_CLUSTER_HTTP_PORTS,
+default 22080-22082). Each runs without its
 defence, then with it, and ends with the lab's line
 
     lesson NAME: without DEFENCE: N UNIT; with it: M UNIT
@@ -16,18 +18,23 @@ defence, then with it, and ends with the lab's line
   201: 404 for an order that exists (a stale read), unless ticketd sets
   wsrep_sync_wait on its connections (TICKETD_MYSQL_SYNC_WAIT, 1 by
   default).
-- galera-crash-durability: all three nodes killed at once mid-storm, and
-  their disks losing what the kernel had not written yet (a power cut, by
-  scripts/cluster.sh's loop-device disks), then restarted: with
-  innodb_flush_log_at_trx_commit=2, orders whose 201 the clients hold and
-  the database lost; with 1: 0.
+- galera-crash-durability: mid-storm, after 1000 answers, the nodes' log
+  is flushed to their disks (the flush InnoDB does once a second with
+  innodb_flush_log_at_trx_commit=2, played by the lesson); 400 answers
+  later all three nodes are killed at once and their disks lose what the
+  kernel had not written yet (a power cut, by scripts/cluster.sh's
+  loop-device disks), then restarted: with 2, the orders answered between
+  the flush and the crash are gone although their clients hold a 201;
+  with 1: 0.
 
   cluster_lessons.py list
-  cluster_lessons.py lesson NAME [--size F] [--kill-only]
+  cluster_lessons.py lesson NAME [--size F] [--kill-only] [--seed N]
   cluster_lessons.py record [--runs N] [--out FILE] [--size F]
 
+Each lesson prints its seed (ticketd-load's --seed, and the read-your-
+writes clients' users and keys): --seed N sends the same requests again.
 `make lesson L=galera-...` runs one (lab/ticketd-lab hands the name over);
-`make cluster-lessons-run` records all three, twice, into
+`make cluster-lessons-run` records all three, three times in a row, into
 docs/cluster-lessons-run.md. Everything it starts is stopped at the end
 (the nodes too, unless TICKETD_CLUSTER_KEEP=1).
 """
@@ -242,11 +249,13 @@ class Cluster:
                 pass
         return int(total)
 
-    def load(self, tag, ports, args):
-        """ticketd-load over the instances on ports; its JSON report."""
+    def load(self, tag, ports, args, seed):
+        """ticketd-load over the instances on ports, with --seed seed; its
+        JSON report."""
         json_path = os.path.join(self.logs, "%s.json" % tag)
         if os.path.exists(json_path):
             os.unlink(json_path)
+        args = args + ["--seed", str(seed), "--interval", "200"]
         argv = [LOAD] + args
         for port in ports:
             argv += ["--target", "http://127.0.0.1:%d" % port]
@@ -280,7 +289,7 @@ class Cluster:
 # (a) galera-stock-cas
 
 
-def stock_cas_pass(cl, which, n):
+def stock_cas_pass(cl, which, n, seed):
     # One database connection per instance, and one order per transaction
     # (no merged batches, in both passes): each instance orders one at a
     # time, so every race is between two nodes, none inside one. On one
@@ -291,7 +300,7 @@ def stock_cas_pass(cl, which, n):
                        env=["TICKETD_DB_CONNS=1", "TICKETD_MERGE=0"])
     rep = cl.load("galera-stock-cas-" + which, HTTP_PORTS,
                   ["flash-sale", "--users", "200", "--seats", "50", "--rounds",
-                   str(n(24)), "--concurrency", "24", "--duration", "180", "--no-audit"])
+                   str(n(24)), "--concurrency", "24", "--duration", "180", "--no-audit"], seed)
     retries = {c: cl.metric(HTTP_PORTS, 'ticketd_transaction_retries_total{cause="%s"}' % c)
                for c in ("certification", "deadlock")}
     cl.stop_instances()
@@ -330,7 +339,7 @@ def make_session(admin):
     return json.loads(body)["id"]
 
 
-def read_own_writes_pass(cl, which, n):
+def read_own_writes_pass(cl, which, n, seed):
     sync_wait = "0" if which == "without" else "1"
     cl.start_instances([1, 2, 3], "galera-read-own-writes-" + which,
                        env=["TICKETD_MYSQL_SYNC_WAIT=" + sync_wait,
@@ -341,7 +350,8 @@ def read_own_writes_pass(cl, which, n):
     # stock row, so no certification conflict blurs the reads.
     sids = [make_session(admin) for _ in range(workers)]
     per_worker = max(1, n(900) // workers)
-    base = 700000 + int(time.time()) % 100000 * 10
+    # Users and keys from the seed: the same seed, the same requests.
+    base = seed
     tokens = [cl.jwt(base + w) for w in range(workers)]
     stale = []  # (order_no, wrote on, read on)
     counts = {"created": 0, "found": 0}
@@ -434,7 +444,7 @@ def read_own_writes_pass(cl, which, n):
 FLUSH_TIMEOUT_OFF = "2700"
 
 
-def crash_pass(cl, which, n, kill_only=False):
+def crash_pass(cl, which, n, seed, kill_only=False):
     """The storm on the three nodes; after n(1000) answers the nodes' log
     is flushed to their disks (what InnoDB does once a second with
     innodb_flush_log_at_trx_commit=2); n(400) answers later the three
@@ -488,7 +498,7 @@ def crash_pass(cl, which, n, kill_only=False):
         "--requests", str(n(8000)), "--duration", "60", "--client-retries", "0",
         "--no-audit", "--settle", "0", "--orders-out", orders_out,
         "--fault", flush_cmd, "--fault-after", str(n(1000)),
-        "--fault-end", crash, "--fault-end-after", str(n(400))])
+        "--fault-end", crash, "--fault-end-after", str(n(400))], seed)
     cl.stop_instances()
     with open(orders_out) as f:
         answered = [line.strip() for line in f if line.strip()]
@@ -558,15 +568,30 @@ def scaler(size):
     return lambda x: max(1, int(round(x * size)))
 
 
-def run_lesson(cl, lesson, n, kill_only=False):
-    res = {}
+def new_seed():
+    """As the lab draws one (runner.new_seed): from the clock, 10^5 a second."""
+    return int(time.time() * 100000)
+
+
+def repeat_command(name, seed, kill_only=False):
+    return "make lesson L=%s LAB_ARGS='--seed %d'%s" % (
+        name, seed, " (with --kill-only: lab/cluster_lessons.py lesson %s --kill-only --seed %d)"
+        % (name, seed) if kill_only else "")
+
+
+def run_lesson(cl, lesson, n, kill_only=False, seed=None):
+    """Both passes, with one seed (the same requests without and with)."""
+    seed = new_seed() if seed is None else seed
+    log("seed %d: the same requests again with %s" % (seed, repeat_command(
+        lesson["name"], seed, kill_only)))
+    res = {"seed": seed}
     for which in ("without", "with"):
         log("%s, %s %s:" % (lesson["name"], which, lesson["defence"]))
         cl.reset()
         if lesson["name"] == "galera-crash-durability":
-            r = lesson["run"](cl, which, n, kill_only)
+            r = lesson["run"](cl, which, n, seed, kill_only)
         else:
-            r = lesson["run"](cl, which, n)
+            r = lesson["run"](cl, which, n, seed)
         log("  %s: %d %s; %s" % (which, r["figure"], lesson["unit"], r["notes"]))
         res[which] = r
     return res
@@ -615,7 +640,7 @@ def busy_cluster(state):
     return None
 
 
-def cmd_lesson(name, size=1.0, state=None, logs=None, kill_only=False):
+def cmd_lesson(name, size=1.0, state=None, logs=None, kill_only=False, seed=None):
     lesson = BY_NAME.get(name)
     if lesson is None:
         print("cluster lessons: unknown lesson '%s'" % name, file=sys.stderr)
@@ -638,7 +663,7 @@ def cmd_lesson(name, size=1.0, state=None, logs=None, kill_only=False):
         return 1
     try:
         cl.up()
-        res = run_lesson(cl, lesson, scaler(size), kill_only)
+        res = run_lesson(cl, lesson, scaler(size), kill_only, seed)
     finally:
         cl.down()
     print(lesson_line(lesson, res), flush=True)
@@ -714,34 +739,41 @@ def write(path, rows, kill_rows, size, took):
         "`TICKETD_ENV=demo`; the tables and Redis emptied before each pass; %.0f s in all"
         % (server_version(), took),
         "",
-        "Figures vary from run to run (they count races and the moment of a crash); the "
-        "pattern is what holds: damage without the defence, 0 with it.",
+        "Figures vary from run to run (they count races); the pattern is what holds: "
+        "damage without the defence, 0 with it. The crash lesson's loss is set by the "
+        "load's progress: the orders answered between the nodes' last log flush (after "
+        "1000 answers) and the crash (400 answers later). Each run's seed repeats its "
+        "requests: `make lesson L=NAME LAB_ARGS='--seed SEED'` (which answers win each "
+        "race is the servers' doing, so the figures differ).",
         "",
-        "| run | lesson | without the defence | with it | without: what happened | with: what happened |",
-        "|--:|---|--:|--:|---|---|",
+        "| run | lesson | seed | without the defence | with it | without: what happened "
+        "| with: what happened |",
+        "|--:|---|--:|--:|--:|---|---|",
     ]
     for run, lesson, res in rows:
-        out.append("| %d | `%s` | **%d %s** (without %s) | %d | %s | %s |" % (
-            run, lesson["name"], res["without"]["figure"], lesson["unit"], lesson["defence"],
-            res["with"]["figure"], res["without"]["notes"], res["with"]["notes"]))
+        out.append("| %d | `%s` | %d | **%d %s** (without %s) | %d | %s | %s |" % (
+            run, lesson["name"], res["seed"], res["without"]["figure"], lesson["unit"],
+            lesson["defence"], res["with"]["figure"], res["without"]["notes"],
+            res["with"]["notes"]))
     if kill_rows:
         out += [
             "",
             "## The crash without the power cut",
             "",
-            "`galera-crash-durability --kill-only`: the same storm and SIGKILL of the three "
-            "nodes, but their disks keep the kernel's page cache (the processes die, the "
-            "machine does not). With `innodb_flush_log_at_trx_commit=2` a commit's log is "
-            "written to the kernel at once and only flushed to the disk once a second, so "
-            "a process kill alone loses nothing; it takes the machine's crash (here: its "
-            "disks' power cut) to lose the last second.",
+            "`galera-crash-durability --kill-only`: the same storm, flush and SIGKILL of the "
+            "three nodes, but their disks keep the kernel's page cache (the processes die, "
+            "the machine does not). With `innodb_flush_log_at_trx_commit=2` a commit's log "
+            "is written to the kernel at once and only flushed to the disk later, so a "
+            "process kill alone loses nothing; it takes the machine's crash (here: its "
+            "disks' power cut) to lose what came after the last flush.",
             "",
-            "| run | without (flush 2) | with (flush 1) | without: what happened |",
-            "|--:|--:|--:|---|",
+            "| run | seed | without (flush 2) | with (flush 1) | without: what happened |",
+            "|--:|--:|--:|--:|---|",
         ]
         for run, res in kill_rows:
-            out.append("| %d | %d answered orders lost | %d | %s |" % (
-                run, res["without"]["figure"], res["with"]["figure"], res["without"]["notes"]))
+            out.append("| %d | %d | %d answered orders lost | %d | %s |" % (
+                run, res["seed"], res["without"]["figure"], res["with"]["figure"],
+                res["without"]["notes"]))
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
 
@@ -759,8 +791,9 @@ def main(argv):
     ap.add_argument("command", choices=["list", "lesson", "record"])
     ap.add_argument("name", nargs="?")
     ap.add_argument("--size", type=float, default=1.0)
-    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--kill-only", action="store_true")
+    ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "cluster-lessons-run.md"))
     args = ap.parse_args(argv)
 
@@ -775,7 +808,7 @@ def main(argv):
                 print("  %-28s %s (Galera cluster)" % (lesson["name"], lesson["title"]))
             return 0
         if args.command == "lesson":
-            return cmd_lesson(args.name, args.size, kill_only=args.kill_only)
+            return cmd_lesson(args.name, args.size, kill_only=args.kill_only, seed=args.seed)
         return cmd_record(args.runs, args.out, args.size)
     except LessonError as e:
         print("cluster lessons: error: %s" % e, file=sys.stderr)

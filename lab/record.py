@@ -72,10 +72,13 @@ def record(args, stack):
         stack.up()
         for lesson in lessons.LESSONS:
             res = {}
+            # One seed for both passes: the same requests, without and with.
+            seed = runner.new_seed()
             for which in ("without", "with"):
-                print("record: %s %s" % (lesson["name"], which), file=sys.stderr, flush=True)
+                print("record: %s %s, seed %d" % (lesson["name"], which, seed), file=sys.stderr,
+                      flush=True)
                 res[which] = runner.run_pass(stack, lesson, which, n, sink,
-                                             "%s-%s" % (lesson["name"], which))
+                                             "%s-%s" % (lesson["name"], which), seed)
             rows.append((lesson, res))
     finally:
         stack.down()
