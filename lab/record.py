@@ -78,7 +78,8 @@ def record(args, stack):
                 print("record: %s %s, seed %d" % (lesson["name"], which, seed), file=sys.stderr,
                       flush=True)
                 res[which] = runner.run_pass(stack, lesson, which, n, sink,
-                                             "%s-%s" % (lesson["name"], which), seed)
+                                             "%s-%s" % (lesson["name"], which), seed,
+                                             args.size)
             rows.append((lesson, res))
     finally:
         stack.down()

@@ -462,10 +462,11 @@ def write_history_head(path, head):
     os.replace(path + ".tmp", path)
 
 
-def run_pass(stack, lesson, which, size_n, sink, tag, seed=None):
+def run_pass(stack, lesson, which, size_n, sink, tag, seed=None, size=1.0):
     """Runs one pass ("without" or "with") of a lesson; returns its result.
     seed: ticketd-load's --seed (the same for both passes of a run: the
-    same requests, without and with the defence); None draws one."""
+    same requests, without and with the defence); None draws one. size:
+    the lesson's --size (size_n's factor), for the command that repeats it."""
     seed = new_seed() if seed is None else seed
     p = lesson[which](size_n)
     sink.phase(which, "emptying the database and Redis, starting two instances")
@@ -499,6 +500,7 @@ def run_pass(stack, lesson, which, size_n, sink, tag, seed=None):
         if stall is not None:
             stall.close()
     res = read_result(lesson, json_path, proc.returncode, p, seed)
+    res["repeat"] = repeat_command(lesson["name"], seed, size)
     res["history"] = os.path.basename(history_path)
     write_history_head(history_path, {"lesson": lesson["name"], "pass": which, "seed": seed,
                                       "load": res["command"], "repeat": res["repeat"]})
@@ -583,9 +585,11 @@ def shown_command(p, seed):
         DB_NAMES[p["db"]], " ".join(p["load"]), seed)
 
 
-def repeat_command(name, seed):
-    """The command that runs a lesson again with the same requests."""
-    return "make lesson L=%s LAB_ARGS='--seed %d'" % (name, seed)
+def repeat_command(name, seed, size=1.0):
+    """The command that runs a lesson again with the same requests (the
+    same --size too: it sets the counts)."""
+    return "make lesson L=%s LAB_ARGS='--seed %d%s'" % (
+        name, seed, "" if size == 1.0 else " --size %g" % size)
 
 
 def read_result(lesson, json_path, rc, p, seed):
