@@ -393,7 +393,7 @@ def series_ticks(report):
         ticks.append({"t": round(p.get("t", 0) + dt, 2), "damage": None, "out": {
             "201 created": round(created / dt, 1), "refused (409, 422)": round(rejected / dt, 1),
             "errors (5xx, no answer)": round(errors / dt, 1),
-            "other answers": round(other / dt, 1)},
+            "other answers (tokens, reads)": round(other / dt, 1)},
             "layer": {"p50": p.get("p50_ms", 0), "p99": p.get("p99_ms", 0)}})
     return ticks
 

@@ -43,6 +43,7 @@ STATIC = {
     "/lab.css": ("lab.css", "text/css; charset=utf-8"),
 }
 MAX_BODY = 4096
+PHASE_MAX = 160
 
 
 class Run:
@@ -75,7 +76,8 @@ class Run:
         with self.lock:
             if which is not None:
                 self.current = which
-            self.phase_text = text
+            # A line may carry a whole command: the header shows its start.
+            self.phase_text = text if len(text) <= PHASE_MAX else text[:PHASE_MAX - 1] + "…"
 
     def start(self, which, command):
         with self.lock:

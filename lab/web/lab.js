@@ -20,6 +20,14 @@ const OUTCOME_COLOURS = {
   "503 SERVICE_UNAVAILABLE": "#000000",
   "no answer": "#b00020",
   "token 201": "#9aa5b1",
+  // the Galera lessons' series
+  "refused (409, 422)": "#E69F00",
+  "errors (5xx, no answer)": "#000000",
+  "other answers (tokens, reads)": "#9aa5b1",
+  "GET 200 found": "#009E73",
+  "GET 404 ORDER_NOT_FOUND": "#D55E00",
+  "p50": "#56B4E9",
+  "p99": "#0072B2",
 };
 const LAYER_COLOURS = {
   "response-cache": "#0072B2",
@@ -235,6 +243,7 @@ function showLesson(name, passes) {
     n.className = "num";
     n.dataset.final = "0";
     p.querySelector(".command").textContent = "";
+    document.getElementById("layer-" + w).parentElement.hidden = false;
     document.getElementById("notes-" + w).textContent = "";
     document.getElementById("chips-" + w).replaceChildren();
     document.getElementById("witnesses-" + w).replaceChildren();
@@ -328,7 +337,7 @@ function updatePass(w, lesson, d) {
   if (d.command) p.querySelector(".command").textContent = d.command;
   for (const t of d.ticks) {
     addPoints(charts["out-" + w], OUTCOME_COLOURS, t.t, t.out);
-    addPoints(charts["layer-" + w], LAYER_COLOURS, t.t, t.layer);
+    addPoints(charts["layer-" + w], lesson.kind === "cluster" ? OUTCOME_COLOURS : LAYER_COLOURS, t.t, t.layer);
   }
   const marks = d.faults.map((f) => ({ t: f.t, label: (f.label ? f.label + " at " : f.edge === "start" ? "fault at " : "fault over at ") + f.t.toFixed(1) + " s" }));
   for (const kind of ["out-", "layer-"]) {
@@ -342,6 +351,9 @@ function updatePass(w, lesson, d) {
       ? el("span", { class: "bad" }, d.result.figure + " " + lesson.unit) : el("span", {}, "no damage"));
     document.getElementById("notes-" + w).textContent = d.result.notes || "";
     witnesses(w, lesson, d.result);
+    // A pass without a latency series (the read-your-writes clients) has
+    // no second chart.
+    document.getElementById("layer-" + w).parentElement.hidden = !charts["layer-" + w].data.datasets.length;
   } else if (d.result) {
     setFigure(w, lesson, d.result.figure, true);
     const dmg = {};
