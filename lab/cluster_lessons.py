@@ -440,8 +440,8 @@ def stock_cas_pass(cl, which, n, seed):
     cl.stop_instances()
     # The checker's witnesses: the orders of one sale that took more seats
     # than it had, from the history and node 1's tables.
-    checked = runner.judge_history(NodeOne(), {"db": "main", "off": "stock-cas" if which == "without"
-                                               else ""},
+    off = "stock-cas" if which == "without" else ""
+    checked = runner.judge_history(NodeOne(), {"db": "main", "off": off},
                                    os.path.join(cl.logs, tag + ".history.jsonl"),
                                    BY_NAME["galera-stock-cas"])
     damage = rep.get("damage", {})
@@ -822,9 +822,9 @@ LESSONS = [
         "once every node applied it: read on another node right after the 201, the order "
         "may not be there yet.",
         "defence": "wsrep_sync_wait",
-        "switches_off": [{"name": "wsrep_sync_wait (TICKETD_MYSQL_SYNC_WAIT=0)", "harm": "TICKETD_MYSQL_SYNC_WAIT=0: a "
-                          "read on a node that has not applied the latest commits yet answers "
-                          "from before them"}],
+        "switches_off": [{"name": "wsrep_sync_wait (TICKETD_MYSQL_SYNC_WAIT=0)",
+                          "harm": "a read on a node that has not applied the latest commits "
+                          "yet answers from before them"}],
         "where": "service/mysql/db.c:connect_thread (SET SESSION wsrep_sync_wait), "
         "service/base/config.c (TICKETD_MYSQL_SYNC_WAIT)",
         "unit": "404s for orders that exist",
@@ -839,9 +839,9 @@ LESSONS = [
         "nothing. Three that lose power together keep only what reached their disks: with "
         "innodb_flush_log_at_trx_commit=2, not what came after the last log flush.",
         "defence": "innodb_flush_log_at_trx_commit=1",
-        "switches_off": [{"name": "innodb_flush_log_at_trx_commit=1 (2 on every node)", "harm": "2 on the nodes: "
-                          "a commit's log is written to the kernel and flushed to the disk "
-                          "later; a power cut of every node loses what came in between"}],
+        "switches_off": [{"name": "innodb_flush_log_at_trx_commit=1 (2 on every node)",
+                          "harm": "a commit's log is written to the kernel and flushed to the "
+                          "disk later; a power cut of every node loses what came in between"}],
         "where": "scripts/cluster.sh (write_node_cnf, crash, most_advanced), "
         "lab/cluster_lessons.py:crash_pass",
         "unit": "answered orders lost",

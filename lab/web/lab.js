@@ -364,6 +364,9 @@ function updatePass(w, lesson, d) {
         "the test found " + d.result.found + " duplicate orders"));
     }
     witnesses(w, lesson, d.result);
+  } else if (lesson.kind === "cluster") {
+    // counted against the nodes once the pass is over, drawn then too
+    if (!d.ticks.length) p.querySelector(".source").textContent = "waiting: the figure and the charts come when this pass is over";
   } else if (d.ticks.length) {
     const live = d.ticks[d.ticks.length - 1].damage;
     if (live && lesson.judge === "missed") {
