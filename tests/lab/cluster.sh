@@ -21,7 +21,7 @@
 # and ends with "lab cluster: N passed, N failed".
 set -uo pipefail
 
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 ROOT=$(pwd)
 LAB=lab/ticketd-lab
 STATE=${ROOT}/.state/labtest-cluster
