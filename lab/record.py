@@ -72,10 +72,14 @@ def record(args, stack):
         stack.up()
         for lesson in lessons.LESSONS:
             res = {}
+            # One seed for both passes: the same requests, without and with.
+            seed = runner.new_seed()
             for which in ("without", "with"):
-                print("record: %s %s" % (lesson["name"], which), file=sys.stderr, flush=True)
+                print("record: %s %s, seed %d" % (lesson["name"], which, seed), file=sys.stderr,
+                      flush=True)
                 res[which] = runner.run_pass(stack, lesson, which, n, sink,
-                                             "%s-%s" % (lesson["name"], which))
+                                             "%s-%s" % (lesson["name"], which), seed,
+                                             args.size)
             rows.append((lesson, res))
     finally:
         stack.down()
@@ -113,11 +117,14 @@ def write(path, rows, size, took):
             lesson["name"], lesson["kind"], w["figure"], lesson["unit"], lesson["defence"],
             h["figure"], others(lesson, w), others(lesson, h), w["verdict"], w["exit_code"],
             h["verdict"], h["exit_code"]))
-    out += ["", "## The commands of each pass", ""]
+    out += ["", "## The commands of each pass", "",
+            "Both passes of a lesson share one seed (`--seed`): the same requests, without "
+            "the defence and with it; the last line of each lesson repeats them.", ""]
     for lesson, res in rows:
         out.append("- `%s`" % lesson["name"])
         for which in ("without", "with"):
             out.append("  - %s: `%s`" % (which, res[which]["command"]))
+        out.append("  - again: `%s`" % res["without"]["repeat"])
     out += ["", "## The checker's first witness of each pass", "",
             "`lab/checker.py` read each pass's history of client operations and the "
             "database; here the first violation it named, with the requests that made it.", ""]

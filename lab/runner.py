@@ -439,8 +439,34 @@ def outcome_of(line):
     return ("%d %s" % (status, code)).strip(), layer
 
 
-def run_pass(stack, lesson, which, size_n, sink, tag):
-    """Runs one pass ("without" or "with") of a lesson; returns its result."""
+def new_seed():
+    """A run's seed, as ticketd-load draws its own: 10^5 a second of wall
+    time, so that runs a moment apart never share a user (the seed is the
+    first user id) and ids stay far below 2^53."""
+    return int(time.time() * 100000)
+
+
+def write_history_head(path, head):
+    """Puts the run's own line first in its history: the seed and the
+    command that repeats the load. The checker reads only lines with an
+    "op", so it skips this one."""
+    try:
+        with open(path, "rb") as f:
+            body = f.read()
+    except OSError:
+        return
+    with open(path + ".tmp", "wb") as f:
+        f.write((json.dumps(dict(head, type="run"), sort_keys=True) + "\n").encode())
+        f.write(body)
+    os.replace(path + ".tmp", path)
+
+
+def run_pass(stack, lesson, which, size_n, sink, tag, seed=None, size=1.0):
+    """Runs one pass ("without" or "with") of a lesson; returns its result.
+    seed: ticketd-load's --seed (the same for both passes of a run: the
+    same requests, without and with the defence); None draws one. size:
+    the lesson's --size (size_n's factor), for the command that repeats it."""
+    seed = new_seed() if seed is None else seed
     p = lesson[which](size_n)
     sink.phase(which, "emptying the database and Redis, starting two instances")
     stack.stop_instances()
@@ -455,11 +481,12 @@ def run_pass(stack, lesson, which, size_n, sink, tag):
     for port in stack.http_ports:
         argv += ["--target", "http://127.0.0.1:%d" % port]
     history_path = os.path.join(stack.log_dir, "%s.history.jsonl" % tag)
-    argv += ["--interval", "200", "--json", json_path, "--history", history_path, "-v"]
+    argv += ["--seed", str(seed), "--interval", "200", "--json", json_path, "--history",
+             history_path, "-v"]
     env = dict(os.environ)
     env.update({"TICKETD_JWT_SECRET": stack.jwt_secret, "TICKETD_PAY_SECRET": stack.pay_secret})
     sink.phase(which, "running: " + " ".join(p["load"]))
-    sink.start(which, shown_command(p))
+    sink.start(which, shown_command(p, seed))
     stall = Stall(stack, p["db"]) if p.get("stall") else None
     try:
         with open(os.path.join(stack.log_dir, "%s.txt" % tag), "wb") as out:
@@ -471,8 +498,11 @@ def run_pass(stack, lesson, which, size_n, sink, tag):
     finally:
         if stall is not None:
             stall.close()
-    res = read_result(lesson, json_path, proc.returncode, p)
+    res = read_result(lesson, json_path, proc.returncode, p, seed)
+    res["repeat"] = repeat_command(lesson["name"], seed, size)
     res["history"] = os.path.basename(history_path)
+    write_history_head(history_path, {"lesson": lesson["name"], "pass": which, "seed": seed,
+                                      "load": res["command"], "repeat": res["repeat"]})
     res["checker"] = judge_history(stack, p, history_path, lesson)
     return res
 
@@ -546,14 +576,22 @@ def watch(proc, stack, db, sink, answers_path, has_end=False, which=None):
             proc.wait()
 
 
-def shown_command(p):
+def shown_command(p, seed):
     words = ["TICKETD_DEFENSES=" + defences.setting(p["off"])]
     words += p["env"]
     words.append("build/faults/ticketd" if p["faults"] else "build/release/ticketd")
-    return " ".join(words) + " (db %s); ticketd-load %s" % (DB_NAMES[p["db"]], " ".join(p["load"]))
+    return " ".join(words) + " (db %s); ticketd-load %s --seed %d" % (
+        DB_NAMES[p["db"]], " ".join(p["load"]), seed)
 
 
-def read_result(lesson, json_path, rc, p):
+def repeat_command(name, seed, size=1.0):
+    """The command that runs a lesson again with the same requests (the
+    same --size too: it sets the counts)."""
+    return "make lesson L=%s LAB_ARGS='--seed %d%s'" % (
+        name, seed, "" if size == 1.0 else " --size %g" % size)
+
+
+def read_result(lesson, json_path, rc, p, seed):
     try:
         with open(json_path) as f:
             report = json.load(f)
@@ -582,7 +620,9 @@ def read_result(lesson, json_path, rc, p):
         "errors": msgs(report.get("errors")),
         "details": msgs(report.get("damage_details")),
         "fault": report.get("fault"),
-        "command": shown_command(p),
+        "command": shown_command(p, seed),
+        "seed": seed,
+        "repeat": repeat_command(lesson["name"], seed),
     }
 
 

@@ -8,8 +8,13 @@
                          only for the ticks after the N the page already has
   GET  /api/history      ?run=ID&pass=without|with: that pass's history of client
                          operations (JSON lines, docs/lab.md), the last run only
-  POST /api/runs         {"lesson": NAME, "passes": "both" | "without" | "with"}
-                         202 started; 409 while a run goes; 422 unknown lesson
+  POST /api/runs         {"lesson": NAME, "passes": "both" | "without" | "with",
+                          "seed": N (optional: the same requests as the run of
+                          that seed)}
+                         202 started; 409 while a run goes; 422 unknown lesson,
+                         bad seed, or a cluster lesson this machine cannot run
+The Galera lessons (cluster_lessons.py) run from here too: the run brings
+the three nodes up on demand, and /api/state adds the nodes' states.
 
 Errors are RFC 9457 problems. One run at a time: the run goes in its own
 thread, and a second POST while it runs is refused, not queued. The lesson
@@ -25,6 +30,7 @@ import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+import cluster_lessons
 import lessons
 import runner
 
@@ -37,15 +43,20 @@ STATIC = {
     "/lab.css": ("lab.css", "text/css; charset=utf-8"),
 }
 MAX_BODY = 4096
+PHASE_MAX = 160
 
 
 class Run:
     """What the page sees of one run; the runner's sink."""
 
-    def __init__(self, run_id, lesson, passes):
+    def __init__(self, run_id, lesson, passes, seed, size, kind="lesson"):
         self.id = run_id
         self.lesson = lesson
         self.passes = passes
+        self.seed = seed
+        self.size = size
+        self.kind = kind
+        self.node_states = []
         self.status = "running"
         self.phase_text = "starting"
         self.current = None
@@ -60,9 +71,13 @@ class Run:
     # --- the sink ---------------------------------------------------------
 
     def phase(self, which, text):
+        """which: the pass the text is about; None: the current one (a
+        cluster lesson's lines)."""
         with self.lock:
-            self.current = which
-            self.phase_text = text
+            if which is not None:
+                self.current = which
+            # A line may carry a whole command: the header shows its start.
+            self.phase_text = text if len(text) <= PHASE_MAX else text[:PHASE_MAX - 1] + "…"
 
     def start(self, which, command):
         with self.lock:
@@ -95,6 +110,21 @@ class Run:
     def result(self, which, res):
         with self.lock:
             self.data[which]["result"] = res
+            if res.get("command"):
+                self.data[which]["command"] = res["command"]
+
+    # --- a cluster lesson's sink, besides phase and result ------------------
+    def series(self, ticks, faults):
+        """A pass's chart points, made after its load (ticketd-load's time
+        series, or the clients' own answers), and its faults."""
+        with self.lock:
+            if self.current in self.data:
+                self.data[self.current]["ticks"].extend(ticks)
+                self.data[self.current]["faults"].extend(faults)
+
+    def nodes(self, states):
+        with self.lock:
+            self.node_states = states
 
     # --- what /api/state answers ---------------------------------------------
 
@@ -102,7 +132,11 @@ class Run:
         with self.lock:
             out = {"run": self.id, "lesson": self.lesson["name"], "passes": self.passes,
                    "status": self.status, "phase": self.phase_text, "current": self.current,
-                   "error": self.error, "data": {}}
+                   "error": self.error, "kind": self.kind, "seed": self.seed,
+                   "repeat": (cluster_lessons.repeat_command if self.kind == "cluster"
+                              else runner.repeat_command)(self.lesson["name"], self.seed,
+                                                          self.size),
+                   "nodes": self.node_states, "data": {}}
             for w, d in self.data.items():
                 start = have.get(w, 0) if have.get("run") == self.id else 0
                 out["data"][w] = {"from": start, "ticks": d["ticks"][start:],
@@ -120,9 +154,20 @@ class Lab:
         self.runs = 0
         self.n = lessons.scaler(args.size)
 
-    def start(self, name, passes):
+    def start(self, name, passes, seed=None):
         """Returns (status, body) for POST /api/runs."""
         lesson = lessons.BY_NAME.get(name) if isinstance(name, str) else None
+        kind = "lesson"
+        if lesson is None and isinstance(name, str) and name in cluster_lessons.BY_NAME:
+            lesson, kind = cluster_lessons.BY_NAME[name], "cluster"
+            can = cluster_lessons.availability(name)
+            if not can["ok"]:
+                return 422, problem(422, "This machine cannot run a cluster",
+                                    "%s; %s" % (can["why"], can["how"]))
+        if seed is None:
+            seed = runner.new_seed()
+        elif isinstance(seed, bool) or not isinstance(seed, int) or not 1 <= seed <= 1 << 52:
+            return 422, problem(422, "Bad seed", "seed is a whole number from 1 to 2^52")
         if lesson is None:
             return 422, problem(422, "Unknown lesson",
                                 "no lesson is named %s; GET /api/lessons lists them"
@@ -137,17 +182,21 @@ class Lab:
                                     "for it to end" % (self.run.lesson["name"],
                                                        self.run.current or "starting"))
             self.runs += 1
-            self.run = Run(self.runs, lesson, passes)
+            self.run = Run(self.runs, lesson, passes, seed, self.args.size, kind)
             run = self.run
         threading.Thread(target=self.go, args=(run,), daemon=True).start()
-        return 202, {"run": run.id, "lesson": name, "passes": passes}
+        return 202, {"run": run.id, "lesson": name, "passes": passes, "seed": seed}
 
     def go(self, run):
         which = ("without", "with") if run.passes == "both" else (run.passes,)
         try:
-            for w in which:
+            if run.kind == "cluster":
+                cluster_lessons.run_for_page(run, run.lesson["name"], run.passes, run.seed,
+                                             self.args.size)
+            for w in which if run.kind == "lesson" else ():
                 res = runner.run_pass(self.stack, run.lesson, w, self.n, run,
-                                      "%s-%s" % (run.lesson["name"], w))
+                                      "%s-%s" % (run.lesson["name"], w), run.seed,
+                                      self.args.size)
                 run.result(w, res)
             run.status = "done"
             run.phase_text = "done"
@@ -198,7 +247,9 @@ def make_handler(lab):
                 with open(CHART_JS, "rb") as f:
                     return self.send(200, f.read(), "text/javascript; charset=utf-8")
             if url.path == "/api/lessons":
-                return self.send(200, {"lessons": [lessons.public(x) for x in lessons.LESSONS],
+                return self.send(200, {"lessons": [lessons.public(x) for x in lessons.LESSONS] +
+                                       [cluster_lessons.public(x)
+                                        for x in cluster_lessons.LESSONS],
                                        "damage": lessons.DAMAGE,
                                        "defences": lessons.defences.DEFENCES,
                                        "live": runner.LIVE_DAMAGE,
@@ -224,7 +275,9 @@ def make_handler(lab):
             if run is not None and (q.get("run") or [""])[0] == str(run.id) \
                     and which in ("without", "with"):
                 res = run.data[which]["result"]
-            path = os.path.join(lab.stack.log_dir, res["history"]) if res else None
+            path = None
+            if res and res.get("history"):
+                path = os.path.join(res.get("history_dir") or lab.stack.log_dir, res["history"])
             if path is None or not os.path.exists(path):
                 return self.send(404, problem(404, "No such history",
                                               "only the last run's finished passes have one"))
@@ -256,7 +309,8 @@ def make_handler(lab):
                     raise ValueError
             except ValueError:
                 return self.send(400, problem(400, "Bad body", "the body is not a JSON object"))
-            status, out = lab.start(body.get("lesson"), body.get("passes", "both"))
+            status, out = lab.start(body.get("lesson"), body.get("passes", "both"),
+                                    body.get("seed"))
             return self.send(status, out)
 
     return Handler
@@ -286,4 +340,6 @@ def stop_run(lab):
     if run is not None and run.status == "running":
         run.status = "error"
         run.error = "the lab was stopped"
+        if run.kind == "cluster":
+            cluster_lessons.stop_for_page()
     time.sleep(0.1)

@@ -255,12 +255,27 @@ kill_session() {
     done
 }
 
+# Whether node N's start-up is alive: the launched pid runs mariadbd, or is
+# still on its way to it. start_node's background job forks a shell that
+# execs setsid, which execs nohup, which execs mariadbd: checked right
+# after the launch, as wait_synced does first, the pid may not be called
+# mariadbd yet, and a node starting on a busy machine was taken for dead
+# ("exited while joining").
+node_launching() {
+    local f c
+    f="$(node_dir "$1")/launched.pid"
+    for c in mariadbd nohup setsid bash; do
+        running_pid "${f}" "${c}" >/dev/null && return 0
+    done
+    return 1
+}
+
 wait_synced() {
     local n=$1 secs=${2:-60} size=${3:-3} deadline tries=0 log
     deadline=$(($(now_ms) + secs * 1000))
     log="$(node_dir "${n}")/mysqld.log"
     while ! node_synced "${n}" "${size}"; do
-        if ! node_pid "${n}" >/dev/null && ! running_pid "$(node_dir "${n}")/launched.pid" mariadbd >/dev/null; then
+        if ! node_pid "${n}" >/dev/null && ! node_launching "${n}"; then
             if ((tries < BIND_RETRIES)) && tail -n 40 "${log}" | grep -q 'Address already in use'; then
                 tries=$((tries + 1))
                 log "galera: node ${n} found a port taken (another process's outgoing connection); starting it again (${tries}/${BIND_RETRIES})"

@@ -20,6 +20,14 @@ const OUTCOME_COLOURS = {
   "503 SERVICE_UNAVAILABLE": "#000000",
   "no answer": "#b00020",
   "token 201": "#9aa5b1",
+  // the Galera lessons' series
+  "refused (409, 422)": "#E69F00",
+  "errors (5xx, no answer)": "#000000",
+  "other answers (tokens, reads)": "#9aa5b1",
+  "GET 200 found": "#009E73",
+  "GET 404 ORDER_NOT_FOUND": "#D55E00",
+  "p50": "#56B4E9",
+  "p99": "#0072B2",
 };
 const LAYER_COLOURS = {
   "response-cache": "#0072B2",
@@ -118,12 +126,19 @@ function makeChart(canvas, title) {
   });
 }
 
-function resetCharts() {
+function resetCharts(kind) {
   for (const c of Object.values(charts)) c.destroy();
   charts = {};
   for (const w of PASSES) {
     charts["out-" + w] = makeChart(document.getElementById("out-" + w), "answers by outcome (HTTP status, code)");
     charts["layer-" + w] = makeChart(document.getElementById("layer-" + w), "duplicates caught, by Idempotency-Layer");
+    if (kind === "cluster") {
+      // A cluster pass is drawn when its load is over, from its own series.
+      charts["out-" + w].options.plugins.title.text = "answers per second, over the three nodes";
+      const lat = charts["layer-" + w].options;
+      lat.plugins.title.text = "latency (ms): p50 and p99 of each 200 ms";
+      lat.scales.y.title.text = "milliseconds";
+    }
   }
 }
 
@@ -154,7 +169,29 @@ function switchedOff(lesson) {
     ...off.map((d, i) => el("span", { title: d.harm }, (i ? ", " : "") + d.name)));
 }
 
+// A Galera lesson: one click runs it without, then with its defence, on
+// three nodes the lab starts then; where this machine cannot, the card
+// says why and how to get it.
+function clusterCard(lesson) {
+  const can = lesson.available || { ok: false, why: "unknown", how: "" };
+  const button = el("button", { class: "both", onclick: () => start(lesson.name, "both"),
+                                "data-lesson": lesson.name, "data-passes": "both" },
+    "start the cluster, run without, then with");
+  if (!can.ok) button.disabled = true;
+  return el("div", { class: "card cluster", id: "card-" + lesson.name },
+    el("h4", {}, lesson.title + " ", el("small", {}, lesson.name + " · " + lesson.articles)),
+    el("p", {}, lesson.idea),
+    el("p", {}, el("b", {}, "Defence: "), lesson.defence, el("b", {}, " · damage in: "), lesson.unit),
+    switchedOff(lesson),
+    el("p", { class: "where" }, lesson.where),
+    can.ok ? el("p", { class: "expect" }, EXPECT.damage)
+      : el("p", { class: "unavailable" }, el("b", {}, "Not on this machine: "), can.why + ". ",
+        el("b", {}, "To get it: "), can.how + "."),
+    el("div", {}, button));
+}
+
 function card(lesson) {
+  if (lesson.kind === "cluster") return clusterCard(lesson);
   const buttons = [
     el("button", { class: "without", onclick: () => start(lesson.name, "without"),
                    "data-lesson": lesson.name, "data-passes": "without" }, "run without"),
@@ -173,11 +210,13 @@ function card(lesson) {
     el("div", {}, ...buttons));
 }
 
-async function start(name, passes) {
+async function start(name, passes, seed) {
   const msg = document.getElementById("message");
   msg.textContent = "";
+  const body = { lesson: name, passes: passes };
+  if (seed) body.seed = seed;
   const r = await fetch("/api/runs", { method: "POST", headers: { "Content-Type": "application/json" },
-                                       body: JSON.stringify({ lesson: name, passes: passes }) });
+                                       body: JSON.stringify(body) });
   if (!r.ok) {
     const p = await r.json().catch(() => ({}));
     msg.textContent = (p.title || r.status) + ": " + (p.detail || "");
@@ -204,6 +243,8 @@ function showLesson(name, passes) {
     n.className = "num";
     n.dataset.final = "0";
     p.querySelector(".command").textContent = "";
+    document.getElementById("layer-" + w).parentElement.hidden = false;
+    document.getElementById("notes-" + w).textContent = "";
     document.getElementById("chips-" + w).replaceChildren();
     document.getElementById("witnesses-" + w).replaceChildren();
   }
@@ -222,7 +263,8 @@ function setFigure(w, lesson, value, final) {
   n.textContent = value === null ? "…" : String(value);
   n.className = "num" + (value === null ? "" : value > 0 ? " bad" : " zero");
   n.dataset.final = final ? "1" : "0";
-  p.querySelector(".source").textContent = final ? "the verdict of ticketd-load (its JSON report)"
+  p.querySelector(".source").textContent = final ? (lesson.kind === "cluster" ? "counted by the lesson against the three nodes"
+    : "the verdict of ticketd-load (its JSON report)")
     : value === null ? "counted by the verdict at the end of the run" : "live, from the database";
 }
 
@@ -255,9 +297,11 @@ function witnesses(w, lesson, res) {
     kids.push(el("h5", {}, "Witnesses: the requests that did it (" + c.witnesses.length + " of " + total + ")"));
     for (const wit of c.witnesses) kids.push(witnessBox(wit, c.off));
   }
-  kids.push(el("a", { class: "history", href: "/api/history?run=" + runId + "&pass=" + w,
-                      download: res.history || "history.jsonl" },
-    "download this run's history (" + (c.ops || 0) + " operations, JSON lines)"));
+  if (res.history) {
+    kids.push(el("a", { class: "history", href: "/api/history?run=" + runId + "&pass=" + w,
+                        download: res.history },
+      "download this run's history (" + (c.ops || 0) + " operations, JSON lines; its first line: the seed and the command that repeats it)"));
+  }
   box.replaceChildren(...kids);
 }
 
@@ -293,15 +337,24 @@ function updatePass(w, lesson, d) {
   if (d.command) p.querySelector(".command").textContent = d.command;
   for (const t of d.ticks) {
     addPoints(charts["out-" + w], OUTCOME_COLOURS, t.t, t.out);
-    addPoints(charts["layer-" + w], LAYER_COLOURS, t.t, t.layer);
+    addPoints(charts["layer-" + w], lesson.kind === "cluster" ? OUTCOME_COLOURS : LAYER_COLOURS, t.t, t.layer);
   }
-  const marks = d.faults.map((f) => ({ t: f.t, label: (f.edge === "start" ? "fault at " : "fault over at ") + f.t.toFixed(1) + " s" }));
+  const marks = d.faults.map((f) => ({ t: f.t, label: (f.label ? f.label + " at " : f.edge === "start" ? "fault at " : "fault over at ") + f.t.toFixed(1) + " s" }));
   for (const kind of ["out-", "layer-"]) {
     charts[kind + w].options.plugins.faultMarks = marks;
     charts[kind + w].update("none");
   }
   have[w] = d.from + d.ticks.length;
-  if (d.result) {
+  if (d.result && lesson.kind === "cluster") {
+    setFigure(w, lesson, d.result.figure, true);
+    document.getElementById("chips-" + w).replaceChildren(d.result.figure > 0
+      ? el("span", { class: "bad" }, d.result.figure + " " + lesson.unit) : el("span", {}, "no damage"));
+    document.getElementById("notes-" + w).textContent = d.result.notes || "";
+    witnesses(w, lesson, d.result);
+    // A pass without a latency series (the read-your-writes clients) has
+    // no second chart.
+    document.getElementById("layer-" + w).parentElement.hidden = !charts["layer-" + w].data.datasets.length;
+  } else if (d.result) {
     setFigure(w, lesson, d.result.figure, true);
     const dmg = {};
     for (const [k] of TABLE.damage) dmg[k] = d.result.damage[k] || 0;
@@ -311,6 +364,9 @@ function updatePass(w, lesson, d) {
         "the test found " + d.result.found + " duplicate orders"));
     }
     witnesses(w, lesson, d.result);
+  } else if (lesson.kind === "cluster") {
+    // counted against the nodes once the pass is over, drawn then too
+    if (!d.ticks.length) p.querySelector(".source").textContent = "waiting: the figure and the charts come when this pass is over";
   } else if (d.ticks.length) {
     const live = d.ticks[d.ticks.length - 1].damage;
     if (live && lesson.judge === "missed") {
@@ -334,9 +390,37 @@ function row(cells, head) {
   }));
 }
 
+// A cluster lesson's end: its figure both ways, and the audit of each
+// node (GET /api/v1/admin/audit through the instance on that node).
+function clusterTables(lesson, res) {
+  const cmp = document.getElementById("compare");
+  cmp.replaceChildren(el("caption", {}, "The two runs side by side"),
+    row(["", "without " + lesson.defence, "with it"], true),
+    row([lesson.unit + " (the lesson's figure)", ...res.map((r) => (r ? { text: String(r.figure), cls: "n" + (r.figure > 0 ? " bad" : " ok") } : "–"))]),
+    row(["seed", ...res.map((r) => (r ? String(r.seed) : "–"))]));
+  const nodes = [];
+  for (const r of res) if (r && r.audit) for (const n of Object.keys(r.audit)) if (!nodes.includes(n)) nodes.push(n);
+  const names = [];
+  for (const r of res) if (r && r.audit) for (const n of nodes) for (const c of r.audit[n] || []) if (!names.includes(c.name)) names.push(c.name);
+  const mark = (r, n, name) => {
+    const c = r && r.audit && (r.audit[n] || []).find((x) => x.name === name);
+    return c ? { text: c.ok ? "ok" : "FAILED", cls: c.ok ? "ok" : "bad" } : "–";
+  };
+  const head = ["check"];
+  for (const w of PASSES) for (const n of nodes) head.push(w + ", " + n);
+  const chk = document.getElementById("checks");
+  chk.replaceChildren(el("caption", {}, "The audit of each node (GET /api/v1/admin/audit)"),
+    row(head, true), ...names.map((name) => {
+      const cells = [name];
+      res.forEach((r) => { for (const n of nodes) cells.push(mark(r, n, name)); });
+      return row(cells);
+    }));
+}
+
 function endTables(lesson, data) {
   const res = PASSES.map((w) => data[w].result);
   if (!res[0] && !res[1]) return;
+  if (lesson.kind === "cluster") return clusterTables(lesson, res);
   const val = (r, f) => (r ? f(r) : "–");
   const dmgCell = (r, k) => (r ? { text: String(r.damage[k] || 0), cls: "n" + ((r.damage[k] || 0) > 0 ? " bad" : "") } : "–");
   const cmp = document.getElementById("compare");
@@ -371,14 +455,43 @@ function update(s) {
   if (s.run !== runId) {
     runId = s.run;
     have = { without: 0, with: 0 };
-    resetCharts();
+    resetCharts(s.kind);
     showLesson(s.lesson, s.passes);
   }
+  drawNodes(s);
+  drawRepeat(s);
   document.getElementById("phase").textContent = (s.current ? s.current + ": " : "") + s.phase;
   const lesson = byName[s.lesson];
   for (const w of PASSES) updatePass(w, lesson, s.data[w]);
   endTables(lesson, s.data);
   if (s.status === "error") document.getElementById("message").textContent = "the run failed: " + s.error;
+}
+
+// The cluster's nodes, each with its state as the lesson goes: starting,
+// joining, synced, killed (its process gone), stopped.
+function drawNodes(s) {
+  const box = document.getElementById("nodes");
+  box.hidden = s.kind !== "cluster";
+  if (box.hidden) return;
+  const nodes = s.nodes && s.nodes.length ? s.nodes
+    : [1, 2, 3].map((n) => ({ node: n, state: "down", port: "" }));
+  box.replaceChildren(...nodes.map((n) => el("div", { class: "node", "data-state": n.state, "data-node": String(n.node) },
+    "node " + n.node + ": " + n.state, el("small", {}, "Galera, SQL port " + n.port))));
+}
+
+// The run's seed, and a button that runs the lesson again with it.
+function drawRepeat(s) {
+  const box = document.getElementById("repeat");
+  box.hidden = !s.seed;
+  if (box.hidden || box.dataset.run === String(s.run) + s.status) return;
+  box.dataset.run = String(s.run) + s.status;
+  const again = el("button", { class: "again", "data-seed": String(s.seed),
+                               onclick: () => start(s.lesson, s.passes, s.seed) }, "run this again");
+  if (s.status === "running") again.disabled = true;
+  box.replaceChildren(el("b", {}, "seed " + s.seed), again,
+    el("span", {}, "or: "), el("code", {}, s.repeat),
+    el("div", { class: "note" }, "The same seed sends the same requests, each client in the same order; " +
+      "which request wins each race is still up to the servers, so the figures may differ."));
 }
 
 async function poll() {
@@ -397,6 +510,7 @@ async function main() {
   for (const l of TABLE.lessons) byName[l.name] = l;
   document.getElementById("lesson-cards").replaceChildren(...TABLE.lessons.filter((l) => l.kind === "lesson").map(card));
   document.getElementById("fault-cards").replaceChildren(...TABLE.lessons.filter((l) => l.kind === "fault").map(card));
+  document.getElementById("cluster-cards").replaceChildren(...TABLE.lessons.filter((l) => l.kind === "cluster").map(card));
   resetCharts();
   // ?autorun=NAME[&passes=both] clicks a lesson's button once the page is up:
   // the browser test drives the page this way, through its own buttons.

@@ -98,8 +98,13 @@ static void usage(FILE *out)
         "  --pay-secret S      TICKETD_PAY_SECRET, to sign payment callbacks\n"
         "  --config FILE       KEY=VALUE file (e.g. config/ticketd.env)\n"
         "  --admin-user ID     user id of the admin JWT (1)\n"
-        "  --user-base N       first user id of the run (default: from the clock, so\n"
-        "                      every run has fresh users)\n"
+        "  --seed N            the run's seed: its run id (in every Idempotency-Key\n"
+        "                      and title) and its first user id come from it, so the\n"
+        "                      same seed sends the same requests, each worker in the\n"
+        "                      same order (which answers come first is the server's\n"
+        "                      race); default: from the clock, printed, and in --json\n"
+        "  --user-base N       first user id of the run (default: the seed, so every\n"
+        "                      run has fresh users)\n"
         "  --token-ttl S       lifetime of minted JWTs (3600)\n"
         "\n"
         "Verdict\n"
@@ -298,6 +303,7 @@ static int opts_parse_table(int argc, char **argv, struct load_opts *o, struct s
         {"pay-secret", 0, OPTABLE_STR, &sf->pay, 0, 0, NULL, NULL},
         CALL("config", opt_config),
         N("admin-user", OPTABLE_U64, admin_user, 1, id_max),
+        N("seed", OPTABLE_U64, seed, 1, 1LL << 52),
         N("user-base", OPTABLE_U64, user_base, 1, 1LL << 52),
         N("token-ttl", OPTABLE_LONG, token_ttl_s, 1, 86400 * 365),
         N("settle", OPTABLE_SECONDS, settle_s, 0, 3600),
@@ -401,14 +407,16 @@ static int opts_parse(int argc, char **argv, struct load_opts *o)
                 o->scenario);
         return -1;
     }
-    if (o->user_base == 0) {
+    if (o->seed == 0) {
         struct timeval tv;
 
-        /* 10^5 fresh ids per second of wall time: runs a few seconds apart
-         * never share a user, and ids stay far below 2^53. */
+        /* 10^5 fresh seeds per second of wall time: runs a few seconds
+         * apart never share a user, and ids stay far below 2^53. */
         gettimeofday(&tv, NULL);
-        o->user_base = (uint64_t)tv.tv_sec * 100000ULL + (uint64_t)(tv.tv_usec / 10);
+        o->seed = (uint64_t)tv.tv_sec * 100000ULL + (uint64_t)(tv.tv_usec / 10);
     }
+    if (o->user_base == 0)
+        o->user_base = o->seed;
     return 0;
 }
 
@@ -530,19 +538,17 @@ static double unix_now(void)
     return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 }
 
-static void run_id_make(char *out, size_t len)
+/* The run id, 8 hex digits in every Idempotency-Key and title the run
+ * sends: from the seed (splitmix64's mixing), so that the same seed sends
+ * the same keys, and seeds a step apart give unrelated ids. */
+static void run_id_make(char *out, size_t len, uint64_t seed)
 {
-    unsigned char raw[4] = {0};
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    uint64_t z = seed + 0x9e3779b97f4a7c15ULL;
 
-    if (fd < 0 || read(fd, raw, sizeof(raw)) != (ssize_t)sizeof(raw)) {
-        unsigned v = (unsigned)time(NULL) ^ (unsigned)getpid();
-
-        memcpy(raw, &v, sizeof(raw));
-    }
-    if (fd >= 0)
-        close(fd);
-    snprintf(out, len, "%02x%02x%02x%02x", raw[0], raw[1], raw[2], raw[3]);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    snprintf(out, len, "%08x", (unsigned)(z & 0xffffffffU));
 }
 
 int main(int argc, char **argv)
@@ -596,7 +602,7 @@ int main(int argc, char **argv)
     memset(&env, 0, sizeof(env));
     env.opts = &opts;
     env.verdict = v;
-    run_id_make(env.run_id, sizeof(env.run_id));
+    run_id_make(env.run_id, sizeof(env.run_id), opts.seed);
     env.t0 = load_now();
     info.started_unix = unix_now();
     if (opts.history_path != NULL && load_history_open(opts.history_path, env.t0) != 0) {
@@ -604,9 +610,11 @@ int main(int argc, char **argv)
         goto out;
     }
     env.deadline = env.t0 + opts.duration_s;
-    fprintf(stderr, "ticketd-load: run %s, %s, users from %llu, at most %lld requests / %.0f s\n",
-            env.run_id, opts.scenario, (unsigned long long)opts.user_base, opts.requests,
-            opts.duration_s);
+    fprintf(
+        stderr,
+        "ticketd-load: run %s, seed %llu, %s, users from %llu, at most %lld requests / %.0f s\n",
+        env.run_id, (unsigned long long)opts.seed, opts.scenario,
+        (unsigned long long)opts.user_base, opts.requests, opts.duration_s);
     if (opts.fault != NULL) {
         fflush(NULL);
         fault.cmd = opts.fault;
@@ -669,6 +677,7 @@ int main(int argc, char **argv)
     load_stats_merge(total, load_engine_stats(control));
 
     info.scenario = opts.scenario;
+    info.seed = (unsigned long long)opts.seed;
     info.targets = opts.targets;
     info.target_count = opts.target_count;
     info.concurrency = opts.concurrency;

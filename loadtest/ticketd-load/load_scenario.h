@@ -63,6 +63,7 @@ struct load_opts {
 
     const char *jwt_secret;
     const char *pay_secret;
+    uint64_t seed; /* --seed: the run id and the default user_base come from it */
     uint64_t user_base;
     uint64_t admin_user;
     long token_ttl_s;

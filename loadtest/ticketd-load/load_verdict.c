@@ -1301,6 +1301,7 @@ static int write_json(const struct verdict *v, const struct load_stats *st,
 
     json_object_set_new(root, "tool", json_string("ticketd-load"));
     json_object_set_new(root, "scenario", json_string(info->scenario));
+    json_object_set_new(root, "seed", json_integer((json_int_t)info->seed));
     json_object_set_new(root, "started_unix", json_real(info->started_unix));
     json_object_set_new(root, "targets", targets);
     json_object_set_new(root, "concurrency", json_integer(info->concurrency));

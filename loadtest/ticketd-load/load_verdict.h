@@ -140,6 +140,7 @@ bool verdict_fault_during_load(const struct verdict_fault *f);
 
 struct verdict_run_info {
     const char *scenario;
+    unsigned long long seed; /* --seed: the same seed, the same requests */
     const struct verdict_fault *fault;
     const char *const *targets;
     int target_count;

@@ -5,7 +5,8 @@
 # all three, then the faults: a Galera node killed mid-storm and rejoining,
 # the Redis primary killed mid-storm and replaced by Sentinel. Ends with
 # "N passed, N failed"; exits non-zero on any failure; stops everything it
-# started, by pid, even when it fails or is interrupted.
+# started, by pid, even when it fails or is interrupted. Then the lab's
+# Galera cards in headless Chromium (tests/lab/cluster.sh).
 #
 #   tests/cluster/run.sh
 #   TICKETD_CLUSTER_STATE=DIR     state folder (default .state/cluster)
@@ -405,6 +406,18 @@ done
 echo "info  certification conflicts retried over the run: ${cert} (ticketd_transaction_retries_total{cause=\"certification\"})"
 
 stop_instances
+
+# The lab's Galera cards in a real browser (tests/lab/cluster.sh), on this
+# cluster's ports: this cluster goes down first (one cluster at a time).
+if [[ "${TICKETD_CLUSTER_KEEP:-0}" != 1 ]]; then
+    "${CL}" down "${STATE}" >>"${LOGS}/cluster-down.log" 2>&1
+    check "the lab's Galera cards on its page (tests/lab/cluster.sh)" "${LOGS}/lab-cluster.log" \
+        env TICKETD_CLUSTER_HTTP_PORTS="${HTTP_PORTS[*]}" \
+        TICKETD_CLUSTER_REDIS_PORTS="${REDIS_PORTS[*]}" tests/lab/cluster.sh
+    grep -E '^(ok|FAIL) |^      browser: ' "${LOGS}/lab-cluster.log" | sed 's/^/      /'
+else
+    echo "info  the lab's Galera cards not run: TICKETD_CLUSTER_KEEP=1 keeps this cluster on their ports"
+fi
 echo "info  took $(($(date +%s) - T0)) s"
 if [[ ${#failures[@]} -gt 0 ]]; then
     echo "failed:"

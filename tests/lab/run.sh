@@ -12,7 +12,13 @@
 #   - Ctrl-C stops everything the lab started;
 #   - `make lesson` for five lessons ends with its one line, and prints the
 #     checker's first witness under the pass without the defence and none
-#     under the pass with it.
+#     under the pass with it;
+#   - the seed: stock-cas again with the seed its run printed sends the same
+#     requests (tests/lab/same_requests.py), and the history's first line
+#     names the seed and the command that repeats it.
+#
+# The Galera cards of the page have their own test (tests/lab/cluster.sh,
+# in make test-cluster: it needs root and the cluster's packages).
 #
 # Ports: the lab's stack takes TICKETD_TEST_REDIS_PORT and
 # TICKETD_TEST_MYSQL_PORT (under .state/labtest, after the integration
@@ -187,6 +193,22 @@ token-atomic|token-atomic|orders beyond one per token|token-reused
 bloom-liveness|bloom-liveness|keys with an order refused|refused-with-order
 redis-flush|unique-index|duplicate orders|duplicate-order
 EOF
+
+# --- 4. the seed -------------------------------------------------------------------
+seed=$(sed -n 's/^seed \([0-9][0-9]*\): the same requests again with .*/\1/p' \
+    "${LOGS}/lesson-stock-cas.log" | head -n 1)
+first=${LOGS}/seed-first.history.jsonl
+cp "${LOGS}/runs/stock-cas-without.history.jsonl" "${first}" 2>/dev/null
+make --no-print-directory lesson L=stock-cas LAB_ARGS="${ARGS[*]} --seed ${seed:-0}" \
+    >"${LOGS}/lesson-stock-cas-again.log" 2>&1
+head_line=$(head -n 1 "${LOGS}/runs/stock-cas-without.history.jsonl" 2>/dev/null)
+if [[ -n "${seed}" ]] && same=$(python3 tests/lab/same_requests.py "${first}" \
+    "${LOGS}/runs/stock-cas-without.history.jsonl") &&
+    [[ "${head_line}" == *"\"seed\": ${seed}"* && "${head_line}" == *"--seed ${seed}"* ]]; then
+    ok "make lesson L=stock-cas with the seed its run printed (${seed}): ${same}"
+else
+    fail "the seed: '${seed}'; ${same:-no comparison}; history head: ${head_line:0:200}"
+fi
 
 echo "lab: ${passed} passed, ${failed} failed"
 ((failed == 0))

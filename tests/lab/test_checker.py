@@ -271,6 +271,23 @@ def main():
         ok(run.returncode == 0 and "no violation" in run.stdout,
            "checker.py exits 0 on a clean history (%d: %s)" % (run.returncode, run.stdout.strip()))
 
+        # The lab's first line (the run's seed and the command that repeats
+        # it, lab/runner.py:write_history_head) is no operation: the
+        # history reads as before, and the line is first.
+        import runner
+
+        with open(hist, "w") as f:
+            f.write("".join(json.dumps(e) + "\n" for e in h.events))
+        before = checker.read_history(hist)
+        runner.write_history_head(hist, {"lesson": "stock-cas", "pass": "without", "seed": 4242,
+                                         "repeat": "make lesson L=stock-cas LAB_ARGS='--seed 4242'"})
+        with open(hist) as f:
+            head = json.loads(f.readline())
+        after = checker.read_history(hist)
+        ok(head.get("type") == "run" and head.get("seed") == 4242 and after == before
+           and len(after) == 2, "the run's head line (seed %s) leaves the history's %d operations "
+           "as they were" % (head.get("seed"), len(after)))
+
     print("checker: %d checks, %d failed" % (checks, failed))
     return 1 if failed else 0
 
