@@ -12,11 +12,13 @@
 -- again, in the same transaction; the session is not waited for a second
 -- time), and the batch goes on and commits the others. An INSERT that waits
 -- in vain (another transaction's uncommitted copy of the key, or of the
--- token) is answered "L" for that order alone.
+-- token) is answered "K" for that order alone.
 --
--- Outcomes as in version 13, and L: the order waited for a row lock another
--- transaction held, and nothing of it was kept; the service places it alone
--- or answers 503 (service/mysql/store_merge.h).
+-- Outcomes as in version 13, and two more, both with nothing of the order
+-- kept: L, its session's row was held by another transaction past the lock
+-- wait (the service notes the row held and places the order alone,
+-- service/mysql/store_merge.h); K, its key's or token's row was (the
+-- service places it alone, where it meets the other transaction's outcome).
 --
 -- Everything else is version 13's, word for word; its comments there.
 DROP PROCEDURE IF EXISTS place_orders;
@@ -96,7 +98,7 @@ BEGIN
             ITERATE insert_each;
         END IF;
         IF failed = 1205 THEN
-            SET outcomes = CONCAT(outcomes, i, ' L,');
+            SET outcomes = CONCAT(outcomes, i, ' K,');
             ITERATE insert_each;
         END IF;
         SET oid = LAST_INSERT_ID();
@@ -108,7 +110,7 @@ BEGIN
             INSERT INTO order_tokens (order_id, token_hash, created_at) VALUES (oid, tok, at);
             IF failed = 1062 OR failed = 1205 THEN
                 ROLLBACK TO SAVEPOINT one_order;
-                SET outcomes = CONCAT(outcomes, i, IF(failed = 1062, ' T,', ' L,'));
+                SET outcomes = CONCAT(outcomes, i, IF(failed = 1062, ' T,', ' K,'));
                 ITERATE insert_each;
             END IF;
         END IF;

@@ -21,8 +21,9 @@
  * The answer is one outcome per order, "<i> P <id> <amount>," for an order
  * placed and "<i> X," for one refused (i counts from 1; X: D the key has an
  * order, R the random order number collided, N no such session, S sold out,
- * T the token was spent, L a row lock another transaction held was waited
- * for in vain: sql/014_place_orders_lock_wait.sql).
+ * T the token was spent; L its session's row, K its key's or token's row,
+ * held by another transaction past the lock wait:
+ * sql/014_place_orders_lock_wait.sql).
  *
  * Thread-compatible: a plan belongs to one thread. */
 #ifndef TICKETD_MERGE_BATCH_H
@@ -41,8 +42,9 @@
 
 /* An order's outcome that says "place me alone": a later copy of a key
  * whose earlier copy in the same batch was not placed (sold out, no such
- * session, token spent), so that no order of this key exists to replay.
- * Alone, it gets an answer of its own. The same value as
+ * session, token spent), so that no order of this key exists to replay; or
+ * an order whose key's row another transaction held past the lock wait
+ * ('K'). Alone, it gets an answer of its own. The same value as
  * STORE_MERGE_ALONE (store_merge.h). */
 #define MERGE_ALONE 1
 

@@ -131,19 +131,21 @@ static void test_lock_waited_in_vain(void **state)
 {
     (void)state;
     struct fixture f;
-    const int64_t s[] = {1, 2, 2, 3};
+    const int64_t s[] = {1, 2, 2, 3, 4};
     struct merge_plan p;
-    fixture_init(&f, s, 4);
-    merge_plan_init(&p, f.ptr, 4, false);
+    fixture_init(&f, s, 5);
+    merge_plan_init(&p, f.ptr, 5, false);
     /* Session 2's row was held past the lock wait: its orders are not
-     * kept, and say so; their neighbours are placed. */
-    assert_int_equal(answer(&p, 2, "1 P 7 500,2 L,3 L,4 P 8 500,"), TD_OK);
+     * kept, and say so; so was order 5's key; their neighbours are
+     * placed. */
+    assert_int_equal(answer(&p, 2, "5 K,1 P 7 500,2 L,3 L,4 P 8 500,"), TD_OK);
     assert_int_equal(p.bad_rows, 0);
     assert_int_equal(merge_plan_done(&p), 0);
     assert_int_equal(f.o[0].rc, TD_OK);
     assert_int_equal(f.o[1].rc, MERGE_LOCKED);
     assert_int_equal(f.o[2].rc, MERGE_LOCKED);
     assert_int_equal(f.o[3].rc, TD_OK);
+    assert_int_equal(f.o[4].rc, MERGE_ALONE);
     merge_plan_free(&p);
 }
 
