@@ -39,9 +39,9 @@ struct entry {
 };
 
 /* Sessions whose row a transaction waited for in vain, at most: one or
- * two rows are held at a time, not dozens. When the table is full a
- * further one is not remembered, and its orders keep joining batches
- * (each batch with one of them then waits the lock's bound). */
+ * two rows are held at a time, not dozens. When the table is full, the
+ * session noted longest ago makes room (a mark ends only with an order of
+ * its session, and a session may get none again). */
 #define HELD_MAX 16
 
 /* A session whose row lock a transaction waited for until the server's
@@ -60,6 +60,7 @@ struct entry {
 static struct held {
     _Atomic int64_t session;
     atomic_bool probing;
+    _Atomic int64_t noted_ms; /* when it was noted (mono_ms) */
 } held[HELD_MAX];
 
 /* A loop's orders due for the database, touched only on its thread. */
@@ -346,15 +347,30 @@ static void held_note(int64_t session)
 {
     if (held_find(session) != NULL)
         return;
-    for (int i = 0; i < HELD_MAX; i++) {
+    int at = -1, oldest = -1;
+    for (int i = 0; i < HELD_MAX && at < 0; i++) {
         int64_t free_slot = 0;
-        if (atomic_compare_exchange_strong(&held[i].session, &free_slot, session)) {
-            log_warn("mysql: session %lld: its row is held by another transaction; its orders "
-                     "go alone, one at a time, until one meets the row free",
-                     (long long)session);
-            return;
-        }
+        if (atomic_compare_exchange_strong(&held[i].session, &free_slot, session))
+            at = i;
+        else if (!atomic_load(&held[i].probing) &&
+                 (oldest < 0 ||
+                  atomic_load(&held[i].noted_ms) < atomic_load(&held[oldest].noted_ms)))
+            oldest = i;
     }
+    if (at < 0 && oldest >= 0) {
+        /* Full: the oldest mark whose probe is not running makes room (a
+         * race may have freed or taken it meanwhile; then this session is
+         * not remembered, and its orders keep joining batches). */
+        int64_t was = atomic_load(&held[oldest].session);
+        if (was != 0 && atomic_compare_exchange_strong(&held[oldest].session, &was, session))
+            at = oldest;
+    }
+    if (at < 0)
+        return;
+    atomic_store(&held[at].noted_ms, mono_ms());
+    log_warn("mysql: session %lld: its row is held by another transaction; its orders go "
+             "alone, one at a time, until one meets the row free",
+             (long long)session);
 }
 
 static void held_forget(int64_t session)
