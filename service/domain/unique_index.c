@@ -7,6 +7,7 @@
 
 #include "app.h"
 #include "err.h"
+#include "log.h"
 #include "metrics.h"
 #include "order_answer.h"
 #include "store.h"
@@ -89,6 +90,9 @@ static bool find_copy(const struct order_request *rq, enum order_layer found_by,
          * random collision, so the next attempt drew a new number) or its
          * own key. It was made now, for this request: a replay would tell
          * a client that sent it once that it had sent it before. */
+        log_info("order %s: met again by its own request (an attempt whose answer was lost); "
+                 "answered as created",
+                 o.order_no);
         metrics_inc(M_ORDERS_CREATED);
         orders_answer_with_order(res, ORDER_CREATED, LAYER_NONE, &o, render);
         return true;
