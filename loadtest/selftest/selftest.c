@@ -2,9 +2,9 @@
  * selftest - checks of ticketd-load's pure parts: the histograms'
  * percentiles, the credentials it mints, the verdict's exit code (a
  * forbidden answer alone is damage; a transport error a retry recovered
- * from is no error), and the option table's parser. The expected JWTs and callback
- * signature were computed independently (HMAC-SHA256 and base64url of the
- * same inputs), so a mistake here cannot hide behind the code it tests.
+ * from is no error), the option table's parser, and a request's long path. The expected JWTs and
+ * callback signature were computed independently (HMAC-SHA256 and base64url of the same inputs), so
+ * a mistake here cannot hide behind the code it tests.
  */
 #include "hist.h"
 #include "load_engine.h"
@@ -262,6 +262,24 @@ static void test_fault_during_load(void)
     }
 }
 
+/* A request keeps its path whole, however long: the scoped audit names up
+ * to 200 sessions in its query, and a path cut short asked about a clipped
+ * id, or ended at a comma and was refused 400. */
+static void test_long_path(void)
+{
+    char want[200 * 21 + 64];
+    size_t used = (size_t)snprintf(want, sizeof(want), "/api/v1/admin/audit?sessions=");
+    struct load_req *r;
+
+    for (int i = 0; i < 200; i++)
+        used += (size_t)snprintf(want + used, sizeof(want) - used, "%s%d", i > 0 ? "," : "",
+                                 1000003 + 3 * i);
+    r = load_req_new(LOAD_CONTROL, "GET", "%s", want);
+    check(strlen(want) > 1000, "long path: the audit path is longer than a kilobyte");
+    check(strcmp(r->path, want) == 0, "long path: a request keeps its whole path");
+    load_req_free(r);
+}
+
 int main(void)
 {
     test_hist();
@@ -270,6 +288,7 @@ int main(void)
     test_exit_code();
     test_optable();
     test_fault_during_load();
+    test_long_path();
     /* The last line, as scripts/run-tests.sh counts it. */
     printf("selftest: %d checks, %d failed\n", checks, failures);
     return failures > 0 ? 1 : 0;

@@ -198,8 +198,12 @@ struct load_req *load_req_new(enum load_kind kind, const char *method, const cha
     r->target = -1;
     r->retry_after_s = -1;
     va_start(ap, fmt);
-    vsnprintf(r->path, sizeof(r->path), fmt, ap);
+    int n = vasprintf(&r->path, fmt, ap);
     va_end(ap);
+    if (n < 0) {
+        fprintf(stderr, "ticketd-load: out of memory\n");
+        abort();
+    }
     return r;
 }
 
@@ -207,6 +211,7 @@ void load_req_free(struct load_req *r)
 {
     if (r == NULL)
         return;
+    free(r->path);
     free(r->body);
     curl_slist_free_all(r->headers);
     json_decref(r->json);
@@ -350,10 +355,15 @@ static const char *target_of(struct load_engine *e, struct load_req *r)
 
 static int easy_setup(struct load_engine *e, CURL *h, struct load_req *r)
 {
-    char url[512];
+    char *url;
 
-    snprintf(url, sizeof(url), "%s%s", target_of(e, r), r->path);
+    /* Any length, as the path: libcurl keeps a copy. */
+    if (asprintf(&url, "%s%s", target_of(e, r), r->path) < 0) {
+        fprintf(stderr, "ticketd-load: out of memory\n");
+        abort();
+    }
     curl_easy_setopt(h, CURLOPT_URL, url);
+    free(url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, e->cfg.timeout_ms);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, e->cfg.timeout_ms);

@@ -107,7 +107,10 @@ struct load_stats {
 struct load_req {
     enum load_kind kind;
     const char *method; /* "GET" or "POST", static */
-    char path[256];
+    /* Owned, of any length: a scoped audit names hundreds of sessions in
+     * its query, and a path cut to a fixed buffer would ask about other
+     * sessions than the run's, or be refused (an id cut at a comma). */
+    char *path;
     char *body; /* owned; NULL sends an empty body */
     size_t body_len;
     struct curl_slist *headers; /* owned */

@@ -41,6 +41,10 @@
  *                           orders a test sends together share one batch
  *   merge.killed_mid_batch  a merged batch's statements ran, its COMMIT not
  *                           sent: the process dies holding the transaction
+ *   mysql.batch_answer_lost (fail) a transaction sent in one round trip ran
+ *                           to its COMMIT; its rows are not read and its link
+ *                           is dropped, as if the answer was lost before its
+ *                           first result
  *   merge.outcome_unread    (fail) a merged batch's answer row is dropped as
  *                           if it did not read; its COMMIT runs all the same
  *   keywait.deaf            (fail) the key events listener hears nothing, as

@@ -7,6 +7,7 @@
 
 #include "app.h"
 #include "err.h"
+#include "log.h"
 #include "metrics.h"
 #include "order_answer.h"
 #include "store.h"
@@ -36,15 +37,42 @@ void unique_index_new_number(char *out)
     out[ORDER_NO_LEN] = '\0';
 }
 
+/* The attempts of one order, at most: TICKETD_TX_RETRIES is at most 50
+ * (config.c), and each retry is one more attempt. */
+#define ATTEMPTS_MAX 51
+
+/* The attempts of the order transaction, with a fresh order number each
+ * time (a colliding random number comes back as TD_ERETRY too). Every
+ * number is kept: a row carrying any of them is this request's own. */
+struct attempts {
+    struct order_draft *draft;
+    struct order *out;
+    char numbers[ATTEMPTS_MAX][ORDER_NO_LEN + 1];
+    int n;
+};
+
+/* Whether order_no is one this request's attempts generated. */
+static bool made_here(const struct attempts *a, const char *order_no)
+{
+    for (int i = 0; i < a->n; i++) {
+        if (strcmp(a->numbers[i], order_no) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* Looks for the order this user already placed under this key and makes
  * it the answer: replayed when the payload matches, 422 when the key was
- * used for another one. The layer named is the one that found the copy (in
- * the demo without the index, the look-up before the insert; the answer
- * says so, and nobody credits an index that is not there). Returns true
- * when an order was found and replayed; false with res untouched when
- * there is none, or with res set to the refusal or the failure. */
-bool unique_index_find_copy(const struct order_request *rq, enum order_layer found_by,
-                            const struct order_render *render, struct order_result *res)
+ * used for another one; created when it carries an order number mine
+ * generated, this request's own attempts (NULL: none). The layer named
+ * is the one that found the copy (in the demo without the index, the
+ * look-up before the insert; the answer says so, and nobody credits an
+ * index that is not there). Returns true when an order was found and is
+ * the answer; false with res untouched when there is none, or with res
+ * set to the refusal or the failure. */
+static bool find_copy(const struct order_request *rq, enum order_layer found_by,
+                      const struct order_render *render, const struct attempts *mine,
+                      struct order_result *res)
 {
     struct order o;
     int rc = store_order_find_request(rq->user_id, rq->key, &o);
@@ -53,6 +81,21 @@ bool unique_index_find_copy(const struct order_request *rq, enum order_layer fou
     if (rc != TD_OK) {
         orders_answer(res, rc == TD_EUNAVAIL ? ORDER_UNAVAILABLE : ORDER_FAILED, LAYER_NONE);
         return false;
+    }
+    if (mine != NULL && made_here(mine, o.order_no)) {
+        /* The order numbers are random and unique: the row is this
+         * request's own, committed by an attempt whose answer was lost.
+         * The database layer sent that text again (a link taken for
+         * stale), and the copy met its own order number (taken for a
+         * random collision, so the next attempt drew a new number) or its
+         * own key. It was made now, for this request: a replay would tell
+         * a client that sent it once that it had sent it before. */
+        log_info("order %s: met again by its own request (an attempt whose answer was lost); "
+                 "answered as created",
+                 o.order_no);
+        metrics_inc(M_ORDERS_CREATED);
+        orders_answer_with_order(res, ORDER_CREATED, LAYER_NONE, &o, render);
+        return true;
     }
     if (o.session_id != rq->session_id || o.quantity != rq->quantity) {
         metrics_inc(M_DUP_KEY_REUSED);
@@ -64,18 +107,18 @@ bool unique_index_find_copy(const struct order_request *rq, enum order_layer fou
     return true;
 }
 
-/* One attempt of the order transaction, with a fresh order number each
- * time (a colliding random number comes back as TD_ERETRY too). */
-struct attempt {
-    struct order_draft *draft;
-    char *order_no;
-    struct order *out;
-};
+bool unique_index_find_copy(const struct order_request *rq, enum order_layer found_by,
+                            const struct order_render *render, struct order_result *res)
+{
+    return find_copy(rq, found_by, render, NULL, res);
+}
 
 static int attempt_create(void *p)
 {
-    struct attempt *a = p;
-    unique_index_new_number(a->order_no);
+    struct attempts *a = p;
+    char *no = a->numbers[a->n < ATTEMPTS_MAX ? a->n++ : ATTEMPTS_MAX - 1];
+    unique_index_new_number(no);
+    a->draft->order_no = no;
     return store_order_create(a->draft, a->out);
 }
 
@@ -106,10 +149,8 @@ void unique_index_place(struct app *app, const struct order_request *rq,
                         const struct unique_index_ask *ask, const struct order_render *render,
                         struct order_result *res)
 {
-    char order_no[ORDER_NO_LEN + 1];
     struct order o;
     struct order_draft d = {
-        .order_no = order_no,
         .user_id = rq->user_id,
         .session_id = rq->session_id,
         .request_id = rq->key,
@@ -117,7 +158,7 @@ void unique_index_place(struct app *app, const struct order_request *rq,
         .token_key = ask->token_key,
         .filter_missed = ask->filter_missed,
     };
-    struct attempt at = {&d, order_no, &o};
+    struct attempts at = {.draft = &d, .out = &o};
     int rc = txretry_run(app->cfg->tx_retries, attempt_create, &at);
     if (rc == TD_OK) {
         metrics_inc(M_ORDERS_CREATED);
@@ -132,10 +173,11 @@ void unique_index_place(struct app *app, const struct order_request *rq,
 
     /* The unique index refused a second order for this key: the first one
      * exists, committed. Answer with it, as the original request did (a
-     * row the index saw and the look-up cannot stays a failure). A refused
+     * row the index saw and the look-up cannot stays a failure); if it
+     * carries a number one of this request's attempts drew, it is this
+     * request's own order, and answered as made. A refused
      * token is looked up too, as every refusal is: in the demo without the
      * index on the key, a copy of this request can meet its own token. */
-    if (!unique_index_find_copy(rq, ask->found_by, render, res) &&
-        res->outcome == ORDER_TOKEN_INVALID)
+    if (!find_copy(rq, ask->found_by, render, &at, res) && res->outcome == ORDER_TOKEN_INVALID)
         metrics_inc(M_DUP_UNIQUE_INDEX);
 }

@@ -319,6 +319,12 @@ MYSQL_RES *db_store_result(struct db_conn *c)
     return r;
 }
 
+int db_lock_wait_s(int read_timeout_s)
+{
+    int s = (read_timeout_s - 1) / 2;
+    return s < 1 ? 1 : s;
+}
+
 /* Opens c's link: on a fiber non-blocking (every later call on it goes
  * through DB_CALL), elsewhere blocking. */
 static int dial(struct db_conn *c)
@@ -344,6 +350,14 @@ static int dial(struct db_conn *c)
      * committed before it: an order made through another node is found
      * (docs/scaling.md). MariaDB without a cluster ignores it; a server
      * that lacks the variable (MySQL) refuses the connection: set 0 there. */
+    /* A row lock is waited for less than the read timeout (db.h:
+     * db_lock_wait_s): a row another transaction holds ends the statement
+     * with 1205, rolled back and known, before the client gives up on the
+     * link and the outcome becomes unknown. */
+    char lock_wait[64];
+    snprintf(lock_wait, sizeof lock_wait, "SET SESSION innodb_lock_wait_timeout = %d",
+             db_lock_wait_s(cfg->mysql_timeout_s));
+    mysql_options(m, MYSQL_INIT_COMMAND, lock_wait);
     char sync_wait[48];
     if (cfg->mysql_sync_wait > 0) {
         snprintf(sync_wait, sizeof sync_wait, "SET SESSION wsrep_sync_wait = %d",

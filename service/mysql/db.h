@@ -46,6 +46,18 @@ struct db_col {
 #define DB_COL_I(p) ((struct db_col){.type = DB_INT, .dst = (p), .cap = 0})
 #define DB_COL_S(b) ((struct db_col){.type = DB_STR, .dst = (b), .cap = sizeof(b)})
 
+/* How long a statement waits for a row lock (innodb_lock_wait_timeout,
+ * whole seconds, set on every connection), given the read timeout
+ * (TICKETD_MYSQL_TIMEOUT_S): (read_timeout_s - 1) / 2, at least 1, so
+ * that a transaction that waits twice (a new order's INSERT behind an
+ * uncommitted copy of its key, then its stock UPDATE behind the session
+ * row) still ends with the server's 1205 before the client's read
+ * timeout. 1205 rolls the statement back and the caller rolls back the
+ * rest: nothing is kept, and the answer says so. A read timeout leaves the
+ * outcome unknown (the server may still commit). MariaDB's default is 50 s,
+ * ten times the read timeout. */
+int db_lock_wait_s(int read_timeout_s);
+
 /* Statements are named by their SQL text, which must have static storage:
  * each connection prepares a text once and finds it again by its address. */
 int db_init(const struct config *cfg);

@@ -113,7 +113,7 @@ size_t merge_outcome_parse(const char *s, size_t len, int *index, char *code, in
         at += 1 + k;
         if (*id <= 0)
             return 0;
-    } else if (strchr("DRNST", *code) == NULL || *code == '\0') {
+    } else if (strchr("DRNSTLK", *code) == NULL || *code == '\0') {
         return 0;
     }
     if (at >= len || s[at] != ',')
@@ -135,6 +135,10 @@ static int outcome_rc(char code)
         return TD_ENOTFOUND;
     case 'S':
         return TD_ECONFLICT;
+    case 'L':
+        return MERGE_LOCKED; /* the caller notes the held row, and places it alone */
+    case 'K':
+        return MERGE_ALONE; /* alone, it meets the other transaction's outcome */
     default:
         return TD_ESPENT; /* 'T' */
     }

@@ -21,7 +21,9 @@
  * The answer is one outcome per order, "<i> P <id> <amount>," for an order
  * placed and "<i> X," for one refused (i counts from 1; X: D the key has an
  * order, R the random order number collided, N no such session, S sold out,
- * T the token was spent).
+ * T the token was spent; L its session's row, K its key's or token's row,
+ * held by another transaction past the lock wait:
+ * sql/014_place_orders_lock_wait.sql).
  *
  * Thread-compatible: a plan belongs to one thread. */
 #ifndef TICKETD_MERGE_BATCH_H
@@ -40,14 +42,21 @@
 
 /* An order's outcome that says "place me alone": a later copy of a key
  * whose earlier copy in the same batch was not placed (sold out, no such
- * session, token spent), so that no order of this key exists to replay.
- * Alone, it gets an answer of its own. The same value as
+ * session, token spent), so that no order of this key exists to replay; or
+ * an order whose key's row another transaction held past the lock wait
+ * ('K'). Alone, it gets an answer of its own. The same value as
  * STORE_MERGE_ALONE (store_merge.h). */
 #define MERGE_ALONE 1
 
+/* An order's outcome that says "a row lock it needed was held by another
+ * transaction past the lock wait" ('L'): nothing of it was kept, and its
+ * session's row is likely held still. The same value as STORE_MERGE_HELD
+ * (store_merge.h). */
+#define MERGE_LOCKED 2
+
 /* One order of a batch. The caller fills d and db_now; the outcome is
- * rc (a store_order_create answer, or MERGE_ALONE) and, when TD_OK, id and
- * amount. */
+ * rc (a store_order_create answer, MERGE_ALONE or MERGE_LOCKED) and, when
+ * TD_OK, id and amount. */
 struct merge_order {
     const struct order_draft *d;
     const char *db_now;

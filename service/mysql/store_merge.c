@@ -16,6 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An order's outcome, beside merge_batch.h's: queued before its session's
+ * row was found held, it was taken out of the batch it would have joined,
+ * and goes by the held rule. */
+#define STORE_MERGE_HELD 3
+
 /* Loops with a queue of their own, at most (one per core). */
 #define MERGE_MAX_LOOPS 256
 
@@ -32,6 +37,31 @@ struct entry {
     bool done;
     struct entry *next;
 };
+
+/* Sessions whose row a transaction waited for in vain, at most: one or
+ * two rows are held at a time, not dozens. When the table is full, the
+ * session noted longest ago makes room (a mark ends only with an order of
+ * its session, and a session may get none again). */
+#define HELD_MAX 16
+
+/* A session whose row lock a transaction waited for until the server's
+ * bound (1205: another transaction holds the row, an administrator's, a
+ * slow client's, a Galera apply). Its orders stay out of batches, where
+ * their wait would hold every other order of the batch and the orders
+ * queued behind it: one at a time goes alone, as the probe, and while it
+ * waits the others are answered 503 at once (nothing of them was written;
+ * Retry-After). The first of its orders that meets the row free (placed,
+ * sold out, anything but another lock wait) ends the mark.
+ *
+ * Process-wide, so that the row one loop found held keeps it out of every
+ * loop's batches: each slot is two atomics, a session id (0: free) and
+ * its probe flag, taken and given back by compare-and-swap. A race costs
+ * at most a slot noted twice or two probes at once. */
+static struct held {
+    _Atomic int64_t session;
+    atomic_bool probing;
+    _Atomic int64_t noted_ms; /* when it was noted (mono_ms) */
+} held[HELD_MAX];
 
 /* A loop's orders due for the database, touched only on its thread. */
 struct due_queue {
@@ -72,6 +102,16 @@ bool store_merge_on(void)
 static void queued_changed(int by)
 {
     metrics_set(M_ORDER_BATCH_QUEUED, atomic_fetch_add(&queued_total, by) + by);
+}
+
+/* The slot of session, or NULL. */
+static struct held *held_find(int64_t session)
+{
+    for (int i = 0; i < HELD_MAX; i++) {
+        if (atomic_load(&held[i].session) == session)
+            return &held[i];
+    }
+    return NULL;
 }
 
 static int row_each(void *ctx, int at, const struct db_batch_row *row)
@@ -135,11 +175,29 @@ static void run_merged(struct db_conn *c, struct entry *const *batch, int k)
         all_fail(batch, k, STORE_MERGE_ALONE);
         return;
     }
-    /* The transaction as a whole did not commit: a deadlock or Galera
-     * conflict (TD_ERETRY, every order back to its caller's retry, the
-     * cause counted), or a link lost or an answer not understood
-     * (TD_EUNAVAIL: the outcome is unknown, and the client's retry finds
-     * its order by the unique key, or makes it). */
+    if (rc == TD_ERETRY) {
+        /* Nothing of it was kept: a lock wait past the bound (1205, one
+         * row held by another transaction), a deadlock or a Galera
+         * certification conflict (1213). Each order runs again alone, in
+         * a transaction of its own, so that one order's trouble (the
+         * held row of its session) stays its own: the others are placed,
+         * and the one that waits again is answered for itself. */
+        enum txretry_cause cause = txretry_noted();
+        log_info("mysql: a batch of %d orders was not kept (%s); placing each alone", k,
+                 cause == TXRETRY_LOCK_WAIT ? "lock wait" : "conflict");
+        /* Each order runs again: counted as the retries they are, by
+         * cause (ticketd_transaction_retries_total). */
+        for (int i = 0; i < k; i++)
+            metrics_inc(cause == TXRETRY_LOCK_WAIT       ? M_TX_RETRIES_LOCK_WAIT
+                        : cause == TXRETRY_CERTIFICATION ? M_TX_RETRIES_CERTIFICATION
+                        : cause == TXRETRY_DEADLOCK      ? M_TX_RETRIES_DEADLOCK
+                                                         : M_TX_RETRIES_OTHER);
+        all_fail(batch, k, STORE_MERGE_ALONE);
+        return;
+    }
+    /* A link lost or an answer not understood (TD_EUNAVAIL: the outcome
+     * is unknown, and the client's retry finds its order by the unique
+     * key, or makes it). */
     all_fail(batch, k, rc);
 }
 
@@ -227,16 +285,32 @@ static void start_batches(void *arg)
         struct batch *b = xmalloc(sizeof *b);
         b->q = q;
         b->k = 0;
+        int taken = 0;
         while (q->head != NULL && b->k < max) {
-            b->e[b->k++] = q->head;
-            q->head = q->head->next;
+            struct entry *e = q->head;
+            q->head = e->next;
+            taken++;
+            if (held_find(e->o.d->session_id) != NULL) {
+                /* Queued before its session's row was found held: it
+                 * stays out of the batch, where it would wait for the
+                 * row and hold every other order of it. */
+                e->o.rc = STORE_MERGE_HELD;
+                e->done = true;
+                fiber_ready(e->fiber);
+                continue;
+            }
+            b->e[b->k++] = e;
         }
         if (q->head == NULL)
             q->tail = NULL;
-        q->queued -= b->k;
-        queued_changed(-b->k);
+        q->queued -= taken;
+        queued_changed(-taken);
         q->net_passed = false;
         loop_timer_stop(q->loop, &q->net);
+        if (b->k == 0) {
+            free(b);
+            continue;
+        }
         q->running++;
         if (fiber_spawn(q->loop, batch_main, b) == NULL) {
             /* No stack for the batch: its orders are answered
@@ -260,11 +334,91 @@ static struct due_queue *loop_queue(struct loop *l)
     return q;
 }
 
+/* Whether rc, the answer of an order's transaction, is a row lock
+ * waited for until the server's bound. */
+static bool lock_waited(int rc)
+{
+    return rc == TD_ERETRY && txretry_noted() == TXRETRY_LOCK_WAIT;
+}
+
+/* Notes that session's row was held past the bound (nothing when it is
+ * noted already, or the table is full). */
+static void held_note(int64_t session)
+{
+    if (held_find(session) != NULL)
+        return;
+    int at = -1, oldest = -1;
+    for (int i = 0; i < HELD_MAX && at < 0; i++) {
+        int64_t free_slot = 0;
+        if (atomic_compare_exchange_strong(&held[i].session, &free_slot, session))
+            at = i;
+        else if (!atomic_load(&held[i].probing) &&
+                 (oldest < 0 ||
+                  atomic_load(&held[i].noted_ms) < atomic_load(&held[oldest].noted_ms)))
+            oldest = i;
+    }
+    if (at < 0 && oldest >= 0) {
+        /* Full: the oldest mark whose probe is not running makes room (a
+         * race may have freed or taken it meanwhile; then this session is
+         * not remembered, and its orders keep joining batches). */
+        int64_t was = atomic_load(&held[oldest].session);
+        if (was != 0 && atomic_compare_exchange_strong(&held[oldest].session, &was, session))
+            at = oldest;
+    }
+    if (at < 0)
+        return;
+    atomic_store(&held[at].noted_ms, mono_ms());
+    log_warn("mysql: session %lld: its row is held by another transaction; its orders go "
+             "alone, one at a time, until one meets the row free",
+             (long long)session);
+}
+
+static void held_forget(int64_t session)
+{
+    struct held *h = held_find(session);
+    int64_t was = session;
+    if (h != NULL && atomic_compare_exchange_strong(&h->session, &was, 0))
+        log_info("mysql: session %lld: its row is free again", (long long)session);
+}
+
+/* An order alone, on this fiber: a batch's order sent back (its batch was
+ * not kept, its session's row was found held in it, or its key's earlier
+ * copy in it was not placed), or a held session's probe. What it meets of
+ * the session's row is noted. */
+static int alone(const struct order_draft *d, const char *db_now, int64_t *id, int64_t *amount)
+{
+    txretry_note(TXRETRY_OTHER);
+    int rc = place_alone(d, db_now, id, amount);
+    if (lock_waited(rc))
+        held_note(d->session_id);
+    else if (rc != TD_EUNAVAIL)
+        held_forget(d->session_id);
+    return rc;
+}
+
+/* An order of a session whose row is held (slot h): the probe, or 503 at
+ * once while another order of it is the probe. */
+static int place_held(struct held *h, const struct order_draft *d, const char *db_now, int64_t *id,
+                      int64_t *amount)
+{
+    bool idle = false;
+    if (!atomic_compare_exchange_strong(&h->probing, &idle, true)) {
+        metrics_inc(M_ORDER_HELD_REFUSED);
+        return TD_EUNAVAIL;
+    }
+    int rc = alone(d, db_now, id, amount);
+    atomic_store(&h->probing, false);
+    return rc;
+}
+
 int store_merge_place(const struct order_draft *d, const char *db_now, int64_t *id, int64_t *amount)
 {
     struct due_queue *q = fiber_self() != NULL ? loop_queue(loop_self()) : NULL;
     if (q == NULL)
         return STORE_MERGE_ALONE; /* not on a loop's fiber: by itself */
+    struct held *h = held_find(d->session_id);
+    if (h != NULL)
+        return place_held(h, d, db_now, id, amount);
     struct entry e = {.o = {.d = d, .db_now = db_now, .rc = TD_EINTERNAL}, .fiber = fiber_self()};
     /* A connection this request borrowed earlier (a cart's look-up) and
      * holds idle goes back first: the batch borrows one of its own, and a
@@ -282,8 +436,24 @@ int store_merge_place(const struct order_draft *d, const char *db_now, int64_t *
     due_soon(q);
     while (!e.done)
         fiber_park();
+    if (e.o.rc == STORE_MERGE_ALONE)
+        return alone(d, db_now, id, amount);
+    if (e.o.rc == MERGE_LOCKED) {
+        /* Its batch waited for the session's row in vain ('L', nothing of
+         * it kept): the row is noted held, and this order, already sent,
+         * runs again alone. */
+        held_note(d->session_id);
+        return alone(d, db_now, id, amount);
+    }
+    if (e.o.rc == STORE_MERGE_HELD) {
+        /* Queued before its session's row was found held. */
+        h = held_find(d->session_id);
+        return h != NULL ? place_held(h, d, db_now, id, amount) : alone(d, db_now, id, amount);
+    }
     if (e.o.rc == TD_ERETRY)
         txretry_note(e.cause); /* for this fiber's retry and its metric */
+    if (lock_waited(e.o.rc))
+        held_note(d->session_id); /* a batch of one */
     *id = e.o.id;
     *amount = e.o.amount;
     return e.o.rc;

@@ -381,6 +381,17 @@ int store_order_create(const struct order_draft *d, struct order *out)
         rc = store_merge_place(d, db_now, &id, &amount);
     if (rc == STORE_MERGE_ALONE)
         rc = place_alone(d, db_now, &id, &amount);
+    if (rc == TD_ERETRY && txretry_noted() == TXRETRY_LOCK_WAIT) {
+        /* The order waited the whole bound for a row another transaction
+         * holds (db_lock_wait_s), and its statement was rolled back:
+         * nothing of it is kept. Answered 503 with Retry-After now, not
+         * run again: another attempt would wait the bound again while the
+         * client waits. */
+        log_warn("order %s: session %lld's row stayed locked by another transaction for the "
+                 "lock wait; answering unavailable",
+                 d->order_no, (long long)d->session_id);
+        return TD_EUNAVAIL;
+    }
     if (rc != TD_OK)
         return rc;
     if (FAULT_POINT("order.commit_lost")) {

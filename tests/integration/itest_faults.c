@@ -331,6 +331,42 @@ static void test_commit_lost(void **state)
     th_resp_free(&again);
 }
 
+static void test_answer_lost_then_sent_again_is_created(void **state)
+{
+    char tok[96], no[32], v[16];
+    (void)state;
+    /* The order's whole transaction ran to its COMMIT and its answer was
+     * lost before the first result (as when a Galera node stalls past the
+     * read timeout): the link counts as stale and the same text is sent
+     * again. It meets the order this very request made: by its order
+     * number first (taken for a random collision: the next attempt draws
+     * another), then by its key. One loop, so that the session's creation
+     * leaves the connection warm (a fresh link's failure is not taken for
+     * a stale one). */
+    const char *lost[] = {"TICKETD_FAULT=mysql.batch_answer_lost:fail:1", "TICKETD_LOOPS=1", NULL};
+    struct th_server *a = th_serve(0, lost);
+    int64_t s = th_session(a, 10, 1000);
+    th_order_token(a, 67, tok);
+    long long created = th_metric(a, "ticketd_orders_created_total");
+    struct th_resp r = th_order(a, 67, "sent-once", tok, s, 1);
+    order_no_of(&r, no);
+    assert_true(th_log_contains(a, "dropping the connection before its answer was read"));
+    /* Its own order, answered as made: not a replay of an earlier request. */
+    if (th_header(&r, "Idempotent-Replayed", v, sizeof v) != NULL)
+        fail_msg("a request sent once was told its order was replayed: %s %s", r.body,
+                 th_header(&r, "Idempotency-Layer", v, sizeof v));
+    if (th_header(&r, "Idempotency-Layer", v, sizeof v) != NULL)
+        fail_msg("a new order names the layer %s", v);
+    assert_int_equal(th_metric(a, "ticketd_orders_created_total"), created + 1);
+    expect_one_order(s, 10);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE order_no = '%s'", no), 1);
+    /* The client's own retry is the replay. */
+    struct th_resp again = th_order(a, 67, "sent-once", tok, s, 1);
+    expect_replay_of(&again, no);
+    th_resp_free(&r);
+    th_resp_free(&again);
+}
+
 static void test_redis_stalls_at_the_token(void **state)
 {
     char tok[96], no[32];
@@ -954,6 +990,7 @@ int main(void)
         T(test_killed_after_commit),
         T(test_dead_process_marker_taken_over),
         T(test_commit_lost),
+        T(test_answer_lost_then_sent_again_is_created),
         T(test_redis_stalls_at_the_token),
         T(test_mysql_down_then_retries_succeed),
         T(test_redis_paused_then_back_for_every_thread),

@@ -196,6 +196,46 @@ static void test_duplicate_and_sold_out_fail_alone(void **state)
     th_resp_free(&last);
 }
 
+/* A batch of four ran to its COMMIT and its answer was lost before the
+ * first result: the link is taken for stale and the text sent again, which
+ * meets the four orders it just committed (by their order numbers, then,
+ * with new numbers, by their keys). Each is answered as created, since the
+ * orders carry numbers these very requests drew: no replay is told to a
+ * client that sent its request once. The session is made through the same
+ * instance, so that the batch's connection is warm (a fresh link's failure
+ * is not taken for a stale one). */
+static void test_answer_lost_batch_is_created(void **state)
+{
+    struct buyer b[4];
+    (void)state;
+    const char *lost[] = {"TICKETD_MERGE_MAX=4", "TICKETD_LOOPS=1",
+                          "TICKETD_FAULT=merge.wait_full:fail,mysql.batch_answer_lost:fail:1",
+                          NULL};
+    struct th_server *a = th_serve(0, lost);
+    int64_t s = th_session(a, 10, 500);
+    buyers_init(b, 0, 4, a, a, 6201, s, "lost-answer");
+    th_parallel(4, buy_each, b);
+    assert_true(th_log_contains(a, "dropping the connection before its answer was read"));
+    for (int i = 0; i < 4; i++) {
+        char v[16];
+        if (b[i].r.status != 201)
+            fail_msg("buyer %d: %ld %s", i, b[i].r.status, b[i].r.body);
+        if (th_header(&b[i].r, "Idempotent-Replayed", v, sizeof v) != NULL)
+            fail_msg("buyer %d, who sent its order once, was told it was replayed: %s", i,
+                     b[i].r.body);
+        json_t *j = th_json(&b[i].r);
+        assert_int_equal(th_db_int("SELECT COUNT(*) FROM orders WHERE order_no = '%s' AND "
+                                   "user_id = %lld",
+                                   json_string_value(json_object_get(j, "order_no")),
+                                   (long long)b[i].user),
+                         1);
+        json_decref(j);
+        th_resp_free(&b[i].r);
+    }
+    assert_int_equal(th_orders_of(s), 4);
+    assert_int_equal(th_stock_of(s), 10 - 4);
+}
+
 /* A token that bought another order (Redis forgot it) refuses its batch
  * whole at the token's unique key; each order then runs alone, and only
  * the one with the spent token is refused. */
@@ -327,6 +367,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_last_seats_three_instances),
         T(test_duplicate_and_sold_out_fail_alone),
+        T(test_answer_lost_batch_is_created),
         T(test_spent_token_in_batch_fails_alone),
         T(test_first_come_first_served),
         T(test_merge_off_one_per_transaction),

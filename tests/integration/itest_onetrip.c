@@ -232,8 +232,11 @@ static void test_lock_wait_keeps_no_hot_session_locked(void **state)
     struct buyer b[2], other[3];
     pthread_t t[2];
     (void)state;
+    /* A read timeout of 30 s lets a row lock be waited for 14 s
+     * (db_lock_wait_s): the batch's wait ends with the release, however
+     * slow the machine, not with the server's bound. */
     const char *two[] = {"TICKETD_MERGE_MAX=2", "TICKETD_LOOPS=1",
-                         "TICKETD_FAULT=merge.wait_full:fail", NULL};
+                         "TICKETD_FAULT=merge.wait_full:fail", "TICKETD_MYSQL_TIMEOUT_S=30", NULL};
     struct th_server *a = th_serve(0, two), *plain = th_serve(1, NULL);
     int64_t hot = th_session(plain, 20, 500);
     held = dial();

@@ -127,6 +127,28 @@ static void test_outcomes_each_its_own(void **state)
     merge_plan_free(&p);
 }
 
+static void test_lock_waited_in_vain(void **state)
+{
+    (void)state;
+    struct fixture f;
+    const int64_t s[] = {1, 2, 2, 3, 4};
+    struct merge_plan p;
+    fixture_init(&f, s, 5);
+    merge_plan_init(&p, f.ptr, 5, false);
+    /* Session 2's row was held past the lock wait: its orders are not
+     * kept, and say so; so was order 5's key; their neighbours are
+     * placed. */
+    assert_int_equal(answer(&p, 2, "5 K,1 P 7 500,2 L,3 L,4 P 8 500,"), TD_OK);
+    assert_int_equal(p.bad_rows, 0);
+    assert_int_equal(merge_plan_done(&p), 0);
+    assert_int_equal(f.o[0].rc, TD_OK);
+    assert_int_equal(f.o[1].rc, MERGE_LOCKED);
+    assert_int_equal(f.o[2].rc, MERGE_LOCKED);
+    assert_int_equal(f.o[3].rc, TD_OK);
+    assert_int_equal(f.o[4].rc, MERGE_ALONE);
+    merge_plan_free(&p);
+}
+
 static void test_copy_of_unplaced_order_goes_alone(void **state)
 {
     (void)state;
@@ -198,6 +220,8 @@ static void test_outcome_parse(void **state)
     assert_int_equal(amount, 6700);
     assert_int_equal(merge_outcome_parse("3 S,9 D,", 8, &i, &code, &id, &amount), 4);
     assert_int_equal(code, 'S');
+    assert_int_equal(merge_outcome_parse("4 L,", 4, &i, &code, &id, &amount), 4);
+    assert_int_equal(code, 'L');
     /* Malformed: no index, index 0 or past the limit, unknown letter, no
      * comma, a placement without its numbers or with id 0, cut short. */
     const char *bad[] = {"S,",         "0 S,",  "257 S,",     "1 Q,",      "1 S",
@@ -215,6 +239,7 @@ int main(void)
         cmocka_unit_test(test_one_text_one_trip),
         cmocka_unit_test(test_json_escapes_and_options),
         cmocka_unit_test(test_outcomes_each_its_own),
+        cmocka_unit_test(test_lock_waited_in_vain),
         cmocka_unit_test(test_copy_of_unplaced_order_goes_alone),
         cmocka_unit_test(test_unreadable_answer_is_unavailable_never_internal),
         cmocka_unit_test(test_outcome_parse),
