@@ -30,7 +30,9 @@
 
 #define SESSIONS    51 /* fifty free, one held */
 #define HELD        25 /* the index of the held one */
-#define PER_SESSION 20 /* orders per session */
+#ifndef PER_SESSION
+#define PER_SESSION 20 /* orders per session (-DPER_SESSION=200: a longer stream, for the record) */
+#endif
 #define ORDERS      (SESSIONS * PER_SESSION)
 #define CLIENTS     64
 #define USER_BASE   700000
