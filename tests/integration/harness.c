@@ -1004,6 +1004,24 @@ int64_t th_stock_of(int64_t session)
     return th_db_int("SELECT stock FROM sessions WHERE id = %lld", (long long)session);
 }
 
+pid_t th_mariadb_pid(void)
+{
+    char path[512];
+    const char *state = getenv("TICKETD_TEST_STATE");
+    snprintf(path, sizeof path, "%s/mysql/mysqld.pid",
+             state != NULL && state[0] != '\0' ? state : ".state/test");
+    FILE *f = fopen(path, "r");
+    long pid = 0;
+    if (f == NULL)
+        fail_msg("cannot read %s", path);
+    if (fscanf(f, "%ld", &pid) != 1)
+        pid = 0;
+    fclose(f);
+    if (pid <= 1 || kill((pid_t)pid, 0) != 0)
+        fail_msg("no running MariaDB with the pid in %s", path);
+    return (pid_t)pid;
+}
+
 int64_t th_orders_of(int64_t session)
 {
     return th_db_int("SELECT COUNT(*) FROM orders WHERE session_id = %lld", (long long)session);

@@ -244,6 +244,9 @@ struct th_resp th_client_order(struct th_client *cl, const struct th_server *s, 
 /* The stock of a session, and the orders placed on it, as MariaDB has them. */
 int64_t th_stock_of(int64_t session);
 int64_t th_orders_of(int64_t session);
+/* The pid of the private MariaDB (TICKETD_TEST_STATE's mysqld.pid), for a
+ * test that pauses it (SIGSTOP); fails the test when none runs. */
+pid_t th_mariadb_pid(void);
 
 /* Orders a test writes by SQL, as the payment transaction would (the event
  * tests): order i of a test's tag has number th_order_no (20 digits, the

@@ -423,24 +423,6 @@ static void thaw_mysql(void)
     frozen_mysql = 0;
 }
 
-static pid_t mariadb_pid(void)
-{
-    char path[512];
-    const char *st = getenv("TICKETD_TEST_STATE");
-    snprintf(path, sizeof path, "%s/mysql/mysqld.pid",
-             st != NULL && st[0] != '\0' ? st : ".state/test");
-    FILE *f = fopen(path, "r");
-    long pid = 0;
-    if (f == NULL)
-        fail_msg("cannot read %s", path);
-    if (fscanf(f, "%ld", &pid) != 1)
-        pid = 0;
-    fclose(f);
-    if (pid <= 1 || kill((pid_t)pid, 0) != 0)
-        fail_msg("no running MariaDB with the pid in %s", path);
-    return (pid_t)pid;
-}
-
 static int teardown_thaw(void **state)
 {
     thaw_mysql();
@@ -461,7 +443,7 @@ static void test_drain_deadline_holds_for_parked_requests(void **state)
     int64_t session = th_session(a, 10, 100);
     char head[1400], body[128];
     order_request(30001, "parked-1", session, head, sizeof head, body, sizeof body);
-    frozen_mysql = mariadb_pid();
+    frozen_mysql = th_mariadb_pid();
     assert_int_equal(kill(frozen_mysql, SIGSTOP), 0);
     int fd = tcp_connect(a->port);
     assert_true(fd >= 0);

@@ -28,14 +28,16 @@
 
 #include <cmocka.h>
 
-#define SESSIONS    51 /* fifty free, one held */
-#define HELD        25 /* the index of the held one */
+#define SESSIONS 51 /* fifty free, one held */
+#define HELD     25 /* the index of the held one */
+/* Orders per session; -DPER_SESSION=200 builds a longer stream for the
+ * record (docs/speed.md). */
 #ifndef PER_SESSION
-#define PER_SESSION 20 /* orders per session (-DPER_SESSION=200: a longer stream, for the record) */
+#define PER_SESSION 20
 #endif
-#define ORDERS      (SESSIONS * PER_SESSION)
-#define CLIENTS     64
-#define USER_BASE   700000
+#define ORDERS    (SESSIONS * PER_SESSION)
+#define CLIENTS   64
+#define USER_BASE 700000
 
 struct sent {
     int64_t session, user;

@@ -328,24 +328,6 @@ static void *slow_main(void *arg)
     return NULL;
 }
 
-static pid_t mariadb_pid(void)
-{
-    char path[512];
-    const char *state = getenv("TICKETD_TEST_STATE");
-    snprintf(path, sizeof path, "%s/mysql/mysqld.pid",
-             state != NULL && state[0] != '\0' ? state : ".state/test");
-    FILE *f = fopen(path, "r");
-    long pid = 0;
-    if (f == NULL)
-        fail_msg("cannot read %s", path);
-    if (fscanf(f, "%ld", &pid) != 1)
-        pid = 0;
-    fclose(f);
-    if (pid <= 1 || kill((pid_t)pid, 0) != 0)
-        fail_msg("no running MariaDB with the pid in %s", path);
-    return (pid_t)pid;
-}
-
 static int tcp_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -408,7 +390,7 @@ static void test_sigterm_drains_in_flight(void **state)
     memset(&slow.resp, 0, sizeof slow.resp);
 
     /* Freeze MariaDB so the read below stays in flight as long as we like. */
-    frozen_mysql = mariadb_pid();
+    frozen_mysql = th_mariadb_pid();
     assert_int_equal(kill(frozen_mysql, SIGSTOP), 0);
     assert_int_equal(pthread_create(&slow_thread, NULL, slow_main, NULL), 0);
     slow_started = true;
