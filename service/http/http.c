@@ -196,13 +196,18 @@ static void late_check(void *arg)
             continue;
         }
         x->late_logged = true;
-        log_warn("late answer: request %s %s %s on loop %d, %lld ms since its head: %s; "
-                 "answer %s; libmicrohttpd: %s",
-                 x->request_id, x->method, x->path, hl->index, (long long)age_ms,
-                 phase_name(x->phase), x->queued ? "queued" : "not queued",
-                 x->conn == NULL          ? "connection gone"
-                 : mhd_suspended(x->conn) ? "suspended"
-                                          : "not suspended");
+        /* Still on its fiber: slow on purpose or waiting on Redis or
+         * MariaDB, which their own timeouts bound. Its answer ready and not
+         * out: the break this check is for. */
+        bool stuck = x->phase == PHASE_DONE || x->queued;
+        log_at(stuck ? LOG_WARN : LOG_INFO,
+               "late answer: request %s %s %s on loop %d, %lld ms since its head: %s; "
+               "answer %s; libmicrohttpd: %s",
+               x->request_id, x->method, x->path, hl->index, (long long)age_ms,
+               phase_name(x->phase), x->queued ? "queued" : "not queued",
+               x->conn == NULL          ? "connection gone"
+               : mhd_suspended(x->conn) ? "suspended"
+                                        : "not suspended");
     }
     if (next_ms >= 0) {
         loop_timer_start(hl->loop, &hl->late_timer, (int)next_ms + 1, late_check, hl);
