@@ -9,7 +9,10 @@
 #                       build/release/ticketd serve on 127.0.0.1:30080 with
 #                       TICKETD_ORDER_TOKEN_REQUIRED=0 (secrets from --config;
 #                       TICKETD_LOOPS, TICKETD_MAX_FIBERS, TICKETD_DB_CONNS and other TICKETD_*
-#                       settings of the environment pass through)
+#                       settings of the environment pass through; the TICKETD_MERGE=0
+#                       instance on the next port); BENCH_REDIS_PORT,
+#                       BENCH_MYSQL_PORT and BENCH_HTTP_PORT in the environment
+#                       move the three ports
 #   --url URL           ticketd to measure (default http://127.0.0.1:8080;
 #                       with --start http://127.0.0.1:30080)
 #   --pid PID           ticketd's process, for its CPU and RSS (default: the one
@@ -34,6 +37,11 @@
 #   --tokens            fetch an order token per new order (for a server that
 #                       requires X-Order-Token; figures then include POST /tokens)
 #   --json FILE         also write the rows and the targets as JSON
+#   --rows LIST         only these rows, comma-separated, of livez, replay,
+#                       new, hot, merge0 (the TICKETD_MERGE=0 instance's new
+#                       and hot rows, those selected), sqlbase, flash,
+#                       refusals, floods (default: all); the targets of rows
+#                       not run are n/a
 #
 # Rows: GET /livez (wrk); the replay of one completed order (wrk, same POST
 # with its Idempotency-Key, token and body); new orders over many sessions
@@ -42,7 +50,10 @@
 # hot). Every row runs over persistent keep-alive connections. Columns:
 # req/s, p50, p99, CPU per request of ticketd, MariaDB and the load tool,
 # ticketd's context switches per request (per new order on the order rows),
-# ticketd's RSS, the TCP connections seen. Then the ratios and the targets.
+# ticketd's RSS, the TCP connections seen; each order row's note adds its
+# batches (the mean and the share of each size), the Redis commands and
+# round trips and MariaDB's statements and rows written per new order.
+# Then the ratios and the targets.
 #
 # The order rows send no X-Order-Token: the server under test must run with
 # TICKETD_ORDER_TOKEN_REQUIRED=0 (as --start does), or pass --tokens.
@@ -71,11 +82,13 @@ CONFIG=${ROOT}/config/ticketd.env
 TOKENS=0
 UNIX=0
 JSON_OUT=""
+ALL_ROWS=livez,replay,new,hot,merge0,sqlbase,flash,refusals,floods
+ROW_SET=${ALL_ROWS}
 
 BENCH_STATE=${ROOT}/.state/bench
-BENCH_REDIS_PORT=30379
-BENCH_MYSQL_PORT=30306
-BENCH_HTTP_PORT=30080
+BENCH_REDIS_PORT=${BENCH_REDIS_PORT:-30379}
+BENCH_MYSQL_PORT=${BENCH_MYSQL_PORT:-30306}
+BENCH_HTTP_PORT=${BENCH_HTTP_PORT:-30080}
 
 # Targets, as ratios within one run (merged orders: README, Speed).
 T_NEW_OVER_SQL=2       # 200 sessions from c64 on; at the first count (c16):
@@ -126,6 +139,7 @@ while (($# > 0)); do
     --tokens) TOKENS=1 ;;
     --unix) UNIX=1 ;;
     --json) JSON_OUT=${2:?}; shift ;;
+    --rows) ROW_SET=${2:?}; shift ;;
     -h | --help) usage 0 ;;
     *) printf 'bench: unknown option %s\n' "$1" >&2; usage 2 ;;
     esac
@@ -146,6 +160,17 @@ for n in "${CONC}" "${SCALE_LIST[@]}"; do
     ((n <= 1024)) || die "at most 1024 connections per row: ${n}"
 done
 CONNS=${CONNS:-${CONC}}
+IFS=',' read -r -a ROW_LIST <<<"${ROW_SET}"
+for r in "${ROW_LIST[@]}"; do
+    [[ ",${ALL_ROWS}," == *",${r},"* ]] || die "--rows: no such rows: ${r} (${ALL_ROWS})"
+done
+for n in "${BENCH_REDIS_PORT}" "${BENCH_MYSQL_PORT}" "${BENCH_HTTP_PORT}"; do
+    if ! [[ "${n}" =~ ^[0-9]+$ ]] || ((n < 1 || n > 65534)); then
+        die "not a port: ${n}"
+    fi
+done
+# wanted ROWS: true when --rows selected ROWS.
+wanted() { [[ ",${ROW_SET}," == *",$1,"* ]]; }
 # The connection counts: --concurrency first, then --scale ascending,
 # without repeats.
 LEVELS=("${CONC}")
@@ -529,7 +554,8 @@ num() { if [[ "$1" =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; then printf '%s' "$1"; else prin
 
 # row KEY NAME TOOL CONNS RPS P50 P99 REQUESTS TICKETD_US MARIADB_US LOAD_US
 #     RSS_MAX RSS_AFTER PEERS NOTE REDIS_US CTX_SWITCHES_PER_REQ
-#     [REDIS_COMMANDS_PER_ORDER REDIS_ROUND_TRIPS_PER_ORDER]
+#     [REDIS_COMMANDS_PER_ORDER REDIS_ROUND_TRIPS_PER_ORDER [EXTRA]]
+# EXTRA: a JSON object of more fields for the row's JSON (order rows).
 row() {
     ROWS+=("$2|$3|$4|$5|$6|$7|$9|${10}|${11}|${12}|${13}|${14}|${15}|${16:-}|${17:-}")
     CSW_TD[$1]=${17:-}
@@ -546,12 +572,13 @@ row() {
         --argjson rmax "$(num "${12}")" --argjson raft "$(num "${13}")" --argjson peers "$(num "${14}")" \
         --argjson csw "$(num "${17:-}")" \
         --argjson rcmd "$(num "${18:-}")" --argjson rtrip "$(num "${19:-}")" \
+        --argjson extra "${20:-"{}"}" \
         '{row: $row, tool: $tool, connections: $connections, rps: $rps, p50_ms: $p50, p99_ms: $p99,
           requests: $requests, ticketd_cpu_us_per_req: $td, mariadb_cpu_us_per_req: $my,
           ticketd_context_switches_per_req: $csw,
           redis_commands_per_order: $rcmd, redis_round_trips_per_order: $rtrip,
           load_cpu_us_per_req: $ld, rss_max_kb: $rmax, rss_after_kb: $raft,
-          tcp_connections_seen: $peers, note: $note}' >>"${WORK}/rows.jsonl"
+          tcp_connections_seen: $peers, note: $note} + $extra' >>"${WORK}/rows.jsonl"
 }
 
 # wrk_row KEY NAME CONNS WRK-ARGS...
@@ -590,16 +617,95 @@ redis_calls() {
         awk -F'[:=,]' '/^cmdstat_/ { n += $3; seen = 1 } END { if (seen) print n }'
 }
 
+# The MariaDB status counters an order row reads around itself (SHOW
+# GLOBAL STATUS): the statements clients sent (Questions: each statement
+# of a multi-statement query counts, a stored procedure's own statements
+# do not), the CALLs and COMMITs among them (a COMMIT is a transaction),
+# and the rows written to tables: inserted, updated, deleted, a trigger's
+# and a procedure's rows included (Handler_write, Handler_update,
+# Handler_delete; MariaDB counts its internal temporary tables apart, in
+# Handler_tmp_*, and has no Innodb_rows_* counters).
+MYSQL_STATUS=(Questions Com_call_procedure Com_commit Handler_write Handler_update Handler_delete)
+
+# mysql_status: the values of MYSQL_STATUS, in that order, on one line.
+# Nothing when the run's MariaDB is not its own (without --start: another
+# client's statements would count) or does not answer.
+mysql_status() {
+    local sock=() names
+    ((START)) || return 0
+    command -v mariadb >/dev/null || return 0
+    [[ -n "${SQL_SOCKET}" ]] && sock=(--socket="${SQL_SOCKET}")
+    names=$(printf "'%s'," "${MYSQL_STATUS[@]}")
+    mariadb --no-defaults -h "${MYSQL_HOST}" -P "${MYSQL_PORT}" "${sock[@]}" -u "${MYSQL_USER}" \
+        -p"${MYSQL_PASSWORD}" --batch --skip-column-names \
+        -e "SHOW GLOBAL STATUS WHERE Variable_name IN (${names%,})" 2>/dev/null |
+        awk -v names="${MYSQL_STATUS[*]}" '{ v[$1] = $2 } END {
+            if (NR == 0) exit
+            n = split(names, w, " ")
+            for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? " " : ""), v[w[i]] + 0
+            print ""
+        }' || true
+}
+
+# mysql_per_order BEFORE AFTER ORDERS: the note's words and the row's JSON
+# fields for the status deltas (mysql_status lines) per order, as
+# "NOTE|JSON"; nothing when a sample is missing. Two of the Questions
+# between the samples are the bench's own, not counted: the later
+# sample's SHOW STATUS and the earlier sample's client quitting (each
+# mariadb client run counts two).
+mysql_per_order() {
+    [[ -n "$1" && -n "$2" ]] || return 0
+    awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {
+        split(a, x, " "); split(b, y, " ")
+        for (i = 1; i <= 6; i++) d[i] = (y[i] - x[i]) / n
+        d[1] = (y[1] - x[1] - 2) / n
+        printf "MariaDB per order: %.2f statements (%.2f CALL, %.2f COMMIT), %.2f rows written (%.2f inserted, %.2f updated", d[1], d[2], d[3], d[4] + d[5] + d[6], d[4], d[5]
+        if (d[6] > 0) printf ", %.2f deleted", d[6]
+        printf ")|{\"mariadb_statements_per_order\": %.3f, \"mariadb_calls_per_order\": %.3f, \"mariadb_commits_per_order\": %.3f, \"mariadb_rows_inserted_per_order\": %.3f, \"mariadb_rows_updated_per_order\": %.3f, \"mariadb_rows_deleted_per_order\": %.3f}\n", d[1], d[2], d[3], d[4], d[5], d[6]
+    }'
+}
+
+# The batch size histogram's buckets (ticketd_order_batch_size, cumulative,
+# "le" inclusive), their labels as ranges of orders.
+BATCH_LE=(1 2 4 8 16 32 64 +Inf)
+BATCH_RANGES=(1 2 3-4 5-8 9-16 17-32 33-64 65+)
+
+# batch_spread BEFORE AFTER: how the row's batches spread over the
+# buckets, from two samples of the cumulative buckets (BATCH_LE order), as
+# "NOTE|JSON": each non-empty range's share of the batches ("<1%" below
+# half a percent) and the JSON object of every range's share; nothing
+# when the row made no batch.
+batch_spread() {
+    awk -v a="$1" -v b="$2" -v r="${BATCH_RANGES[*]}" 'BEGIN {
+        n = split(a, x, " "); split(b, y, " "); split(r, label, " ")
+        total = y[n] - x[n]
+        if (total <= 0) exit
+        prev = 0; note = ""; json = ""
+        for (i = 1; i <= n; i++) {
+            c = (y[i] - x[i]) - prev; prev = y[i] - x[i]
+            share = c / total
+            if (c > 0) {
+                pct = share * 100 < 0.5 ? "<1%" : sprintf("%.0f%%", share * 100)
+                note = note (note == "" ? "" : ", ") label[i] ": " pct
+            }
+            json = json (i > 1 ? ", " : "") sprintf("\"%s\": %.4f", label[i], share)
+        }
+        printf "%s|{%s}\n", note, json
+    }'
+}
+
 # load_row KEY NAME CONNS SCENARIO ARGS...
 load_row() {
     local key=$1 name=$2 c=$3 scenario=$4 json=${WORK}/$4-$3.json rc=0 note n from to rate td my rd
-    local tok=(--no-token) b0 o0 b1 o1 p0 c0 p1 c1 k0 k1 orders rcmd="" rtrip=""
+    local tok=(--no-token) b0 o0 b1 o1 p0 c0 p1 c1 h0 h1 k0 k1 s0 s1 orders rcmd="" rtrip=""
+    local extra="{}" mine="" spread=""
     shift 4
     rm -f "${WORK}/load-cpu.times"
     ((TOKENS)) && tok=()
     log "row: ${name}, c${c}"
-    read -r b0 o0 p0 c0 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
+    read -r b0 o0 p0 c0 h0 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
     k0=$(redis_calls)
+    s0=$(mysql_status)
     measure_begin
     sampler_start
     TICKETD_JWT_SECRET=${JWT_SECRET} TICKETD_PAY_SECRET=${PAY_SECRET} \
@@ -618,17 +724,26 @@ load_row() {
     note="$(jq -r '"\(.orders_created) created" + ([.answers[] | select(.kind == "orders" and .status != 201)
         | "\(.status) \(.code) x\(.count)"] | if length > 0 then "; " + (.[:3] | join(", ")) else "" end)' "${json}")"
     ((rc == 0)) || note="${note}; ticketd-load exit ${rc}"
-    # The mean merged batch: orders per order transaction over the row.
-    read -r b1 o1 p1 c1 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
+    # The mean merged batch: orders per order transaction over the row;
+    # then how the row's batches spread over the sizes
+    # (ticketd_order_batch_size), each range's share of the batches.
+    read -r b1 o1 p1 c1 h1 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
     if ((b1 > b0)); then
         BATCH[${key}]=$(awk -v b=$((b1 - b0)) -v o=$((o1 - o0)) 'BEGIN { printf "%.1f", o / b }')
-        note="${note}; batch ${BATCH[${key}]}"
+        note="${note}; batches: mean ${BATCH[${key}]}"
+        spread=$(batch_spread "${h0}" "${h1}")
+        if [[ -n "${spread}" ]]; then
+            note="${note}; ${spread%%|*}"
+            extra=$(jq -c --argjson s "${spread#*|}" '. + {batch_size_share: $s}' <<<"${extra}")
+        fi
+        extra=$(jq -c --argjson m "${BATCH[${key}]}" --argjson n $((b1 - b0)) \
+            '. + {batch_mean: $m, batches: $n}' <<<"${extra}")
     else
         note="${note}; one order per transaction"
     fi
     # The mean Redis pipeline: commands per write (ticketd_redis_pipelines_total).
     if ((p1 > p0)); then
-        note="${note}, Redis pipeline $(awk -v p=$((p1 - p0)) -v c=$((c1 - c0)) 'BEGIN { printf "%.1f", c / p }')"
+        note="${note}; Redis pipeline $(awk -v p=$((p1 - p0)) -v c=$((c1 - c0)) 'BEGIN { printf "%.1f", c / p }')"
     fi
     # Redis per new order: the commands Redis ran (INFO commandstats, the
     # whole server: the row's ticketd, the idle one's background jobs and
@@ -642,6 +757,15 @@ load_row() {
         [[ -n "${k0}" && -n "${k1}" ]] && rcmd=$(per $((k1 - k0)) "${orders}")
         rtrip=$(per $((c1 - c0)) "${orders}")
         note="${note}; Redis per order: ${rcmd:--} commands, ${rtrip} round trips"
+        # MariaDB per new order: SHOW GLOBAL STATUS deltas of the run's
+        # own server (--start only), the whole server as for Redis: the
+        # load's sessions made before it and the idle instance included.
+        s1=$(mysql_status)
+        mine=$(mysql_per_order "${s0}" "${s1}" "${orders}")
+        if [[ -n "${mine}" ]]; then
+            note="${note}; ${mine%%|*}"
+            extra=$(jq -c --argjson s "${mine#*|}" '. + $s' <<<"${extra}")
+        fi
     fi
     # ticketd-load creates its sessions before the load and reads them
     # after it: ticketd's and MariaDB's CPU per request is taken over the
@@ -665,7 +789,7 @@ load_row() {
         "$(jq -r '.latency_ms_by_kind.orders.p50 * 100 | round / 100' "${json}")" \
         "$(jq -r '.latency_ms_by_kind.orders.p99 * 100 | round / 100' "${json}")" "${n}" "${td}" "${my}" \
         "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}" \
-        "${rd}" "$(per "${CSW}" "${orders}")" "${rcmd}" "${rtrip}"
+        "${rd}" "$(per "${CSW}" "${orders}")" "${rcmd}" "${rtrip}" "${extra}"
 }
 
 # sql_row KEY NAME CONNS SQLBASE-ARGS...
@@ -705,9 +829,11 @@ if [[ -n "${PID}" ]]; then
     IDLE_RSS_ANON=$(awk '/^RssAnon:/ {print $2}' "/proc/${PID}/status" 2>/dev/null || true)
 fi
 
-for c in "${LEVELS[@]}"; do
-    wrk_row "livez@${c}" "GET /livez" "${c}" "${URL}/livez"
-done
+if wanted livez; then
+    for c in "${LEVELS[@]}"; do
+        wrk_row "livez@${c}" "GET /livez" "${c}" "${URL}/livez"
+    done
+fi
 
 # One real order first, then replays of exactly that request.
 ADMIN_JWT=$(jwt 1 admin)
@@ -726,9 +852,11 @@ status=$(curl -sS -o "${WORK}/first.json" -w '%{http_code}' --max-time 5 -H "Aut
     ${BENCH_TOKEN:+-H "X-Order-Token: ${BENCH_TOKEN}"} -d "${BENCH_BODY}" "${URL}/api/v1/orders")
 [[ "${status}" == 201 ]] || die "the first order answered ${status}: $(cat "${WORK}/first.json")"
 export BENCH_JWT BENCH_KEY BENCH_TOKEN BENCH_BODY
-for c in "${LEVELS[@]}"; do
-    wrk_row "replay@${c}" "replay of one completed key" "${c}" -s "${HERE}/wrk/replay.lua" "${URL}/api/v1/orders"
-done
+if wanted replay; then
+    for c in "${LEVELS[@]}"; do
+        wrk_row "replay@${c}" "replay of one completed key" "${c}" -s "${HERE}/wrk/replay.lua" "${URL}/api/v1/orders"
+    done
+fi
 
 # metrics_of URL NAME...: one sample of a ticketd's /metrics, the value of
 # each NAME on one line in the order given (0 when absent).
@@ -743,36 +871,49 @@ metrics_of() {
 # The merged batches and the Redis pipelines of a new-order row.
 MERGE_METRICS=(ticketd_order_batches_total ticketd_order_batch_orders_total
     ticketd_redis_pipelines_total ticketd_redis_pipelined_commands_total)
+for le in "${BATCH_LE[@]}"; do
+    MERGE_METRICS+=("ticketd_order_batch_size_bucket{le=\"${le}\"}")
+done
 
 declare -A BATCH=()
-for c in "${LEVELS[@]}"; do
-    load_row "new@${c}" "new orders, ${SESSIONS} sessions" "${c}" new-orders --sessions "${SESSIONS}"
-done
-for c in "${LEVELS[@]}"; do
-    load_row "hot@${c}" "new orders, one hot session" "${c}" hot-session
-done
+if wanted new; then
+    for c in "${LEVELS[@]}"; do
+        load_row "new@${c}" "new orders, ${SESSIONS} sessions" "${c}" new-orders --sessions "${SESSIONS}"
+    done
+fi
+if wanted hot; then
+    for c in "${LEVELS[@]}"; do
+        load_row "hot@${c}" "new orders, one hot session" "${c}" hot-session
+    done
+fi
 # The same rows on the same build with TICKETD_MERGE=0 (--start only).
-if [[ -n "${OFF_URL}" ]]; then
+if [[ -n "${OFF_URL}" ]] && wanted merge0; then
     ROW_URL=${OFF_URL} ROW_PID=${OFF_PID}
-    for c in "${LEVELS[@]}"; do
-        load_row "newoff@${c}" "new, ${SESSIONS} sess, MERGE=0" "${c}" new-orders --sessions "${SESSIONS}"
-    done
-    for c in "${LEVELS[@]}"; do
-        load_row "hotoff@${c}" "new, hot, MERGE=0" "${c}" hot-session
-    done
+    if wanted new; then
+        for c in "${LEVELS[@]}"; do
+            load_row "newoff@${c}" "new, ${SESSIONS} sess, MERGE=0" "${c}" new-orders --sessions "${SESSIONS}"
+        done
+    fi
+    if wanted hot; then
+        for c in "${LEVELS[@]}"; do
+            load_row "hotoff@${c}" "new, hot, MERGE=0" "${c}" hot-session
+        done
+    fi
     ROW_URL=${URL} ROW_PID=${PID}
 fi
 
-for c in "${LEVELS[@]}"; do
-    sc=${c}
-    [[ "${c}" == "${CONC}" ]] && sc=${CONNS}
-    sql_row "sql@${c}" "sqlbase, ${SESSIONS} sessions" "${sc}" --sessions "${SESSIONS}"
-done
-for c in "${LEVELS[@]}"; do
-    sc=${c}
-    [[ "${c}" == "${CONC}" ]] && sc=${CONNS}
-    sql_row "sqlhot@${c}" "sqlbase, one hot session" "${sc}" --hot
-done
+if wanted sqlbase; then
+    for c in "${LEVELS[@]}"; do
+        sc=${c}
+        [[ "${c}" == "${CONC}" ]] && sc=${CONNS}
+        sql_row "sql@${c}" "sqlbase, ${SESSIONS} sessions" "${sc}" --sessions "${SESSIONS}"
+    done
+    for c in "${LEVELS[@]}"; do
+        sc=${c}
+        [[ "${c}" == "${CONC}" ]] && sc=${CONNS}
+        sql_row "sqlhot@${c}" "sqlbase, one hot session" "${sc}" --hot
+    done
+fi
 
 # --- the flash sale ------------------------------------------------------------
 
@@ -817,7 +958,9 @@ sql_query() {
         -p"${MYSQL_PASSWORD}" -D "${MYSQL_DB}" --batch --skip-column-names -e "$1" 2>/dev/null | head -n 1
 }
 
-if command -v mariadb >/dev/null; then
+if ! wanted flash; then
+    :
+elif command -v mariadb >/dev/null; then
     flash_row merged "${URL}" "${PID}"
     [[ -n "${OFF_URL}" ]] && flash_row merge0 "${OFF_URL}" "${OFF_PID}"
 else
@@ -864,7 +1007,7 @@ refusal_rows() {
     done
 }
 declare -A REFUSAL_LOOKUPS=()
-refusal_rows
+wanted refusals && refusal_rows
 
 # --- floods of connections: memory given back ----------------------------------
 
@@ -904,7 +1047,7 @@ flood_rows() {
         FLOOD_NOTE=${out}
     done
 }
-flood_rows
+wanted floods && flood_rows
 
 # --- the table -----------------------------------------------------------------
 
@@ -935,6 +1078,8 @@ printf 'CPU: us per request answered, utime+stime of ticketd (pid %s), MariaDB (
 printf 'RSS: ticketd VmRSS max during the row / 1 s after; conns: client connections ticketd had open (ss, every 0.2 s)\n'
 printf 'csw: context switches of ticketd'"'"'s threads (voluntary + not, /proc/PID/task/*/status) over the row, per request; per new order on the order rows\n'
 printf 'Redis per order (order rows): commands Redis ran (INFO commandstats, a script'"'"'s inner commands counted) and round trips (commands ticketd'"'"'s loops sent, each awaited)\n'
+printf 'MariaDB per order (order rows, --start): SHOW GLOBAL STATUS deltas over the row: statements clients sent (Questions), the CALLs and COMMITs among them, table rows inserted, updated and deleted (Handler_write/_update/_delete, a trigger'"'"'s rows included)\n'
+printf 'batches (order rows): the mean merged batch (orders per order transaction), then each range of sizes'"'"' share of the row'"'"'s batches (ticketd_order_batch_size)\n'
 printf '\n%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s  %s\n' "row" "tool" "conns" "req/s" "p50 ms" \
     "p99 ms" "ticketd" "mariadb" "redis" "load" "csw" "RSS MB" "seen" "note"
 printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s\n' "" "" "" "" "" "" "us/req" "us/req" "us/req" \
@@ -964,18 +1109,18 @@ for c in "${LEVELS[@]}"; do
     want=${T_NEW_OVER_SQL}
     [[ "${c}" == "${CONC}" ]] && want=${T_NEW_OVER_SQL_FIRST}
     target "new orders / sqlbase, ${SESSIONS} sessions, c${c}" \
-        "$(ratio "${RPS["new@${c}"]}" "${RPS["sql@${c}"]}")" ">=" "${want}"
+        "$(ratio "${RPS["new@${c}"]:-}" "${RPS["sql@${c}"]:-}")" ">=" "${want}"
 done
 for c in "${LEVELS[@]}"; do
     target "new orders / sqlbase, hot session, c${c}" \
-        "$(ratio "${RPS["hot@${c}"]}" "${RPS["sqlhot@${c}"]}")" ">=" "${T_HOT_OVER_SQL}"
+        "$(ratio "${RPS["hot@${c}"]:-}" "${RPS["sqlhot@${c}"]:-}")" ">=" "${T_HOT_OVER_SQL}"
 done
 # Merged against one order per transaction, the same build in the same run.
 for c in "${LEVELS[@]}"; do
     target "merged / MERGE=0, ${SESSIONS} sessions, c${c}" \
-        "$(ratio "${RPS["new@${c}"]}" "${RPS["newoff@${c}"]:-}")" ">=" "${T_MERGED_OVER_OFF}"
+        "$(ratio "${RPS["new@${c}"]:-}" "${RPS["newoff@${c}"]:-}")" ">=" "${T_MERGED_OVER_OFF}"
     target "merged / MERGE=0, hot session, c${c}" \
-        "$(ratio "${RPS["hot@${c}"]}" "${RPS["hotoff@${c}"]:-}")" ">=" "${T_MERGED_OVER_OFF}"
+        "$(ratio "${RPS["hot@${c}"]:-}" "${RPS["hotoff@${c}"]:-}")" ">=" "${T_MERGED_OVER_OFF}"
 done
 # The machine's CPU per order: (ticketd + MariaDB + Redis) against
 # (sqlbase + MariaDB) for the same order transaction.
@@ -994,22 +1139,22 @@ for c in "${LEVELS[@]}"; do
 done
 for c in "${LEVELS[@]}"; do
     target "new orders p99 / sqlbase p99, ${SESSIONS} sessions, c${c}" \
-        "$(ratio "${P99["new@${c}"]}" "${P99["sql@${c}"]}")" "<=" "${T_P99_OVER_SQL}"
+        "$(ratio "${P99["new@${c}"]:-}" "${P99["sql@${c}"]:-}")" "<=" "${T_P99_OVER_SQL}"
 done
 for c in "${LEVELS[@]}"; do
     target "new orders p99 / sqlbase p99, hot session, c${c}" \
-        "$(ratio "${P99["hot@${c}"]}" "${P99["sqlhot@${c}"]}")" "<=" "${T_P99_OVER_SQL}"
+        "$(ratio "${P99["hot@${c}"]:-}" "${P99["sqlhot@${c}"]:-}")" "<=" "${T_P99_OVER_SQL}"
 done
 for c in "${LEVELS[@]}"; do
     # The issue asks for c16 and c256: the first and the last count.
     [[ "${c}" == "${CONC}" || "${c}" == "${TOP}" ]] || continue
-    target "replay / livez, c${c}" "$(ratio "${RPS["replay@${c}"]}" "${RPS["livez@${c}"]}")" ">=" \
+    target "replay / livez, c${c}" "$(ratio "${RPS["replay@${c}"]:-}" "${RPS["livez@${c}"]:-}")" ">=" \
         "${T_REPLAY_OVER_LIVEZ}"
 done
 for k in "${LEVELS[@]/#/new@}" "${LEVELS[@]/#/hot@}"; do
     what="${SESSIONS} sessions"
     [[ "${k}" == hot@* ]] && what="hot session"
-    target "ticketd CPU us per new order, ${what}, c${k#*@}" "${CPU_TD[${k}]}" "<=" "${T_CPU_PER_ORDER_US}"
+    target "ticketd CPU us per new order, ${what}, c${k#*@}" "${CPU_TD[${k}]:-}" "<=" "${T_CPU_PER_ORDER_US}"
 done
 # ticketd's CPU per new order against its CPU per replay, at the first count.
 target "ticketd CPU per new order / per replay, ${SESSIONS} sessions, c${CONC}" \
@@ -1076,9 +1221,9 @@ if [[ -n "${JSON_OUT}" ]]; then
         --argjson levels "$(printf '%s\n' "${LEVELS[@]}" | jq -s .)" \
         --arg fibers "${MAX_FIBERS}" --arg loops "${LOOPS}" \
         --argjson start "${START}" \
-        --arg replay "$(ratio "${RPS["replay@${CONC}"]}" "${RPS["livez@${CONC}"]}")" \
-        --arg new "$(ratio "${RPS["new@${CONC}"]}" "${RPS["sql@${CONC}"]}")" \
-        --arg hot "$(ratio "${RPS["hot@${CONC}"]}" "${RPS["sqlhot@${CONC}"]}")" \
+        --arg replay "$(ratio "${RPS["replay@${CONC}"]:-}" "${RPS["livez@${CONC}"]:-}")" \
+        --arg new "$(ratio "${RPS["new@${CONC}"]:-}" "${RPS["sql@${CONC}"]:-}")" \
+        --arg hot "$(ratio "${RPS["hot@${CONC}"]:-}" "${RPS["sqlhot@${CONC}"]:-}")" \
         --slurpfile rows "${WORK}/rows.jsonl" --slurpfile targets "${WORK}/targets.jsonl" \
         '{url: $url, duration_s: $duration, concurrency: $conc, sql_connections: $conns,
           sessions: $sessions, connection_levels: $levels,

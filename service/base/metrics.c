@@ -1,6 +1,6 @@
-/* metrics.c - the process's counters, gauges and latency histogram
- * (metrics.h, the table metrics.def) and their Prometheus text. Apart so
- * that a module counts with one atomic add and knows nothing of the format. */
+/* metrics.c - the process's counters, gauges and histograms (metrics.h, the table metrics.def) and
+ * their Prometheus text. Apart so that a module counts with one atomic add and knows nothing of the
+ * format. */
 #include "metrics.h"
 
 #include "text.h"
@@ -51,6 +51,13 @@ static int n_routes;
 static _Atomic uint64_t req_count[N_ROUTE_SLOTS][N_STATUSES + 1];
 static _Atomic uint64_t req_bucket[N_ROUTE_SLOTS][N_BUCKETS + 1];
 static _Atomic uint64_t req_sum_us[N_ROUTE_SLOTS];
+
+/* Batch sizes, in orders: powers of two up to 64, where a loop's batch
+ * rarely reaches (MERGE_MAX_LIMIT allows more; those count in +Inf). */
+static const int batch_buckets[] = {1, 2, 4, 8, 16, 32, 64};
+#define N_BATCH_BUCKETS (sizeof batch_buckets / sizeof batch_buckets[0])
+static _Atomic uint64_t batch_bucket[N_BATCH_BUCKETS + 1];
+static _Atomic uint64_t batch_sum;
 
 void metrics_add(enum metric m, int64_t n)
 {
@@ -114,6 +121,19 @@ void metrics_request(int route, int status, double seconds)
     atomic_fetch_add_explicit(&req_count[slot][si], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&req_bucket[slot][b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&req_sum_us[slot], (uint64_t)(seconds * 1e6), memory_order_relaxed);
+}
+
+void metrics_order_batch(int n)
+{
+    size_t b = N_BATCH_BUCKETS;
+    for (size_t i = 0; i < N_BATCH_BUCKETS; i++) {
+        if (n <= batch_buckets[i]) {
+            b = i;
+            break;
+        }
+    }
+    atomic_fetch_add_explicit(&batch_bucket[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&batch_sum, (uint64_t)n, memory_order_relaxed);
 }
 
 static const char *slot_label(int slot)
@@ -185,6 +205,23 @@ char *metrics_render(size_t *len)
         text_put(&t, "ticketd_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
                  slot_label(s), (unsigned long long)total);
     }
+
+    /* Written even before the first batch (all zero), so that a scrape
+     * finds the series from the start and a rate over it has a base. */
+    text_put(&t, "# HELP ticketd_order_batch_size Orders per merged order transaction (a lone "
+                 "order is a batch of one).\n"
+                 "# TYPE ticketd_order_batch_size histogram\n");
+    uint64_t cum = 0;
+    for (size_t b = 0; b < N_BATCH_BUCKETS; b++) {
+        cum += atomic_load_explicit(&batch_bucket[b], memory_order_relaxed);
+        text_put(&t, "ticketd_order_batch_size_bucket{le=\"%d\"} %llu\n", batch_buckets[b],
+                 (unsigned long long)cum);
+    }
+    cum += atomic_load_explicit(&batch_bucket[N_BATCH_BUCKETS], memory_order_relaxed);
+    text_put(&t, "ticketd_order_batch_size_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    text_put(&t, "ticketd_order_batch_size_sum %llu\n",
+             (unsigned long long)atomic_load_explicit(&batch_sum, memory_order_relaxed));
+    text_put(&t, "ticketd_order_batch_size_count %llu\n", (unsigned long long)cum);
     *len = t.len;
     return t.s;
 }

@@ -1,5 +1,6 @@
-/* metrics.h - process-wide counters, gauges and the request latency
- * histogram, rendered in the Prometheus text format for GET /metrics.
+/* metrics.h - process-wide counters, gauges and the histograms of request
+ * latency and order batch size, rendered in the Prometheus text format for
+ * GET /metrics.
  *
  * Every update is one relaxed atomic add: safe from any thread and cheap
  * enough for the hot path. Labels are fixed at compile time, so the number
@@ -41,6 +42,13 @@ void metrics_routes(const char *const *labels, int n);
  * metrics_routes(), or METRICS_ROUTE_NOT_ALLOWED; anything else counts as
  * unmatched. status is any HTTP status. */
 void metrics_request(int route, int status, double seconds);
+
+/* Records one merged order transaction of n orders (n >= 1) in the batch
+ * size histogram, ticketd_order_batch_size: the mean batch
+ * (ticketd_order_batch_orders_total over ticketd_order_batches_total)
+ * hides whether orders meet in even batches or in a few large ones among
+ * many lone orders. */
+void metrics_order_batch(int n);
 
 /* Returns the new text of every metric (caller frees). */
 char *metrics_render(size_t *len);

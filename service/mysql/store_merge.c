@@ -208,6 +208,7 @@ static void run_batch(struct entry *const *batch, int k)
     struct db_conn *c;
     metrics_inc(M_ORDER_BATCHES);
     metrics_add(M_ORDER_BATCH_ORDERS, k);
+    metrics_order_batch(k);
     if (k == 1) {
         /* A batch of one is the one-order transaction (store_mysql.c):
          * while it is at the server the next orders collect, as they do

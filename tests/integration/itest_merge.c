@@ -176,6 +176,13 @@ static void test_duplicate_and_sold_out_fail_alone(void **state)
     th_parallel(4, buy_each, b);
     assert_int_equal(batches(a) - before, 1);
     assert_int_equal(batch_orders(a), 4);
+    /* The batch size histogram holds that one batch of four, and nothing
+     * in the buckets below it (the refusals inside the batch do not make
+     * it smaller). */
+    assert_int_equal(th_metric(a, "ticketd_order_batch_size_bucket{le=\"2\"}"), 0);
+    assert_int_equal(th_metric(a, "ticketd_order_batch_size_bucket{le=\"4\"}"), 1);
+    assert_int_equal(th_metric(a, "ticketd_order_batch_size_count"), 1);
+    assert_int_equal(th_metric(a, "ticketd_order_batch_size_sum"), 4);
 
     assert_int_equal(b[0].r.status, 201);
     th_expect_layer(&b[0].r, "unique-index");

@@ -206,6 +206,34 @@ static void test_requests_and_histogram(void **state)
     free(t);
 }
 
+/* The batch size histogram: each batch in the first bucket that holds it
+ * (bounds inclusive), buckets cumulative, a batch past 64 only in +Inf;
+ * _sum the orders, _count the batches. */
+static void test_order_batch_histogram(void **state)
+{
+    (void)state;
+    static const int sizes[] = {1, 1, 2, 3, 4, 5, 64, 65, 200};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        metrics_order_batch(sizes[i]);
+
+    char *t = render();
+    assert_line(t, "# TYPE ticketd_order_batch_size histogram");
+    static const struct {
+        const char *le;
+        int n;
+    } want[] = {{"1", 2},  {"2", 3},  {"4", 5},  {"8", 6},
+                {"16", 6}, {"32", 6}, {"64", 7}, {"+Inf", 9}};
+    char line[128];
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        snprintf(line, sizeof line, "ticketd_order_batch_size_bucket{le=\"%s\"} %d", want[i].le,
+                 want[i].n);
+        assert_line(t, line);
+    }
+    assert_line(t, "ticketd_order_batch_size_sum 345");
+    assert_line(t, "ticketd_order_batch_size_count 9");
+    free(t);
+}
+
 static void test_render_grows_past_first_buffer(void **state)
 {
     (void)state;
@@ -234,6 +262,7 @@ int main(void)
         cmocka_unit_test(test_counters_and_labels),
         cmocka_unit_test(test_help_and_type_once),
         cmocka_unit_test(test_requests_and_histogram),
+        cmocka_unit_test(test_order_batch_histogram),
         cmocka_unit_test(test_render_grows_past_first_buffer),
     };
     return cmocka_run_group_tests(tests, label_routes, NULL);
