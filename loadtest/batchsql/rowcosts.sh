@@ -21,7 +21,7 @@ runs() {
         BATCHSQL_TOKENS=1 build/batchsql 127.0.0.1 "$PORT" ticketd ticketd ticketd "$PID" $m $b 4 5 2>&1 | head -3
     done; done; done
 }
-echo "== everything (sql/001-014), the token on"; runs; uptime
+echo "== everything (migrations 001 to 014), the token on"; runs; uptime
 $M -e "DROP TRIGGER trg_orders_history_create"
 echo "== without trg_orders_history_create"; runs; uptime
 $M -e "ALTER TABLE orders DROP INDEX ix_orders_status_created, DROP INDEX ix_orders_user"
