@@ -10,10 +10,20 @@
  * one (ticketd's one-order text) and single (the one-order text before it,
  * an INSERT ... SELECT), both BATCH 1 only; proc2, a version of the
  * procedure with loops instead of cursors, once place_orders2.sql (beside
- * this file) is loaded by hand. Every order is new (its own user and key) and
+ * this file) is loaded by hand; set, a cost probe of a set-based batch (one
+ * multi-row INSERT IGNORE under the unique keys, one INSERT ... SELECT of the
+ * tokens, one UPDATE of the stock for all the batch's sessions, one SELECT
+ * that finds what was placed): it decides nothing a refusal needs (a missing
+ * session, a sold-out seat, a lock wait), so it measures the floor a
+ * set-based procedure could reach on the path that places every order, not a
+ * procedure ticketd could run. With BATCHSQL_TOKENS=1 in the environment
+ * every order carries a token hash ("t"), as with the token required.
+ * Every order is new (its own user and key) and
  * every session has the seats: the measure is of the path that places
  * orders, not of refusals. Prints one line: mode, batch, connections,
- * orders/s, and MariaDB's CPU per order in µs (from /proc/MYSQLD_PID/stat).
+ * orders/s, and MariaDB's CPU per order in µs (from /proc/MYSQLD_PID/stat);
+ * then a second line of SHOW GLOBAL STATUS deltas per order (the server's
+ * counters, so run it against a server nothing else uses).
  * It makes 200 sessions of its own and deletes what it wrote at the end.
  *
  * Built by hand (no test or benchmark depends on it):
@@ -40,6 +50,7 @@ static char *block_body; /* the procedure's body, for MODE block */
 static unsigned long long session_ids[SESSIONS];
 static atomic_llong placed, failures;
 static atomic_bool stop;
+static bool tokens; /* BATCHSQL_TOKENS=1: each order carries a token hash */
 
 static MYSQL *dial(void)
 {
@@ -97,11 +108,15 @@ struct order {
 static size_t put_json(char *b, size_t at, size_t cap, const struct order *o, int n)
 {
     at = put(b, at, cap, "[");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         at = put(b, at, cap,
                  "%s{\"n\":\"%020lld\",\"u\":%lld,\"s\":%llu,\"r\":\"k%lld\",\"q\":1,"
-                 "\"c\":\"2026-12-03 10:00:00.000\"}",
+                 "\"c\":\"2026-12-03 10:00:00.000\"",
                  i ? "," : "", o[i].no, o[i].user, o[i].session, o[i].no);
+        if (tokens)
+            at = put(b, at, cap, ",\"t\":\"%064lld\"", o[i].no);
+        at = put(b, at, cap, "}");
+    }
     return put(b, at, cap, "]");
 }
 
@@ -172,6 +187,46 @@ static void *worker(void *arg)
                 "'%020lld'); COMMIT",
                 o[0].no, o[0].user, o[0].no, o[0].session, o[0].session, o[0].no);
             rc = run(m, q);
+        } else if (strcmp(mode, "set") == 0) { /* the set-based cost probe */
+            /* The prices by a plain read first: a subquery inside the
+             * INSERT would take a shared lock on each session row, and two
+             * batches that then both UPDATE the row deadlock (1213). */
+            at = put(q, at, cap,
+                     "START TRANSACTION; SELECT JSON_OBJECTAGG(id, price_cents) INTO @prices "
+                     "FROM sessions WHERE id IN (");
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap, "%s%llu", i ? "," : "", o[i].session);
+            at = put(q, at, cap,
+                     "); INSERT IGNORE INTO orders (order_no, user_id, "
+                     "session_id, request_id, quantity, amount_cents, status, version, "
+                     "created_at, updated_at) VALUES ");
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap,
+                         "%s('%020lld', %lld, %llu, 'k%lld', 1, JSON_VALUE(@prices, '$.\"%llu\"') "
+                         "* 1, 'PENDING_PAYMENT', 1, '2026-12-03 10:00:00.000', "
+                         "'2026-12-03 10:00:00.000')",
+                         i ? "," : "", o[i].no, o[i].user, o[i].session, o[i].no, o[i].session);
+            if (tokens) {
+                at = put(q, at, cap,
+                         "; INSERT IGNORE INTO order_tokens (order_id, token_hash, created_at) "
+                         "SELECT id, LPAD(order_no, 64, '0'), created_at FROM orders WHERE "
+                         "order_no IN (");
+                for (int i = 0; i < batch; i++)
+                    at = put(q, at, cap, "%s'%020lld'", i ? "," : "", o[i].no);
+                at = put(q, at, cap, ")");
+            }
+            at = put(q, at, cap, "; UPDATE sessions SET stock = stock - CASE id");
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap, " WHEN %llu THEN 1", o[i].session);
+            at = put(q, at, cap, " END, version = version + 1 WHERE id IN (");
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap, "%s%llu", i ? "," : "", o[i].session);
+            at = put(q, at, cap,
+                     "); SELECT id, order_no, amount_cents FROM orders WHERE order_no IN (");
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap, "%s'%020lld'", i ? "," : "", o[i].no);
+            put(q, at, cap, "); COMMIT");
+            rc = run(m, q);
         } else { /* twotrip: the merged batch before one round trip */
             at =
                 put(q, at, cap,
@@ -233,6 +288,40 @@ static long long cpu_ticks(long pid)
     return ut + st;
 }
 
+/* The server counters a batch's cost is read in: statements and rows. */
+static const char *const counters[] = {
+    "Com_insert",
+    "Com_update",
+    "Com_delete",
+    "Com_select",
+    "Com_savepoint",
+    "Com_call_procedure",
+    "Com_commit",
+    "Handler_write",
+    "Handler_update",
+    "Handler_delete",
+    "Handler_read_key",
+    "Handler_read_next",
+    "Handler_read_rnd_next",
+    "Innodb_rows_inserted",
+    "Innodb_rows_updated",
+    "Innodb_rows_deleted",
+};
+#define NCOUNTERS (sizeof counters / sizeof counters[0])
+
+static void read_counters(MYSQL *m, long long *v)
+{
+    if (mysql_query(m, "SHOW GLOBAL STATUS") != 0)
+        exit(1);
+    MYSQL_RES *r = mysql_store_result(m);
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(r)) != NULL)
+        for (size_t i = 0; i < NCOUNTERS; i++)
+            if (strcmp(row[0], counters[i]) == 0)
+                v[i] = atoll(row[1]);
+    mysql_free_result(r);
+}
+
 /* The procedure's body from the migration: between its BEGIN and END //. */
 static char *read_body(const char *file)
 {
@@ -267,6 +356,7 @@ int main(int argc, char **argv)
     batch = atoi(argv[8]);
     int conns = atoi(argv[9]);
     seconds = atoi(argv[10]);
+    tokens = getenv("BATCHSQL_TOKENS") != NULL && strcmp(getenv("BATCHSQL_TOKENS"), "1") == 0;
     if (strcmp(mode, "block") == 0)
         block_body = read_body(argc > 11 ? argv[11] : "sql/013_place_orders.sql");
     if (batch < 1 || batch > 256 || conns < 1 || conns > 64)
@@ -284,6 +374,13 @@ int main(int argc, char **argv)
         session_ids[i] = mysql_insert_id(m);
     }
     pthread_t th[64];
+    /* SHOW GLOBAL STATUS counts itself (its rows go through a temporary
+     * table): read it twice, and take its own share off the run's deltas. */
+    long long s0[NCOUNTERS] = {0}, s1[NCOUNTERS] = {0}, self[NCOUNTERS] = {0};
+    read_counters(m, self);
+    read_counters(m, s0);
+    for (size_t i = 0; i < NCOUNTERS; i++)
+        self[i] = s0[i] - self[i];
     long long c0 = cpu_ticks(pid);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -296,15 +393,27 @@ int main(int argc, char **argv)
         pthread_join(th[i], NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     long long c1 = cpu_ticks(pid);
+    read_counters(m, s1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     long long n = atomic_load(&placed);
     double cpu_us = (double)(c1 - c0) * 1e6 / (double)sysconf(_SC_CLK_TCK);
     printf("%-8s batch %3d conns %2d  %8.0f orders/s  MariaDB %6.1f us/order  failures %lld\n",
            mode, batch, conns, (double)n / secs, n ? cpu_us / (double)n : 0.0,
            atomic_load(&failures));
+    printf("  per order:");
+    for (size_t i = 0; i < NCOUNTERS; i++)
+        if (s1[i] - s0[i] - self[i] != 0)
+            printf(" %s %.2f", counters[i],
+                   n ? (double)(s1[i] - s0[i] - self[i]) / (double)n : 0.0);
+    printf("\n");
     /* What this run wrote goes again. */
     snprintf(q, sizeof q,
              "DELETE h FROM order_history h JOIN orders o ON o.id = h.order_id WHERE o.user_id "
+             ">= %lld AND o.user_id < %lld",
+             run_base, run_base + 10000000000LL);
+    run(m, q);
+    snprintf(q, sizeof q,
+             "DELETE t FROM order_tokens t JOIN orders o ON o.id = t.order_id WHERE o.user_id "
              ">= %lld AND o.user_id < %lld",
              run_base, run_base + 10000000000LL);
     run(m, q);
