@@ -22,7 +22,7 @@
 # MariaDB under .state/repeat (ports: TICKETD_TEST_REDIS_PORT and
 # TICKETD_TEST_MYSQL_PORT, defaults 18379 and 18306; HTTP from 18080).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 held=50
 storms=5
@@ -57,12 +57,12 @@ for bin in build/release/tests/itest_faults build/release/tests/itest_answers "$
     fi
 done
 
-env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET \
-    scripts/services.sh up "$STATE" "$TICKETD_TEST_REDIS_PORT" "$TICKETD_TEST_MYSQL_PORT" >/dev/null 2>&1 &&
-    scripts/services.sh migrate "$STATE" >/dev/null 2>&1 || {
+if ! env -u TICKETD_REDIS_HOST -u TICKETD_MYSQL_HOST -u TICKETD_MYSQL_SOCKET \
+    scripts/services.sh up "$STATE" "$TICKETD_TEST_REDIS_PORT" "$TICKETD_TEST_MYSQL_PORT" >/dev/null 2>&1 ||
+    ! scripts/services.sh migrate "$STATE" >/dev/null 2>&1; then
     echo "repeat: the private servers did not start" >&2
     exit 1
-}
+fi
 
 hog_pids=()
 for ((i = 0; i < hogs; i++)); do

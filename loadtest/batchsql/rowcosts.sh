@@ -17,7 +17,7 @@ PORT=${2:?MYSQL_PORT}
 PID=$(cat "$STATE/mysql/mysqld.pid")
 M="mariadb -h127.0.0.1 -P$PORT -uticketd -pticketd ticketd"
 runs() {
-    for r in 1 2; do for b in 1 4 16; do for m in proc set; do
+    for _ in 1 2; do for b in 1 4 16; do for m in proc set; do
         BATCHSQL_TOKENS=1 build/batchsql 127.0.0.1 "$PORT" ticketd ticketd ticketd "$PID" $m $b 4 5 2>&1 | head -3
     done; done; done
 }
