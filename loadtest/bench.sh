@@ -10,7 +10,9 @@
 #                       TICKETD_ORDER_TOKEN_REQUIRED=0 (secrets from --config;
 #                       TICKETD_LOOPS, TICKETD_MAX_FIBERS, TICKETD_DB_CONNS and other TICKETD_*
 #                       settings of the environment pass through; the TICKETD_MERGE=0
-#                       instance on the next port); BENCH_REDIS_PORT,
+#                       instance on the next port, the one with
+#                       TICKETD_ORDER_TOKEN_REQUIRED=1 for the token rows on
+#                       the one after); BENCH_REDIS_PORT,
 #                       BENCH_MYSQL_PORT and BENCH_HTTP_PORT in the environment
 #                       move the three ports
 #   --url URL           ticketd to measure (default http://127.0.0.1:8080;
