@@ -1171,20 +1171,20 @@ done
 # commands Redis ran (INFO commandstats), on the default path (the token
 # required: the "token" rows) and without the token.
 for k in "newtok@${C1}" ${C2:+"newtok@${C2}"} "new@${C1}" ${C2:+"new@${C2}"}; do
-    what="${SESSIONS} sessions"
-    [[ "${k}" == newtok@* ]] && what="${SESSIONS} sessions, token"
+    what="${SESSIONS} s"
+    [[ "${k}" == newtok@* ]] && what="${SESSIONS} s, token"
     target "Redis round trips per new order, ${what}, c${k#*@}" "${RTRIP[${k}]:-}" "<=" "${T_REDIS_TRIPS}"
     target "Redis commands per new order, ${what}, c${k#*@}" "${RCMD[${k}]:-}" "<=" "${T_REDIS_CMDS}"
 done
 # Context switches per new order at the first count.
 for k in "new@${C1}" "hot@${C1}"; do
-    what="${SESSIONS} sessions"
-    [[ "${k}" == hot@* ]] && what="hot session"
+    what="${SESSIONS} s"
+    [[ "${k}" == hot@* ]] && what="hot"
     target "ticketd context switches per new order, ${what}, c${k#*@}" "${CSW_TD[${k}]:-}" "<=" \
         "${T_CSW_PER_ORDER}"
 done
 # ticketd's CPU per new order against its CPU per replay, at the first count.
-target "ticketd CPU per new order / per replay, ${SESSIONS} sessions, c${C1}" \
+target "ticketd CPU per new order / per replay, ${SESSIONS} s, c${C1}" \
     "$(ratio "${CPU_TD["new@${C1}"]:-}" "${CPU_TD["replay@${C1}"]:-}")" "<=" "${T_CPU_NEW_OVER_REPLAY}"
 for c in "${LEVELS[@]}"; do
     target "new orders p99 / sqlbase p99, ${SESSIONS} sessions, c${c}" \
