@@ -1004,6 +1004,18 @@ int64_t th_stock_of(int64_t session)
     return th_db_int("SELECT stock FROM sessions WHERE id = %lld", (long long)session);
 }
 
+int th_tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 pid_t th_mariadb_pid(void)
 {
     char path[512];

@@ -247,6 +247,9 @@ int64_t th_orders_of(int64_t session);
 /* The pid of the private MariaDB (TICKETD_TEST_STATE's mysqld.pid), for a
  * test that pauses it (SIGSTOP); fails the test when none runs. */
 pid_t th_mariadb_pid(void);
+/* A blocking TCP connection to 127.0.0.1:port, or -1: for a test that
+ * speaks raw HTTP (half-closes, queued connections, pauses mid-request). */
+int th_tcp_connect(int port);
 
 /* Orders a test writes by SQL, as the payment transaction would (the event
  * tests): order i of a test's tag has number th_order_no (20 digits, the

@@ -30,18 +30,6 @@
 
 /* ---- a raw HTTP client ------------------------------------------------- */
 
-static int tcp_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 static bool send_all(int fd, const char *p, size_t n)
 {
     while (n > 0) {
@@ -136,7 +124,7 @@ static void shed_client(int i, void *p)
         char key[48], head[1400], body[128], buf[4096];
         snprintf(key, sizeof key, "shed-%d-%d", i, n);
         order_request(3000 + i, key, c->session, head, sizeof head, body, sizeof body);
-        int fd = tcp_connect(c->port);
+        int fd = th_tcp_connect(c->port);
         if (fd < 0) {
             atomic_fetch_add(&c->no_reply, 1); /* never sent: nothing can be committed */
             continue;
@@ -263,7 +251,7 @@ static void queued_run(int run, int n)
     assert_int_equal(kill(a->pid, SIGSTOP), 0);
     for (int i = 0; i < n; i++) {
         char req[1600];
-        fds[i] = tcp_connect(a->port);
+        fds[i] = th_tcp_connect(a->port);
         if (fds[i] < 0)
             fail_msg("connection %d of %d not taken by the kernel's queue", i, n);
         drain_request(i, session, tag, req, sizeof req);
@@ -324,7 +312,7 @@ static void live_client(int i, void *p)
     int fd = -1;
     for (int n = 0; n < LIVE_MAX_REQUESTS; n++) {
         char req[1600], tag[48], buf[4096];
-        if (fd < 0 && (fd = tcp_connect(c->port)) < 0) {
+        if (fd < 0 && (fd = th_tcp_connect(c->port)) < 0) {
             atomic_fetch_add(&c->t.refused, 1);
             return;
         }
@@ -445,7 +433,7 @@ static void test_drain_deadline_holds_for_parked_requests(void **state)
     order_request(30001, "parked-1", session, head, sizeof head, body, sizeof body);
     frozen_mysql = th_mariadb_pid();
     assert_int_equal(kill(frozen_mysql, SIGSTOP), 0);
-    int fd = tcp_connect(a->port);
+    int fd = th_tcp_connect(a->port);
     assert_true(fd >= 0);
     assert_true(send_all(fd, head, strlen(head)) && send_all(fd, body, strlen(body)));
     /* At MariaDB: the order's in-flight marker is in Redis (set before

@@ -328,18 +328,6 @@ static void *slow_main(void *arg)
     return NULL;
 }
 
-static int tcp_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 /* Sends a GET for path (unless NULL) on an open connection, then reads one
  * whole response into buf (by its Content-Length). Returns the status, 0
  * on close or timeout. */
@@ -375,7 +363,7 @@ static int keepalive_get(int fd, const char *path, char *buf, size_t cap, int ti
 /* True when a new TCP connection to port is refused. */
 static bool connection_refused(int port)
 {
-    int fd = tcp_connect(port);
+    int fd = th_tcp_connect(port);
     if (fd >= 0)
         close(fd);
     return fd < 0;
@@ -414,7 +402,7 @@ static void test_sigterm_drains_in_flight(void **state)
     /* A client connected (and served) before the signal, to ask readiness
      * after it. */
     char buf[4096];
-    keepalive_fd = tcp_connect(srv.port);
+    keepalive_fd = th_tcp_connect(srv.port);
     assert_true(keepalive_fd >= 0);
     assert_int_equal(keepalive_get(keepalive_fd, "/livez", buf, sizeof buf, 3000), 200);
 
