@@ -475,7 +475,16 @@ static void test_follows_a_failover(void **state)
     assert_int_equal(before.status, 201);
     th_resp_free(&before);
 
-    assert_true(command_ok(sentinels[0].port, "SENTINEL FAILOVER " MASTER_NAME));
+    /* A Sentinel promotes only a replica it has seen in sync, which it
+     * learns from the primary's INFO every few seconds: until then it
+     * answers NOGOODSLAVE. Asked again until it takes the failover on. */
+    bool started = false;
+    for (int i = 0; i < 2400 && !started; i++) {
+        started = command_ok(sentinels[0].port, "SENTINEL FAILOVER " MASTER_NAME);
+        if (!started)
+            th_msleep(25);
+    }
+    assert_true(started);
     char want[32];
     snprintf(want, sizeof want, "%d", replica.port);
     /* Each wait below ends when the Sentinels have done their part; its
