@@ -73,8 +73,9 @@ struct due_queue {
     bool has_turn; /* the server's turn was handed to this loop */
     bool in_line;  /* waiting in the line for the server's turn */
     struct due_queue *next_in_line;
-    struct loop_task turn; /* the turn's end: start batches */
-    struct loop_timer net; /* merge.wait_full's safety net */
+    struct loop_timer line_net; /* TURN_WAIT_MAX_MS in line: go anyway */
+    struct loop_task turn;      /* the turn's end: start batches */
+    struct loop_timer net;      /* merge.wait_full's safety net */
     bool net_passed;
 };
 
@@ -90,6 +91,14 @@ static atomic_int max_batch = 64;
 static atomic_int queued_total;          /* over every loop: the gauge */
 static store_merge_alone_fn place_alone; /* set once, before any order */
 static struct due_queue queues[MERGE_MAX_LOOPS];
+
+/* How long a loop's orders wait in line for the server's turn at most:
+ * then its batch goes beside the one at the server. A batch takes a few
+ * milliseconds; one that takes longer waits for a row another transaction
+ * holds (up to the lock wait bound, sql/014), and the other loops' orders,
+ * which may not need that row, are not held up by it for longer than
+ * this. */
+#define TURN_WAIT_MAX_MS 50
 
 /* The server's turn, over every loop: at most one batch of the process at
  * the server at once, unless a loop has a full batch waiting. While one
@@ -272,6 +281,8 @@ static void line_remove(struct due_queue *q)
     q->in_line = false;
 }
 
+static void line_net_passed(void *arg);
+
 /* Whether q, on its loop, may send a batch now: the turn was handed to
  * it, nobody's batch is at the server, or it has a full batch (which
  * waiting could only make late, not larger). If not, q takes its place in
@@ -300,12 +311,36 @@ static bool take_turn(struct due_queue *q, int max)
         go = false;
     }
     pthread_mutex_unlock(&turn.mu);
+    if (go)
+        loop_timer_stop(q->loop, &q->line_net);
+    else if (q->line_net.heap_at == 0)
+        loop_timer_start(q->loop, &q->line_net, TURN_WAIT_MAX_MS, line_net_passed, q);
     return go;
 }
 
 static void turn_handed(void *arg)
 {
-    due_soon(arg);
+    struct due_queue *q = arg;
+    loop_timer_stop(q->loop, &q->line_net);
+    due_soon(q);
+}
+
+/* TURN_WAIT_MAX_MS in line: the batch at the server is held up (a row
+ * lock), and this loop's batch goes beside it. */
+static void line_net_passed(void *arg)
+{
+    struct due_queue *q = arg;
+    bool go = false;
+    pthread_mutex_lock(&turn.mu);
+    if (q->in_line) {
+        line_remove(q);
+        turn.at_server++;
+        q->has_turn = true;
+        go = true;
+    }
+    pthread_mutex_unlock(&turn.mu);
+    if (go)
+        due_soon(q);
 }
 
 /* A batch ended (or was not sent): its turn goes to the first loop in
