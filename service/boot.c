@@ -92,8 +92,8 @@ static void choose_adapters(struct app *app)
         chosen_cache.key_begin = cache_naive_key_begin;
     }
     if (!(on & DEFENCE_LOCK_OWNER_CHECK)) {
-        chosen_cache.key_complete = cache_naive_key_complete;
-        chosen_cache.key_release = cache_naive_key_release;
+        chosen_cache.key_complete = &cache_naive_complete;
+        chosen_cache.key_release = &cache_naive_release;
     }
     if (!(on & DEFENCE_BLOOM_LIVENESS))
         chosen_cache.bloom_check = cache_naive_bloom_check;

@@ -12,6 +12,7 @@
 #include "txretry.h"
 #include "util.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,9 +69,13 @@ struct due_queue {
     struct loop *loop;
     struct entry *head, *tail;
     int queued;
-    int running;           /* batches started and not yet ended */
-    struct loop_task turn; /* the turn's end: start batches */
-    struct loop_timer net; /* merge.wait_full's safety net */
+    int running;   /* batches started and not yet ended */
+    bool has_turn; /* the server's turn was handed to this loop */
+    bool in_line;  /* waiting in the line for the server's turn */
+    struct due_queue *next_in_line;
+    struct loop_timer line_net; /* TURN_WAIT_MAX_MS in line: go anyway */
+    struct loop_task turn;      /* the turn's end: start batches */
+    struct loop_timer net;      /* merge.wait_full's safety net */
     bool net_passed;
 };
 
@@ -86,6 +91,30 @@ static atomic_int max_batch = 64;
 static atomic_int queued_total;          /* over every loop: the gauge */
 static store_merge_alone_fn place_alone; /* set once, before any order */
 static struct due_queue queues[MERGE_MAX_LOOPS];
+
+/* How long a loop's orders wait in line for the server's turn at most:
+ * then its batch goes beside the one at the server. A batch takes a few
+ * milliseconds; one that takes longer waits for a row another transaction
+ * holds (up to the lock wait bound, sql/014), and the other loops' orders,
+ * which may not need that row, are not held up by it for longer than
+ * this. */
+#define TURN_WAIT_MAX_MS 50
+
+/* The server's turn, over every loop: at most one batch of the process at
+ * the server at once, unless a loop has a full batch waiting. While one
+ * loop's batch is at the server, the orders of every loop collect, so the
+ * next batch is made of what two (or more) loops gathered: measured at
+ * 16 connections on two cores, one loop made batches of 5 where two made
+ * 3 each at once, and each order cost the three processes a third less
+ * CPU (docs/speed.md, "One batch at the server"). A loop whose batch may
+ * not go takes a place in the line; the batch that ends hands the turn to
+ * the first loop in line (loop_post: its loop starts its batch), so that
+ * the loops take turns and none waits for a second one of another. */
+static struct {
+    pthread_mutex_t mu;
+    int at_server;                  /* batches at the server now */
+    struct due_queue *first, *last; /* the line */
+} turn = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void store_merge_init(bool on, int max, store_merge_alone_fn alone)
 {
@@ -234,6 +263,104 @@ static void due_soon(struct due_queue *q)
     loop_at_turn_end(q->loop, &q->turn, start_batches, q);
 }
 
+/* ---- the server's turn (see turn above) ---- */
+
+static void line_remove(struct due_queue *q)
+{
+    struct due_queue **at = &turn.first, *prev = NULL;
+    while (*at != NULL && *at != q) {
+        prev = *at;
+        at = &(*at)->next_in_line;
+    }
+    if (*at == NULL)
+        return;
+    *at = q->next_in_line;
+    if (turn.last == q)
+        turn.last = prev;
+    q->next_in_line = NULL;
+    q->in_line = false;
+}
+
+static void line_net_passed(void *arg);
+
+/* Whether q, on its loop, may send a batch now: the turn was handed to
+ * it, nobody's batch is at the server, or it has a full batch (which
+ * waiting could only make late, not larger). If not, q takes its place in
+ * the line. */
+static bool take_turn(struct due_queue *q, int max)
+{
+    bool go;
+    pthread_mutex_lock(&turn.mu);
+    if (q->has_turn) {
+        q->has_turn = false; /* at_server counts it already */
+        go = true;
+    } else if (turn.at_server == 0 || q->queued >= max) {
+        turn.at_server++;
+        line_remove(q);
+        go = true;
+    } else {
+        if (!q->in_line) {
+            q->in_line = true;
+            q->next_in_line = NULL;
+            if (turn.last != NULL)
+                turn.last->next_in_line = q;
+            else
+                turn.first = q;
+            turn.last = q;
+        }
+        go = false;
+    }
+    pthread_mutex_unlock(&turn.mu);
+    if (go)
+        loop_timer_stop(q->loop, &q->line_net);
+    else if (q->line_net.heap_at == 0)
+        loop_timer_start(q->loop, &q->line_net, TURN_WAIT_MAX_MS, line_net_passed, q);
+    return go;
+}
+
+static void turn_handed(void *arg)
+{
+    struct due_queue *q = arg;
+    loop_timer_stop(q->loop, &q->line_net);
+    due_soon(q);
+}
+
+/* TURN_WAIT_MAX_MS in line: the batch at the server is held up (a row
+ * lock), and this loop's batch goes beside it. */
+static void line_net_passed(void *arg)
+{
+    struct due_queue *q = arg;
+    bool go = false;
+    pthread_mutex_lock(&turn.mu);
+    if (q->in_line) {
+        line_remove(q);
+        turn.at_server++;
+        q->has_turn = true;
+        go = true;
+    }
+    pthread_mutex_unlock(&turn.mu);
+    if (go)
+        due_soon(q);
+}
+
+/* A batch ended (or was not sent): its turn goes to the first loop in
+ * line, whose loop is told to start its batch; with nobody in line, the
+ * server is free. Any loop's thread. */
+static void give_turn(void)
+{
+    pthread_mutex_lock(&turn.mu);
+    struct due_queue *q = turn.first;
+    if (q != NULL) {
+        line_remove(q);
+        q->has_turn = true;
+    } else {
+        turn.at_server--;
+    }
+    pthread_mutex_unlock(&turn.mu);
+    if (q != NULL)
+        loop_post(q->loop, turn_handed, q);
+}
+
 /* A batch's own fiber: it borrows one connection of the loop's pool for
  * the batch (and gives it back), readies each order's fiber with its
  * outcome, and lets the next batch start. */
@@ -248,6 +375,7 @@ static void batch_main(void *arg)
         fiber_ready(b->e[i]->fiber);
     }
     q->running--;
+    give_turn(); /* first, so that this loop's next batch queues behind another's */
     if (q->head != NULL)
         due_soon(q);
     free(b);
@@ -282,7 +410,8 @@ static void start_batches(void *arg)
 {
     struct due_queue *q = arg;
     int max = atomic_load(&max_batch);
-    while (q->head != NULL && q->running < MERGE_LEADERS && !hold_for_more(q)) {
+    while (q->head != NULL && q->running < MERGE_LEADERS && !hold_for_more(q) &&
+           take_turn(q, max)) {
         struct batch *b = xmalloc(sizeof *b);
         b->q = q;
         b->k = 0;
@@ -310,6 +439,7 @@ static void start_batches(void *arg)
         loop_timer_stop(q->loop, &q->net);
         if (b->k == 0) {
             free(b);
+            give_turn();
             continue;
         }
         q->running++;
@@ -323,6 +453,7 @@ static void start_batches(void *arg)
             }
             q->running--;
             free(b);
+            give_turn();
         }
     }
 }

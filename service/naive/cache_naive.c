@@ -29,13 +29,13 @@ static const char release_lua[] =
     "if ARGV[2] ~= '' then redis.call('DEL', KEYS[2]) end\n"
     "return 1\n";
 
-static struct redis_script complete = {complete_lua, ""};
-static struct redis_script release = {release_lua, ""};
+struct redis_script cache_naive_complete = {complete_lua, ""};
+struct redis_script cache_naive_release = {release_lua, ""};
 
 void cache_naive_init(void)
 {
-    redis_script_prepare(&complete);
-    redis_script_prepare(&release);
+    redis_script_prepare(&cache_naive_complete);
+    redis_script_prepare(&cache_naive_release);
 }
 
 /* GET, then a separate write. The second step marks the token spent by
@@ -82,19 +82,6 @@ enum key_begin cache_naive_key_begin(int64_t user_id, const char *key, const cha
     (void)tok; /* spent on its own, by cache_naive_token_take */
     return cache_redis_entries.key_begin(user_id, key, marker, marker_ttl_ms, session_id, owner,
                                          lock_ttl_ms, NULL, token_rc, note, noted, existing);
-}
-
-int cache_naive_key_complete(int64_t user_id, const char *key, const char *marker,
-                             const char *record, int ttl_s, int64_t session_id, const char *owner)
-{
-    return cache_redis_complete_with(&complete, user_id, key, marker, record, ttl_s, session_id,
-                                     owner);
-}
-
-int cache_naive_key_release(int64_t user_id, const char *key, const char *marker,
-                            int64_t session_id, const char *owner)
-{
-    return cache_redis_release_with(&release, user_id, key, marker, session_id, owner);
 }
 
 int cache_naive_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted,

@@ -28,10 +28,8 @@ enum key_begin cache_naive_key_begin(int64_t user_id, const char *key, const cha
  * whoever holds it now: a request slower than the lock's TTL frees the
  * lock another request took since. The key's record is handled as the
  * real entries do. */
-int cache_naive_key_complete(int64_t user_id, const char *key, const char *marker,
-                             const char *record, int ttl_s, int64_t session_id, const char *owner);
-int cache_naive_key_release(int64_t user_id, const char *key, const char *marker,
-                            int64_t session_id, const char *owner);
+extern struct redis_script cache_naive_complete;
+extern struct redis_script cache_naive_release;
 
 /* bloom-liveness off: any filter is trusted, the empty one a flushed
  * Redis starts with included, so its "no" is believed for a key whose

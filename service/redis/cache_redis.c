@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An end sent as it was asked for, through the entries in use. */
-static int send_end(const struct cache_end *e);
+/* An end sent as it was asked for, with the entries' scripts. */
+static void send_end(const struct cache_end *e, redis_done_fn done, void *ctx);
 
 int cache_init(const struct config *cfg)
 {
@@ -39,8 +39,9 @@ void cache_thread_release(void)
 
 void cache_cleanup(void)
 {
+    cache_missed_stop();
+    redis_cleanup(); /* an end not answered yet comes back "unavailable" and is kept */
     cache_missed_cleanup();
-    redis_cleanup();
 }
 
 int cache_ping(void)
@@ -225,49 +226,23 @@ int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, i
     return rc;
 }
 
-int cache_redis_complete_with(struct redis_script *s, int64_t user_id, const char *key,
-                              const char *marker, const char *record, int ttl_s, int64_t session_id,
-                              const char *owner)
+void cache_redis_end_with(struct redis_script *s, const struct cache_end *e, redis_done_fn done,
+                          void *ctx)
 {
     char ik[256], lk[128], wk[272], ttl[24];
-    redisReply *r = NULL;
-    cache_redis_idem_key(ik, sizeof ik, user_id, key);
-    cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
-    cache_redis_wait_key(wk, sizeof wk, user_id, key);
-    snprintf(ttl, sizeof ttl, "%d", ttl_s);
+    cache_redis_idem_key(ik, sizeof ik, e->user_id, e->key);
+    cache_redis_lock_key(lk, sizeof lk, e->user_id, e->session_id);
+    cache_redis_wait_key(wk, sizeof wk, e->user_id, e->key);
     const char *keys[] = {ik, lk, wk};
-    const char *args[] = {marker ? marker : "", record, ttl, owner ? owner : ""};
-    int rc = redis_eval(s, 3, keys, 4, args, &r);
-    freeReplyObject(r);
-    return rc;
-}
-
-int cache_redis_release_with(struct redis_script *s, int64_t user_id, const char *key,
-                             const char *marker, int64_t session_id, const char *owner)
-{
-    char ik[256], lk[128], wk[272];
-    redisReply *r = NULL;
-    cache_redis_idem_key(ik, sizeof ik, user_id, key);
-    cache_redis_lock_key(lk, sizeof lk, user_id, session_id);
-    cache_redis_wait_key(wk, sizeof wk, user_id, key);
-    const char *keys[] = {ik, lk, wk};
-    const char *args[] = {marker ? marker : "", owner ? owner : ""};
-    int rc = redis_eval(s, 3, keys, 2, args, &r);
-    freeReplyObject(r);
-    return rc;
-}
-
-static int entry_key_complete(int64_t user_id, const char *key, const char *marker,
-                              const char *record, int ttl_s, int64_t session_id, const char *owner)
-{
-    return cache_redis_complete_with(&cache_lua_complete, user_id, key, marker, record, ttl_s,
-                                     session_id, owner);
-}
-
-static int entry_key_release(int64_t user_id, const char *key, const char *marker,
-                             int64_t session_id, const char *owner)
-{
-    return cache_redis_release_with(&cache_lua_release, user_id, key, marker, session_id, owner);
+    const char *marker = e->marker ? e->marker : "", *owner = e->owner ? e->owner : "";
+    if (e->complete) {
+        snprintf(ttl, sizeof ttl, "%d", e->ttl_s);
+        const char *args[] = {marker, e->record, ttl, owner};
+        redis_eval_detached(s, 3, keys, 4, args, done, ctx);
+    } else {
+        const char *args[] = {marker, owner};
+        redis_eval_detached(s, 3, keys, 2, args, done, ctx);
+    }
 }
 
 int cache_key_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
@@ -430,8 +405,8 @@ int cache_bloom_untrust(void)
 const struct cache_entries cache_redis_entries = {
     .token_take = entry_token_take,
     .key_begin = entry_key_begin,
-    .key_complete = entry_key_complete,
-    .key_release = entry_key_release,
+    .key_complete = &cache_lua_complete,
+    .key_release = &cache_lua_release,
     .bloom_check = entry_bloom_check,
 };
 
@@ -460,25 +435,30 @@ enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *mar
                               tok, token_rc, note, noted, existing);
 }
 
-static int send_end(const struct cache_end *e)
+static void send_end(const struct cache_end *e, redis_done_fn done, void *ctx)
 {
-    if (e->complete)
-        return entries->key_complete(e->user_id, e->key, e->marker, e->record, e->ttl_s,
-                                     e->session_id, e->owner);
-    return entries->key_release(e->user_id, e->key, e->marker, e->session_id, e->owner);
+    cache_redis_end_with(e->complete ? entries->key_complete : entries->key_release, e, done, ctx);
 }
 
-/* An end Redis did not take (unreachable, or no reply in time: it may
- * have run, and running it again changes nothing) is kept and sent again
+/* How an end sent by cache_key_complete or cache_key_release ended: one
+ * Redis did not take (unreachable, or no reply in time: it may have run,
+ * and running it again changes nothing) is kept and sent again
  * (cache_missed.c); only an end with something to give back. */
-static int end_or_keep(const struct cache_end *e)
+static void end_sent(int rc, void *ctx)
 {
-    int rc = send_end(e);
+    struct cache_end *e = ctx;
     if (rc == TD_EUNAVAIL && (e->marker != NULL || e->owner != NULL))
         cache_missed_keep(e);
-    return rc;
+    cache_end_free(e);
 }
 
+/* A key's end is not waited for: the client's answer does not depend on
+ * it (the database gave it), and it leaves for Redis before the answer
+ * leaves for the client (redis_eval_detached writes it at once), so a
+ * retry of the key finds the record; one that came first anyway finds the
+ * marker, and the refusal asks the database first (orders.c), which
+ * replays the order. An order's answer thus waits for one Redis round
+ * trip, the key's begin, and not for a second one. */
 int cache_key_complete(int64_t user_id, const char *key, const char *marker, const char *record,
                        int ttl_s, int64_t session_id, const char *owner)
 {
@@ -490,7 +470,8 @@ int cache_key_complete(int64_t user_id, const char *key, const char *marker, con
                           .ttl_s = ttl_s,
                           .session_id = session_id,
                           .owner = owner};
-    return end_or_keep(&e);
+    send_end(&e, end_sent, cache_end_dup(&e));
+    return TD_OK;
 }
 
 int cache_key_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
@@ -498,7 +479,8 @@ int cache_key_release(int64_t user_id, const char *key, const char *marker, int6
 {
     struct cache_end e = {
         .user_id = user_id, .key = key, .marker = marker, .session_id = session_id, .owner = owner};
-    return end_or_keep(&e);
+    send_end(&e, end_sent, cache_end_dup(&e));
+    return TD_OK;
 }
 
 int cache_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe)

@@ -7,6 +7,7 @@
 #define TICKETD_CACHE_REDIS_H
 
 #include "cache.h"
+#include "redis.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -33,16 +34,6 @@ void cache_redis_spend_args(struct cache_redis_spend *s, int64_t user_id, const 
 
 struct redis_script;
 
-/* cache_key_complete and cache_key_release (cache.h) with script s in
- * place of the real one (cache_scripts.c): the naive scripts
- * (cache_naive.c) take the same KEYS and ARGV and differ only in what
- * they check, so the C that builds those and reads the reply is one. */
-int cache_redis_complete_with(struct redis_script *s, int64_t user_id, const char *key,
-                              const char *marker, const char *record, int ttl_s, int64_t session_id,
-                              const char *owner);
-int cache_redis_release_with(struct redis_script *s, int64_t user_id, const char *key,
-                             const char *marker, int64_t session_id, const char *owner);
-
 /* One key's end, complete (record set) or release (cache.h), as
  * cache_key_complete and cache_key_release are given it. */
 struct cache_end {
@@ -56,13 +47,30 @@ struct cache_end {
     const char *owner; /* NULL: no lock to release */
 };
 
+/* Sends end e with script s (a complete's or a release's, the real ones
+ * of cache_scripts.c or the naive ones of cache_naive.c: they take the
+ * same KEYS and ARGV and differ only in what they check, so the C that
+ * builds those is one) without waiting for Redis: done(rc, ctx) says how
+ * it ended (redis_eval_detached). */
+void cache_redis_end_with(struct redis_script *s, const struct cache_end *e, redis_done_fn done,
+                          void *ctx);
+
+/* A copy of e whose strings are its own, and its release. */
+struct cache_end *cache_end_dup(const struct cache_end *e);
+void cache_end_free(struct cache_end *e);
+
 /* The ends Redis missed (cache_missed.c): kept when an end could not
  * reach Redis, and sent again through send, first on the user's next
  * begin and meanwhile by a thread of its own, until Redis took them or
  * the marker's and lock's TTLs are over. cache_missed_init starts the
  * thread (cache_init); cache_missed_cleanup stops it and forgets what is
  * left (cache_cleanup). */
-int cache_missed_init(const struct config *cfg, int (*send)(const struct cache_end *e));
+int cache_missed_init(const struct config *cfg,
+                      void (*send)(const struct cache_end *e, redis_done_fn done, void *ctx));
+/* Stops the thread that sends them again (it uses Redis); then
+ * cache_missed_cleanup drops what is kept, the ends that came back
+ * unanswered when the connections closed included (left to their TTLs). */
+void cache_missed_stop(void);
 void cache_missed_cleanup(void);
 /* Keeps a copy of e, which could not reach Redis (TD_EUNAVAIL). */
 void cache_missed_keep(const struct cache_end *e);
@@ -83,10 +91,10 @@ struct cache_entries {
                                 int marker_ttl_ms, int64_t session_id, const char *owner,
                                 int lock_ttl_ms, const struct token_spend *tok, int *token_rc,
                                 const struct filter_note *note, bool *noted, char **existing);
-    int (*key_complete)(int64_t user_id, const char *key, const char *marker, const char *record,
-                        int ttl_s, int64_t session_id, const char *owner);
-    int (*key_release)(int64_t user_id, const char *key, const char *marker, int64_t session_id,
-                       const char *owner);
+    /* cache_key_complete's and cache_key_release's script, sent by
+     * cache_redis_end_with. */
+    struct redis_script *key_complete;
+    struct redis_script *key_release;
     int (*bloom_check)(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe);
 };
 

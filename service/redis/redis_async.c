@@ -340,12 +340,137 @@ int redis_async_send(struct redis_cmd *cmd)
     if ((l->ac != NULL || link_open(l) == TD_OK) &&
         redisAsyncCommandArgv(l->ac, on_reply, &w, cmd->argc, cmd->argv, cmd->lens) == REDIS_OK) {
         l->appended++;
+        metrics_inc(M_REDIS_AWAITED_COMMANDS);
         loop_timer_start(lp, &w.timer, redis_config()->redis_timeout_ms, on_timeout, &w);
         while (!w.answered)
             fiber_park();
     }
     redis_breaker_report(pass, cmd->rc != TD_EUNAVAIL);
     return cmd->rc;
+}
+
+/* --- a command nobody waits for ----------------------------------------- */
+
+/* A script sent by redis_async_send_detached: on the heap, with its own
+ * copy of the arguments (a NOSCRIPT reply sends it again as EVAL). */
+struct detached {
+    struct async_link *link;
+    struct loop_timer timer;
+    const struct redis_script *script;
+    int argc;
+    char *argv[REDIS_MAX_ARGS];
+    bool evaled; /* sent as EVAL: a second NOSCRIPT is an error */
+    bool answered;
+    enum breaker_pass pass;
+    redis_done_fn done;
+    void *ctx;
+};
+
+static void detached_free(struct detached *d)
+{
+    for (int i = 0; i < d->argc; i++)
+        free(d->argv[i]);
+    free(d);
+}
+
+static void detached_end(struct detached *d, int rc)
+{
+    redis_breaker_report(d->pass, rc != TD_EUNAVAIL);
+    if (d->done != NULL)
+        d->done(rc, d->ctx);
+    detached_free(d);
+}
+
+static bool detached_append(struct detached *d);
+
+static void on_detached_reply(redisAsyncContext *ac, void *reply, void *arg)
+{
+    struct detached *d = arg;
+    struct async_link *l = d->link;
+    redisReply *r = reply;
+    int rc = TD_OK;
+    d->answered = true;
+    if (l->loop != NULL) /* NULL: the loop is gone (redis_async_cleanup) */
+        loop_timer_stop(l->loop, &d->timer);
+    if (r == NULL || l->refused) {
+        rc = TD_EUNAVAIL;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        bool readonly;
+        rc = redis_error_rc(d->argv[0], r->str, &readonly);
+        if (readonly) {
+            metrics_inc(M_DEP_ERRORS_REDIS);
+            log_warn("redis: %s: %.100s", d->argv[0], r->str);
+            l->refused = true;
+            redisAsyncFree(ac); /* after this callback: the rest went with it */
+        } else if (rc == TD_ENOTFOUND && !d->evaled && l->loop != NULL) {
+            /* A restarted or flushed Redis: EVAL runs it and caches it. */
+            free(d->argv[0]);
+            free(d->argv[1]);
+            d->argv[0] = xstrdup("EVAL");
+            d->argv[1] = xstrdup(d->script->source);
+            d->evaled = true;
+            d->answered = false;
+            if (detached_append(d))
+                return;
+            rc = TD_EUNAVAIL;
+        } else if (rc == TD_ENOTFOUND) {
+            rc = TD_EINTERNAL;
+        }
+    }
+    detached_end(d, rc);
+}
+
+static void on_detached_timeout(void *arg)
+{
+    struct detached *d = arg;
+    struct async_link *l = d->link;
+    if (d->answered || l->ac == NULL)
+        return;
+    metrics_inc(M_DEP_ERRORS_REDIS);
+    log_warn("redis: %s: no reply in %d ms", d->argv[0], redis_config()->redis_timeout_ms);
+    redisAsyncFree(l->ac); /* answers d and every other command with NULL */
+}
+
+/* Appends d on its loop's connection and writes it out now: the caller's
+ * next step (an answer to its client) leaves after it. */
+static bool detached_append(struct detached *d)
+{
+    struct async_link *l = d->link;
+    if (l->ac != NULL && redis_primary_moved(l->gen))
+        redisAsyncFree(l->ac);
+    if (l->ac == NULL && link_open(l) != TD_OK)
+        return false;
+    if (redisAsyncCommandArgv(l->ac, on_detached_reply, d, d->argc, (const char **)d->argv, NULL) !=
+        REDIS_OK)
+        return false;
+    loop_timer_start(l->loop, &d->timer, redis_config()->redis_timeout_ms, on_detached_timeout, d);
+    l->appended++;
+    on_flush(l);
+    return true;
+}
+
+void redis_async_send_detached(const struct redis_script *s, int argc, const char **argv,
+                               redis_done_fn done, void *ctx)
+{
+    struct loop *lp = loop_self();
+    struct async_link *l = loop_link(lp);
+    struct detached *d = xcalloc(1, sizeof *d);
+    d->link = l;
+    d->script = s;
+    d->done = done;
+    d->ctx = ctx;
+    d->argc = argc;
+    for (int i = 0; i < argc; i++)
+        d->argv[i] = xstrdup(argv[i]);
+    d->pass = redis_breaker_ask();
+    if (l == NULL || d->pass == BREAKER_REFUSED) {
+        if (done != NULL)
+            done(TD_EUNAVAIL, ctx);
+        detached_free(d);
+        return;
+    }
+    if (!detached_append(d))
+        detached_end(d, TD_EUNAVAIL);
 }
 
 void redis_async_cleanup(void)

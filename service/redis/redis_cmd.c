@@ -52,15 +52,14 @@ int redis_command_blocking(int argc, const char **argv, const size_t *lens, int 
     return rc == TD_ENOTFOUND ? TD_EINTERNAL : rc;
 }
 
-int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, const char **args,
-               redisReply **reply)
+/* EVALSHA's arguments for s into argv (REDIS_MAX_ARGS), n the key
+ * count's text; their count, or -1 when there are too many. */
+static int eval_argv(const struct redis_script *s, int nkeys, const char **keys, int nargs,
+                     const char **args, const char **argv, char n[16])
 {
-    const char *argv[REDIS_MAX_ARGS];
-    char n[16];
-    *reply = NULL;
     if (3 + nkeys + nargs > REDIS_MAX_ARGS)
-        return TD_EINTERNAL;
-    snprintf(n, sizeof n, "%d", nkeys);
+        return -1;
+    snprintf(n, 16, "%d", nkeys);
     argv[0] = "EVALSHA";
     argv[1] = s->sha;
     argv[2] = n;
@@ -68,6 +67,17 @@ int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, 
         argv[3 + i] = keys[i];
     for (int i = 0; i < nargs; i++)
         argv[3 + nkeys + i] = args[i];
+    return 3 + nkeys + nargs;
+}
+
+int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, const char **args,
+               redisReply **reply)
+{
+    const char *argv[REDIS_MAX_ARGS];
+    char n[16];
+    *reply = NULL;
+    if (eval_argv(s, nkeys, keys, nargs, args, argv, n) < 0)
+        return TD_EINTERNAL;
     int rc = send_one(3 + nkeys + nargs, argv, NULL, 0, reply);
     if (rc == TD_ENOTFOUND) {
         /* A restarted or flushed Redis: EVAL runs it and caches it again. */
@@ -78,4 +88,26 @@ int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, 
             rc = TD_EINTERNAL;
     }
     return rc;
+}
+
+void redis_eval_detached(struct redis_script *s, int nkeys, const char **keys, int nargs,
+                         const char **args, redis_done_fn done, void *ctx)
+{
+    if (fiber_self() == NULL) {
+        redisReply *r = NULL;
+        int rc = redis_eval(s, nkeys, keys, nargs, args, &r);
+        freeReplyObject(r);
+        if (done != NULL)
+            done(rc, ctx);
+        return;
+    }
+    const char *argv[REDIS_MAX_ARGS];
+    char n[16];
+    int argc = eval_argv(s, nkeys, keys, nargs, args, argv, n);
+    if (argc < 0) {
+        if (done != NULL)
+            done(TD_EINTERNAL, ctx);
+        return;
+    }
+    redis_async_send_detached(s, argc, argv, done, ctx);
 }
