@@ -295,6 +295,8 @@ static bool take_turn(struct due_queue *q, int max)
         q->has_turn = false; /* at_server counts it already */
         go = true;
     } else if (turn.at_server == 0 || q->queued >= max) {
+        if (turn.at_server > 0)
+            metrics_inc(M_ORDER_BATCHES_BESIDE);
         turn.at_server++;
         line_remove(q);
         go = true;
@@ -334,6 +336,7 @@ static void line_net_passed(void *arg)
     pthread_mutex_lock(&turn.mu);
     if (q->in_line) {
         line_remove(q);
+        metrics_inc(M_ORDER_BATCHES_BESIDE);
         turn.at_server++;
         q->has_turn = true;
         go = true;
@@ -353,6 +356,7 @@ static void give_turn(void)
     if (q != NULL) {
         line_remove(q);
         q->has_turn = true;
+        metrics_inc(M_ORDER_BATCH_TURNS_HANDED);
     } else {
         turn.at_server--;
     }

@@ -367,6 +367,47 @@ static void test_merge_off_one_per_transaction(void **state)
     assert_int_equal(batches(a), 0);
 }
 
+/* ---- one batch at the server over the loops --------------------------- */
+
+#define TURN_BUYERS 48
+#define TURN_ROUNDS 20
+
+/* Two loops, each with orders of its own at once: while one loop's batch
+ * is at the server, the other's orders wait in line and go as one batch
+ * when it ends (the turn handed over), so the server sees one batch at a
+ * time, made of what both loops gathered. Rounds of concurrent buyers
+ * until a turn was handed (it takes both loops busy at once: a bound on
+ * rounds, not a time); every buyer is answered 201 and the books agree. */
+static void test_loops_take_turns_at_the_server(void **state)
+{
+    static struct buyer b[TURN_BUYERS];
+    (void)state;
+    const char *two[] = {"TICKETD_LOOPS=2", NULL};
+    struct th_server *a = th_serve(0, two);
+    int64_t s = th_session(a, TURN_BUYERS * TURN_ROUNDS, 500);
+    int rounds = 0, created = 0;
+    while (rounds < TURN_ROUNDS && th_metric(a, "ticketd_order_batch_turns_handed_total") == 0) {
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "turn%d", rounds);
+        buyers_init(b, 0, TURN_BUYERS, a, a, 6500 + rounds * TURN_BUYERS, s, prefix);
+        th_parallel(TURN_BUYERS, buy_each, b);
+        for (int i = 0; i < TURN_BUYERS; i++) {
+            assert_int_equal(b[i].r.status, 201);
+            created++;
+            th_resp_free(&b[i].r);
+        }
+        rounds++;
+    }
+    long long handed = th_metric(a, "ticketd_order_batch_turns_handed_total");
+    print_message("loops' turns: %lld handed over in %d rounds of %d buyers; %lld orders in %lld "
+                  "batches, %lld beside another\n",
+                  handed, rounds, TURN_BUYERS, batch_orders(a), batches(a),
+                  th_metric(a, "ticketd_order_batches_beside_total"));
+    assert_true(handed > 0);
+    assert_int_equal(th_orders_of(s), created);
+    assert_int_equal(th_stock_of(s), (long long)TURN_BUYERS * TURN_ROUNDS - created);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, th_setup_fresh, th_teardown_stop)
 
 int main(void)
@@ -378,6 +419,7 @@ int main(void)
         T(test_spent_token_in_batch_fails_alone),
         T(test_first_come_first_served),
         T(test_merge_off_one_per_transaction),
+        T(test_loops_take_turns_at_the_server),
         cmocka_unit_test_setup_teardown(test_killed_mid_batch, th_setup_fresh, th_teardown_kill),
     };
     return cmocka_run_group_tests_name("merge", tests, NULL, NULL);
