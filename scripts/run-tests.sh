@@ -222,26 +222,7 @@ elif [[ ! -x "$selftest" ]]; then
     failures+=("selftest (not built: make -C loadtest)")
     echo "FAIL  selftest: not built"
 else
-    out="$LOGS/selftest.out"
-    "$selftest" >"$out" 2>&1
-    rc=$?
-    line=$(grep -E '^selftest: [0-9]+ checks, [0-9]+ failed$' "$out" | tail -1)
-    n=$(echo "$line" | sed -n 's/^selftest: \([0-9]*\) checks.*/\1/p')
-    f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed$/\1/p')
-    n=${n:-0}
-    f=${f:-0}
-    if [[ -z "$line" || ( $rc -ne 0 && $f -eq 0 ) ]]; then
-        f=$((f + 1)) # crashed, or printed no count
-    fi
-    passed=$((passed + n - (f > n ? n : f)))
-    failed=$((failed + f))
-    if [[ $f -gt 0 ]]; then
-        failures+=("selftest (see $out)")
-        echo "FAIL  selftest: $f failed"
-        grep '^FAIL' "$out" | head -10 | sed 's/^/      /'
-    else
-        echo "ok    selftest: $n checks passed"
-    fi
+    counted_checks selftest "load tool selftest" "$selftest"
 fi
 
 # The lab's checker (lab/checker.py) on hand-made histories, one of each
@@ -249,26 +230,7 @@ fi
 # no count line, as one failure. No servers needed.
 echo "== lab checker (tests/lab/test_checker.py)"
 if [[ -z "$ONLY" || "checker" == *"$ONLY"* || "$ONLY" == *lab* ]]; then
-    out="$LOGS/checker.out"
-    python3 tests/lab/test_checker.py >"$out" 2>&1
-    rc=$?
-    line=$(grep -E '^checker: [0-9]+ checks, [0-9]+ failed$' "$out" | tail -1)
-    n=$(echo "$line" | sed -n 's/^checker: \([0-9]*\) checks.*/\1/p')
-    f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed$/\1/p')
-    n=${n:-0}
-    f=${f:-0}
-    if [[ -z "$line" || ( $rc -ne 0 && $f -eq 0 ) ]]; then
-        f=$((f + 1))
-    fi
-    passed=$((passed + n - (f > n ? n : f)))
-    failed=$((failed + f))
-    if [[ $f -gt 0 ]]; then
-        failures+=("lab checker (see $out)")
-        echo "FAIL  checker: $f failed"
-        grep '^FAIL' "$out" | head -10 | sed 's/^/      /'
-    else
-        echo "ok    checker: $n checks passed"
-    fi
+    counted_checks checker "lab checker" python3 tests/lab/test_checker.py
 fi
 
 # Each libFuzzer harness (make fuzz-bins) replays its seed corpus, then
