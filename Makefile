@@ -1,9 +1,12 @@
 # ticketd - build, run and test.
 #
-#   make run     install what is missing, build, start private Redis and
+#   make run     install what the demo needs (scripts/deps.sh run: the build,
+#                Redis, MariaDB, curl, jq), build, start private Redis and
 #                MariaDB under .state/run, migrate, seed, serve on :8080
-#   make test    the same dependencies; release and ASan+UBSan builds; unit
-#                and integration tests against private servers under
+#   make test    install what the tests use besides (scripts/deps.sh test:
+#                cmocka, clang-format, libFuzzer, Valgrind, nginx, Chromium,
+#                Node.js, Prometheus, ...); release and ASan+UBSan builds;
+#                unit and integration tests against private servers under
 #                .state/test (other ports, so a running demo is untouched)
 #   make stop    stop the private servers of `make run`
 #   make reset   empty the database and Redis of `make run` (they must be
@@ -97,13 +100,19 @@ TEST_MYSQL_PORT := 23306
 # only what the user exported, never config/ticketd.env.
 SERVICES := scripts/services.sh
 
-.PHONY: all build deps run stop reset test test-repeat test-drain test-cluster image test-image unit integration format format-check layers-check bench \
+.PHONY: all build deps deps-run deps-demo deps-bench deps-lab run stop reset test test-repeat test-drain test-cluster image test-image unit integration format format-check layers-check bench \
 	demo lab lesson lessons-run cluster-lessons-run lab-bins test-lab valgrind clean
 
 all: build
 
+# Each target installs what it uses (scripts/deps.sh GROUP): `make run` the
+# demo's packages only, `make test` (and plain `make deps`) everything the
+# tests drive as well.
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh test
+
+deps-run deps-demo deps-bench deps-lab:
+	@scripts/deps.sh $(@:deps-%=%)
 
 build: build/release/ticketd
 
@@ -188,7 +197,7 @@ test-drain: deps
 # top of the usual ones; everything runs under .state/cluster, on the ports
 # scripts/cluster.sh lists, and is stopped at the end.
 test-cluster:
-	@scripts/deps.sh --cluster
+	@scripts/deps.sh test --cluster
 	@$(MAKE) --no-print-directory build/release/ticketd
 	@$(MAKE) --no-print-directory -C loadtest
 	@tests/cluster/run.sh
@@ -208,7 +217,7 @@ unit: unit-bins
 
 # --- running ----------------------------------------------------------------
 
-run: deps build
+run: deps-run build
 	@env -u TICKETD_CONFIG $(SERVICES) up $(RUN_STATE) $(RUN_REDIS_PORT) $(RUN_MYSQL_PORT)
 	@$(SERVICES) migrate $(RUN_STATE)
 	@$(SERVICES) seed $(RUN_STATE)
@@ -230,11 +239,11 @@ reset:
 	@$(SERVICES) seed $(RUN_STATE)
 	@echo "make reset: emptied; a running ticketd serve still remembers answers in process, restart it to forget them too"
 
-bench: deps build
+bench: deps-bench build
 	@$(MAKE) --no-print-directory -C loadtest
 	@loadtest/bench.sh --start $(BENCH_ARGS)
 
-demo: deps build build/faults/ticketd
+demo: deps-demo build build/faults/ticketd
 	@$(MAKE) --no-print-directory -C loadtest
 	@loadtest/demo.sh
 
@@ -246,23 +255,23 @@ LAB := lab/ticketd-lab
 lab-bins: build/release/ticketd build/faults/ticketd
 	@$(MAKE) --no-print-directory -C loadtest
 
-lab: deps
+lab: deps-lab
 	@$(MAKE) --no-print-directory lab-bins
 	@exec $(LAB) serve $(LAB_ARGS)
 
 # Without L only the names, so that listing them builds nothing.
 lesson:
 	@if [[ -z "$(L)" ]]; then exec $(LAB) lesson; fi; \
-	    scripts/deps.sh $(if $(filter galera-%,$(L)),--cluster) && \
+	    scripts/deps.sh lab $(if $(filter galera-%,$(L)),--cluster) && \
 	    $(MAKE) --no-print-directory lab-bins >/dev/null && \
 	    exec $(LAB) lesson "$(L)" $(LAB_ARGS)
 
-lessons-run: deps
+lessons-run: deps-lab
 	@$(MAKE) --no-print-directory lab-bins
 	@$(LAB) record $(LAB_ARGS)
 
 cluster-lessons-run:
-	@scripts/deps.sh --cluster
+	@scripts/deps.sh lab --cluster
 	@$(MAKE) --no-print-directory lab-bins
 	@lab/cluster_lessons.py record
 

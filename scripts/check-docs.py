@@ -17,7 +17,22 @@ A page a newcomer follows must not send them nowhere, so for each page:
     bare file name (orders.c) somewhere in it; in fenced blocks (commands,
     trees), every word that starts with one of the checkout's folders.
     Generated places (build/, .state/, report/) and placeholders (<name>,
-    $VAR) are not claims.
+    $VAR) are not claims;
+  - every name of code in `code` exists in the code (service/, tests/,
+    scripts/, lab/, loadtest/, sql/, fuzz/, tools/, config/, .ci/, the
+    Makefile, Dockerfile, compose.yaml and the docs' own files that are not
+    pages, such as docs/openapi.yaml): a word with an underscore inside
+    (`orders_create`, `ORDER_STOCK`, `TICKETD_LOOPS`), `struct name`, and
+    `file.c:name`, whose file must define it (a function, a macro, a
+    constant, a struct; `def` in Python, a function in shell). C comments
+    are not code: a name that lives on only in a comment is gone. Not names
+    of code, and so not claims: a word without an underscore (an English
+    word, a command, an HTTP header, a SQL or Redis keyword), a fragment
+    that starts or ends with one (`_PORTS`, `whsec_`), and, of the rest,
+    what is another program's (see Names.foreign): a name the system's
+    headers hold (libmicrohttpd's, libc's, a system call), MariaDB's status
+    counters, and a very few words of the kernel and nginx; and a name the
+    page's own fenced example writes (a guide to code not yet written).
 
 And once, the generated figures: every page lab/record.py rewrites holds
 its lessons-run block, rewriting it on a copy changes nothing else, and no
@@ -30,14 +45,16 @@ under the heading its row's anchor points at, and no page switches off
 documented nowhere must fail that check.
 
 Before any of that, the checker runs on a sample with two dead links (one
-wrapped over two lines), one dead anchor and two missing paths (one in a
-fenced command), and must find exactly those five: a check that cannot
-fail proves nothing.
+wrapped over two lines), one dead anchor, two missing paths (one in a
+fenced command), a made-up name and a function named in a file that does
+not define it, and must find exactly those seven: a check that cannot fail
+proves nothing (tests/docs/test_check_docs.py tries more on the checkout).
 """
 
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -108,6 +125,158 @@ class Page:
                 self.anchors.add(a)
 
 
+# The places whose files hold the code a page may name.
+CODE_PLACES = ("service", "tests", "scripts", "lab", "loadtest", "sql", "fuzz", "tools", "config",
+               ".ci", "Makefile", "Dockerfile", "compose.yaml")
+# Inside them, data and what a build fetched, not code.
+NOT_CODE_DIRS = {"corpus", "node_modules", "__pycache__"}
+# A name in `code`: file.c:name, struct name, name().
+NAME_SPAN = re.compile(r"(?:(?P<file>[\w./-]+\.[A-Za-z]+):)?(?P<kind>(?:struct|enum|union)\s+)?"
+                       r"(?P<name>[A-Za-z_]\w*)(?:\(\))?")
+C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+SQL_COMMENT = re.compile(r"/\*.*?\*/|--[^\n]*", re.S)
+HASH_COMMENT = re.compile(r"(?:^|(?<=\s))#[^\n]*", re.M)
+
+
+def strip_c_comments(text):
+    return C_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def strip_comments(path, text):
+    """The file's text without its comments, in its language (C, SQL and
+    Lua, or # for scripts, Python, YAML and make): a name that lives on
+    only in a comment is gone from the code."""
+    if path.endswith((".c", ".h", ".def")):
+        return strip_c_comments(text)
+    if path.endswith((".sql", ".lua")):
+        return SQL_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    if path.endswith((".py", ".sh", ".yaml", ".yml", ".mk", ".conf", ".env", ".toml")) or \
+            "." not in os.path.basename(path):
+        return HASH_COMMENT.sub("", text)
+    return text
+
+
+def defines(path, text, name):
+    """Does the file at path define name (as its language defines things)?"""
+    n = re.escape(name)
+    text = strip_comments(path, text)
+    if path.endswith((".c", ".h", ".def")):
+        if re.search(r"^\s*#\s*define\s+%s\b" % n, text, re.M) or \
+                re.search(r"\b(?:struct|enum|union)\s+%s\s*\{" % n, text):
+            return True
+        # A function (its body follows its parameters) or a constant, at
+        # the start of a line after its type.
+        for m in re.finditer(r"^(?:[\w*]+[ \t*]+)+%s\s*([(\[=])" % n, text, re.M):
+            if m.group(1) != "(":
+                return True
+            rest = re.search(r"[;{]", text[m.end():])
+            if rest and rest.group(0) == "{":
+                return True
+        return False
+    if path.endswith(".py"):
+        return re.search(r"^\s*(?:def|class)\s+%s\b|^%s\s*=" % (n, n), text, re.M) is not None
+    if path.endswith(".sh") or "." not in os.path.basename(path):
+        return re.search(r"^\s*(?:function\s+)?%s\s*\(\)" % n, text, re.M) is not None
+    if path.endswith(".sql"):
+        return re.search(r"\b(?:PROCEDURE|FUNCTION|TABLE|VIEW|TRIGGER)\s+(?:IF\s+NOT\s+EXISTS\s+)?`?%s\b"
+                         % n, text, re.I) is not None
+    return re.search(r"\b%s\b" % n, text) is not None
+
+
+class Names:
+    """The names the code holds: every word of the code's files (C
+    comments left out) and every file's name without its ending (a test
+    binary, itest_orders, is named after its file)."""
+
+    # MariaDB's status counters (SHOW GLOBAL STATUS), which no header holds.
+    MARIADB_STATUS = re.compile(r"(?:Com|Handler|Innodb)_[a-z_]+")
+    # Other programs' words that no header holds, each with its owner.
+    OTHER_PROGRAMS = {
+        "finish_task_switch": "the kernel's, as perf shows it",
+        "non_idempotent": "nginx's, a value of proxy_next_upstream",
+    }
+
+    def __init__(self, root, system_headers="/usr/include"):
+        self.root = root
+        self.system_headers = system_headers
+        self.words = set()
+        self.files = {}  # path relative to root -> text
+        for place in CODE_PLACES:
+            full = os.path.join(root, place)
+            if os.path.isfile(full):
+                self.add(place)
+            for d, dirs, files in os.walk(full):
+                dirs[:] = [x for x in dirs if x not in NOT_CODE_DIRS]
+                for f in files:
+                    self.add(os.path.relpath(os.path.join(d, f), root))
+        docs = os.path.join(root, "docs")
+        if os.path.isdir(docs):
+            for f in os.listdir(docs):
+                if not f.endswith(".md") and os.path.isfile(os.path.join(docs, f)):
+                    self.add(os.path.join("docs", f))
+        self.header_words = None
+
+    def add(self, rel):
+        try:
+            with open(os.path.join(self.root, rel), encoding="utf-8") as f:
+                text = f.read()
+        except (UnicodeDecodeError, OSError):
+            return
+        self.files[rel] = text
+        self.words.update(WORD.findall(strip_comments(rel, text)))
+        self.words.add(os.path.basename(rel).split(".")[0])
+
+    def in_headers(self, names):
+        """Which of names the system's headers hold, as a name or as a
+        system call's number (__NR_name): one grep for them all."""
+        if not names or not os.path.isdir(self.system_headers):
+            return set()
+        want = sorted(set(names) | {"__NR_" + n for n in names})
+        try:
+            out = subprocess.run(["grep", "-rhowF", "--include=*.h"] +
+                                 [a for w in want for a in ("-e", w)] + [self.system_headers],
+                                 capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return set()
+        found = set(out.split())
+        return {n for n in names if n in found or "__NR_" + n in found}
+
+    def foreign(self, name):
+        return self.MARIADB_STATUS.fullmatch(name) is not None or name in self.OTHER_PROGRAMS
+
+    def files_named(self, file):
+        if "/" in file:
+            return [file] if file in self.files else []
+        return [p for p in self.files if os.path.basename(p) == file]
+
+
+def claims(page):
+    """(line, span, file, name) of every name of code in the page's prose."""
+    for start, para in page.paragraphs:
+        for m in CODE_SPAN.finditer(para):
+            span = m.group(2).strip()
+            n = NAME_SPAN.fullmatch(span)
+            if not n:
+                continue
+            name = n.group("name")
+            if name.startswith("_") or name.endswith("_"):
+                continue  # a fragment: TICKETD_CLUSTER_<X>_PORTS's tail
+            if n.group("file") or n.group("kind") or "_" in name:
+                yield start + para.count("\n", 0, m.start()), span, n.group("file"), name
+
+
+def example_words(page):
+    """The words of the page's fenced blocks: a guide's example may name
+    what the reader is to write."""
+    words = set()
+    for _, line in page.code:
+        words.update(WORD.findall(line))
+    return words
+
+
 class Checker:
     def __init__(self, root):
         self.root = root
@@ -117,6 +286,7 @@ class Checker:
         for d, dirs, files in os.walk(root):
             dirs[:] = [x for x in dirs if not (d == root and x in GENERATED)]
             self.names.update(files)
+        self.code = None  # Names, read on first use
 
     def page(self, path):
         path = os.path.normpath(path)
@@ -190,10 +360,33 @@ class Checker:
             found = os.path.exists(os.path.join(self.root, word))
         return None if found else "no such path %s" % word
 
+    def check_names(self, page):
+        """(line, problem) for each name of code on the page that the code
+        does not hold, or that its file does not define."""
+        if self.code is None:
+            self.code = Names(self.root)
+        code = self.code
+        found = list(claims(page))
+        missing = {name for _, _, file, name in found if not file and name not in code.words}
+        headers = code.in_headers(missing)
+        examples = example_words(page) if missing else set()
+        out = []
+        for no, span, file, name in found:
+            if file:
+                paths = code.files_named(file)
+                if not paths:
+                    continue  # the path check says the file is missing
+                if not any(defines(p, code.files[p], name) for p in paths):
+                    out.append((no, "%s does not define %s" % (file, name)))
+            elif name in missing and name not in headers and name not in examples and \
+                    not code.foreign(name):
+                out.append((no, "no name %s in the code" % span))
+        return out, len(found)
+
     def problems(self, path):
         page = self.page(path)
         name = os.path.relpath(path, self.root)
-        out, counts = [], [0, 0]
+        out, counts = [], [0, 0, 0]
         for no, target in self.links(page):
             counts[0] += 1
             p = self.check_link(page, target)
@@ -204,6 +397,8 @@ class Checker:
             p = self.check_path(word)
             if p:
                 out.append("%s:%d: %s" % (name, no, p))
+        found, counts[2] = self.check_names(page)
+        out += ["%s:%d: %s" % (name, no, p) for no, p in found]
         return out, counts
 
 
@@ -214,13 +409,17 @@ def doc_pages(root):
 
 
 def self_test():
-    """The checker on a sample it must fault five times, no more."""
+    """The checker on a sample it must fault seven times, no more."""
     tmp = tempfile.mkdtemp(prefix="check-docs-")
     try:
         os.makedirs(os.path.join(tmp, "docs"))
         os.makedirs(os.path.join(tmp, "service"))
         os.makedirs(os.path.join(tmp, "scripts"))
-        open(os.path.join(tmp, "service", "orders.c"), "w").close()
+        with open(os.path.join(tmp, "service", "orders.c"), "w") as f:
+            f.write("/* orders_vanish() is gone */\n"
+                    "int orders_create(int n)\n{\n    return n;\n}\n")
+        with open(os.path.join(tmp, "service", "token.c"), "w") as f:
+            f.write("int orders_create(int n);\n")
         open(os.path.join(tmp, "scripts", "pay.sh"), "w").close()
         with open(os.path.join(tmp, "docs", "b.md"), "w") as f:
             f.write("# Page b\n\n## The `make lab` page: two\n")
@@ -229,13 +428,15 @@ def self_test():
                     "[good](docs/b.md#the-make-lab-page-two), [here](#here), `service/orders.c`,\n"
                     "`orders.c:orders_create`, `build/x.o`, `[skip](nowhere.md)`\n"
                     "[dead](docs/none.md) [gone](docs/b.md#no-such-heading)\n"
-                    "`service/none.c` and [a link that\nwraps](docs/gone.md)\n\n"
+                    "`service/none.c` and [a link that\nwraps](docs/gone.md)\n"
+                    "`orders_create()`, `orders_vanish`, `service/token.c:orders_create`\n\n"
                     "```\n[fenced](nowhere.md) scripts/pay.sh; scripts/gone.sh --flag $x/y\n```\n")
         c = Checker(tmp)
         found, _ = c.problems(os.path.join(tmp, "README.md"))
         want = ["dead link docs/none.md", "dead anchor docs/b.md#no-such-heading",
                 "dead link docs/gone.md", "no such path service/none.c",
-                "no such path scripts/gone.sh"]
+                "no such path scripts/gone.sh", "no name orders_vanish in the code",
+                "service/token.c does not define orders_create"]
         got = [p.split(": ", 1)[1] for p in found]
         return got == want, got
     finally:
@@ -357,15 +558,15 @@ def main():
                 print("      %s" % d)
 
     ok, got = self_test()
-    report(ok, "the checker finds the dead links, dead anchor and missing paths of a sample",
+    report(ok, "the checker finds the dead links, dead anchor, missing paths and names of a sample",
            ["it found: %s" % (", ".join(got) or "nothing")])
 
     checker = Checker(ROOT)
     pages = doc_pages(ROOT)
     for p in pages:
-        found, (links, paths) = checker.problems(p)
-        report(not found, "%s: %d relative links and anchors, %d file paths" % (
-            os.path.relpath(p, ROOT), links, paths), found)
+        found, (links, paths, names) = checker.problems(p)
+        report(not found, "%s: %d relative links and anchors, %d file paths, %d names of code" % (
+            os.path.relpath(p, ROOT), links, paths, names), found)
 
     found, docs = check_lessons_run(ROOT, pages)
     report(not found, "lessons-run blocks where lab/record.py rewrites them (%s)" % ", ".join(docs),

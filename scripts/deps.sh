@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
-# Make sure the Debian packages ticketd needs to build, test and benchmark are
-# installed.
+# Make sure the Debian packages a make target needs are installed: the demo
+# only what it runs, the tests and benchmarks what they drive besides.
 #
-#   scripts/deps.sh            check; install what is missing (root) or print
-#                              the exact command to do it (exit 1)
-#   scripts/deps.sh --cluster  the same, plus what `make test-cluster` needs:
-#                              Galera, mariabackup (its state transfer),
-#                              socat (which mariabackup streams through) and
-#                              Redis Sentinel
-#   scripts/deps.sh --image    the same, plus what `make test-image` needs:
+#   scripts/deps.sh [GROUP]    check GROUP's packages; install what is missing
+#                              (root) or print the exact command to do it
+#                              (exit 1). GROUP is one of
+#                                run    make run: the build, Redis, MariaDB,
+#                                       and curl and jq for the README's session
+#                                demo   make demo: run's, the load tool
+#                                       (libcurl) and gnuplot for its charts
+#                                bench  make bench: demo's and wrk
+#                                lab    make lab, make lesson: run's, the load
+#                                       tool, Python and the charts the page
+#                                       serves offline
+#                                test   make test (the default): all of the
+#                                       above, and what only the tests drive:
+#                                       cmocka, clang-format, libFuzzer,
+#                                       Valgrind, nginx, Chromium, Node.js,
+#                                       Prometheus
+#   scripts/deps.sh GROUP --cluster
+#                              the same, plus what `make test-cluster` and
+#                              the galera-* lessons need: Galera, mariabackup
+#                              (its state transfer), socat (which mariabackup
+#                              streams through) and Redis Sentinel
+#   scripts/deps.sh GROUP --image
+#                              the same, plus what `make test-image` needs:
 #                              docker-compose (the stack from compose.yaml
 #                              under Docker), Podman with runc and
 #                              podman-compose where Docker's daemon cannot
 #                              start, and debootstrap (base images where no
 #                              registry answers)
+#   scripts/deps.sh --list GROUP [--cluster|--image]
+#                              print the packages, one a line, and stop
+#                              (tests/deps/test_deps.sh reads it)
 #   TICKETD_SKIP_DEPS=1        skip the check (image builds that install their
 #                              own, smaller set of packages)
 #
@@ -22,48 +41,58 @@
 # MariaDB services: ticketd runs private servers of its own (scripts/services.sh).
 set -euo pipefail
 
-PACKAGES=(
+# make run: build ticketd, run its private Redis and MariaDB (services.sh),
+# and the README's session (curl, jq).
+RUN_PACKAGES=(
     build-essential
     pkg-config
     libmicrohttpd-dev
     libhiredis-dev
     libmariadb-dev
+    libjansson-dev
+    libjwt-dev
+    libssl-dev
     mariadb-server
     mariadb-client
     redis-server
-    nginx
-    libjansson-dev
-    libcmocka-dev
-    libjwt-dev
-    libcurl4-openssl-dev
-    libssl-dev
     curl
     jq
-    python3
-    wrk
+)
+# make demo: the load tool (loadtest/, libcurl) and its report's charts.
+DEMO_PACKAGES=(
+    libcurl4-openssl-dev
     gnuplot-nox
-    # the replay lab (lab/): its program, the charts it serves offline, and
-    # the headless browser its test drives
+)
+# make bench: wrk drives the rows the load tool does not.
+BENCH_PACKAGES=(
+    wrk
+)
+# the replay lab (lab/): its program, the load tool it drives, and the
+# charts it serves offline.
+LAB_PACKAGES=(
+    libcurl4-openssl-dev
     python3
     libjs-chart.js
-    chromium
+)
+# What only the tests use: the unit tests' framework, the format check, the
+# fuzz harnesses, Valgrind, the proxy test's nginx, the headless browser of
+# the lab's test, Node.js for the OpenAPI linter (tools/openapi/,
+# scripts/lint-openapi.sh; npm below), and Prometheus's promtool and the
+# server the scrape test starts.
+TEST_PACKAGES=(
+    libcmocka-dev
     clang-format
     clang-14
     libfuzzer-14-dev
     valgrind
-    # the conventions' own tools in make test: Node.js runs the OpenAPI
-    # linter (tools/openapi/, scripts/lint-openapi.sh; npm below), and
-    # Prometheus brings promtool and the server the scrape test starts
+    nginx
+    chromium
     nodejs
     prometheus
 )
-# npm comes with Node.js from some other sources, which conflict with
-# Debian's npm package: wanted only where no npm is on PATH yet.
-if ! command -v npm >/dev/null 2>&1; then
-    PACKAGES+=(npm)
-fi
 
-# Only `make test-cluster` needs these: most checkouts never start a cluster.
+# Only `make test-cluster` and the galera-* lessons need these: most
+# checkouts never start a cluster.
 CLUSTER_PACKAGES=(
     galera-4
     mariadb-backup
@@ -86,10 +115,48 @@ IMAGE_PACKAGES=(
     podman-compose
     debootstrap
 )
-case "${1:-}" in
+
+usage() {
+    echo "usage: scripts/deps.sh [--list] [run|demo|bench|lab|test] [--cluster|--image]" >&2
+    exit 2
+}
+
+list=0
+group=test
+extra=""
+for arg in "$@"; do
+    case "${arg}" in
+    --list) list=1 ;;
+    run | demo | bench | lab | test) group=${arg} ;;
+    --cluster | --image) extra=${arg} ;;
+    *) usage ;;
+    esac
+done
+
+PACKAGES=("${RUN_PACKAGES[@]}")
+case "${group}" in
+demo) PACKAGES+=("${DEMO_PACKAGES[@]}") ;;
+bench) PACKAGES+=("${DEMO_PACKAGES[@]}" "${BENCH_PACKAGES[@]}") ;;
+lab) PACKAGES+=("${LAB_PACKAGES[@]}") ;;
+test) PACKAGES+=("${DEMO_PACKAGES[@]}" "${BENCH_PACKAGES[@]}" "${LAB_PACKAGES[@]}"
+    "${TEST_PACKAGES[@]}") ;;
+esac
+# npm comes with Node.js from some other sources, which conflict with
+# Debian's npm package: wanted only where no npm is on PATH yet.
+if [[ "${group}" == test ]] && ! command -v npm >/dev/null 2>&1; then
+    PACKAGES+=(npm)
+fi
+case "${extra}" in
 --cluster) PACKAGES+=("${CLUSTER_PACKAGES[@]}") ;;
 --image) PACKAGES+=("${IMAGE_PACKAGES[@]}") ;;
 esac
+# Each once, in the order given (lab and demo share the load tool's).
+mapfile -t PACKAGES < <(printf '%s\n' "${PACKAGES[@]}" | awk '!seen[$0]++')
+
+if [[ ${list} -eq 1 ]]; then
+    printf '%s\n' "${PACKAGES[@]}"
+    exit 0
+fi
 
 if [[ "${TICKETD_SKIP_DEPS:-0}" == "1" ]]; then
     exit 0

@@ -16,7 +16,9 @@
 #                                     checker's (TICKETD_TEST_ONLY=checker:
 #                                     the checker's alone, no servers);
 #                                     TICKETD_TEST_ONLY=docs: only the docs check
-#                                     (scripts/check-docs.py alone is quicker);
+#                                     and its checker's test, with the packages'
+#                                     lists (TICKETD_TEST_ONLY=deps: those alone;
+#                                     scripts/check-docs.py alone is quicker);
 #                                     TICKETD_TEST_ONLY=prometheus: the alerting
 #                                     rules and tests/prometheus/run.sh
 #
@@ -142,6 +144,43 @@ if [[ -z "$ONLY" || "$ONLY" == *docs* ]]; then
     ((f == 0)) || failures+=("docs (see $out)")
 fi
 
+# A check script that ends with "<label>: N checks, N failed": each check
+# counts as one; a crash, or no count line, as one failure.
+# counted_checks LABEL WHAT COMMAND...
+counted_checks() {
+    local label=$1 what=$2 out rc line n f
+    shift 2
+    out="$LOGS/$label.out"
+    "$@" >"$out" 2>&1
+    rc=$?
+    line=$(grep -E "^$label: [0-9]+ checks, [0-9]+ failed$" "$out" | tail -1)
+    n=$(echo "$line" | sed -n 's/^[^:]*: \([0-9]*\) checks.*/\1/p')
+    f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed$/\1/p')
+    n=${n:-0}
+    f=${f:-0}
+    if [[ -z "$line" || ( $rc -ne 0 && $f -eq 0 ) ]]; then
+        f=$((f + 1))
+    fi
+    passed=$((passed + n - (f > n ? n : f)))
+    failed=$((failed + f))
+    if [[ $f -gt 0 ]]; then
+        failures+=("$what (see $out)")
+        echo "FAIL  $label: $f failed"
+        grep '^FAIL' "$out" | head -10 | sed 's/^/      /'
+    else
+        echo "ok    $label: $n checks passed ($what)"
+    fi
+}
+
+# The docs checker's names check on pages made up here (a made-up name must
+# fail, a real one pass), and what each make target installs (make run's
+# list holds none of the tests' packages).
+if [[ -z "$ONLY" || "$ONLY" == *docs* || "$ONLY" == *deps* ]]; then
+    echo "== the docs checker's names, each target's packages"
+    counted_checks docs-checker "tests/docs/test_check_docs.py" python3 tests/docs/test_check_docs.py
+    counted_checks deps "tests/deps/test_deps.sh" tests/deps/test_deps.sh
+fi
+
 # The alerting rules (config/prometheus/alerts.yml) through promtool: the
 # file itself, then its unit tests (tests/prometheus/alerts.test.yml:
 # series in, alerts expected out); one check each.
@@ -183,26 +222,7 @@ elif [[ ! -x "$selftest" ]]; then
     failures+=("selftest (not built: make -C loadtest)")
     echo "FAIL  selftest: not built"
 else
-    out="$LOGS/selftest.out"
-    "$selftest" >"$out" 2>&1
-    rc=$?
-    line=$(grep -E '^selftest: [0-9]+ checks, [0-9]+ failed$' "$out" | tail -1)
-    n=$(echo "$line" | sed -n 's/^selftest: \([0-9]*\) checks.*/\1/p')
-    f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed$/\1/p')
-    n=${n:-0}
-    f=${f:-0}
-    if [[ -z "$line" || ( $rc -ne 0 && $f -eq 0 ) ]]; then
-        f=$((f + 1)) # crashed, or printed no count
-    fi
-    passed=$((passed + n - (f > n ? n : f)))
-    failed=$((failed + f))
-    if [[ $f -gt 0 ]]; then
-        failures+=("selftest (see $out)")
-        echo "FAIL  selftest: $f failed"
-        grep '^FAIL' "$out" | head -10 | sed 's/^/      /'
-    else
-        echo "ok    selftest: $n checks passed"
-    fi
+    counted_checks selftest "load tool selftest" "$selftest"
 fi
 
 # The lab's checker (lab/checker.py) on hand-made histories, one of each
@@ -210,26 +230,7 @@ fi
 # no count line, as one failure. No servers needed.
 echo "== lab checker (tests/lab/test_checker.py)"
 if [[ -z "$ONLY" || "checker" == *"$ONLY"* || "$ONLY" == *lab* ]]; then
-    out="$LOGS/checker.out"
-    python3 tests/lab/test_checker.py >"$out" 2>&1
-    rc=$?
-    line=$(grep -E '^checker: [0-9]+ checks, [0-9]+ failed$' "$out" | tail -1)
-    n=$(echo "$line" | sed -n 's/^checker: \([0-9]*\) checks.*/\1/p')
-    f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed$/\1/p')
-    n=${n:-0}
-    f=${f:-0}
-    if [[ -z "$line" || ( $rc -ne 0 && $f -eq 0 ) ]]; then
-        f=$((f + 1))
-    fi
-    passed=$((passed + n - (f > n ? n : f)))
-    failed=$((failed + f))
-    if [[ $f -gt 0 ]]; then
-        failures+=("lab checker (see $out)")
-        echo "FAIL  checker: $f failed"
-        grep '^FAIL' "$out" | head -10 | sed 's/^/      /'
-    else
-        echo "ok    checker: $n checks passed"
-    fi
+    counted_checks checker "lab checker" python3 tests/lab/test_checker.py
 fi
 
 # Each libFuzzer harness (make fuzz-bins) replays its seed corpus, then

@@ -9,8 +9,10 @@ CREATE TABLE sessions (
     title       VARCHAR(200)    NOT NULL,
     price_cents BIGINT UNSIGNED NOT NULL,
     capacity    INT UNSIGNED    NOT NULL,
-    -- Stock only ever moves by compare-and-set (stock = stock - ? WHERE stock >= ?);
-    -- the CHECK makes an oversell impossible even for a buggy writer.
+    -- Stock only ever moves by a decrement the database computes from the row
+    -- it writes (stock = stock - ? WHERE id = ?, ORDER_STOCK in store_mysql.c),
+    -- and this CHECK refuses the one that would go below zero (sold out): an
+    -- oversell is impossible even for a buggy writer.
     stock       INT             NOT NULL,
     version     BIGINT UNSIGNED NOT NULL DEFAULT 0,
     created_at  DATETIME(3)     NOT NULL DEFAULT CURRENT_TIMESTAMP(3),

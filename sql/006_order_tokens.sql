@@ -6,7 +6,7 @@
 -- the last writes). A genuine token Redis forgot is let through to the
 -- database, and without this table it bought one more order for every new
 -- Idempotency-Key until it expired. The row is written by the order's own
--- transaction (S_ORDER_PLACE in store_mysql.c), so a token whose order was
+-- transaction (place_in_one_trip in store_mysql.c), so a token whose order was
 -- rolled back (SOLD_OUT) is not recorded and may be presented again. The
 -- unique key refuses a second order for one token: 409 ORDER_TOKEN_INVALID.
 --

@@ -283,11 +283,13 @@ static void bind_str(MYSQL_BIND *b, char *buf, unsigned long *len)
  * connection, bound to the worker's parameter fields. They are ticketd's
  * own (service/mysql/store_mysql.c): the order priced from its session in one
  * INSERT ... SELECT ... RETURNING (the history row comes from the
- * database's trigger), then the stock compare-and-set. */
+ * database's trigger), then the stock's decrement, which the sessions
+ * table's CHECK (stock >= 0 AND stock <= capacity) refuses when the seats
+ * run out (ORDER_STOCK in store_mysql.c). */
 static int worker_prepare(struct sqlbase_worker *w)
 {
     MYSQL_BIND order[6];
-    MYSQL_BIND stock[3];
+    MYSQL_BIND stock[2];
 
     bind_str(&order[0], w->order_no, &w->order_no_len);
     bind_u64(&order[1], &w->user_id);
@@ -298,7 +300,6 @@ static int worker_prepare(struct sqlbase_worker *w)
 
     bind_i64(&stock[0], &w->quantity);
     bind_u64(&stock[1], &w->session_id);
-    bind_i64(&stock[2], &w->quantity);
 
     w->st_order = stmt_new(w->conn,
                            "INSERT INTO orders (order_no, user_id, session_id, request_id, "
@@ -308,7 +309,7 @@ static int worker_prepare(struct sqlbase_worker *w)
                            order);
     w->st_stock = stmt_new(w->conn,
                            "UPDATE sessions SET stock = stock - ?, version = version + 1 "
-                           "WHERE id = ? AND stock >= ?",
+                           "WHERE id = ? AND @@in_transaction",
                            stock);
     if (w->st_order == NULL || w->st_stock == NULL)
         return -1;
@@ -373,10 +374,12 @@ static int order_tx_steps(struct sqlbase_worker *w, unsigned *err)
     if (mysql_stmt_execute(w->st_stock) != 0) {
         *err = mysql_stmt_errno(w->st_stock);
         worker_note_error(w, *err, mysql_stmt_error(w->st_stock));
+        if (*err == ER_CONSTRAINT_FAILED)
+            rc = SQLBASE_SOLD_OUT; /* the CHECK refused the decrement */
         goto rollback;
     }
     if (mysql_stmt_affected_rows(w->st_stock) != 1) {
-        rc = SQLBASE_SOLD_OUT;
+        worker_note_error(w, 0, "session row not found");
         goto rollback;
     }
     if (w->run->opts->stock_first && order_insert(w, err) != 0)
@@ -396,7 +399,7 @@ out:
     return rc;
 }
 
-/* ticketd's order transaction (service/mysql/store_mysql.c, S_ORDER_PLACE): one
+/* ticketd's order transaction (service/mysql/store_mysql.c, place_in_one_trip): one
  * multi-statement round trip. The server stops at the first failing
  * statement: a duplicate at the INSERT, or the stock's CHECK constraint
  * (sold out) at the UPDATE; the open transaction is then rolled back. */

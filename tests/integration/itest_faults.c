@@ -581,7 +581,7 @@ static void test_slower_than_the_ttls(void **state)
 
 /* ---- a held request holds up no other connection ---------------------- */
 
-#define OTHER_CLIENTS 8 /* more connections than workers, and than HTTP threads */
+#define OTHER_CLIENTS 8 /* connections beside the held one, on the same loop */
 
 struct held_ctx {
     const struct th_server *s;
@@ -672,7 +672,7 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     c.session = th_session(a, 100, 100);
     pthread_t t;
     pthread_create(&t, NULL, held_order, &c);
-    /* The held order is in its worker before the others start. */
+    /* The held order is parked on its fiber before the others start. */
     for (int i = 0; i < 100 && !th_log_contains(a, "fault point order.after_redis: holding"); i++)
         usleep(50 * 1000);
     assert_true(th_log_contains(a, "fault point order.after_redis: holding"));
@@ -772,9 +772,8 @@ static void test_client_gone_while_suspended(void **state)
     th_resp_free(&retry);
 }
 
-/* ---- workers share the database connections ------------------------------ */
+/* ---- requests on fibers share the database connections ------------------ */
 
-#define POOL_THREADS 8
 #define POOL_CONNS   2
 #define POOL_CLIENTS 24
 #define POOL_ORDERS  3
@@ -821,7 +820,7 @@ static void *count_connections(void *p)
     return NULL;
 }
 
-static void test_workers_share_the_database_connections(void **state)
+static void test_fibers_share_the_database_connections(void **state)
 {
     (void)state;
     static struct pool_ctx c;
@@ -844,7 +843,8 @@ static void test_workers_share_the_database_connections(void **state)
     assert_int_equal(atomic_load(&c.created), POOL_CLIENTS * POOL_ORDERS);
     assert_int_equal(th_orders_of(c.session), POOL_CLIENTS * POOL_ORDERS);
     /* The pool, plus the connection the main thread checked the schema
-     * with at start-up. One per worker would be POOL_THREADS or more. */
+     * with at start-up. One per request in flight would be up to
+     * POOL_CLIENTS. */
     if (c.most - before > POOL_CONNS + 1)
         fail_msg("ticketd held %lld database connections at once; at most %d expected",
                  (long long)(c.most - before), POOL_CONNS + 1);
@@ -995,7 +995,7 @@ int main(void)
         T(test_mysql_down_then_retries_succeed),
         T(test_redis_paused_then_back_for_every_thread),
         T(test_slower_than_the_ttls),
-        T(test_workers_share_the_database_connections),
+        T(test_fibers_share_the_database_connections),
         T(test_a_held_request_holds_up_no_other_connection),
         T(test_client_gone_while_suspended),
         T(test_sigterm_under_keepalive_load),

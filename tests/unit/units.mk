@@ -4,7 +4,11 @@
 #   - the service's objects of its folder and of the folders the folder may
 #     use (service/layers.mk), as one archive per folder, and
 #   - the link-time fakes of the ports (tests/unit/fakes/), as an archive
-#     too, in place of the MySQL and Redis adapters,
+#     too, in place of the MySQL and Redis adapters, with the runner of the
+#     order flow's rows (order_rows.c) that the domain's test of each
+#     defence shares (test_response_cache, test_inflight_key,
+#     test_session_lock, test_token, test_unique_index, and test_orders for
+#     the flow itself),
 # so the linker takes just the objects the test reaches. A test that would
 # need an adapter does not link: the rule the service follows holds for its
 # tests as well. The objects are the service build's (same flags), once for

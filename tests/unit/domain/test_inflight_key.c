@@ -3,8 +3,10 @@
  * what it takes, the answers from a record (replay, 422, 409), the
  * take-over of a dead owner, Redis failing under either policy, the lock
  * alone, complete and release (each once), and the wait for a copy in
- * flight. Orders and carts run these steps through their own flows
- * (test_orders.c, the integration tests); here no resource is involved. */
+ * flight; here no resource is involved. Then the same in the order flow,
+ * as rows of order_rows.h: a copy in flight refused or taken over, garbage
+ * under the key, and the defence switched off. Carts run these steps
+ * through their own flow (the integration tests). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +14,7 @@
 #include <cmocka.h>
 
 #include "fakes.h"
+#include "order_rows.h"
 
 #include "app.h"
 #include "cache.h"
@@ -337,6 +340,109 @@ static void test_wait_looks_again(void **state)
     inflight_key_cleanup(&k);
 }
 
+/* --- the key in the order flow (rows of order_rows.h) ------------------ */
+
+static void then_alive_asked(const struct order_result *res)
+{
+    (void)res;
+    /* The marker belongs to the first request, whose process still beats:
+     * deleting it here would let a third copy through while the first
+     * still runs. */
+    assert_string_equal(fake_cache.alive_asked, OTHER_INSTANCE);
+}
+
+static void then_taken_over(const struct order_result *res)
+{
+    (void)res;
+    /* Nobody will finish or release that marker: the retry takes it (and
+     * its lock) over, and completes under what it took. */
+    assert_string_equal(fake_cache.take_over.stale, fake_cache.existing);
+    assert_string_equal(fake_cache.take_over.stale_owner, OTHER_INSTANCE "0123456789abcdef");
+    assert_false(fake_cache.take_over.owner.null);
+    assert_memory_equal(fake_cache.take_over.owner.s, OUR_INSTANCE, IDEM_INSTANCE_LEN);
+    assert_string_equal(fake_cache.complete.marker.s, fake_cache.take_over.marker);
+    assert_string_equal(fake_cache.complete.owner.s, fake_cache.take_over.owner.s);
+}
+
+static void then_no_marker_claimed(const struct order_result *res)
+{
+    (void)res;
+    /* The key holds someone else's text, not our marker: the completion
+     * must not claim a marker it never set. */
+    assert_true(fake_cache.complete.marker.null);
+    assert_false(fake_cache.complete.owner.null);
+}
+
+static void then_no_marker_set(const struct order_result *res)
+{
+    (void)res;
+    /* The lookup still runs for the response cache, but sets no marker,
+     * so a concurrent copy is not stopped by one. */
+    assert_string_equal(fake_cache.idem_begin.marker, "");
+    assert_true(fake_cache.complete.marker.null);
+}
+
+static void then_no_marker_completed(const struct order_result *res)
+{
+    (void)res;
+    assert_true(fake_cache.complete.marker.null);
+}
+
+/* With no marker and no lock to hand back, the answer is still stored in
+ * Redis for the key's retries (the Redis half of the response cache). */
+static void then_stored_without_claims(const struct order_result *res)
+{
+    assert_int_equal(fake_cache.complete.calls, 1);
+    assert_true(fake_cache.complete.marker.null);
+    assert_true(fake_cache.complete.owner.null);
+    assert_non_null(strstr(fake_cache.complete.record, res->body));
+}
+
+static const struct order_case rows[] = {
+    /* layer 2: the in-flight key; a refusal is checked against the
+     * database first (no order under the key here, so it stands) */
+    {"in flight, same payload", .under_key = KEY_MARKER, .outcome = ORDER_IN_PROGRESS,
+     .layer = "inflight-key", .calls = ALIVE_THEN_DB, .counts = {COUNTS(M_DUP_INFLIGHT_KEY, 1)},
+     .then = then_alive_asked},
+    {"in flight of a dead process: taken over", .under_key = KEY_MARKER, .alive_rc = TD_ENOTFOUND,
+     .outcome = ORDER_CREATED,
+     .calls = "order_begin instance_alive order_take_over token_take order_create order_complete",
+     .counts = {COUNTS(M_INFLIGHT_TAKEOVERS, 1), COUNTS(M_DUP_INFLIGHT_KEY, 0)},
+     .then = then_taken_over},
+    {"in flight, Redis cannot tell if its process lives: it stands", .under_key = KEY_MARKER,
+     .alive_rc = TD_EUNAVAIL, .outcome = ORDER_IN_PROGRESS, .layer = "inflight-key",
+     .calls = ALIVE_THEN_DB},
+    {"in flight, taken by someone else meanwhile", .under_key = KEY_MARKER,
+     .alive_rc = TD_ENOTFOUND, .take_over_rc = TD_EDUP, .outcome = ORDER_IN_PROGRESS,
+     .layer = "inflight-key", .calls = TAKE_OVER_THEN_DB},
+    {"in flight, another key holds the session now", .under_key = KEY_MARKER,
+     .alive_rc = TD_ENOTFOUND, .take_over_rc = TD_ECONFLICT, .outcome = ORDER_DUPLICATE_SUBMISSION,
+     .layer = "session-lock", .calls = TAKE_OVER_THEN_DB},
+    /* This process is alive by definition: no question asked. */
+    {"own marker is never taken over", .under_key = KEY_MARKER_OURS, .alive_rc = TD_ENOTFOUND,
+     .outcome = ORDER_IN_PROGRESS, .layer = "inflight-key",
+     .calls = "order_begin order_find_request"},
+    {"in flight, another payload", .under_key = KEY_MARKER_OTHER_SESSION,
+     .outcome = ORDER_KEY_REUSED, .layer = "inflight-key", .calls = "order_begin",
+     .counts = {COUNTS(M_DUP_KEY_REUSED, 1)}},
+    /* Garbage under the key is no answer: the database decides. */
+    {"malformed record is ignored", .under_key = KEY_GARBAGE, .outcome = ORDER_CREATED,
+     .calls = LOCK_APART, .then = then_no_marker_claimed},
+    {"in-flight key off: no marker set", .off = DEFENCE_INFLIGHT_KEY, .outcome = ORDER_CREATED,
+     .calls = FULL_PATH, .then = then_no_marker_set},
+    {"in-flight key off: another's marker does not stop it", .off = DEFENCE_INFLIGHT_KEY,
+     .under_key = KEY_MARKER, .outcome = ORDER_CREATED, .calls = LOCK_APART},
+    {"in-flight key off: a completed record still replays", .off = DEFENCE_INFLIGHT_KEY,
+     .under_key = KEY_DONE, .outcome = ORDER_REPLAYED, .layer = "response-cache",
+     .body = REDIS_BODY, .calls = "order_begin"},
+    {"in-flight key and session lock off: the answer is still stored",
+     .off = DEFENCE_INFLIGHT_KEY | DEFENCE_SESSION_LOCK, .outcome = ORDER_CREATED,
+     .calls = FULL_PATH, .then = then_stored_without_claims},
+    {"both key layers off", .off = DEFENCE_RESPONSE_CACHE | DEFENCE_INFLIGHT_KEY,
+     .outcome = ORDER_CREATED, .calls = "lock_acquire token_take order_create order_complete",
+     .then = then_no_marker_completed},
+};
+
 int main(void)
 {
     /* A take-over logs what it did, by design. */
@@ -358,5 +464,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_release_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_looks_again, setup, teardown),
     };
-    return cmocka_run_group_tests_name("inflight_key", tests, NULL, NULL);
+    return rows_run("inflight_key", tests, sizeof tests / sizeof tests[0], rows,
+                    sizeof rows / sizeof rows[0]);
 }
