@@ -68,7 +68,7 @@ int store_init(const struct config *cfg)
 
 void store_thread_idle(void)
 {
-    db_thread_idle();
+    db_fiber_idle();
 }
 
 void store_thread_release(void)
