@@ -1,10 +1,10 @@
 /* store_mysql.h - the MySQL adapters' shared pieces, defined in
- * store_mysql.c (but for the consumers' steps at the end, which
- * events_mysql.c defines): the clock and order reading every store_*.c and *_mysql.c
- * uses, and the two tables of the transaction steps that have a second,
- * naive implementation. Internal to the MySQL adapters (store_*.c and *_mysql.c, the
- * naive store, and boot.c, which picks the steps at boot); the domain
- * never sees it. */
+ * store_mysql.c (but for store_tx_order, store_order_reads.c's, and the
+ * consumers' steps at the end, which events_mysql.c defines): the clock
+ * and order reading every store_*.c and *_mysql.c uses, and the two tables of the transaction steps
+ * that have a second, naive implementation. Internal to the MySQL adapters (store_*.c and
+ * *_mysql.c, the naive store, and boot.c, which picks the steps at boot); the domain never sees it.
+ */
 #ifndef TICKETD_STORE_MYSQL_H
 #define TICKETD_STORE_MYSQL_H
 
