@@ -17,6 +17,8 @@
 #                                     the checker's alone, no servers);
 #                                     TICKETD_TEST_ONLY=docs: only the docs check
 #                                     (scripts/check-docs.py alone is quicker);
+#                                     TICKETD_TEST_ONLY=sources: only the rules
+#                                     of scripts/check-sources.sh;
 #                                     TICKETD_TEST_ONLY=prometheus: the alerting
 #                                     rules and tests/prometheus/run.sh
 #
@@ -121,6 +123,26 @@ else
     failures+=("layers-check (see $LOGS/layers.out)")
     echo "FAIL  layers-check"
     grep '^layers: ' "$LOGS/layers.out" | head -10 | sed 's/^/      /'
+fi
+
+# Two rules of service/ the compiler does not see (scripts/check-sources.sh):
+# no .c file over 500 lines, and a client library's header only in its
+# adapter's folder; each rule, and the script's test of itself, counts as one.
+if [[ -z "$ONLY" || "$ONLY" == *sources* ]]; then
+    echo "== sources (file length, client libraries' headers)"
+    out="$LOGS/sources.out"
+    scripts/check-sources.sh >"$out" 2>&1
+    grep -E '^(ok|FAIL|      )' "$out"
+    p=$(sed -n 's/^sources: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$out")
+    f=$(sed -n 's/^sources: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$out")
+    if [[ -z "$p" ]]; then
+        p=0
+        f=1 # it stopped before its summary
+        tail -5 "$out" | sed 's/^/      /'
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    ((f == 0)) || failures+=("sources (see $out)")
 fi
 
 # The docs' links, anchors and file paths, and the generated figures'
