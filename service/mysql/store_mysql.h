@@ -92,8 +92,8 @@ struct store_mysql_steps {
 extern const struct store_mysql_steps store_mysql_steps;
 
 /* The steps to run from now on (borrowed: they must outlive the store,
- * as boot.c's static table does). Call once, before any thread uses the
- * store; until then the real steps run. */
+ * as boot.c's static table does). Call once at boot, before any loop or
+ * job uses the store; until then the real steps run. */
 void store_mysql_use(const struct store_mysql_steps *steps);
 
 /* The chosen steps, for the store_*.c and *_mysql.c adapters. */
@@ -121,7 +121,7 @@ struct store_events_steps {
 extern const struct store_events_steps store_events_steps;
 
 /* The steps to run from now on (borrowed, as store_mysql_use's). Call
- * once, before any thread consumes; until then the real steps run. */
+ * once at boot, before any job consumes; until then the real steps run. */
 void store_events_use(const struct store_events_steps *steps);
 
 /* The chosen consumer steps, for the store_*.c and *_mysql.c adapters. */
