@@ -76,6 +76,22 @@ run_one() {
     fi
 }
 
+# Adds up a check script's summary line, "NAME: N passed, N failed", in
+# the file out; no such line (it stopped early) counts as one failure.
+add_summary() {
+    local name=$1 out=$2 p f
+    p=$(sed -n "s/^$name: \([0-9]*\) passed, \([0-9]*\) failed\$/\1/p" "$out")
+    f=$(sed -n "s/^$name: \([0-9]*\) passed, \([0-9]*\) failed\$/\2/p" "$out")
+    if [[ -z "$p" ]]; then
+        p=0
+        f=1 # it stopped before its summary
+        tail -5 "$out" | sed 's/^/      /'
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    ((f == 0)) || failures+=("$name (see $out)")
+}
+
 echo "== formatting (clang-format, .clang-format)"
 if make --no-print-directory format-check >"$LOGS/format.out" 2>&1; then
     passed=$((passed + 1))
@@ -133,16 +149,7 @@ if [[ -z "$ONLY" || "$ONLY" == *sources* ]]; then
     out="$LOGS/sources.out"
     scripts/check-sources.sh >"$out" 2>&1
     grep -E '^(ok|FAIL|      )' "$out"
-    p=$(sed -n 's/^sources: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$out")
-    f=$(sed -n 's/^sources: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$out")
-    if [[ -z "$p" ]]; then
-        p=0
-        f=1 # it stopped before its summary
-        tail -5 "$out" | sed 's/^/      /'
-    fi
-    passed=$((passed + p))
-    failed=$((failed + f))
-    ((f == 0)) || failures+=("sources (see $out)")
+    add_summary sources "$out"
 fi
 
 # The docs' links, anchors and file paths, and the generated figures'
@@ -152,16 +159,7 @@ if [[ -z "$ONLY" || "$ONLY" == *docs* ]]; then
     out="$LOGS/docs.out"
     python3 scripts/check-docs.py >"$out" 2>&1
     grep -E '^(ok|FAIL|      )' "$out"
-    p=$(sed -n 's/^docs: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$out")
-    f=$(sed -n 's/^docs: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$out")
-    if [[ -z "$p" ]]; then
-        p=0
-        f=1 # it stopped before its summary
-        tail -5 "$out" | sed 's/^/      /'
-    fi
-    passed=$((passed + p))
-    failed=$((failed + f))
-    ((f == 0)) || failures+=("docs (see $out)")
+    add_summary docs "$out"
 fi
 
 # The alerting rules (config/prometheus/alerts.yml) through promtool: the
