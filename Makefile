@@ -100,7 +100,7 @@ TEST_MYSQL_PORT := 23306
 # only what the user exported, never config/ticketd.env.
 SERVICES := scripts/services.sh
 
-.PHONY: all build deps deps-run deps-demo deps-bench deps-lab run stop reset test test-repeat test-drain test-cluster image test-image unit integration format format-check layers-check bench \
+.PHONY: all build deps deps-run deps-demo deps-bench deps-lab run stop reset test test-repeat test-drain test-cluster image test-image unit integration format format-check layers-check sources-check bench \
 	demo lab lesson lessons-run cluster-lessons-run lab-bins test-lab valgrind clean
 
 all: build
@@ -172,6 +172,12 @@ layers-check: build/release/ticketd
 	LAYER_FLAGS="$(foreach l,$(LAYERS),$(l):$(subst $(space),$(comma),$(strip $(call layer_inc,service/$(l)/x.c))))" \
 	LAYER_ADAPTERS="$(LAYER_ADAPTERS)" LAYER_EXCEPTIONS="$(strip $(LAYER_EXCEPTIONS))" CC="$(CC)" \
 	scripts/check-layers.sh build/release/obj $(SRCS:service/%.c=build/release/obj/%.o)
+
+# The length of service's .c files and where a client library's header may
+# be included (scripts/check-sources.sh); run-tests.sh counts each rule as
+# one check.
+sources-check:
+	@scripts/check-sources.sh
 
 # run-tests.sh also runs format-check, counted as one check, so that the
 # summary line stays the last thing `make test` prints.

@@ -19,6 +19,8 @@
 #                                     and its checker's test, with the packages'
 #                                     lists (TICKETD_TEST_ONLY=deps: those alone;
 #                                     scripts/check-docs.py alone is quicker);
+#                                     TICKETD_TEST_ONLY=sources: only the rules
+#                                     of scripts/check-sources.sh;
 #                                     TICKETD_TEST_ONLY=prometheus: the alerting
 #                                     rules and tests/prometheus/run.sh
 #
@@ -76,6 +78,22 @@ run_one() {
     fi
 }
 
+# Adds up a check script's summary line, "NAME: N passed, N failed", in
+# the file out; no such line (it stopped early) counts as one failure.
+add_summary() {
+    local name=$1 out=$2 p f
+    p=$(sed -n "s/^$name: \([0-9]*\) passed, \([0-9]*\) failed\$/\1/p" "$out")
+    f=$(sed -n "s/^$name: \([0-9]*\) passed, \([0-9]*\) failed\$/\2/p" "$out")
+    if [[ -z "$p" ]]; then
+        p=0
+        f=1 # it stopped before its summary
+        tail -5 "$out" | sed 's/^/      /'
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    ((f == 0)) || failures+=("$name (see $out)")
+}
+
 echo "== formatting (clang-format, .clang-format)"
 if make --no-print-directory format-check >"$LOGS/format.out" 2>&1; then
     passed=$((passed + 1))
@@ -125,6 +143,17 @@ else
     grep '^layers: ' "$LOGS/layers.out" | head -10 | sed 's/^/      /'
 fi
 
+# Two rules of service/ the compiler does not see (scripts/check-sources.sh):
+# no .c file over 500 lines, and a client library's header only in its
+# adapter's folder; each rule, and the script's test of itself, counts as one.
+if [[ -z "$ONLY" || "$ONLY" == *sources* ]]; then
+    echo "== sources (file length, client libraries' headers)"
+    out="$LOGS/sources.out"
+    scripts/check-sources.sh >"$out" 2>&1
+    grep -E '^(ok|FAIL|      )' "$out"
+    add_summary sources "$out"
+fi
+
 # The docs' links, anchors and file paths, and the generated figures'
 # blocks (scripts/check-docs.py); each of its checks counts as one.
 if [[ -z "$ONLY" || "$ONLY" == *docs* ]]; then
@@ -132,16 +161,7 @@ if [[ -z "$ONLY" || "$ONLY" == *docs* ]]; then
     out="$LOGS/docs.out"
     python3 scripts/check-docs.py >"$out" 2>&1
     grep -E '^(ok|FAIL|      )' "$out"
-    p=$(sed -n 's/^docs: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$out")
-    f=$(sed -n 's/^docs: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$out")
-    if [[ -z "$p" ]]; then
-        p=0
-        f=1 # it stopped before its summary
-        tail -5 "$out" | sed 's/^/      /'
-    fi
-    passed=$((passed + p))
-    failed=$((failed + f))
-    ((f == 0)) || failures+=("docs (see $out)")
+    add_summary docs "$out"
 fi
 
 # A check script that ends with "<label>: N checks, N failed": each check

@@ -212,7 +212,7 @@ static void loop_thread_end(void)
     cache_thread_release();
 }
 
-static const struct http_thread_hooks loop_hooks = {
+static const struct http_loop_hooks loop_hooks = {
     .after_request = store_thread_idle,
     .end = loop_thread_end,
 };

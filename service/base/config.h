@@ -18,8 +18,8 @@ struct config {
     char *env; /* dev, test, demo or production: nothing else is accepted */
     char *bind;
     int port;
-    int loops;   /* loop threads, one HTTP daemon each; 0 (the default): one per online core */
-    int threads; /* TICKETD_THREADS: the same number under the contract's name (config_resolve) */
+    int loops;      /* event loops, one HTTP daemon each; 0 (the default): one per online core */
+    int threads;    /* TICKETD_THREADS, an alias of TICKETD_LOOPS (config_resolve) */
     int max_fibers; /* requests on fibers at once, over every loop (503 beyond) */
     int db_conns;   /* MySQL connections the loops share (borrowed per request) */
     int max_body;

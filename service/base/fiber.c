@@ -26,6 +26,8 @@
 #include "util.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -217,8 +219,35 @@ int fiber_live(void)
     return live;
 }
 
-void **fiber_slot(enum fiber_slot s)
+/* The slots taken by keys so far (fiber_slot), and the lock that makes a
+ * key's first use take exactly one: held for a few instructions, never
+ * across a park. */
+static pthread_mutex_t keys_mu = PTHREAD_MUTEX_INITIALIZER;
+static int keys_taken;
+
+static int key_slot(struct fiber_key *key)
 {
+    int s = atomic_load_explicit(&key->slot, memory_order_acquire);
+    if (s != 0)
+        return s - 1;
+    pthread_mutex_lock(&keys_mu);
+    s = atomic_load_explicit(&key->slot, memory_order_relaxed);
+    if (s == 0) {
+        if (keys_taken == FIBER_SLOTS) {
+            log_error("fiber: a key beyond the %d slots of a fiber (FIBER_SLOTS, fiber.h)",
+                      FIBER_SLOTS);
+            abort();
+        }
+        s = ++keys_taken;
+        atomic_store_explicit(&key->slot, s, memory_order_release);
+    }
+    pthread_mutex_unlock(&keys_mu);
+    return s - 1;
+}
+
+void **fiber_slot(struct fiber_key *key)
+{
+    int s = key_slot(key);
     return current != NULL ? &current->slots[s] : &thread_slots[s];
 }
 

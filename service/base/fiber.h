@@ -21,6 +21,7 @@
 
 #include "loop.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,17 +45,25 @@ unsigned fiber_wait_io(int fd, unsigned want, int timeout_ms);
  * fiber: sleeps the thread. */
 void fiber_sleep_ms(int64_t ms);
 
-/* A fiber-local variable that falls back to thread-local off a fiber. */
+/* A fiber-local variable that falls back to a thread-local one off a
+ * fiber, as a pthread key's is thread-local: whoever needs one owns a
+ * static struct fiber_key (FIBER_KEY_INIT) and reaches its value through
+ * fiber_slot(&key). base names none of its users. A key's first
+ * fiber_slot takes it one of the FIBER_SLOTS slots for the life of the
+ * process; a key beyond them aborts at its first use, naming the limit
+ * (raise it then: each slot costs every fiber one pointer). */
 #define FIBER_SLOTS 4
-enum fiber_slot {
-    FIBER_SLOT_DB = 0,
-    FIBER_SLOT_TXRETRY = 1,
-    FIBER_SLOT_SPARE2 = 2,
-    FIBER_SLOT_SPARE3 = 3
+struct fiber_key {
+    _Atomic int slot; /* 0: none taken yet; else the slot's index + 1 */
 };
-/* The slot's address; a new fiber's slots are all NULL. The fiber's owner
+#define FIBER_KEY_INIT                                                                             \
+    {                                                                                              \
+        0                                                                                          \
+    }
+/* The address of key's value for the calling fiber (off a fiber, the
+ * calling thread); a new fiber's values are all NULL. The key's owner
  * clears what it put there before the fiber ends. */
-void **fiber_slot(enum fiber_slot s);
+void **fiber_slot(struct fiber_key *key);
 
 /* Starts fn(arg) on a new fiber of loop l; call on l's thread. The fiber
  * first runs in this turn (not inside this call). Returns NULL (logged once

@@ -15,14 +15,16 @@
  * failed attempt and its retry would otherwise read a neighbour's cause.
  * Off a fiber the slot is the thread's own. Stored as the enum's value
  * plus one, so that a new fiber's NULL slot reads TXRETRY_OTHER. */
+static struct fiber_key cause_key = FIBER_KEY_INIT;
+
 void txretry_note(enum txretry_cause cause)
 {
-    *fiber_slot(FIBER_SLOT_TXRETRY) = (void *)((uintptr_t)cause + 1);
+    *fiber_slot(&cause_key) = (void *)((uintptr_t)cause + 1);
 }
 
 enum txretry_cause txretry_noted(void)
 {
-    uintptr_t v = (uintptr_t)*fiber_slot(FIBER_SLOT_TXRETRY);
+    uintptr_t v = (uintptr_t)*fiber_slot(&cause_key);
     return v == 0 ? TXRETRY_OTHER : (enum txretry_cause)(v - 1);
 }
 

@@ -2,30 +2,30 @@
  * their limits, request ids, access logs and metrics. The only folder that
  * includes <microhttpd.h>.
  *
- * TICKETD_LOOPS loop threads (base/loop.h) each run a libmicrohttpd daemon
- * of their own on the same port (SO_REUSEPORT: the kernel spreads new
- * connections over them). A request is read, checked and, when it needs
- * no I/O, answered on its loop; the rest of it (api_finish: Redis, MySQL)
- * runs on a fiber of the same loop (base/fiber.h), which parks while it
- * waits, so one waiting request holds up no other connection and no
- * request crosses to another thread. */
+ * TICKETD_LOOPS event loops (base/loop.h), each on a thread of its own,
+ * each run a libmicrohttpd daemon of their own on the same port
+ * (SO_REUSEPORT: the kernel spreads new connections over them). A request
+ * is read, checked and, when it needs no I/O, answered on its loop; the
+ * rest of it (api_finish: Redis, MySQL) runs on a fiber of the same loop
+ * (base/fiber.h), which parks while it waits, so one waiting request
+ * holds up no other connection and no request crosses to another loop. */
 #ifndef TICKETD_HTTP_H
 #define TICKETD_HTTP_H
 
 struct app;
 struct http_server;
 
-/* What each loop thread runs around its requests; a NULL member is
- * skipped. Called on the loop thread itself. */
-struct http_thread_hooks {
+/* What each loop runs around its requests; a NULL member is skipped.
+ * Called on the loop's own thread. */
+struct http_loop_hooks {
     void (*after_request)(void); /* on the request's fiber, after it: what it borrowed back */
-    void (*end)(void);           /* once, before the thread ends: what it owned */
+    void (*end)(void);           /* once, before the loop's thread ends: what the loop owned */
 };
 
-/* Starts listening on cfg->bind:cfg->port with cfg->loops loop threads,
+/* Starts listening on cfg->bind:cfg->port with cfg->loops event loops,
  * serving through api_begin() and api_finish(); hooks (borrowed, may be
  * NULL) are copied. Returns a new server, or NULL (logged). */
-struct http_server *http_start(struct app *app, const struct http_thread_hooks *hooks);
+struct http_server *http_start(struct app *app, const struct http_loop_hooks *hooks);
 
 /* Stops taking new connections: each loop accepts those already waiting
  * in its listener's accept queue, then closes the listener once the queue

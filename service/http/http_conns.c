@@ -1,7 +1,7 @@
 /* http_conns.c - the client connections: each loop's list of its own,
  * the count per client address (shared by the loops), the deadlines a
  * request head and a whole request must meet (slowloris), and the
- * shedding of connections near TICKETD_CONN_LIMIT. Apart from http.c
+ * shedding of connections near TICKETD_CONN_LIMIT. Apart from http_exchange.c
  * because it looks at connections, never at requests; it runs on each
  * loop's thread, a timer beside the daemon, so it sees a connection's
  * state exactly as the daemon left it. */
@@ -143,7 +143,7 @@ void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *c)
 }
 
 /* Shuts the socket down, and marks the slot, so that whatever MHD still
- * reads from it is refused before it changes anything (on_request): bytes
+ * reads from it is refused before it changes anything (http_on_request): bytes
  * already in the kernel's buffer are still read after shutdown() on
  * Linux, and a request found there must not commit an order whose answer
  * cannot be written. */
@@ -218,7 +218,7 @@ void http_on_connection(void *cls, struct MHD_Connection *c, void **socket_conte
     memtrim_connections(hl->loop, open);
     metrics_add(M_HTTP_CONNECTIONS_OPEN, -1);
     /* While draining, a listener left alone at the daemon's limit
-     * (accept_queued in http.c) may accept again. */
+     * (accept_queued in http_drain.c) may accept again. */
     if (hl->listen_fd >= 0 && loop_self() == hl->loop)
         loop_io_change(hl->loop, &hl->listen_io, LOOP_READ);
 }

@@ -1,7 +1,7 @@
 /* http_head.c - reading a request's head: the header values the API sees,
  * the checks a head must pass before any body byte is read (framing,
  * smuggling, size, hygiene) and the decoding of its target. Apart from
- * http.c because these are rules about bytes from the client, each with
+ * http_exchange.c because these are rules about bytes from the client, each with
  * its reason, that say nothing of how a request is then answered. */
 #include "app.h"
 #include "http_internal.h"

@@ -1,7 +1,10 @@
-/* http_internal.h - what http.c, http_head.c and http_conns.c share and
- * nothing outside service/http/ may see: the server and its loops, a
- * connection's slot, a request's exchange, and the helpers one file
- * defines for another. */
+/* http_internal.h - what the files of service/http/ share and nothing
+ * outside it may see: the server and its loops, a connection's slot, a
+ * request's exchange, and the helpers one file defines for another. The
+ * files call one another one way only: http.c (the start) uses the rest;
+ * http_exchange.c uses http_head.c, http_conns.c, http_late.c and
+ * http_mhd.c; http_drain.c uses http_conns.c and http_mhd.c; http_late.c
+ * uses http_mhd.c, which uses none. */
 #ifndef TICKETD_HTTP_INTERNAL_H
 #define TICKETD_HTTP_INTERNAL_H
 
@@ -24,7 +27,7 @@ struct http_server;
 
 /* One client connection, from MHD's "started" to its "closed" notice.
  * Everything in it is touched on the thread of the loop whose daemon has
- * the connection only: the request's calls (http.c) set busy and
+ * the connection only: the request's calls (http_exchange.c) set busy and
  * body_done, and the deadlines and the shedding (http_conns.c, a timer of
  * the same loop) read them between two runs of the daemon, so a request
  * can never become whole between the look and the shutdown(). MHD closes
@@ -41,14 +44,15 @@ struct conn_slot {
     int64_t idle_since_ms; /* opened, or its last answer sent */
     /* Shut down (a late request, shedding, or over its address's count):
      * whatever MHD still reads from it, bytes that were in the kernel's
-     * buffer, is refused before it can change anything (on_request). */
+     * buffer, is refused before it can change anything (http_on_request). */
     bool cut;
     struct conn_slot *prev, *next; /* the loop's list (http_loop.conns) */
 };
 
-/* One loop thread of the server: its event loop, its libmicrohttpd daemon
- * (no thread of its own: the loop runs it) and the fibers of its requests.
- * Everything but the atomics is touched on the loop's thread only. */
+/* One event loop of the server, on a thread of its own: its libmicrohttpd
+ * daemon (no thread of its own: the loop runs it, http_mhd.c) and the
+ * fibers of its requests. Everything but the atomics is touched on the
+ * loop's thread only. */
 struct http_loop {
     struct http_server *srv;
     int index;
@@ -60,12 +64,12 @@ struct http_loop {
     struct loop_timer mhd_timer; /* MHD_get_timeout's wait */
     struct loop_task mhd_again;  /* MHD_run in this turn (after a resume) */
     int fibers;                  /* request fibers started and not ended */
-    int fibers_max;              /* beyond, 503 (http.c, FIBERS_PER_LOOP) */
+    int fibers_max;              /* beyond, 503 (http.c: fibers_per_loop) */
     bool stop_when_idle;         /* http_stop: end the loop once fibers is 0 */
     _Atomic int connections;     /* open connections of this daemon */
     int conn_limit;              /* this daemon's share of TICKETD_CONN_LIMIT */
     bool was_full;               /* it reached conn_limit since its last run below it */
-    struct exchange *live;       /* its exchanges, newest first (late_check) */
+    struct exchange *live;       /* its exchanges, newest first (http_late.c) */
     struct loop_timer late_timer;
     bool late_armed;
 
@@ -74,7 +78,7 @@ struct http_loop {
     struct conn_slot *conns;
     struct loop_timer reap_timer;
 
-    /* The drain (http.c): once MHD has given the listening socket back
+    /* The drain (http_drain.c): once MHD has given the listening socket back
      * (MHD_quiesce_daemon), the loop accepts what waits in its accept
      * queue itself and closes the socket only when accept() finds the
      * queue empty. */
@@ -93,7 +97,7 @@ struct http_server {
 
     int nloops;
     struct http_loop *loops;
-    struct http_thread_hooks hooks; /* a copy; NULL members skipped */
+    struct http_loop_hooks hooks; /* a copy; NULL members skipped */
 
     /* The loops share the count of connections per client address. */
     pthread_mutex_t by_ip_mu;
@@ -151,6 +155,32 @@ enum fiber_phase {
     PHASE_SUSPENDED, /* still running; the connection is suspended */
     PHASE_DONE,      /* the answer is in x->resp */
 };
+
+/* http_exchange.c: libmicrohttpd's access handler and its completed
+ * callback (MHD_OPTION_NOTIFY_COMPLETED), cls being the http_loop. */
+enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                const char *method, const char *version, const char *upload_data,
+                                size_t *upload_size, void **state);
+void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
+                       enum MHD_RequestTerminationCode why);
+
+/* http_mhd.c (its rules at its top), each on hl's thread: attach starts
+ * the loop's watch of the daemon's epoll set and its timer, detach stops
+ * them; run_soon runs the daemon in this turn (after a connection was
+ * resumed or added); suspend and resume hold a connection while a fiber
+ * has its request, resume running the daemon too; suspended is
+ * libmicrohttpd's own word on it. */
+void http_mhd_attach(struct http_loop *hl);
+void http_mhd_detach(struct http_loop *hl);
+void http_mhd_run_soon(struct http_loop *hl);
+void http_mhd_suspend(struct MHD_Connection *c);
+void http_mhd_resume(struct http_loop *hl, struct MHD_Connection *c);
+bool http_mhd_suspended(struct MHD_Connection *c);
+
+/* http_late.c, on hl's thread: watch makes sure a check will look at an
+ * exchange just listed in hl->live; stop ends the checks (the loop ends). */
+void http_late_watch(struct http_loop *hl);
+void http_late_stop(struct http_loop *hl);
 
 /* http_head.c: what the API reads of a request, through struct req. */
 extern const struct req_source http_exchange_source;

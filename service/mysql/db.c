@@ -1,7 +1,9 @@
-/* db.c - connections and prepared statements over the MariaDB/MySQL C API
- * (db.h): a request fiber's borrowed connection or a thread's own, errors
- * mapped onto td_err. Apart so that the adapters above it write SQL and
- * arguments, never the C API. */
+/* db.c - connections over the MariaDB/MySQL C API (db.h): a request
+ * fiber's, borrowed from its loop's pool, or a plain thread's own; dialled,
+ * checked, dropped on an error (what the numbers mean: db_errors.c), and
+ * the breaker in front of them all. The statements are db_stmt.c's and
+ * db_batch.c's, the transactions db_tx.c's. Apart so that the adapters
+ * above it write SQL and arguments, never the C API. */
 #include "db.h"
 #include "db_conn.h"
 #include "db_pool.h"
@@ -12,18 +14,15 @@
 #include "loop.h"
 #include "log.h"
 #include "metrics.h"
-#include "txretry.h"
 #include "util.h"
 
-#include <errmsg.h>
 #include <mysql.h>
-#include <mysqld_error.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* After the link to the server failed, every thread answers "unavailable"
+/* After the link to the server failed, every caller answers "unavailable"
  * at once for this long, then one probe pings (breaker.h): a paused or
  * restarting server costs one timeout, not one per request. */
 #define DB_COOLDOWN_MS 500
@@ -116,12 +115,15 @@ static void pool_give_back(struct db_conn *c)
     db_pool_give_back(loop_pool(), c);
 }
 
+/* A request fiber's borrowed connection, in a fiber-local variable. */
+static struct fiber_key borrowed = FIBER_KEY_INIT;
+
 static struct db_conn **fiber_conn(void)
 {
-    return (struct db_conn **)fiber_slot(FIBER_SLOT_DB);
+    return (struct db_conn **)fiber_slot(&borrowed);
 }
 
-void db_thread_idle(void)
+void db_fiber_idle(void)
 {
     if (fiber_self() == NULL)
         return;
@@ -141,7 +143,7 @@ bool db_holds_idle(void)
 void db_thread_release(void)
 {
     if (fiber_self() != NULL) {
-        db_thread_idle();
+        db_fiber_idle();
         return;
     }
     struct db_conn *c = pthread_getspecific(conn_key);
@@ -161,107 +163,22 @@ void db_cleanup(void)
     mysql_library_end();
 }
 
-static bool connection_error(unsigned int e)
-{
-    /* Client-side errors (2000-2999) are all about the link: gone, lost,
-     * refused, timed out, out of sync. On the server side, shutdown and
-     * killed connections mean the same for us. */
-    return (e >= CR_MIN_ERROR && e <= CR_MAX_ERROR) || e == ER_SERVER_SHUTDOWN ||
-           e == ER_CONNECTION_KILLED || e == ER_QUERY_INTERRUPTED || e == 4031 /* idle timeout */ ||
-           /* A Galera node that is not (yet, or no longer) part of the
-            * primary component answers 1047 "WSREP has not yet prepared node
-            * for application use": unavailable, as a server still starting. */
-           e == ER_UNKNOWN_COM_ERROR;
-}
-
-/* Remembers the name that starts at k and ends at the next quote (or at
- * the end of the text) in c->dup_key, cut to fit; "" when k is NULL. */
-static void remember_name(struct db_conn *c, const char *k, char quote)
-{
-    const char stop[] = {quote, '\0'};
-    size_t n = k != NULL ? strcspn(k, stop) : 0;
-    if (n >= sizeof c->dup_key)
-        n = sizeof c->dup_key - 1;
-    memcpy(c->dup_key, k != NULL ? k : "", n);
-    c->dup_key[n] = '\0';
-}
-
-/* A refusal by a unique key (TD_EDUP), a CHECK constraint (TD_ECONFLICT) or
- * a NOT NULL column (TD_ENOTFOUND): remembers the key's, constraint's or
- * column's name in c->dup_key (db_dup_key). 0 for any other e. */
-static int refusal(struct db_conn *c, unsigned int e, const char *msg)
-{
-    if (e == ER_DUP_ENTRY) {
-        /* "Duplicate entry 'x' for key 'name'": remember which key. */
-        const char *k = strstr(msg, "for key '");
-        if (k != NULL) {
-            k += 9;
-            /* MySQL 8 says 'table.key' */
-            const char *dot = memchr(k, '.', strcspn(k, "'"));
-            if (dot != NULL)
-                k = dot + 1;
-        }
-        remember_name(c, k, '\'');
-        return TD_EDUP;
-    }
-    if (e == ER_BAD_NULL_ERROR) {
-        /* "Column 'name' cannot be null": a value the statement looked up
-         * was not there (TD_ENOTFOUND), the column's name remembered. The
-         * one-order text relies on it (store_mysql.c): a price of no
-         * session, or an in-transaction guard that refused a write. */
-        const char *k = strchr(msg, '\'');
-        remember_name(c, k != NULL ? k + 1 : NULL, '\'');
-        return TD_ENOTFOUND;
-    }
-    if (e == ER_CONSTRAINT_FAILED) {
-        /* "CONSTRAINT `name` failed for ...": a CHECK refused the row. */
-        const char *k = strchr(msg, '`');
-        remember_name(c, k != NULL ? k + 1 : NULL, '`');
-        return TD_ECONFLICT;
-    }
-    return 0;
-}
-
 /* Maps the last error of c (or of stmt) and drops the connection when it
  * cannot be trusted any more. */
 int db_fail(struct db_conn *c, unsigned int e, const char *msg, const char *what)
 {
-    int refused = refusal(c, e, msg);
+    int refused = db_refusal(c, e, msg);
     if (refused != 0)
         return refused;
-    /* 1467, "Failed to read auto-increment value from storage engine", is
-     * how MariaDB reports a deadlock whose victim waited for a table's
-     * auto-increment lock (an INSERT ... SELECT holds it for the whole
-     * statement): the transaction was rolled back like any deadlock's. */
-    if (e == ER_LOCK_DEADLOCK || e == ER_LOCK_WAIT_TIMEOUT || e == ER_AUTOINC_READ_FAILED) {
-        /* Which conflict, for the retries metric. Galera reports a failed
-         * certification as 1213 too, and only at COMMIT: the writeset of a
-         * transaction is certified against the other nodes' when it
-         * commits. A local InnoDB deadlock cannot happen at COMMIT (COMMIT
-         * takes no row locks; on a single server 1213 comes from a
-         * statement that waited for a lock). So 1213 at COMMIT is a
-         * certification conflict, 1213 at a statement a deadlock. A local
-         * transaction aborted by a replicated writeset while it was still
-         * running (a Galera "brute force" abort) fails at its next
-         * statement and is counted as a deadlock: it is one, with a
-         * transaction of another node, and is retried all the same. */
-        if (e == ER_LOCK_WAIT_TIMEOUT)
-            txretry_note(TXRETRY_LOCK_WAIT);
-        else if (strcmp(what, "COMMIT") == 0)
-            txretry_note(TXRETRY_CERTIFICATION);
-        else
-            txretry_note(TXRETRY_DEADLOCK);
+    if (db_conflict(e, what))
         return TD_ERETRY;
-    }
-    if (e == ER_SAME_NAME_PARTITION || e == ER_PARTITION_DOES_NOT_EXIST ||
-        e == ER_REORG_PARTITION_NOT_EXIST) {
-        /* Partition maintenance that another instance did first: the
-         * retention job lists the partitions again next round. */
+    if (db_partition_race(e)) {
+        /* The retention job lists the partitions again next round. */
         log_info("mysql: %u %s", e, msg);
         return TD_ECONFLICT;
     }
     metrics_inc(M_DEP_ERRORS_MYSQL);
-    if (connection_error(e)) {
+    if (db_link_error(e)) {
         log_warn("mysql: %s: %u %s (reconnecting on next use)", what, e, msg);
         /* A connection that has worked and fails outside a transaction may
          * just be stale (the server restarted while it idled): the caller
@@ -400,9 +317,9 @@ bool db_redial_stale(struct db_conn *c, int rc, bool was_fresh)
 }
 
 /* The caller's connection: on a fiber, borrowed from its loop's pool
- * until db_thread_idle; on a plain thread, its own. NULL when the pool
+ * until db_fiber_idle; on a plain thread, its own. NULL when the pool
  * lent none in time. */
-static struct db_conn *thread_conn(void)
+static struct db_conn *caller_conn(void)
 {
     if (fiber_self() != NULL) {
         struct db_conn **slot = fiber_conn();
@@ -425,7 +342,7 @@ int db_conn(struct db_conn **out)
     *out = NULL;
     /* Borrowed before the breaker is asked, so that a probe, once let
      * through, always goes out. */
-    struct db_conn *c = thread_conn();
+    struct db_conn *c = caller_conn();
     if (c == NULL)
         return TD_EUNAVAIL;
     int64_t now = mono_ms();
@@ -455,66 +372,6 @@ void db_lose_link(struct db_conn *c)
     db_conn_close(c);
 }
 
-static int simple(struct db_conn *c, const char *q)
-{
-    if (c->m == NULL)
-        return TD_EUNAVAIL;
-    if (db_query(c, q, strlen(q)) != 0)
-        return db_fail(c, mysql_errno(c->m), mysql_error(c->m), q);
-    return TD_OK;
-}
-
-int db_begin(struct db_conn *c)
-{
-    bool was_fresh = c->fresh;
-    int rc = simple(c, "START TRANSACTION");
-    if (db_redial_stale(c, rc, was_fresh))
-        rc = simple(c, "START TRANSACTION");
-    c->fresh = false;
-    c->in_tx = rc == TD_OK;
-    return rc;
-}
-
-bool db_server_in_tx(struct db_conn *c)
-{
-    unsigned int status = 0;
-    if (c->m == NULL || mariadb_get_infov(c->m, MARIADB_CONNECTION_SERVER_STATUS, &status) != 0)
-        return true; /* cannot tell: let COMMIT speak */
-    return (status & SERVER_STATUS_IN_TRANS) != 0;
-}
-
-/* A Galera node rolls back a local transaction whose rows a replicated
- * write needs (a "brute force" abort). The transaction's next statement
- * should then fail with 1213; measured on a three-node cluster here, it
- * sometimes ran instead, outside any transaction, and the COMMIT that
- * followed answered OK having committed nothing: an answer that would
- * claim a cancel the database never kept. The server's own status flag
- * says so before COMMIT is sent: the transaction is run again, as after
- * any certification conflict. */
-static bool lost_by_server(struct db_conn *c, const char *what)
-{
-    if (db_server_in_tx(c))
-        return false;
-    log_warn("mysql: %s: the server rolled the transaction back without an error (a Galera "
-             "conflict); running it again",
-             what);
-    txretry_note(TXRETRY_CERTIFICATION);
-    return true;
-}
-
-int db_commit(struct db_conn *c)
-{
-    if (c->in_tx && lost_by_server(c, "before COMMIT")) {
-        c->in_tx = false;
-        return TD_ERETRY;
-    }
-    /* Still "in a transaction" while COMMIT runs: a link lost now is the
-     * server's trouble, not a stale connection. */
-    int rc = simple(c, "COMMIT");
-    c->in_tx = false;
-    return rc;
-}
-
 void db_rollback(struct db_conn *c)
 {
     c->in_tx = false;
@@ -524,29 +381,6 @@ void db_rollback(struct db_conn *c)
     DB_CALL(c, failed, mysql_rollback, c->m);
     if (failed)
         db_fail(c, mysql_errno(c->m), mysql_error(c->m), "ROLLBACK");
-}
-
-int db_tx_begin(struct db_conn **out)
-{
-    struct db_conn *c;
-    *out = NULL;
-    int rc = db_conn(&c);
-    if (rc == TD_OK)
-        rc = db_begin(c);
-    if (rc == TD_OK)
-        *out = c;
-    return rc;
-}
-
-int db_tx_end(struct db_conn *c, int rc)
-{
-    if (rc == TD_OK)
-        rc = db_commit(c);
-    /* After a failed COMMIT too: the server may still hold the
-     * transaction open when only the answer was lost. */
-    if (rc != TD_OK)
-        db_rollback(c);
-    return rc;
 }
 
 static int ping_once(struct db_conn *c)

@@ -5,8 +5,7 @@
  * every call uses Connector/C's non-blocking API and parks the fiber while
  * the server works (db_conn.h: DB_CALL); on a plain thread it blocks.
  * Only the adapters of this folder (store_*.c, *_mysql.c) include this;
- * only db.c, db_stmt.c and db_batch.c (through
- * db_conn.h) include <mysql.h>.
+ * only the db*.c files (through db_conn.h) include <mysql.h>.
  *
  * Every call maps MySQL's error numbers onto td_err: 1062 is TD_EDUP,
  * a failed CHECK constraint (4025) TD_ECONFLICT, 1213, 1205 and 1467 TD_ERETRY, lost or refused
@@ -63,13 +62,14 @@ int db_lock_wait_s(int read_timeout_s);
 int db_init(const struct config *cfg);
 /* A request's fiber borrows a connection from its loop's pool
  * (TICKETD_DB_CONNS split over the loops, at least one each) at its first
- * db_conn and keeps it in its fiber slot until db_thread_idle gives it
+ * db_conn and keeps it in its fiber slot until db_fiber_idle gives it
  * back; a plain thread keeps a connection of its own. */
-void db_thread_idle(void);
+void db_fiber_idle(void);
 /* True when the calling fiber holds a borrowed connection outside any
  * transaction: one it may give back before it waits on another fiber. */
 bool db_holds_idle(void);
-/* Closes the calling thread's own connection, or gives back a fiber's. */
+/* Closes a plain thread's own connection (at its end), or gives back a
+ * fiber's borrowed one. */
 void db_thread_release(void);
 void db_cleanup(void);
 
@@ -100,7 +100,7 @@ int db_ping(struct db_conn *c);
  *     rc = ...statements on c...;
  *     return db_tx_end(c, rc);
  *
- * db_tx_begin gets the calling thread's connection (db_conn) and starts a
+ * db_tx_begin gets the caller's connection (db_conn) and starts a
  * transaction on it; *out is NULL unless it returns TD_OK. db_tx_end
  * commits when rc is TD_OK and rolls back otherwise (a failed COMMIT
  * included), and returns rc, or the COMMIT's error: whether a transaction
@@ -134,7 +134,7 @@ int db_row(struct db_conn *c, const char *sql, const struct db_arg *args, int na
 int db_rows(struct db_conn *c, const char *sql, const struct db_arg *args, int nargs,
             const struct db_col *cols, int ncols, int (*each)(void *ctx), void *ctx);
 
-/* A read outside any transaction, on the calling thread's connection:
+/* A read outside any transaction, on the caller's connection:
  * db_conn, then db_rows (db_read) or db_row (db_read_row). */
 int db_read(const char *sql, const struct db_arg *args, int nargs, const struct db_col *cols,
             int ncols, int (*each)(void *ctx), void *ctx);

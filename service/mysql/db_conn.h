@@ -1,8 +1,9 @@
-/* db_conn.h - what db.c (connections, errors, transactions),
- * db_stmt.c (prepared statements) and db_batch.c (one round trip of
- * inlined statements) share of a connection. Private to service/mysql/'s
- * db*.c: the store adapters use db.h only. Thread-safety as db.h: a
- * connection is its thread's, or a fiber's for one request. */
+/* db_conn.h - what db.c (connections), db_errors.c (what an error
+ * means), db_tx.c (transactions), db_stmt.c (prepared statements) and
+ * db_batch.c (one round trip of inlined statements) share of a
+ * connection. Private to service/mysql/'s db*.c: the store adapters use
+ * db.h only. A connection is a plain thread's own, or a request fiber's
+ * for the length of its request. */
 #ifndef TICKETD_DB_CONN_H
 #define TICKETD_DB_CONN_H
 
@@ -67,6 +68,19 @@ MYSQL_RES *db_store_result(struct db_conn *c);
 /* Maps the error e (message msg, while doing what) onto td_err and drops
  * the connection when it cannot be trusted any more. */
 int db_fail(struct db_conn *c, unsigned int e, const char *msg, const char *what);
+
+/* db_errors.c: what an error number e (message msg, while doing what)
+ * means. db_refusal: TD_EDUP for a unique key, TD_ECONFLICT for a CHECK
+ * constraint, TD_ENOTFOUND for a NOT NULL column, each one's name kept in
+ * c->dup_key (db_dup_key); 0 for any other e. db_conflict: a deadlock, a
+ * lock wait or a certification conflict, rolled back and worth running
+ * again (its cause noted for txretry). db_partition_race: partition
+ * maintenance another instance did first. db_link_error: the link itself
+ * failed, or the server is not serving. */
+int db_refusal(struct db_conn *c, unsigned int e, const char *msg);
+bool db_conflict(unsigned int e, const char *what);
+bool db_partition_race(unsigned int e);
+bool db_link_error(unsigned int e);
 
 /* Closes c's link and forgets its prepared statements; c can dial again. */
 void db_conn_close(struct db_conn *c);

@@ -328,7 +328,7 @@ const struct store_events_steps store_events_steps = {
     .points_ledger = store_events_points_ledger,
 };
 
-/* Set once at boot, before any thread consumes; read only after. */
+/* Set once at boot, before any job consumes; read only after. */
 static const struct store_events_steps *steps = &store_events_steps;
 
 void store_events_use(const struct store_events_steps *s)

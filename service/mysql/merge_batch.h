@@ -25,7 +25,8 @@
  * held by another transaction past the lock wait:
  * sql/014_place_orders_lock_wait.sql).
  *
- * Thread-compatible: a plan belongs to one thread. */
+ * Not shared: a plan belongs to whoever builds it (a loop's flush of its
+ * due orders, store_merge.c) until it is run. */
 #ifndef TICKETD_MERGE_BATCH_H
 #define TICKETD_MERGE_BATCH_H
 

@@ -373,7 +373,7 @@ static void batch_main(void *arg)
     struct batch *b = arg;
     struct due_queue *q = b->q;
     run_batch(b->e, b->k);
-    db_thread_idle();
+    db_fiber_idle();
     for (int i = 0; i < b->k; i++) {
         b->e[i]->done = true;
         fiber_ready(b->e[i]->fiber);
@@ -561,7 +561,7 @@ int store_merge_place(const struct order_draft *d, const char *db_now, int64_t *
      * fiber that waits for its batch must not hold what the batch waits
      * for. */
     if (db_holds_idle())
-        db_thread_idle();
+        db_fiber_idle();
     if (q->tail != NULL)
         q->tail->next = &e;
     else

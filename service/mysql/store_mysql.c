@@ -1,10 +1,12 @@
-/* store_mysql.c - the store port on MariaDB/MySQL, and the MySQL adapters'
- * shared pieces (store_mysql.h). Every statement comes from the table
- * below and runs as a prepared statement, except the new order's
- * one-round-trip transaction (store_merge_run, merge_batch.h): a text of
- * several statements cannot be prepared, so db_batch inlines its arguments
- * as escaped literals. Every transaction that fails is rolled back explicitly before
- * the error is returned. */
+/* store_mysql.c - the store port on MariaDB/MySQL: its start and end,
+ * sessions, a new order and an order's move, and the MySQL adapters'
+ * shared pieces (store_mysql.h). The orders read back are
+ * store_order_reads.c's, their keys store_keys.c's. Every statement comes
+ * from a table and runs as a prepared statement, except the new order's
+ * one-round-trip transaction (place_in_one_trip, and store_merge_run,
+ * merge_batch.h): a text of several statements cannot be prepared, so
+ * db_batch inlines its arguments as escaped literals. Every transaction
+ * that fails is rolled back explicitly before the error is returned. */
 #include "store.h"
 
 #include "db.h"
@@ -20,18 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-enum stmt {
-    S_SESSION_INSERT,
-    S_SESSION_GET,
-    S_HISTORY_INSERT,
-    S_ORDER_BY_REQUEST_WAIT,
-    S_ORDER_BY_NO,
-    S_ORDER_BY_NO_USER,
-    S_ORDER_LIST,
-    S_ORDER_LIST_BEFORE,
-    S_TRANSITION,
-    S_COUNT
-};
+enum stmt { S_SESSION_INSERT, S_SESSION_GET, S_HISTORY_INSERT, S_TRANSITION, S_COUNT };
 
 static const char *const sql[S_COUNT] = {
     [S_SESSION_INSERT] = "INSERT INTO sessions (title, price_cents, capacity, stock, version) "
@@ -40,18 +31,6 @@ static const char *const sql[S_COUNT] = {
                       "WHERE id = ?",
     [S_HISTORY_INSERT] = "INSERT INTO order_history (order_id, from_status, to_status, version, "
                          "cause, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-    /* A locking read waits for a copy of the request that has inserted its
-     * order but not yet committed, and then sees it: the answer "no order
-     * under this key" is never given while one is about to appear. */
-    [S_ORDER_BY_REQUEST_WAIT] = "SELECT " STORE_ORDER_COLS " FROM orders "
-                                "WHERE user_id = ? AND request_id = ? LOCK IN SHARE MODE",
-    [S_ORDER_BY_NO] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ?",
-    [S_ORDER_BY_NO_USER] =
-        "SELECT " STORE_ORDER_COLS " FROM orders WHERE order_no = ? AND user_id = ?",
-    [S_ORDER_LIST] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE user_id = ? "
-                     "ORDER BY id DESC LIMIT ?",
-    [S_ORDER_LIST_BEFORE] = "SELECT " STORE_ORDER_COLS " FROM orders WHERE user_id = ? AND id < ? "
-                            "ORDER BY id DESC LIMIT ?",
     /* Every state change: a compare-and-set on status and version. */
     [S_TRANSITION] = "UPDATE orders SET status = ?, version = version + 1, updated_at = ? "
                      "WHERE id = ? AND status = ? AND version = ?",
@@ -68,7 +47,7 @@ int store_init(const struct config *cfg)
 
 void store_thread_idle(void)
 {
-    db_thread_idle();
+    db_fiber_idle();
 }
 
 void store_thread_release(void)
@@ -134,48 +113,6 @@ int store_session_get(int64_t id, struct session *out)
     return db_read_row(sql[S_SESSION_GET], args, 1, cols, 6);
 }
 
-/* Reading an order: the columns of STORE_ORDER_COLS into o (status as text). */
-struct order_row {
-    struct order o;
-    char status[24];
-    struct db_col cols[11];
-};
-
-static void order_row_bind(struct order_row *r)
-{
-    memset(&r->o, 0, sizeof r->o);
-    struct db_col cols[11] = {
-        DB_COL_I(&r->o.id),           DB_COL_S(r->o.order_no),   DB_COL_I(&r->o.user_id),
-        DB_COL_I(&r->o.session_id),   DB_COL_S(r->o.request_id), DB_COL_I(&r->o.quantity),
-        DB_COL_I(&r->o.amount_cents), DB_COL_S(r->status),       DB_COL_I(&r->o.version),
-        DB_COL_S(r->o.created_at),    DB_COL_S(r->o.updated_at),
-    };
-    memcpy(r->cols, cols, sizeof cols);
-}
-
-static int order_row_finish(struct order_row *r)
-{
-    if (!order_status_parse(r->status, &r->o.status)) {
-        log_error("order %s has unknown status %s", r->o.order_no, r->status);
-        return TD_EINTERNAL;
-    }
-    return TD_OK;
-}
-
-int store_tx_order(struct db_conn *c, const char *stmt, const struct db_arg *args, int nargs,
-                   struct order *out)
-{
-    struct order_row r;
-    memset(out, 0, sizeof *out);
-    order_row_bind(&r);
-    int rc = db_row(c, stmt, args, nargs, r.cols, 11);
-    if (rc == TD_OK)
-        rc = order_row_finish(&r);
-    if (rc == TD_OK)
-        *out = r.o;
-    return rc;
-}
-
 int store_tx_transition(struct db_conn *c, const struct order *o, enum order_event ev)
 {
     char db_now[32], api_now[TIME_LEN + 1];
@@ -195,19 +132,6 @@ int store_tx_transition(struct db_conn *c, const struct order *o, enum order_eve
         DB_I(o->id),          DB_S(order_status_name(o->status)), DB_S(order_status_name(to)),
         DB_I(o->version + 1), DB_S(order_event_name(ev)),         DB_S(db_now)};
     return db_exec(c, sql[S_HISTORY_INSERT], hist, 6, NULL, NULL);
-}
-
-static int order_query(const char *stmt, const struct db_arg *args, int nargs, struct order *out)
-{
-    struct order_row r;
-    memset(out, 0, sizeof *out);
-    order_row_bind(&r);
-    int rc = db_read_row(stmt, args, nargs, r.cols, 11);
-    if (rc == TD_OK)
-        rc = order_row_finish(&r);
-    if (rc == TD_OK)
-        *out = r.o;
-    return rc;
 }
 
 /* A lone order's transaction in one round trip, decided by the database
@@ -315,7 +239,8 @@ const struct store_mysql_steps store_mysql_steps = {
     .move = store_tx_transition,
 };
 
-/* Set once at boot, before any thread uses the store; read only after. */
+/* Set once at boot, before any request or job uses the store; read only
+ * after. */
 static const struct store_mysql_steps *steps = &store_mysql_steps;
 
 void store_mysql_use(const struct store_mysql_steps *s)
@@ -350,7 +275,7 @@ static int map_refusal(struct db_conn *c, int rc)
     return rc;
 }
 
-/* One order in a transaction of its own, on this thread's connection. */
+/* One order in a transaction of its own, on the caller's connection. */
 static int place_alone(const struct order_draft *d, const char *db_now, int64_t *id,
                        int64_t *amount)
 {
@@ -414,104 +339,4 @@ int store_order_create(const struct order_draft *d, struct order *out)
     memcpy(out->created_at, api_now, sizeof out->created_at);
     memcpy(out->updated_at, api_now, sizeof out->updated_at);
     return TD_OK;
-}
-
-int store_order_find_request(int64_t user_id, const char *request_id, struct order *out)
-{
-    struct db_arg args[] = {DB_I(user_id), DB_S(request_id)};
-    return order_query(sql[S_ORDER_BY_REQUEST_WAIT], args, 2, out);
-}
-
-static const char sql_order_keys[] =
-    "SELECT id, user_id, request_id FROM orders WHERE id > ? ORDER BY id LIMIT ?";
-
-struct keys_ctx {
-    int64_t id, user_id;
-    char request_id[REQUEST_ID_MAX + 1];
-    store_order_key_fn each;
-    void *ctx;
-};
-
-static int keys_each(void *p)
-{
-    struct keys_ctx *k = p;
-    return k->each(k->id, k->user_id, k->request_id, k->ctx);
-}
-
-int store_order_keys(int64_t after_id, int limit, store_order_key_fn each, void *ctx)
-{
-    struct keys_ctx k = {.each = each, .ctx = ctx};
-    struct db_arg args[] = {DB_I(after_id), DB_I(limit)};
-    struct db_col cols[] = {DB_COL_I(&k.id), DB_COL_I(&k.user_id), DB_COL_S(k.request_id)};
-    int rc = db_read(sql_order_keys, args, 2, cols, 3, keys_each, &k);
-    return rc == TD_ENOTFOUND ? TD_OK : rc;
-}
-
-int store_order_get(const char *order_no, int64_t user_id, struct order *out)
-{
-    if (user_id == 0) {
-        struct db_arg args[] = {DB_S(order_no)};
-        return order_query(sql[S_ORDER_BY_NO], args, 1, out);
-    }
-    struct db_arg args[] = {DB_S(order_no), DB_I(user_id)};
-    return order_query(sql[S_ORDER_BY_NO_USER], args, 2, out);
-}
-
-struct list_ctx {
-    struct order_row *row;
-    struct order *out;
-    int n;
-    int max;
-};
-
-static int list_each(void *p)
-{
-    struct list_ctx *l = p;
-    int rc = order_row_finish(l->row);
-    if (rc != TD_OK)
-        return rc;
-    if (l->n < l->max)
-        l->out[l->n++] = l->row->o;
-    return 0;
-}
-
-int store_order_list(int64_t user_id, int64_t before_id, int limit, struct order *out, int *n)
-{
-    struct db_conn *c;
-    struct order_row r;
-    *n = 0;
-    int rc = db_conn(&c);
-    if (rc != TD_OK)
-        return rc;
-    order_row_bind(&r);
-    struct list_ctx l = {&r, out, 0, limit};
-    if (before_id > 0) {
-        struct db_arg args[] = {DB_I(user_id), DB_I(before_id), DB_I(limit)};
-        rc = db_rows(c, sql[S_ORDER_LIST_BEFORE], args, 3, r.cols, 11, list_each, &l);
-    } else {
-        struct db_arg args[] = {DB_I(user_id), DB_I(limit)};
-        rc = db_rows(c, sql[S_ORDER_LIST], args, 2, r.cols, 11, list_each, &l);
-    }
-    if (rc == TD_ENOTFOUND)
-        rc = TD_OK;
-    *n = l.n;
-    return rc;
-}
-
-int store_filter_misses_last(int64_t *last_id)
-{
-    struct db_col cols[] = {DB_COL_I(last_id)};
-    *last_id = 0;
-    return db_read_row("SELECT COALESCE(MAX(id), 0) FROM order_key_filter_misses", NULL, 0, cols,
-                       1);
-}
-
-int store_filter_misses_clear(int64_t last_id)
-{
-    struct db_conn *c;
-    int rc = db_conn(&c);
-    if (rc != TD_OK)
-        return rc;
-    struct db_arg args[] = {DB_I(last_id)};
-    return db_exec(c, "DELETE FROM order_key_filter_misses WHERE id <= ?", args, 1, NULL, NULL);
 }

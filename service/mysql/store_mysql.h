@@ -1,10 +1,10 @@
 /* store_mysql.h - the MySQL adapters' shared pieces, defined in
- * store_mysql.c (but for the consumers' steps at the end, which
- * events_mysql.c defines): the clock and order reading every store_*.c and *_mysql.c
- * uses, and the two tables of the transaction steps that have a second,
- * naive implementation. Internal to the MySQL adapters (store_*.c and *_mysql.c, the
- * naive store, and boot.c, which picks the steps at boot); the domain
- * never sees it. */
+ * store_mysql.c (but for store_tx_order, store_order_reads.c's, and the
+ * consumers' steps at the end, which events_mysql.c defines): the clock
+ * and order reading every store_*.c and *_mysql.c uses, and the two tables of the transaction steps
+ * that have a second, naive implementation. Internal to the MySQL adapters (store_*.c and
+ * *_mysql.c, the naive store, and boot.c, which picks the steps at boot); the domain never sees it.
+ */
 #ifndef TICKETD_STORE_MYSQL_H
 #define TICKETD_STORE_MYSQL_H
 
@@ -92,8 +92,8 @@ struct store_mysql_steps {
 extern const struct store_mysql_steps store_mysql_steps;
 
 /* The steps to run from now on (borrowed: they must outlive the store,
- * as boot.c's static table does). Call once, before any thread uses the
- * store; until then the real steps run. */
+ * as boot.c's static table does). Call once at boot, before any loop or
+ * job uses the store; until then the real steps run. */
 void store_mysql_use(const struct store_mysql_steps *steps);
 
 /* The chosen steps, for the store_*.c and *_mysql.c adapters. */
@@ -121,7 +121,7 @@ struct store_events_steps {
 extern const struct store_events_steps store_events_steps;
 
 /* The steps to run from now on (borrowed, as store_mysql_use's). Call
- * once, before any thread consumes; until then the real steps run. */
+ * once at boot, before any job consumes; until then the real steps run. */
 void store_events_use(const struct store_events_steps *steps);
 
 /* The chosen consumer steps, for the store_*.c and *_mysql.c adapters. */

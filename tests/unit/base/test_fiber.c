@@ -208,6 +208,7 @@ static void test_wait_io_times_out(void **state)
     close(pipe_fd[1]);
 }
 
+static struct fiber_key test_key = FIBER_KEY_INIT;
 static struct fiber *slot_fibers[2];
 static int slot_values[2];
 static bool slots_kept[2];
@@ -215,13 +216,13 @@ static bool slots_kept[2];
 static void keeps_its_slot(void *arg)
 {
     int i = (int)(intptr_t)arg;
-    void **slot = fiber_slot(FIBER_SLOT_DB);
+    void **slot = fiber_slot(&test_key);
     assert_null(*slot); /* a new fiber's slots are empty */
     *slot = &slot_values[i];
     /* Park so the other fiber writes its own slot meanwhile. */
     fiber_ready(slot_fibers[1 - i] != NULL ? slot_fibers[1 - i] : fiber_self());
     fiber_park();
-    slots_kept[i] = *fiber_slot(FIBER_SLOT_DB) == &slot_values[i];
+    slots_kept[i] = *fiber_slot(&test_key) == &slot_values[i];
     *slot = NULL;
     if (slot_fibers[1 - i] != NULL)
         fiber_ready(slot_fibers[1 - i]);
@@ -233,14 +234,48 @@ static void test_slots_are_per_fiber_and_per_thread_off_one(void **state)
 {
     struct loop *l = *state;
     int thread_value = 7;
-    *fiber_slot(FIBER_SLOT_DB) = &thread_value;
+    *fiber_slot(&test_key) = &thread_value;
     slot_fibers[0] = fiber_spawn(l, keeps_its_slot, (void *)(intptr_t)0);
     slot_fibers[1] = fiber_spawn(l, keeps_its_slot, (void *)(intptr_t)1);
     run(l);
     assert_true(slots_kept[0]);
     assert_true(slots_kept[1]);
-    assert_ptr_equal(*fiber_slot(FIBER_SLOT_DB), &thread_value);
-    *fiber_slot(FIBER_SLOT_DB) = NULL;
+    assert_ptr_equal(*fiber_slot(&test_key), &thread_value);
+    *fiber_slot(&test_key) = NULL;
+}
+
+/* Two keys are two variables: each key takes a slot of its own at its
+ * first use, whoever asks first, and writing one leaves the other as it
+ * was, on a fiber and off one. */
+static struct fiber_key other_key = FIBER_KEY_INIT;
+static bool keys_apart;
+
+static void writes_two_keys(void *arg)
+{
+    int a = 1, b = 2;
+    (void)arg;
+    *fiber_slot(&other_key) = &b;
+    *fiber_slot(&test_key) = &a;
+    keys_apart = *fiber_slot(&other_key) == &b && *fiber_slot(&test_key) == &a;
+    *fiber_slot(&other_key) = NULL;
+    *fiber_slot(&test_key) = NULL;
+    stop_when_alone();
+}
+
+static void test_keys_are_separate_variables(void **state)
+{
+    struct loop *l = *state;
+    int t = 3, o = 4;
+    assert_non_null(fiber_spawn(l, writes_two_keys, NULL));
+    run(l);
+    assert_true(keys_apart);
+    assert_ptr_not_equal(fiber_slot(&test_key), fiber_slot(&other_key));
+    *fiber_slot(&test_key) = &t;
+    *fiber_slot(&other_key) = &o;
+    assert_ptr_equal(*fiber_slot(&test_key), &t);
+    assert_ptr_equal(*fiber_slot(&other_key), &o);
+    *fiber_slot(&test_key) = NULL;
+    *fiber_slot(&other_key) = NULL;
 }
 
 static int ended;
@@ -433,6 +468,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wait_io_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slots_are_per_fiber_and_per_thread_off_one, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_keys_are_separate_variables, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stacks_come_back_when_fibers_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_switch_keeps_registers_and_rounding, setup,
                                         teardown),
