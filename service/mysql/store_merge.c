@@ -8,11 +8,11 @@
 #include "log.h"
 #include "loop.h"
 #include "merge_batch.h"
+#include "merge_turn.h"
 #include "metrics.h"
 #include "txretry.h"
 #include "util.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,13 +69,10 @@ struct due_queue {
     struct loop *loop;
     struct entry *head, *tail;
     int queued;
-    int running;   /* batches started and not yet ended */
-    bool has_turn; /* the server's turn was handed to this loop */
-    bool in_line;  /* waiting in the line for the server's turn */
-    struct due_queue *next_in_line;
-    struct loop_timer line_net; /* TURN_WAIT_MAX_MS in line: go anyway */
-    struct loop_task turn;      /* the turn's end: start batches */
-    struct loop_timer net;      /* merge.wait_full's safety net */
+    int running;                   /* batches started and not yet ended */
+    struct merge_turn_place place; /* in the line for the server's turn */
+    struct loop_task turn;         /* the turn's end: start batches */
+    struct loop_timer net;         /* merge.wait_full's safety net */
     bool net_passed;
 };
 
@@ -91,30 +88,6 @@ static atomic_int max_batch = 64;
 static atomic_int queued_total;          /* over every loop: the gauge */
 static store_merge_alone_fn place_alone; /* set once, before any order */
 static struct due_queue queues[MERGE_MAX_LOOPS];
-
-/* How long a loop's orders wait in line for the server's turn at most:
- * then its batch goes beside the one at the server. A batch takes a few
- * milliseconds; one that takes longer waits for a row another transaction
- * holds (up to the lock wait bound, sql/014), and the other loops' orders,
- * which may not need that row, are not held up by it for longer than
- * this. */
-#define TURN_WAIT_MAX_MS 50
-
-/* The server's turn, over every loop: at most one batch of the process at
- * the server at once, unless a loop has a full batch waiting. While one
- * loop's batch is at the server, the orders of every loop collect, so the
- * next batch is made of what two (or more) loops gathered: measured at
- * 16 connections on two cores, one loop made batches of 5 where two made
- * 3 each at once, and each order cost the three processes a third less
- * CPU (docs/speed.md, "One batch at the server"). A loop whose batch may
- * not go takes a place in the line; the batch that ends hands the turn to
- * the first loop in line (loop_post: its loop starts its batch), so that
- * the loops take turns and none waits for a second one of another. */
-static struct {
-    pthread_mutex_t mu;
-    int at_server;                  /* batches at the server now */
-    struct due_queue *first, *last; /* the line */
-} turn = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void store_merge_init(bool on, int max, store_merge_alone_fn alone)
 {
@@ -263,106 +236,10 @@ static void due_soon(struct due_queue *q)
     loop_at_turn_end(q->loop, &q->turn, start_batches, q);
 }
 
-/* ---- the server's turn (see turn above) ---- */
-
-static void line_remove(struct due_queue *q)
+/* The server's turn came to this loop (merge_turn.h). */
+static void start_soon(void *arg)
 {
-    struct due_queue **at = &turn.first, *prev = NULL;
-    while (*at != NULL && *at != q) {
-        prev = *at;
-        at = &(*at)->next_in_line;
-    }
-    if (*at == NULL)
-        return;
-    *at = q->next_in_line;
-    if (turn.last == q)
-        turn.last = prev;
-    q->next_in_line = NULL;
-    q->in_line = false;
-}
-
-static void line_net_passed(void *arg);
-
-/* Whether q, on its loop, may send a batch now: the turn was handed to
- * it, nobody's batch is at the server, or it has a full batch (which
- * waiting could only make late, not larger). If not, q takes its place in
- * the line. */
-static bool take_turn(struct due_queue *q, int max)
-{
-    bool go;
-    pthread_mutex_lock(&turn.mu);
-    if (q->has_turn) {
-        q->has_turn = false; /* at_server counts it already */
-        go = true;
-    } else if (turn.at_server == 0 || q->queued >= max) {
-        if (turn.at_server > 0)
-            metrics_inc(M_ORDER_BATCHES_BESIDE);
-        turn.at_server++;
-        line_remove(q);
-        go = true;
-    } else {
-        if (!q->in_line) {
-            q->in_line = true;
-            q->next_in_line = NULL;
-            if (turn.last != NULL)
-                turn.last->next_in_line = q;
-            else
-                turn.first = q;
-            turn.last = q;
-        }
-        go = false;
-    }
-    pthread_mutex_unlock(&turn.mu);
-    if (go)
-        loop_timer_stop(q->loop, &q->line_net);
-    else if (q->line_net.heap_at == 0)
-        loop_timer_start(q->loop, &q->line_net, TURN_WAIT_MAX_MS, line_net_passed, q);
-    return go;
-}
-
-static void turn_handed(void *arg)
-{
-    struct due_queue *q = arg;
-    loop_timer_stop(q->loop, &q->line_net);
-    due_soon(q);
-}
-
-/* TURN_WAIT_MAX_MS in line: the batch at the server is held up (a row
- * lock), and this loop's batch goes beside it. */
-static void line_net_passed(void *arg)
-{
-    struct due_queue *q = arg;
-    bool go = false;
-    pthread_mutex_lock(&turn.mu);
-    if (q->in_line) {
-        line_remove(q);
-        metrics_inc(M_ORDER_BATCHES_BESIDE);
-        turn.at_server++;
-        q->has_turn = true;
-        go = true;
-    }
-    pthread_mutex_unlock(&turn.mu);
-    if (go)
-        due_soon(q);
-}
-
-/* A batch ended (or was not sent): its turn goes to the first loop in
- * line, whose loop is told to start its batch; with nobody in line, the
- * server is free. Any loop's thread. */
-static void give_turn(void)
-{
-    pthread_mutex_lock(&turn.mu);
-    struct due_queue *q = turn.first;
-    if (q != NULL) {
-        line_remove(q);
-        q->has_turn = true;
-        metrics_inc(M_ORDER_BATCH_TURNS_HANDED);
-    } else {
-        turn.at_server--;
-    }
-    pthread_mutex_unlock(&turn.mu);
-    if (q != NULL)
-        loop_post(q->loop, turn_handed, q);
+    due_soon(arg);
 }
 
 /* A batch's own fiber: it borrows one connection of the loop's pool for
@@ -379,7 +256,7 @@ static void batch_main(void *arg)
         fiber_ready(b->e[i]->fiber);
     }
     q->running--;
-    give_turn(); /* first, so that this loop's next batch queues behind another's */
+    merge_turn_give(); /* first, so that this loop's next batch queues behind another's */
     if (q->head != NULL)
         due_soon(q);
     free(b);
@@ -415,7 +292,7 @@ static void start_batches(void *arg)
     struct due_queue *q = arg;
     int max = atomic_load(&max_batch);
     while (q->head != NULL && q->running < MERGE_LEADERS && !hold_for_more(q) &&
-           take_turn(q, max)) {
+           merge_turn_take(&q->place, q->queued >= max)) {
         struct batch *b = xmalloc(sizeof *b);
         b->q = q;
         b->k = 0;
@@ -443,7 +320,7 @@ static void start_batches(void *arg)
         loop_timer_stop(q->loop, &q->net);
         if (b->k == 0) {
             free(b);
-            give_turn();
+            merge_turn_give();
             continue;
         }
         q->running++;
@@ -457,7 +334,7 @@ static void start_batches(void *arg)
             }
             q->running--;
             free(b);
-            give_turn();
+            merge_turn_give();
         }
     }
 }
@@ -465,8 +342,12 @@ static void start_batches(void *arg)
 static struct due_queue *loop_queue(struct loop *l)
 {
     struct due_queue *q = loop_slot(l, queues, MERGE_MAX_LOOPS, sizeof *queues);
-    if (q != NULL && q->loop == NULL)
+    if (q != NULL && q->loop == NULL) {
         q->loop = l;
+        q->place.loop = l;
+        q->place.go = start_soon;
+        q->place.arg = q;
+    }
     return q;
 }
 

@@ -1,0 +1,57 @@
+/* merge_turn.h - the server's turn over the loops: at most one batch of new
+ * orders of the process at MariaDB at once (store_merge.c sends them).
+ *
+ * While one loop's batch is at the server, the orders of every loop
+ * collect, so the next batch is made of what two (or more) loops gathered:
+ * at 16 connections on two cores, batches of 4.8 orders instead of 3.0
+ * each at once, and a fifth less CPU per order for ticketd, MariaDB and
+ * Redis together (docs/speed.md, "One batch at the server, one Redis
+ * wait"). A loop whose batch may not go takes a place in the line; the
+ * batch that ends hands the turn to the first loop in line (loop_post:
+ * that loop starts its batch), so that the loops take turns and none waits
+ * for a second batch of another.
+ *
+ * Two exceptions keep the line from costing what it saves: a full batch
+ * goes at once, beside the other (waiting could make it late, not
+ * larger); and a loop waits in line at most MERGE_TURN_WAIT_MAX_MS, since
+ * a batch that takes longer waits for a row another transaction holds,
+ * and the other loops' orders, which may not need that row, go beside it.
+ *
+ * Thread-safe: the line is under a mutex held for a few instructions; a
+ * place is touched by its own loop, and by the others only under it. */
+#ifndef TICKETD_MERGE_TURN_H
+#define TICKETD_MERGE_TURN_H
+
+#include "loop.h"
+
+#include <stdbool.h>
+
+/* How long a loop's orders wait in line for the server's turn at most. A
+ * batch takes a few milliseconds. */
+#define MERGE_TURN_WAIT_MAX_MS 50
+
+/* A loop's place in the line. go(arg) runs on its loop when the turn is
+ * handed to it, or when it waited in line too long: it should call
+ * merge_turn_take again, which then says yes. Zero it, then set loop, go
+ * and arg, before first use. */
+struct merge_turn_place {
+    struct loop *loop;
+    void (*go)(void *arg);
+    void *arg;
+    bool has_turn; /* handed to it: the server counts it already */
+    bool in_line;
+    struct merge_turn_place *next;
+    struct loop_timer net; /* MERGE_TURN_WAIT_MAX_MS in line: go anyway */
+};
+
+/* On p's loop: whether p may send a batch now (the turn was handed to it,
+ * no batch is at the server, or full says its batch is full); if not, p
+ * takes its place in the line and its go runs later. Each yes must be
+ * matched by one merge_turn_give when that batch ends (or is not sent). */
+bool merge_turn_take(struct merge_turn_place *p, bool full);
+
+/* A batch ended: the turn goes to the first place in line, or the server
+ * is free. Any loop's thread. */
+void merge_turn_give(void);
+
+#endif
