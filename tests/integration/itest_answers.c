@@ -7,7 +7,7 @@
  * exactly the orders that were answered 201: an order without its answer
  * is the failure this test exists for (a committed order whose client was
  * told nothing). When a client is left without an answer, the server's
- * log lines for its X-Request-Id ("late answer: ..." from http.c) are
+ * log lines for its X-Request-Id ("late answer: ..." from http_late.c) are
  * printed, so the failure says where the answer stopped. */
 #include "harness.h"
 
