@@ -107,7 +107,7 @@ struct order_result {
 
 /* Layer 1 alone, in process: true, with *res filled (a replay, or 422 for
  * another payload), when this process answered the key before. No I/O:
- * the HTTP thread may call it. *res is cleared on entry. */
+ * the loop that read the request calls it at once, before any fiber. *res is cleared on entry. */
 bool orders_replay_local(struct app *app, const struct order_request *rq, struct order_result *res);
 
 /* Runs the whole create flow. Always fills *res (cleared on entry). */
