@@ -6,7 +6,7 @@
 #ifndef TICKETD_RESPONSE_CACHE_H
 #define TICKETD_RESPONSE_CACHE_H
 
-#include "orders.h"
+#include "order_types.h"
 
 #include <stdbool.h>
 #include <stddef.h>
