@@ -154,6 +154,19 @@ if [[ -z "$ONLY" || "$ONLY" == *sources* ]]; then
     add_summary sources "$out"
 fi
 
+# No name of the thread-per-request model is left in service/ (the loops
+# and fibers replaced it; scripts/check-thread-names.sh lists the names).
+echo "== thread-era names (scripts/check-thread-names.sh)"
+if scripts/check-thread-names.sh >"$LOGS/thread-names.out" 2>&1; then
+    passed=$((passed + 1))
+    echo "ok    $(tail -1 "$LOGS/thread-names.out")"
+else
+    failed=$((failed + 1))
+    failures+=("thread names (see $LOGS/thread-names.out)")
+    echo "FAIL  thread names"
+    tail -11 "$LOGS/thread-names.out" | sed 's/^/      /'
+fi
+
 # The docs' links, anchors and file paths, and the generated figures'
 # blocks (scripts/check-docs.py); each of its checks counts as one.
 if [[ -z "$ONLY" || "$ONLY" == *docs* ]]; then
