@@ -20,7 +20,7 @@ struct handler {
 };
 
 static const struct handler handlers[ROUTE_COUNT] = {
-#define ROUTE(id, method, pattern, handler, quick, runs, access, body, label)                    \
+#define ROUTE(id, method, pattern, handler, quick, runs, access, body, label)                      \
     [ROUTE_##id] = {handler, quick},
 #include "routes.def"
 #undef ROUTE

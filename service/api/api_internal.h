@@ -21,7 +21,7 @@ typedef void (*api_handler_fn)(struct req *r, struct resp *w);
 typedef enum api_step (*api_quick_fn)(struct req *r, struct resp *w);
 
 /* Every handler routes.def names (two routes may share one). */
-#define ROUTE(id, method, pattern, handler, quick, runs, access, body, label)                    \
+#define ROUTE(id, method, pattern, handler, quick, runs, access, body, label)                      \
     void handler(struct req *r, struct resp *w);
 #include "routes.def"
 #undef ROUTE
