@@ -11,12 +11,13 @@
 # threads of their own. The names and phrases below described requests
 # handed to worker threads, each with its own connections: a reader who
 # meets one believes a model the code no longer has. Identifiers are
-# matched as written, phrases in any case. Prints each hit, then one line:
-# "thread names: ok (...)" or "thread names: N left (...)".
+# matched as written, phrases in any case.
 #
-# Before the real check it runs on a sample holding every entry once (and a
-# clean file) and must find exactly those: a check that cannot fail proves
-# nothing.
+# Two checks: first the check itself, on a sample holding every entry once
+# (and a clean file with near misses), which must find exactly those: a
+# check that cannot fail proves nothing; then the tree. Prints "ok"/"FAIL"
+# per check, a line per hit, and a last line "thread-names: N passed, N
+# failed"; exits 1 when a check failed.
 
 set -u
 
@@ -52,22 +53,37 @@ trap 'rm -rf "$sample"' EXIT
 } >"$sample/planted.c"
 # Near misses: a longer identifier, a real thread of a background job.
 printf 'int store_thread_idle_count;\n/* the relay job runs on a thread of its own */\n' >"$sample/clean.c"
+passed=0
+failed=0
+# One check's verdict: $1 true (0) or not, $2 what an ok says, $3 what a
+# FAIL says, $4 the hits that go with a FAIL.
+verdict() {
+    if [[ $1 -eq 0 ]]; then
+        passed=$((passed + 1))
+        echo "ok    thread-names: $2"
+    else
+        failed=$((failed + 1))
+        echo "FAIL  thread-names: $3"
+        sed 's/^/      /' "$4"
+    fi
+}
+
 want=$((${#NAMES[@]} + ${#PHRASES[@]}))
 hits "$sample" >"$sample/found"
 got=$?
-if [[ $got -ne $want ]] || grep -q clean.c "$sample/found"; then
-    cat "$sample/found"
-    echo "thread names: the check found $got of the $want planted names (and nothing in clean.c): it is broken"
-    exit 1
-fi
+[[ $got -eq $want ]] && ! grep -q clean.c "$sample/found"
+verdict $? "a sample with each of the $want entries planted: all found, no near miss" \
+    "$got hits on a sample with $want entries planted (and near misses)" "$sample/found"
 
 cd "$ROOT" || exit 1
 dir=${1:-service}
-hits "$dir"
-left=$?
-entries="${#NAMES[@]} names, ${#PHRASES[@]} phrases"
-if [[ $left -gt 0 ]]; then
-    echo "thread names: $left left in $dir ($entries)"
+if [[ ! -d "$dir" ]]; then
+    echo "thread-names: no folder $dir to check"
     exit 1
 fi
-echo "thread names: ok ($dir: $entries, none left)"
+entries="${#NAMES[@]} names, ${#PHRASES[@]} phrases"
+hits "$dir" >"$sample/left"
+left=$?
+verdict $left "none of the $entries left in $dir" "$left left in $dir ($entries)" "$sample/left"
+echo "thread-names: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
