@@ -222,7 +222,7 @@ LESSONS = [
         "later write leave a window in which two requests both see it unspent.",
         "defence": "token-atomic",
         "where": "service/redis/cache_scripts.c:SPEND_LUA (inside begin_lua, or cache_token_take); "
-        "the naive one service/naive/cache_naive.c:cache_naive_token_take",
+        "the naive one service/redis/cache_naive.c:cache_naive_token_take",
         "unit": "orders beyond one per token",
         "figure": ["token_reused_orders"],
         "without": lambda n: _pass("session-lock,token-atomic", load=_click(n)),

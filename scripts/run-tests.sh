@@ -154,6 +154,15 @@ if [[ -z "$ONLY" || "$ONLY" == *sources* ]]; then
     add_summary sources "$out"
 fi
 
+# No name of the thread-per-request model is left in service/ (the loops
+# and fibers replaced it; scripts/check-thread-names.sh lists the names);
+# the script's test of itself and the tree count one each.
+echo "== thread-era names (scripts/check-thread-names.sh)"
+out="$LOGS/thread-names.out"
+scripts/check-thread-names.sh >"$out" 2>&1
+grep -E '^(ok|FAIL|      )' "$out" | head -20
+add_summary thread-names "$out"
+
 # The docs' links, anchors and file paths, and the generated figures'
 # blocks (scripts/check-docs.py); each of its checks counts as one.
 if [[ -z "$ONLY" || "$ONLY" == *docs* ]]; then

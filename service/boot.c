@@ -202,9 +202,9 @@ static const struct job_hooks job_hooks = {
     .cache_release = cache_thread_release,
 };
 
-/* A loop thread's connections (http.h): a MySQL connection borrowed from
- * the pool for each request and given back after it, and, at the thread's
- * end, whatever it still owns of MySQL and Redis. Wired here, the
+/* A loop's connections (http.h): the MySQL connection a request's fiber
+ * borrowed from the loop's pool, given back after the request, and, at the
+ * loop thread's end, whatever it still owns of MySQL and Redis. Wired here, the
  * composition root, so that the transport needs neither port. */
 static void loop_thread_end(void)
 {

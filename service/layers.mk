@@ -13,8 +13,10 @@
 # implement them without seeing the domain; api answers requests with the
 # domain; http carries them; jobs run the domain in the background; main.c
 # and boot.c wire everything together. The demo's naive variants (naive)
-# replace adapters' entries and the domain's steps alike, so they may see
-# the domain; the domain never calls them: boot.c puts them in its tables.
+# replace the MySQL adapter's entries and the domain's steps alike, so they
+# may see the domain; the domain never calls them: boot.c puts them in its
+# tables. The naive Redis entries are redis/cache_naive.c: a client
+# library is included in its adapter's folder only.
 
 LAYERS := base model ports domain mysql redis naive api http jobs
 
@@ -24,7 +26,7 @@ LAYER_ports := base model
 LAYER_domain := base model ports
 LAYER_mysql := base model ports
 LAYER_redis := base model ports
-LAYER_naive := base model ports domain mysql redis
+LAYER_naive := base model ports domain mysql
 LAYER_api := base model ports domain
 LAYER_http := base model ports domain api
 LAYER_jobs := base model ports domain

@@ -15,12 +15,12 @@
 
 /* routes.def's handler and quick step; router.c has the rest of each row. */
 struct handler {
-    api_handler_fn fn;  /* the route's work: on a fiber, unless thread IO */
+    api_handler_fn fn;  /* the route's work: on a fiber, unless it runs INLINE */
     api_quick_fn quick; /* what of it needs no I/O, run first; may answer */
 };
 
 static const struct handler handlers[ROUTE_COUNT] = {
-#define ROUTE(id, method, pattern, handler, quick, thread, access, body, label)                    \
+#define ROUTE(id, method, pattern, handler, quick, runs, access, body, label)                      \
     [ROUTE_##id] = {handler, quick},
 #include "routes.def"
 #undef ROUTE
@@ -79,11 +79,11 @@ enum api_step api_begin(struct req *r, struct resp *w)
      * their headers, and none should first have to say something else. */
     if (ri->body != ROUTE_BODY_NONE && r->body_len > 0 && !api_body_shallow(r, w))
         return API_ANSWERED;
-    if (ri->thread == ROUTE_THREAD_IO) {
+    if (ri->runs == ROUTE_RUNS_INLINE) {
         h->fn(r, w);
         return API_ANSWERED;
     }
-    return h->quick != NULL ? h->quick(r, w) : API_BLOCKING;
+    return h->quick != NULL ? h->quick(r, w) : API_ON_FIBER;
 }
 
 void api_finish(struct req *r, struct resp *w)
@@ -93,6 +93,6 @@ void api_finish(struct req *r, struct resp *w)
 
 void api_dispatch(struct req *r, struct resp *w)
 {
-    if (api_begin(r, w) == API_BLOCKING)
+    if (api_begin(r, w) == API_ON_FIBER)
         api_finish(r, w);
 }

@@ -10,7 +10,7 @@
  * request: the one vocabulary for "answered" in the API layer. */
 enum api_step {
     API_ANSWERED, /* w holds the answer */
-    API_BLOCKING, /* the rest needs Redis or MySQL: call api_finish */
+    API_ON_FIBER, /* the rest waits for Redis or MariaDB: api_finish, on a fiber */
 };
 
 /* Everything of a request that needs no I/O, done at once by the loop that
@@ -23,7 +23,8 @@ enum api_step api_begin(struct req *r, struct resp *w);
  * on a fiber of the loop that read the request (it parks where it waits). */
 void api_finish(struct req *r, struct resp *w);
 
-/* Both steps on the calling thread. Always fills w. */
+/* Both steps, one after the other, where it is called (tests, or a fiber).
+ * Always fills w. */
 void api_dispatch(struct req *r, struct resp *w);
 
 #endif

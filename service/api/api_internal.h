@@ -16,12 +16,12 @@
 
 typedef void (*api_handler_fn)(struct req *r, struct resp *w);
 /* A route's quick step (no I/O), in the dispatcher's words (api.h):
- * API_ANSWERED when it answered into w, API_BLOCKING when the rest waits
- * for Redis or MySQL on a fiber (api_hand_on). */
+ * API_ANSWERED when it answered into w, API_ON_FIBER when the rest waits
+ * for Redis or MariaDB on a fiber (api_hand_on). */
 typedef enum api_step (*api_quick_fn)(struct req *r, struct resp *w);
 
 /* Every handler routes.def names (two routes may share one). */
-#define ROUTE(id, method, pattern, handler, quick, thread, access, body, label)                    \
+#define ROUTE(id, method, pattern, handler, quick, runs, access, body, label)                      \
     void handler(struct req *r, struct resp *w);
 #include "routes.def"
 #undef ROUTE

@@ -1,5 +1,5 @@
 /* auth.c - bearer tokens checked (auth.h): the HS256 JWT rules and a small
- * per-thread cache of tokens already verified. Apart from the handlers so
+ * per-loop cache of tokens already verified. Apart from the handlers so
  * that every rule a token must pass is in one file, tested alone. */
 #include "auth.h"
 
@@ -121,9 +121,10 @@ static bool token_shape_ok(const char *t)
 
 /* Clients send the same token with request after request, and decoding
  * and verifying it is most of what a cheap request costs (a replay). Each
- * thread keeps the last tokens it verified, keyed by their exact text and
- * the secret they were verified with; a hit still checks `exp`. Inline
- * buffers, no allocation, nothing shared between threads. */
+ * loop's thread keeps the last tokens it verified (api_begin checks them on
+ * the loop), keyed by their exact text and the secret they were verified
+ * with; a hit still checks `exp`. Inline buffers, no allocation, nothing
+ * shared between loops. */
 #define VERIFIED_SLOTS 64
 #define VERIFIED_MAX   512 /* longer tokens are simply not remembered */
 

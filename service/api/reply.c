@@ -94,7 +94,7 @@ enum api_step api_hand_on(struct req *r, void *in)
 {
     r->ctx = in;
     r->ctx_free = free;
-    return API_BLOCKING;
+    return API_ON_FIBER;
 }
 
 bool api_parse_id(const char *s, int64_t *out)

@@ -42,7 +42,7 @@ json_t *api_order_json(const struct order *o);
 /* The end of a quick step that did not answer: the rest waits for Redis
  * and MySQL, so a fiber of the request's loop runs it (api_finish), with in (what the quick
  * step read, one allocation) as r->ctx, freed with the request. Returns
- * API_BLOCKING, what the quick step then says. */
+ * API_ON_FIBER, what the quick step then says. */
 enum api_step api_hand_on(struct req *r, void *in);
 
 /* Parses a decimal id path parameter in 1..2^53-1. */

@@ -5,7 +5,7 @@
  * query arguments are read through the transport's own functions
  * (struct req_source), so the API calls nothing of the transport's by name
  * and the transport is the only one of the two that knows the other. Not
- * thread-safe: one request, one thread. */
+ * thread-safe: it belongs to its request, on that request's loop. */
 #ifndef TICKETD_REQ_H
 #define TICKETD_REQ_H
 

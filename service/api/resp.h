@@ -3,7 +3,8 @@
  *
  * A struct resp lives in the per-request state; handlers fill it with the
  * resp_* calls and never free it themselves (resp_reset does). Not
- * thread-safe: one request, one thread. */
+ * thread-safe: it belongs to its request, on that request's loop (its
+ * fiber, or the loop itself for an answer given inline). */
 #ifndef TICKETD_RESP_H
 #define TICKETD_RESP_H
 

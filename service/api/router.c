@@ -8,9 +8,9 @@
 /* routes.def's columns as this file reads them: everything but the handler
  * and the quick step, which only api.c names. */
 static const struct route_info routes[ROUTE_COUNT] = {
-#define ROUTE(id, method, pattern, handler, quick, thread, access, body, label)                    \
-    [ROUTE_##id] = {                                                                               \
-        method, pattern, ROUTE_THREAD_##thread, ROUTE_ACCESS_##access, ROUTE_BODY_##body, label},
+#define ROUTE(id, method, pattern, handler, quick, runs, access, body, label)                      \
+    [ROUTE_##id] = {method, pattern, ROUTE_RUNS_##runs, ROUTE_ACCESS_##access, ROUTE_BODY_##body,  \
+                    label},
 #include "routes.def"
 #undef ROUTE
 };

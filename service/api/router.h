@@ -1,7 +1,7 @@
 /* router.h - the route table (routes.def) as data: which route a method and
  * path name, 404 versus 405 with the Allow list, and each route's access,
- * body kind, thread and metrics label. Pure (it names no handler, so it
- * links alone); thread-safe. */
+ * body kind, where its handler runs and metrics label. Pure (it names no
+ * handler, so it links alone); thread-safe. */
 #ifndef TICKETD_ROUTER_H
 #define TICKETD_ROUTER_H
 
@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 enum route_id {
-#define ROUTE(id, method, pattern, handler, quick, thread, access, body, label) ROUTE_##id,
+#define ROUTE(id, method, pattern, handler, quick, runs, access, body, label) ROUTE_##id,
 #include "routes.def"
 #undef ROUTE
     ROUTE_COUNT,
@@ -32,18 +32,17 @@ enum route_body {
     ROUTE_BODY_REQUIRED, /* must be JSON */
 };
 
-/* Where a route's handler runs. The name WORKER outlived the worker
- * threads: such a handler now runs on a fiber of its request's loop. */
-enum route_thread {
-    ROUTE_THREAD_WORKER, /* it waits for Redis or MySQL: on a fiber */
-    ROUTE_THREAD_IO,     /* it touches no dependency: on the loop, at once */
+/* Where a route's handler runs (routes.def's runs). */
+enum route_runs {
+    ROUTE_RUNS_FIBER,  /* it waits for Redis or MariaDB: on a fiber of the request's loop */
+    ROUTE_RUNS_INLINE, /* it touches no dependency: on the loop, at once */
 };
 
 /* One row of routes.def, without its handler (api.c has those). */
 struct route_info {
     const char *method;
     const char *pattern;
-    enum route_thread thread;
+    enum route_runs runs;
     enum route_access access;
     enum route_body body;
     const char *label;

@@ -112,22 +112,16 @@ static bool check_record(const struct cart_request *rq, const char *fp, struct i
 
 /* The order token, spent by the batch key. A batch key with a record in
  * the database passed this check before (the record is written only after
- * it): its retry is the same intent, whatever Redis remembers now. */
+ * it): its retry is the same intent, whatever Redis remembers now. A
+ * refusal is the order's (token_passes), said in the cart's outcomes. */
 static bool spend_token(struct app *app, struct inflight_key *k, bool has_record,
                         struct cart_result *res)
 {
-    if (has_record)
+    struct order_result stop = {0};
+    if (has_record || token_passes(app, k, &stop))
         return true;
-    switch (token_spend(app, k)) {
-    case TOKEN_GOES_ON:
-        return true;
-    case TOKEN_INVALID:
-        cart_answer(res, CART_TOKEN_INVALID, LAYER_TOKEN);
-        return false;
-    case TOKEN_UNAVAILABLE:
-        break;
-    }
-    cart_answer(res, CART_UNAVAILABLE, LAYER_NONE);
+    cart_answer(res, stop.outcome == ORDER_TOKEN_INVALID ? CART_TOKEN_INVALID : CART_UNAVAILABLE,
+                stop.layer);
     return false;
 }
 

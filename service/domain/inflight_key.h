@@ -28,7 +28,7 @@
 #define TICKETD_INFLIGHT_KEY_H
 
 #include "idem.h"
-#include "orders.h"
+#include "order_types.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,12 +1,12 @@
 /* order_answer.h - the answers an order's defences give (struct
- * order_result, orders.h), for the files of those defences and the flow
+ * order_result, order_types.h), for the files of those defences and the flow
  * that calls them. Inline here, in a header of their own, so that every
  * defence can answer without calling back into the flow that drives it:
  * orders.c calls the defences, never the other way round. */
 #ifndef TICKETD_ORDER_ANSWER_H
 #define TICKETD_ORDER_ANSWER_H
 
-#include "orders.h"
+#include "order_types.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -14,10 +14,11 @@
 #include <stdatomic.h>
 
 /* Stays a switch: the lesson is the look-ups a refusal costs without it.
- * A filter of no bits (TICKETD_BLOOM_EXPECTED_KEYS=0) is no filter. */
+ * The filter always has bits when on: TICKETD_BLOOM_EXPECTED_KEYS is at
+ * least 1000 (config.c) and bloom_size gives at least 64 bits. */
 static bool filter_on(const struct app *app)
 {
-    return (app->defences & DEFENCE_BLOOM) && app->bloom.m != 0;
+    return app->defences & DEFENCE_BLOOM;
 }
 
 /* The order-key filter (bloom.h), asked before the refusal's database

@@ -7,7 +7,7 @@
 #ifndef TICKETD_ORDER_STEPS_H
 #define TICKETD_ORDER_STEPS_H
 
-#include "orders.h"
+#include "order_types.h"
 
 struct app;
 struct inflight_key;

@@ -135,19 +135,7 @@ static bool check_key(struct app *app, const struct order_request *rq, struct in
     bool go_on = answer_key(app, rq, k, &ans, inflight_key_begin(k, &ans), res);
     k->note = NULL;
     inflight_key_answer_cleanup(&ans);
-    if (!go_on)
-        return false;
-    switch (token_spend(app, k)) {
-    case TOKEN_GOES_ON:
-        return true;
-    case TOKEN_INVALID:
-        orders_answer(res, ORDER_TOKEN_INVALID, LAYER_TOKEN);
-        return false;
-    case TOKEN_UNAVAILABLE:
-        break;
-    }
-    orders_answer(res, ORDER_UNAVAILABLE, LAYER_NONE);
-    return false;
+    return go_on && token_passes(app, k, res);
 }
 
 /* The refusals that only Redis vouches for. */

@@ -1,12 +1,13 @@
 /* response_cache.h - the response cache (orders.h, layer 1): a completed
  * request's answer, replayed byte for byte to the key's retries. Two
- * places keep it: this process (here: bounded, no I/O, so the HTTP thread
- * may ask it) and Redis, the key's completed record, which the key
- * protocol replays (inflight_key.h). Thread-safe. */
+ * places keep it: this process (here: bounded, no I/O, so the loop that
+ * read the request may ask it at once, before any fiber) and Redis, the
+ * key's completed record, which the key protocol replays (inflight_key.h).
+ * Thread-safe. */
 #ifndef TICKETD_RESPONSE_CACHE_H
 #define TICKETD_RESPONSE_CACHE_H
 
-#include "orders.h"
+#include "order_types.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -10,7 +10,15 @@
 #include "err.h"
 #include "inflight_key.h"
 #include "metrics.h"
+#include "order_answer.h"
 #include "util.h"
+
+/* What spending the token decided. */
+enum token_verdict {
+    TOKEN_GOES_ON,     /* spent by this key now or before, or nothing to check */
+    TOKEN_INVALID,     /* unknown, someone else's, or spent by another key */
+    TOKEN_UNAVAILABLE, /* Redis failed under policy strict */
+};
 
 const char *token_for_key(const struct app *app, const char *token)
 {
@@ -18,7 +26,7 @@ const char *token_for_key(const struct app *app, const char *token)
     return (app->defences & DEFENCE_TOKEN) ? token : NULL;
 }
 
-enum token_verdict token_spend(struct app *app, struct inflight_key *k)
+static enum token_verdict spend(struct app *app, struct inflight_key *k)
 {
     /* Tokens live only in Redis: without it (policy degrade; strict has
      * ended the request already) there is nothing to check, and the unique
@@ -47,6 +55,21 @@ enum token_verdict token_spend(struct app *app, struct inflight_key *k)
     }
     k->redis_ok = false;
     return app->cfg->redis_policy == REDIS_POLICY_STRICT ? TOKEN_UNAVAILABLE : TOKEN_GOES_ON;
+}
+
+bool token_passes(struct app *app, struct inflight_key *k, struct order_result *res)
+{
+    switch (spend(app, k)) {
+    case TOKEN_GOES_ON:
+        return true;
+    case TOKEN_INVALID:
+        orders_answer(res, ORDER_TOKEN_INVALID, LAYER_TOKEN);
+        return false;
+    case TOKEN_UNAVAILABLE:
+        break;
+    }
+    orders_answer(res, ORDER_UNAVAILABLE, LAYER_NONE);
+    return false;
 }
 
 const char *token_to_record(const struct app *app, const char *token, char *key)

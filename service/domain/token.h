@@ -14,23 +14,21 @@
 
 struct app;
 struct inflight_key;
-
-/* What spending the token decided. */
-enum token_verdict {
-    TOKEN_GOES_ON,     /* spent by this key now or before, or nothing to check */
-    TOKEN_INVALID,     /* unknown, someone else's, or spent by another key */
-    TOKEN_UNAVAILABLE, /* Redis failed under policy strict */
-};
+struct order_result;
 
 /* The token for the key's script to spend: token, or NULL when the demo
  * switched the defence off (nothing is checked). */
 const char *token_for_key(const struct app *app, const char *token);
 
 /* Spends k's token on behalf of k's key, unless the key's script gave its
- * verdict already (k->token_rc). A token Redis forgot but that is genuine
- * lets the request go on: the database decides. Clears k->redis_ok when
- * Redis failed. */
-enum token_verdict token_spend(struct app *app, struct inflight_key *k);
+ * verdict already (k->token_rc), and says what the request answers when
+ * the token stops it. True when it goes on: spent by this key now or
+ * before, nothing to check, or a genuine token Redis forgot (the database
+ * decides). Else false with res's outcome and layer set: ORDER_TOKEN_INVALID
+ * by LAYER_TOKEN (unknown, someone else's, or spent by another key), or
+ * ORDER_UNAVAILABLE (Redis failed under policy strict). Clears k->redis_ok
+ * when Redis failed. An order and a cart's batch key alike answer from it. */
+bool token_passes(struct app *app, struct inflight_key *k, struct order_result *res);
 
 /* The token an order records in its transaction (token, or the one a cart
  * spent on its behalf), as its key (ORDERTOKEN_KEY_LEN + 1 bytes, filled),

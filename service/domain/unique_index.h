@@ -9,7 +9,7 @@
 #ifndef TICKETD_UNIQUE_INDEX_H
 #define TICKETD_UNIQUE_INDEX_H
 
-#include "orders.h"
+#include "order_types.h"
 
 #include <stdbool.h>
 

@@ -2,11 +2,15 @@
  *
  * Redis is an accelerator, never the arbiter: every function may fail with
  * TD_EUNAVAIL (down, paused, timed out, flushed under our feet) and the
- * caller must stay correct anyway, because the database decides. Each
- * thread uses its own connection; after a failure the thread skips Redis
- * for a short back-off, then reconnects on its own. Keys carry the user in
- * a {hash tag} so each script's keys share one Redis Cluster slot.
- * Safe to call from any thread. Out-parameters are cleared on entry. */
+ * caller must stay correct anyway, because the database decides. On a
+ * request's fiber a call goes on its loop's one asynchronous connection,
+ * shared by the loop's fibers (the commands of a loop turn leave in one
+ * write) and the fiber parks until its reply; on a plain thread (a
+ * background job) it goes on the thread's own blocking connection. After a
+ * failure every caller of the process skips Redis for a short back-off,
+ * then one probe finds out whether it is back. Keys carry the user in a
+ * {hash tag} so each script's keys share one Redis Cluster slot. Safe to
+ * call from any fiber or thread. Out-parameters are cleared on entry. */
 #ifndef TICKETD_CACHE_H
 #define TICKETD_CACHE_H
 
@@ -18,6 +22,8 @@
 
 /* Remembers cfg (borrowed) and computes the scripts' SHA1s. Connects nothing. */
 int cache_init(const struct config *cfg);
+/* Closes the calling thread's blocking connection (the loops' connections
+ * live as long as the loops). */
 void cache_thread_release(void);
 void cache_cleanup(void);
 

@@ -1,11 +1,18 @@
 /* store.h - the database port: everything ticketd keeps durably.
  *
  * The domain calls these; store_mysql.c implements them on MariaDB/MySQL
- * and the unit tests link fakes in its place. Each call runs on the
- * calling thread's own connection (connections are never shared), opened
- * on first use and reopened after any error. All functions are safe to
- * call from any thread. Errors: TD_EUNAVAIL when the database cannot be
- * reached or timed out, TD_ERETRY after a deadlock or lock wait timeout
+ * and the unit tests link fakes in its place. Every function may be called
+ * from a request's fiber or from a plain thread, and no connection is ever
+ * used by two callers at once:
+ *   - a request's fiber borrows a connection of its loop's pool (the loops
+ *     share TICKETD_DB_CONNS) at its first statement and keeps it, so that
+ *     a transaction stays on it, until store_thread_idle gives it back;
+ *     while the server works, the fiber parks and its loop serves others;
+ *   - a plain thread (a background job, boot) has a connection of its own,
+ *     which blocks it while the server works, until store_thread_release.
+ * A connection is opened on first use and reopened after any error.
+ * Errors: TD_EUNAVAIL when the database cannot be reached, timed out or
+ * lent no connection in time, TD_ERETRY after a deadlock or lock wait timeout
  * (the transaction was rolled back and may be run again), TD_EINTERNAL
  * for anything unexpected. Out-parameters are cleared on entry. */
 #ifndef TICKETD_STORE_H
@@ -19,15 +26,16 @@
 
 /* Remembers cfg's connection settings (borrowed; must outlive the store)
  * and initialises the client library. Connects nothing. Call once, before
- * any thread uses the store. */
+ * any loop or thread uses the store. */
 int store_init(const struct config *cfg);
-/* Requests share TICKETD_DB_CONNS connections, each loop its share: a
- * request's fiber borrows one at its first statement, and
- * store_thread_idle, after each request, gives it back. */
+/* On a fiber: gives the connection it borrowed back to its loop's pool
+ * (none held: nothing). Called after each request, and by the flow before
+ * its fiber parks for something other than the database (keywait.c), so
+ * that an idle wait holds no connection. A transaction must have ended:
+ * one still open is rolled back. Off a fiber: nothing. */
 void store_thread_idle(void);
-/* Closes the calling thread's connection (gives back a borrowed one).
- * Threads that end through pthread_exit or returning get this
- * automatically, except a worker's borrowed connection. */
+/* On a fiber, as store_thread_idle; on a plain thread, closes its own
+ * connection (a thread that ends has it closed anyway). */
 void store_thread_release(void);
 void store_cleanup(void);
 

@@ -2,11 +2,12 @@
  * (transactional outbox -> Redis stream), the consumers' effects with
  * their dedup rows, dead letters, and the points a user has.
  *
- * Like store.h: each call runs on the calling thread's own connection;
- * errors are TD_EUNAVAIL (database unreachable or timed out), TD_ERETRY
- * (deadlock or lock wait: rolled back, may be run again), TD_EINTERNAL.
+ * Connections as in store.h (a request's fiber borrows one of its loop's,
+ * a background job's thread has its own); errors are TD_EUNAVAIL
+ * (database unreachable or timed out), TD_ERETRY (deadlock or lock wait:
+ * rolled back, may be run again), TD_EINTERNAL.
  * Every transaction that fails is rolled back before returning. Safe to
- * call from any thread. Out-parameters are cleared on entry. */
+ * call from any fiber or thread. Out-parameters are cleared on entry. */
 #ifndef TICKETD_STORE_EVENTS_H
 #define TICKETD_STORE_EVENTS_H
 
@@ -22,7 +23,7 @@
 #define PAYLOAD_MAX    65535 /* TEXT */
 
 /* One outbox row as the relay publishes it. Large (the payload buffer):
- * allocate it once per thread. */
+ * allocate it once per caller, never on a stack (a fiber's is small). */
 struct outbox_event {
     int64_t id;
     char event_type[EVENT_TYPE_MAX + 1];

@@ -3,7 +3,7 @@
  * request is not one business row, such as a cart's batch key.
  *
  * Implemented on MariaDB/MySQL by idem_mysql.c. Errors as in store.h.
- * Thread-safe: each call runs on the calling thread's connection. */
+ * Connections as in store.h: a fiber's borrowed one, a thread's own. */
 #ifndef TICKETD_STORE_IDEM_H
 #define TICKETD_STORE_IDEM_H
 

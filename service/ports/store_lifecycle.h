@@ -2,8 +2,8 @@
  * cancel, an admin's complete, the expiry sweep.
  *
  * Implemented on MariaDB/MySQL by lifecycle_mysql.c; the domain
- * (lifecycle.c) calls it. Errors as in store.h. Thread-safe: each call
- * uses the calling thread's connection. */
+ * (lifecycle.c) calls it, from a request's fiber (a cancel, a complete) or
+ * the sweep's thread. Errors and connections as in store.h. */
 #ifndef TICKETD_STORE_LIFECYCLE_H
 #define TICKETD_STORE_LIFECYCLE_H
 

@@ -5,7 +5,8 @@
  *
  * Implemented on MariaDB/MySQL by payments_mysql.c. Errors as in store.h;
  * a step that fails leaves the transaction for store_payment_end to roll
- * back. Thread-safe: a transaction is on the calling thread's connection. */
+ * back. A transaction stays on one connection: a request's fiber keeps the
+ * one it borrowed until the request has ended (store.h). */
 #ifndef TICKETD_STORE_PAYMENTS_H
 #define TICKETD_STORE_PAYMENTS_H
 

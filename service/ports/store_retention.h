@@ -1,7 +1,7 @@
 /* store_retention.h - the retention job's side of the store: a table's
  * partitions, splitting day partitions off p_future, dropping one, and
  * the counts the job's guards and metrics need (retention.h). Errors as
- * store.h; thread-safe as store.h (the calling thread's connection). */
+ * store.h; run by the retention job, on its thread's own connection. */
 #ifndef TICKETD_STORE_RETENTION_H
 #define TICKETD_STORE_RETENTION_H
 

@@ -6,8 +6,8 @@
  *
  * Errors: TD_EUNAVAIL when the server cannot be reached or timed out,
  * TD_EINTERNAL on an error reply (for a group: most likely NOGROUP, the
- * server lost it) or an answer that makes no sense. Thread-safe: each
- * call uses the calling thread's connection. */
+ * server lost it) or an answer that makes no sense. Called by background
+ * jobs only: each call uses the calling thread's own blocking connection. */
 #ifndef TICKETD_STREAM_H
 #define TICKETD_STREAM_H
 
@@ -36,7 +36,7 @@ struct stream_entry {
  * an error. */
 typedef int (*stream_entry_fn)(const struct stream_entry *en, void *ctx);
 
-/* Call once before any thread uses the stream. */
+/* Call once before any job uses the stream. */
 void stream_init(void);
 
 /* Appends an outbox row (trimming the stream to a bounded length). TD_OK

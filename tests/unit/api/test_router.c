@@ -207,7 +207,7 @@ static void test_patterns(void **state)
 }
 
 /* The columns api.c reads before a handler runs, for the routes whose
- * answer depends on them: who may call, what body, which thread. */
+ * answer depends on them: who may call, what body, where it runs. */
 static void test_route_rows(void **state)
 {
     (void)state;
@@ -215,24 +215,24 @@ static void test_route_rows(void **state)
         int route;
         enum route_access access;
         enum route_body body;
-        enum route_thread thread;
+        enum route_runs runs;
     } want[] = {
-        {ROUTE_LIVEZ, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_NONE, ROUTE_THREAD_IO},
-        {ROUTE_METRICS, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_NONE, ROUTE_THREAD_IO},
-        {ROUTE_READYZ, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_NONE, ROUTE_THREAD_WORKER},
-        {ROUTE_TOKENS_CREATE, ROUTE_ACCESS_USER, ROUTE_BODY_OPTIONAL, ROUTE_THREAD_WORKER},
-        {ROUTE_ORDERS_CREATE, ROUTE_ACCESS_USER, ROUTE_BODY_REQUIRED, ROUTE_THREAD_WORKER},
-        {ROUTE_ORDER_COMPLETE, ROUTE_ACCESS_ADMIN, ROUTE_BODY_OPTIONAL, ROUTE_THREAD_WORKER},
-        {ROUTE_PAYMENT_CALLBACK, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_REQUIRED, ROUTE_THREAD_WORKER},
-        {ROUTE_SESSIONS_CREATE, ROUTE_ACCESS_ADMIN, ROUTE_BODY_REQUIRED, ROUTE_THREAD_WORKER},
-        {ROUTE_ADMIN_AUDIT, ROUTE_ACCESS_ADMIN, ROUTE_BODY_NONE, ROUTE_THREAD_WORKER},
+        {ROUTE_LIVEZ, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_NONE, ROUTE_RUNS_INLINE},
+        {ROUTE_METRICS, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_NONE, ROUTE_RUNS_INLINE},
+        {ROUTE_READYZ, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_NONE, ROUTE_RUNS_FIBER},
+        {ROUTE_TOKENS_CREATE, ROUTE_ACCESS_USER, ROUTE_BODY_OPTIONAL, ROUTE_RUNS_FIBER},
+        {ROUTE_ORDERS_CREATE, ROUTE_ACCESS_USER, ROUTE_BODY_REQUIRED, ROUTE_RUNS_FIBER},
+        {ROUTE_ORDER_COMPLETE, ROUTE_ACCESS_ADMIN, ROUTE_BODY_OPTIONAL, ROUTE_RUNS_FIBER},
+        {ROUTE_PAYMENT_CALLBACK, ROUTE_ACCESS_PUBLIC, ROUTE_BODY_REQUIRED, ROUTE_RUNS_FIBER},
+        {ROUTE_SESSIONS_CREATE, ROUTE_ACCESS_ADMIN, ROUTE_BODY_REQUIRED, ROUTE_RUNS_FIBER},
+        {ROUTE_ADMIN_AUDIT, ROUTE_ACCESS_ADMIN, ROUTE_BODY_NONE, ROUTE_RUNS_FIBER},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const struct route_info *ri = router_route(want[i].route);
         assert_non_null(ri);
         assert_int_equal(ri->access, want[i].access);
         assert_int_equal(ri->body, want[i].body);
-        assert_int_equal(ri->thread, want[i].thread);
+        assert_int_equal(ri->runs, want[i].runs);
     }
     /* A GET takes no body; every label is the route's bounded name. */
     for (int id = 0; id < ROUTE_COUNT; id++) {

@@ -2,7 +2,8 @@
  * about, as entries of the Redis adapter's table (cache_redis.h) that
  * replace the real ones. boot.c puts one in the table at boot for each
  * defence TICKETD_DEFENSES switches off (TICKETD_ENV=demo only); they read
- * no switch themselves. Built over the Redis adapter: what they do not
+ * no switch themselves. Built over the Redis adapter, in its folder (they
+ * speak hiredis, which nothing outside redis/ does): what they do not
  * change, they leave to its real entries. */
 #ifndef TICKETD_CACHE_NAIVE_H
 #define TICKETD_CACHE_NAIVE_H
