@@ -63,6 +63,10 @@
 # right after the kill, which drops every page the kernel still held in
 # its cache, and mounts the copy: what a node finds after a power cut.
 # Once made, the disks stay in use for that folder (`down` unmounts them).
+# With TICKETD_CLUSTER_CUT_COPY=DIR the three images as the power cut left
+# them are also copied to DIR/gN.img (overwritten by the next cut), to be
+# opened on their own afterwards: what each disk held, before any
+# recovery touched it.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -367,9 +371,24 @@ node_seqno() {
             --log-error="${d}/recover.log" </dev/null >/dev/null 2>&1 9>&- || true
         seq=$(sed -n 's/.*WSREP: Recovered position: [^:]*:\(-\{0,1\}[0-9]*\).*/\1/p' \
             "${d}/recover.log" | tail -1)
+        log_prepared "${n}" "${d}/recover.log"
     fi
     [[ "${seq}" =~ ^-?[0-9]+$ ]] || seq=-1
     echo "${seq}"
+}
+
+# A transaction whose COMMIT was written to the log but had not reached
+# the disk when the node died is found prepared by the recovery, which
+# rolls it back: it counts in no node's seqno, although its client may
+# have been answered (a power cut right after a commit's answer showed
+# exactly that with innodb_flush_log_at_trx_commit=1). Said, so that a
+# loss after a crash can be traced to it.
+log_prepared() {
+    local n=$1 f=$2 count last
+    count=$(sed -n 's/.*Found \([0-9]*\) prepared transaction(s) in InnoDB.*/\1/p' "${f}" | tail -1)
+    [[ -n "${count}" && "${count}" != 0 ]] || return 0
+    last=$(sed -n 's/.*WSREP: Last wsrep seqno to be recovered \(-\{0,1\}[0-9]*\).*/\1/p' "${f}" | tail -1)
+    log "galera: node ${n} found ${count} transaction(s) prepared but not committed on its disk (their seqnos up to ${last:-?}); the recovery rolls them back"
 }
 
 # When no node runs: the node that holds the most commits, which must
@@ -508,6 +527,12 @@ disks_power_cut() {
         img=$(disk_img "${n}")
         cp --sparse=always "${img}" "${img}.cut"
     done
+    if [[ -n "${TICKETD_CLUSTER_CUT_COPY:-}" ]]; then
+        mkdir -p "${TICKETD_CLUSTER_CUT_COPY}"
+        for n in 1 2 3; do
+            cp --sparse=always "$(disk_img "${n}").cut" "${TICKETD_CLUSTER_CUT_COPY}/g${n}.img"
+        done
+    fi
     for n in 1 2 3; do
         img=$(disk_img "${n}")
         disk_unmount "${n}"

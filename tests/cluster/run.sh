@@ -8,8 +8,9 @@
 # started, by pid, even when it fails or is interrupted. With
 # TICKETD_CLUSTER_LAB=1, then the lab's Galera cards in headless Chromium
 # (tests/lab/cluster.sh): not by default, since the crash lesson's pass with
-# its defence once lost answered orders (5, in one run of four), which is
-# not understood yet.
+# its defence sometimes loses answered orders too: the last ones a node
+# answered before the kill were only prepared on its disk, and the recovery
+# rolled them back (docs/scaling.md, which flush setting).
 #
 #   tests/cluster/run.sh
 #   TICKETD_CLUSTER_STATE=DIR     state folder (default .state/cluster)
