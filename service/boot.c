@@ -213,7 +213,7 @@ static void loop_thread_end(void)
 }
 
 static const struct http_loop_hooks loop_hooks = {
-    .after_request = store_thread_idle,
+    .after_request = store_fiber_idle,
     .end = loop_thread_end,
 };
 

@@ -1,11 +1,12 @@
 /* breaker.h - one shared view of a dependency's health: a circuit breaker.
  *
- * Every thread talks to Redis and MySQL over its own connection, but the
+ * A loop's fibers share its Redis connection and borrow its MariaDB ones,
+ * background jobs' threads have connections of their own, but the
  * question "is it up?" has one answer for the whole process. After a call
  * fails on the link (refused, reset, timed out), the breaker opens: for
  * cooldown_ms every caller is refused at once instead of each paying a
  * timeout against a paused or dead server. Then exactly one caller is let
- * through as a probe; its success closes the breaker for every thread at
+ * through as a probe; its success closes the breaker for every caller at
  * once, its failure opens it again.
  *
  *   closed ──failure──> open ──cooldown over──> one probe ──success──> closed

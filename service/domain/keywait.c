@@ -170,7 +170,7 @@ static void park_until_told(int64_t user_id, const char *key, const char *seen, 
         if (!told) {
             /* Nothing held across the park: no database connection is
              * kept from the others while this request only waits. */
-            store_thread_idle();
+            store_fiber_idle();
             loop_timer_start(w->loop, &w->timer,
                              (int)(left < KEYWAIT_POLL_MS ? left : KEYWAIT_POLL_MS), on_timer, w);
             w->parked = true;

@@ -45,7 +45,7 @@ int store_init(const struct config *cfg)
     return db_init(cfg);
 }
 
-void store_thread_idle(void)
+void store_fiber_idle(void)
 {
     db_fiber_idle();
 }

@@ -6,7 +6,7 @@
  * used by two callers at once:
  *   - a request's fiber borrows a connection of its loop's pool (the loops
  *     share TICKETD_DB_CONNS) at its first statement and keeps it, so that
- *     a transaction stays on it, until store_thread_idle gives it back;
+ *     a transaction stays on it, until store_fiber_idle gives it back;
  *     while the server works, the fiber parks and its loop serves others;
  *   - a plain thread (a background job, boot) has a connection of its own,
  *     which blocks it while the server works, until store_thread_release.
@@ -33,8 +33,8 @@ int store_init(const struct config *cfg);
  * its fiber parks for something other than the database (keywait.c), so
  * that an idle wait holds no connection. A transaction must have ended:
  * one still open is rolled back. Off a fiber: nothing. */
-void store_thread_idle(void);
-/* On a fiber, as store_thread_idle; on a plain thread, closes its own
+void store_fiber_idle(void);
+/* On a fiber, as store_fiber_idle; on a plain thread, closes its own
  * connection (a thread that ends has it closed anyway). */
 void store_thread_release(void);
 void store_cleanup(void);

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-/* After a failure every thread leaves Redis alone this long, then one
+/* After a failure every caller leaves Redis alone this long, then one
  * probe finds out whether it is back (breaker.h). */
 #define REDIS_COOLDOWN_MS 500
 

@@ -33,9 +33,9 @@ void store_thread_release(void)
     fake_call("store_thread_release");
 }
 
-void store_thread_idle(void)
+void store_fiber_idle(void)
 {
-    fake_call("store_thread_idle");
+    fake_call("store_fiber_idle");
     if (fake_store_idle_hook != NULL)
         fake_store_idle_hook();
 }

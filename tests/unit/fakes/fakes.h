@@ -38,7 +38,7 @@ int64_t fake_metrics_delta(enum metric m);
 /* Resets both fakes and the call log. */
 void fakes_reset(void);
 void fake_store_reset(void);
-/* Called by store_thread_idle when not NULL: a test's hook into the moment
+/* Called by store_fiber_idle when not NULL: a test's hook into the moment
  * a request gives its connection back (test_keywait.c: just before the
  * waiter parks). fake_store_reset clears it. */
 extern void (*fake_store_idle_hook)(void);
