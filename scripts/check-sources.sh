@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check-sources.sh - two rules of service/ that the compiler does not see.
+# check-sources.sh - three rules of service/ that the compiler does not see.
 #
 #   make sources-check      (run by make test through scripts/run-tests.sh)
 #   scripts/check-sources.sh [ROOT]
@@ -21,10 +21,18 @@
 #        jansson (JSON values)                     service/model, api, jobs
 #        libjwt (the API's bearer tokens)          service/api
 #        OpenSSL (hashes, HMAC, random bytes)      service/base, redis
+#   3. One name, one thing: no name is both a function and a type (a
+#      struct, enum, union or typedef) anywhere under service/. C keeps
+#      them apart, a reader does not: `db_conn` the struct and `db_conn()`
+#      the call that borrows one were two things under one name. (Two
+#      files' static helpers of one kind may share a name: each is local
+#      to its file.) Read from clang-formatted text: a function is a name
+#      followed by "(" on a line that starts in column 0; a type is a
+#      struct/enum/union tag or a typedef's name.
 #
-#   scripts/check-sources.sh --self-test   runs both rules on a made-up tree
+#   scripts/check-sources.sh --self-test   runs the rules on a made-up tree
 #                                          that breaks each, and fails unless
-#                                          both are caught
+#                                          each is caught
 #
 # Prints "ok"/"FAIL" per rule, a line per breach, and a last line
 # "sources: N passed, N failed"; exits 1 when a rule failed.
@@ -97,6 +105,41 @@ check_clients() {
     echo "ok    sources: the $n includes of client libraries are each in their own folder"
 }
 
+# $1: the checkout's root. Rule 3.
+check_names() {
+    local root=$1 both n
+    both=$(cd "$root" && find service -name '*.c' -o -name '*.h' | sort | xargs awk '
+        /^[ \t]/ || /^#/ || /^\/\*/ || /^ \*/ { next }
+        {
+            line = $0
+            # type tags and typedef names
+            while (match(line, /(struct|enum|union)[ \t]+[A-Za-z_][A-Za-z0-9_]*[ \t]*\{/)) {
+                t = substr(line, RSTART, RLENGTH); sub(/^(struct|enum|union)[ \t]+/, "", t); sub(/[ \t]*\{$/, "", t)
+                type[t] = FILENAME; line = substr(line, RSTART + RLENGTH)
+            }
+            if ($0 ~ /^typedef/ && match($0, /[A-Za-z_][A-Za-z0-9_]*\)?(\([^()]*\))?;$/)) {
+                t = $0; sub(/^.*[^A-Za-z0-9_]/, "", t); sub(/;$/, "", t)
+                if (match($0, /\(\*[A-Za-z_][A-Za-z0-9_]*\)/)) { t = substr($0, RSTART + 2, RLENGTH - 3) }
+                type[t] = FILENAME
+            }
+            if ($0 !~ /^typedef/ && match($0, /[A-Za-z_][A-Za-z0-9_]*\(/)) {
+                f = substr($0, RSTART, RLENGTH - 1)
+                if (f != "sizeof" && f != "__attribute__") fun[f] = FILENAME
+            }
+        }
+        /^\} [A-Za-z_][A-Za-z0-9_]*;$/ { t = $2; sub(/;$/, "", t); type[t] = FILENAME }
+        END { for (f in fun) if (f in type) printf "%s %s %s\n", f, fun[f], type[f] }')
+    n=$(printf '%s\n' "$both" | grep -c . || true)
+    if ((n > 0)); then
+        printf '%s\n' "$both" | sort | while read -r name fn ty; do
+            echo "      $name: a function ($fn) and a type ($ty)"
+        done
+        echo "FAIL  sources: names that are both a function and a type ($n)"
+        return 1
+    fi
+    echo "ok    sources: no name under service/ is both a function and a type"
+}
+
 count() {
     if "$@"; then
         passed=$((passed + 1))
@@ -128,7 +171,14 @@ self_test() {
         echo "FAIL  sources: the include rule missed <hiredis.h> in service/domain, or refused it in service/redis"
         return 1
     fi
-    echo "ok    sources: both rules catch a made-up breach (a long file, hiredis in the domain)"
+    printf 'struct thing {\n    int n;\n};\n' >"$tmp/service/domain/thing.h"
+    printf 'int thing(void)\n{\n    return 0;\n}\n' >"$tmp/service/domain/thing.c"
+    out=$(check_names "$tmp") && ok=1
+    if ((ok)) || [[ $out != *"thing: a function"* ]]; then
+        echo "FAIL  sources: the names rule missed a function named like a struct"
+        return 1
+    fi
+    echo "ok    sources: each rule catches a made-up breach (a long file, hiredis in the domain, a function named like a struct)"
 }
 
 if [[ ${1:-} == --self-test ]]; then
@@ -137,6 +187,7 @@ else
     root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
     count check_length "$root"
     count check_clients "$root"
+    count check_names "$root"
     count self_test
 fi
 echo "sources: $passed passed, $failed failed"

@@ -50,7 +50,7 @@ enum api_step api_begin(struct req *r, struct resp *w)
     if (r->route == ROUTE_METHOD_NOT_ALLOWED) {
         resp_problem(w, PROBLEM_METHOD_NOT_ALLOWED, NULL, "%s is not allowed here; use %s",
                      r->method, r->match.allow);
-        resp_header(w, "Allow", r->match.allow);
+        resp_header_add(w, "Allow", r->match.allow);
         return API_ANSWERED;
     }
     const struct route_info *ri = router_route(r->route);
@@ -60,7 +60,7 @@ enum api_step api_begin(struct req *r, struct resp *w)
         if (auth_verify(req_header(r, "Authorization"), cfg->jwt_secret, wall_s(), &r->who) !=
             TD_OK) {
             resp_problem(w, PROBLEM_UNAUTHENTICATED, NULL, "a valid bearer token is required");
-            resp_header(w, "WWW-Authenticate", "Bearer realm=\"ticketd\"");
+            resp_header_add(w, "WWW-Authenticate", "Bearer realm=\"ticketd\"");
             return API_ANSWERED;
         }
         if (ri->access == ROUTE_ACCESS_ADMIN && !r->who.admin) {

@@ -61,5 +61,5 @@ void api_idempotency_key_get(struct req *r, struct resp *w)
     }
     resp_json(w, 200, status_json(key, &ks));
     /* What a key has become changes until it completes; never from a cache. */
-    resp_header(w, "Cache-Control", "no-store");
+    resp_header_add(w, "Cache-Control", "no-store");
 }

@@ -28,7 +28,7 @@ void api_readyz(struct req *r, struct resp *w)
               json_pack("{s:s,s:s,s:s}", "status", status, "mysql", mysql_up ? "up" : "down",
                         "redis", redis_up ? "up" : "down"));
     if (code == 503)
-        resp_header(w, "Retry-After", "1");
+        resp_header_add(w, "Retry-After", "1");
 }
 
 void api_metrics(struct req *r, struct resp *w)

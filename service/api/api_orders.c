@@ -39,7 +39,7 @@ char *api_order_render(const struct order *o, int *status, size_t *len)
 static char *failure_render(enum order_outcome oc, int *status, size_t *len)
 {
     const struct problem_info *pi =
-        problem_info(oc == ORDER_SOLD_OUT ? PROBLEM_SOLD_OUT : PROBLEM_DEPENDENCY_UNAVAILABLE);
+        problem_info_of(oc == ORDER_SOLD_OUT ? PROBLEM_SOLD_OUT : PROBLEM_DEPENDENCY_UNAVAILABLE);
     char *body = xasprintf("{\"type\":\"%s\",\"title\":\"%s\",\"status\":%d,\"code\":\"%s\"}",
                            pi->type, pi->title, pi->status, pi->code);
     *status = pi->status;
@@ -113,7 +113,7 @@ void api_say_wait(struct resp *w, int wait_s)
     if (wait_s <= 0)
         return;
     snprintf(v, sizeof v, "wait=%d", wait_s);
-    resp_header(w, "Preference-Applied", v);
+    resp_header_add(w, "Preference-Applied", v);
 }
 
 int api_read_wait(struct req *r, struct resp *w)
@@ -195,7 +195,7 @@ void api_refuse_in_progress(struct resp *w, const char *what)
 {
     resp_problem(w, PROBLEM_REQUEST_IN_PROGRESS, NULL,
                  "the first %s with this Idempotency-Key is still being processed", what);
-    resp_header(w, "Retry-After", "1");
+    resp_header_add(w, "Retry-After", "1");
 }
 
 void api_refuse_token(struct resp *w)
@@ -208,7 +208,7 @@ void api_say_layer(struct resp *w, enum order_layer layer)
 {
     w->layer = order_layer_name(layer);
     if (w->layer != NULL)
-        resp_header(w, "Idempotency-Layer", w->layer);
+        resp_header_add(w, "Idempotency-Layer", w->layer);
 }
 
 void api_order_answer(struct resp *w, const struct order_request *rq, struct order_result *res)
@@ -219,7 +219,7 @@ void api_order_answer(struct resp *w, const struct order_request *rq, struct ord
         char location[64];
         location_of(res, location, sizeof location);
         if (location[0] != '\0')
-            resp_header(w, "Location", location);
+            resp_header_add(w, "Location", location);
         resp_json_take(w, res->status, &res->body, res->body_len, res->outcome == ORDER_REPLAYED);
         break;
     }

@@ -16,7 +16,7 @@
 static void signature_problem(struct resp *w, enum problem p, const char *detail)
 {
     resp_problem(w, p, NULL, "%s", detail);
-    resp_header(w, "WWW-Authenticate", "HMAC-SHA256 realm=\"ticketd-payments\"");
+    resp_header_add(w, "WWW-Authenticate", "HMAC-SHA256 realm=\"ticketd-payments\"");
 }
 
 /* Step 1 of the defence (payments.h), before anything reads the body: the
@@ -142,7 +142,7 @@ void api_payment_callback(struct req *r, struct resp *w)
     }
     resp_json(w, 200, j);
     if (res.replayed)
-        resp_header(w, "Idempotent-Replayed", "true");
+        resp_header_add(w, "Idempotent-Replayed", "true");
 out:
     json_decref(body);
 }

@@ -52,7 +52,7 @@ void api_sessions_create(struct req *r, struct resp *w)
     char location[64];
     snprintf(location, sizeof location, "/api/v1/sessions/%lld", (long long)s.id);
     resp_json(w, 201, api_session_json(&s));
-    resp_header(w, "Location", location);
+    resp_header_add(w, "Location", location);
 out:
     json_decref(body);
 }

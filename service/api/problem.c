@@ -11,7 +11,7 @@ static const struct problem_info table[PROBLEM_COUNT] = {
 #undef PROBLEM
 };
 
-const struct problem_info *problem_info(enum problem p)
+const struct problem_info *problem_info_of(enum problem p)
 {
     if ((int)p < 0 || p >= PROBLEM_COUNT)
         p = PROBLEM_INTERNAL;

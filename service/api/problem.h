@@ -19,6 +19,6 @@ struct problem_info {
 };
 
 /* Returns the borrowed, static row of p. */
-const struct problem_info *problem_info(enum problem p);
+const struct problem_info *problem_info_of(enum problem p);
 
 #endif

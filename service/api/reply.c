@@ -62,7 +62,7 @@ void api_fail(struct resp *w, int err, const char *what)
     if (err == TD_EUNAVAIL || err == TD_ERETRY) {
         resp_problem(w, PROBLEM_DEPENDENCY_UNAVAILABLE, NULL,
                      "%s: a dependency is unavailable; retry later", what);
-        resp_header(w, "Retry-After", "1");
+        resp_header_add(w, "Retry-After", "1");
         return;
     }
     resp_problem(w, PROBLEM_INTERNAL, NULL, "%s failed", what);

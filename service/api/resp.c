@@ -62,7 +62,7 @@ void resp_json_take(struct resp *w, int status, char **body, size_t len, bool re
     set_body(w, *body, len);
     *body = NULL;
     if (replayed)
-        resp_header(w, "Idempotent-Replayed", "true");
+        resp_header_add(w, "Idempotent-Replayed", "true");
 }
 
 void resp_raw(struct resp *w, int status, const char *content_type, const char *body, size_t len)
@@ -74,7 +74,7 @@ void resp_raw(struct resp *w, int status, const char *content_type, const char *
 
 void resp_problem(struct resp *w, enum problem p, const char *field, const char *fmt, ...)
 {
-    const struct problem_info *info = problem_info(p);
+    const struct problem_info *info = problem_info_of(p);
     char detail[512];
     va_list ap;
     va_start(ap, fmt);
@@ -97,7 +97,7 @@ void resp_problem(struct resp *w, enum problem p, const char *field, const char 
     w->code = info->code;
 }
 
-void resp_header(struct resp *w, const char *name, const char *value)
+void resp_header_add(struct resp *w, const char *name, const char *value)
 {
     for (int i = 0; i < w->nheaders; i++) {
         if (strcasecmp(w->headers[i].name, name) == 0) {

@@ -52,7 +52,7 @@ void resp_raw(struct resp *w, int status, const char *content_type, const char *
 void resp_problem(struct resp *w, enum problem p, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Adds a header (copied). Replaces an existing one of the same name. */
-void resp_header(struct resp *w, const char *name, const char *value);
+void resp_header_add(struct resp *w, const char *name, const char *value);
 /* Returns the borrowed value of a header set on w, or NULL. */
 const char *resp_get_header(const struct resp *w, const char *name);
 

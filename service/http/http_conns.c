@@ -241,8 +241,8 @@ static int unread(const struct conn_slot *c)
  * whole is never cut off: it is being answered. */
 enum reap_reason { KEEP, LATE_HEAD, LATE_REQUEST };
 
-static enum reap_reason reap_reason(const struct conn_slot *c, int64_t now,
-                                    const struct config *cfg)
+static enum reap_reason reap_reason_of(const struct conn_slot *c, int64_t now,
+                                       const struct config *cfg)
 {
     int64_t age = now - c->idle_since_ms;
     if (!c->busy)
@@ -314,7 +314,7 @@ static void reap(void *arg)
     for (struct conn_slot *c = hl->conns; c != NULL; c = c->next) {
         if (c->cut || c->fd < 0)
             continue;
-        enum reap_reason why = reap_reason(c, now, cfg);
+        enum reap_reason why = reap_reason_of(c, now, cfg);
         if (why == KEEP) {
             open++;
             continue;

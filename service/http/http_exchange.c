@@ -157,7 +157,7 @@ static void overloaded(struct exchange *x)
 {
     resp_problem(&x->resp, PROBLEM_DEPENDENCY_UNAVAILABLE, NULL,
                  "the server is overloaded; retry the request");
-    resp_header(&x->resp, "Retry-After", "1");
+    resp_header_add(&x->resp, "Retry-After", "1");
 }
 
 /* The first call for a request: its head is complete. */
@@ -284,7 +284,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char 
          * and the refusal says so. */
         resp_problem(&x->resp, PROBLEM_DEPENDENCY_UNAVAILABLE, NULL,
                      "the server is shutting down; retry the request");
-        resp_header(&x->resp, "Retry-After", "1");
+        resp_header_add(&x->resp, "Retry-After", "1");
         return send_response(c, x, true);
     }
     x->req.body = x->body.data;

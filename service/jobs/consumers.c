@@ -24,8 +24,9 @@
 
 /* Gives up on an entry: records it (so the relay does not queue it again),
  * copies it to the dead-letter stream for an operator, and acks it. */
-static enum entry_outcome dead_letter(const struct consume_group *g, const struct stream_entry *en,
-                                      int64_t deliveries, const char *reason)
+static enum entry_outcome to_dead_letters(const struct consume_group *g,
+                                          const struct stream_entry *en, int64_t deliveries,
+                                          const char *reason)
 {
     int64_t outbox_id = 0;
     char *key = consume_dedup_key(g, en->biz_key);
@@ -79,7 +80,7 @@ static enum entry_outcome apply(const struct app *app, const struct consume_grou
     } else if (consume_unfit_reason(rc) != NULL) {
         /* Left as it is, the order will not change by itself; an operator
          * fixes it and re-drives the letter (deadletters.c). */
-        oc = dead_letter(g, en, deliveries, consume_unfit_reason(rc));
+        oc = to_dead_letters(g, en, deliveries, consume_unfit_reason(rc));
     } else if (rc == TD_EUNAVAIL || rc == TD_ERETRY) {
         oc = ENTRY_UNAVAIL;
     } /* else it stays pending; claimed again, dead-lettered if it keeps failing */
@@ -105,7 +106,7 @@ enum entry_outcome consumer_handle(const struct app *app, const struct consume_g
     if (en->event_type == NULL || strcmp(en->event_type, EVENT_ORDER_PAID) != 0)
         return ack(g, en->id); /* not an event this group acts on */
     if (!event_paid_parse(en->biz_key, en->payload, en->payload_len, &pe, &why))
-        return dead_letter(g, en, deliveries, why); /* no redelivery can fix it */
+        return to_dead_letters(g, en, deliveries, why); /* no redelivery can fix it */
     return apply(app, g, en, &pe, deliveries);
 }
 
@@ -138,7 +139,7 @@ static int claimed(const struct stream_entry *en, void *p)
         return rc; /* n 0: acked meanwhile */
     enum entry_outcome oc;
     if (n > cs->app->cfg->max_deliveries)
-        oc = dead_letter(cs->g, en, n, "too many deliveries");
+        oc = to_dead_letters(cs->g, en, n, "too many deliveries");
     else
         oc = consumer_handle(cs->app, cs->g, en, n);
     return oc == ENTRY_UNAVAIL ? TD_EUNAVAIL : TD_OK;

@@ -75,7 +75,7 @@ static int round_table(const struct config *cfg, const struct retained_table *t,
     int rc = store_partitions_list(t->name, parts, STORE_PARTITIONS_MAX, &n);
     if (rc != TD_OK || n == 0)
         return rc; /* not there, or not partitioned: not ours */
-    retention_plan(parts, n, now_s, cfg->retention_ahead_days, retention_hours(t, cfg), &plan);
+    retention_plan_make(parts, n, now_s, cfg->retention_ahead_days, retention_hours(t, cfg), &plan);
     if (plan.add_from <= plan.add_to) {
         rc = store_partitions_add(t->name, plan.add_from, plan.add_to);
         if (rc != TD_OK && rc != TD_ECONFLICT)

@@ -70,8 +70,8 @@ static int64_t floor_day(int64_t s)
     return s >= 0 ? s / 86400 : -((-s + 86399) / 86400);
 }
 
-void retention_plan(const struct day_partition *parts, int n, int64_t now_s, int ahead_days,
-                    int retain_h, struct retention_plan *out)
+void retention_plan_make(const struct day_partition *parts, int n, int64_t now_s, int ahead_days,
+                         int retain_h, struct retention_plan *out)
 {
     int64_t today = floor_day(now_s);
     *out = (struct retention_plan){.add_from = 1, .add_to = 0, .drop = 0};

@@ -64,8 +64,8 @@ struct retention_plan {
  * retention when its end plus retain_h hours has passed. A table whose
  * last partition is not MAXVALUE gets nothing added; p_future and
  * partitions not named pYYYYMMDD are never dropped. */
-void retention_plan(const struct day_partition *parts, int n, int64_t now_s, int ahead_days,
-                    int retain_h, struct retention_plan *out);
+void retention_plan_make(const struct day_partition *parts, int n, int64_t now_s, int ahead_days,
+                         int retain_h, struct retention_plan *out);
 
 /* pYYYYMMDD of day, into out (16 bytes). */
 void retention_partition_name(int64_t day, char out[16]);

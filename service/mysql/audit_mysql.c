@@ -309,7 +309,7 @@ int store_audit(const char *scope, struct audit_check *out, int *n)
     struct db_conn *c;
     *n = 0;
     memset(out, 0, sizeof *out * AUDIT_MAX_CHECKS);
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     for (size_t i = 0; i < sizeof checks / sizeof checks[0] && i < AUDIT_MAX_CHECKS; i++) {

@@ -337,7 +337,7 @@ static int ping(struct db_conn *c)
     return err;
 }
 
-int db_conn(struct db_conn **out)
+int db_conn_get(struct db_conn **out)
 {
     *out = NULL;
     /* Borrowed before the breaker is asked, so that a probe, once let

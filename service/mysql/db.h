@@ -79,7 +79,7 @@ struct db_conn;
  * MySQL timeout for one, first come first served), connecting if needed. TD_EUNAVAIL at
  * once, without any I/O, while the shared breaker knows the server is down
  * (see breaker.h); the first call after its cooldown probes with a ping. */
-int db_conn(struct db_conn **out);
+int db_conn_get(struct db_conn **out);
 
 /* Closes c's link as if the server's answer had been lost, for the test
  * build's fault points. The next db_conn dials again. */

@@ -159,8 +159,8 @@ static int skip_rows(void *ctx, int at, const struct db_batch_row *row)
 
 /* The batch itself, its text already built: run, redialled once when the
  * link was stale, rolled back on error. */
-static int batch_run(struct db_conn *c, const char *sql, const char *text, size_t len, unsigned how,
-                     const struct batch_reader *rd)
+static int batch_execute(struct db_conn *c, const char *sql, const char *text, size_t len,
+                         unsigned how, const struct batch_reader *rd)
 {
     int at;
     int last = 0; /* the index of the final statement: statements are split by ';' */
@@ -247,7 +247,7 @@ int db_batch(struct db_conn *c, const char *sql, const struct db_arg *args, int 
     }
     struct first_row f = {row_at, cols, ncols, false};
     struct batch_reader rd = {first_row_each, &f};
-    int rc = batch_run(c, sql, text, len, 0, &rd);
+    int rc = batch_execute(c, sql, text, len, 0, &rd);
     if (rc != TD_OK)
         return rc;
     return f.got ? TD_OK : TD_ENOTFOUND;
@@ -269,7 +269,7 @@ int db_batch_each(struct db_conn *c, const char *sql, const struct db_arg *args,
         log_error("mysql: a batch's arguments do not match its placeholders");
     } else {
         struct batch_reader rd = {each, ctx};
-        rc = batch_run(c, sql, text, len, how, &rd);
+        rc = batch_execute(c, sql, text, len, how, &rd);
     }
     free(text);
     return rc;

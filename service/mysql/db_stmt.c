@@ -217,7 +217,7 @@ int db_read(const char *sql, const struct db_arg *args, int nargs, const struct 
             int ncols, int (*each)(void *ctx), void *ctx)
 {
     struct db_conn *c;
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     return db_rows(c, sql, args, nargs, cols, ncols, each, ctx);

@@ -78,7 +78,7 @@ int db_tx_begin(struct db_conn **out)
 {
     struct db_conn *c;
     *out = NULL;
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc == TD_OK)
         rc = db_begin(c);
     if (rc == TD_OK)

@@ -198,7 +198,7 @@ int store_outbox_scan(int64_t from_id, int limit, int min_age_s, int quiet_s,
 {
     struct db_conn *c;
     struct scan_ctx s = {.each = each, .ctx = ctx};
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     struct db_arg args[] = {DB_I(min_age_s), DB_I(quiet_s), DB_I(from_id), DB_I(limit)};
@@ -213,7 +213,7 @@ int store_outbox_requeue(int64_t id, const char *stream_id, bool *requeued)
     struct db_conn *c;
     uint64_t affected = 0;
     *requeued = false;
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     struct db_arg args[] = {DB_I(id), DB_S(stream_id)};
@@ -390,7 +390,7 @@ int store_dead_letter(const char *consumer, const char *dedup_key, int64_t outbo
                       const char *stream_id, int64_t deliveries, const char *reason)
 {
     struct db_conn *c;
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     struct db_arg args[] = {DB_S(consumer),  DB_S(dedup_key),  DB_I(outbox_id),
@@ -432,7 +432,7 @@ int store_dead_letters_open(const char *consumer, int64_t after_id, int limit,
     struct db_conn *c;
     struct letters_ctx l = {.each = each, .ctx = ctx};
     const char *who = consumer != NULL ? consumer : "";
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     struct db_arg args[] = {DB_I(after_id), DB_S(who), DB_S(who), DB_I(limit)};

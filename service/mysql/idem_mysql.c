@@ -75,7 +75,7 @@ int store_idem_put(const char *scope, int64_t user_id, const char *key, const ch
     char stamp[32], at[TIME_LEN + 1];
     if (body_len >= STORE_IDEM_BODY_MAX)
         return TD_EINVAL;
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     store_now(stamp, at);

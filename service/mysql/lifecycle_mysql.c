@@ -142,7 +142,7 @@ int store_orders_unpaid_older(int64_t age_s, int64_t after_id, int limit, int64_
     struct tm tm;
     int64_t id = 0;
     *n = 0;
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     /* created_at is stamped by the service clock in UTC, to the

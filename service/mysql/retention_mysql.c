@@ -64,7 +64,7 @@ int store_partitions_list(const char *table, struct day_partition *out, int cap,
 static int ddl(const char *text)
 {
     struct db_conn *c;
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     return db_exec_text(c, text);

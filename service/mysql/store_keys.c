@@ -22,7 +22,7 @@ int store_order_peek_request(int64_t user_id, const char *request_id, struct ord
     struct db_conn *c;
     struct db_arg args[] = {DB_I(user_id), DB_S(request_id)};
     memset(out, 0, sizeof *out);
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     return store_tx_order(c, sql_peek, args, 2, out);
@@ -64,7 +64,7 @@ int store_filter_misses_last(int64_t *last_id)
 int store_filter_misses_clear(int64_t last_id)
 {
     struct db_conn *c;
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     struct db_arg args[] = {DB_I(last_id)};

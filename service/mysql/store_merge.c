@@ -221,7 +221,7 @@ static void run_batch(struct entry *const *batch, int k)
         batch[0]->cause = txretry_noted();
         return;
     }
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         all_fail(batch, k, rc);
     else

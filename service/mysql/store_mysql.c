@@ -63,7 +63,7 @@ void store_cleanup(void)
 int store_ping(void)
 {
     struct db_conn *c;
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     return db_ping(c);
@@ -87,7 +87,7 @@ int store_session_create(const char *title, int64_t price_cents, int64_t stock, 
     struct db_conn *c;
     uint64_t id = 0;
     memset(out, 0, sizeof *out);
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     struct db_arg args[] = {DB_S(title), DB_I(price_cents), DB_I(stock), DB_I(stock)};
@@ -280,7 +280,7 @@ static int place_alone(const struct order_draft *d, const char *db_now, int64_t 
                        int64_t *amount)
 {
     struct db_conn *c;
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     rc = steps->order_place(c, d, db_now, id, amount);
@@ -322,7 +322,7 @@ int store_order_create(const struct order_draft *d, struct order *out)
     if (FAULT_POINT("order.commit_lost")) {
         /* Committed, but the client of this call is told the link failed,
          * as when the server's OK never arrives. */
-        if (db_conn(&c) == TD_OK)
+        if (db_conn_get(&c) == TD_OK)
             db_lose_link(c);
         return TD_EUNAVAIL;
     }

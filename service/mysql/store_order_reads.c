@@ -131,7 +131,7 @@ int store_order_list(int64_t user_id, int64_t before_id, int limit, struct order
     struct db_conn *c;
     struct order_row r;
     *n = 0;
-    int rc = db_conn(&c);
+    int rc = db_conn_get(&c);
     if (rc != TD_OK)
         return rc;
     order_row_bind(&r);

@@ -55,7 +55,7 @@ static int look_for_key(struct db_conn *c, const struct order_draft *d)
 /* The statements of the step-by-step transaction: (a look for the key),
  * the order, its token, the filter's miss, (a stock read and write back, or the stock
  * compare-and-set). */
-static int order_steps(struct db_conn *c, const struct order_draft *d, const char *db_now,
+static int place_steps(struct db_conn *c, const struct order_draft *d, const char *db_now,
                        int64_t *id, int64_t *amount, bool look_first, bool read_stock)
 {
     uint64_t affected = 0;
@@ -95,7 +95,7 @@ static int place_step_by_step(struct db_conn *c, const struct order_draft *d, co
     int rc = db_begin(c);
     if (rc != TD_OK)
         return rc;
-    return db_tx_end(c, order_steps(c, d, db_now, id, amount, look_first, read_stock));
+    return db_tx_end(c, place_steps(c, d, db_now, id, amount, look_first, read_stock));
 }
 
 int store_naive_place_look_first(struct db_conn *c, const struct order_draft *d, const char *db_now,

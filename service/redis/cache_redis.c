@@ -97,7 +97,7 @@ void cache_redis_spend_args(struct cache_redis_spend *s, int64_t user_id, const 
 }
 
 /* The port's answer for spend's verdict. */
-static int token_verdict(long long v)
+static int token_verdict_of(long long v)
 {
     return v == 1 || v == 2 ? TD_OK : v == 3 ? TD_ECONFLICT : v == 0 ? TD_ENOTFOUND : TD_EINTERNAL;
 }
@@ -111,7 +111,7 @@ static int entry_token_take(int64_t user_id, const char *token, const char *idem
     const char *args[] = {s.uid, s.spent};
     int rc = redis_eval(&cache_lua_token_take, 1, keys, 2, args, &r);
     if (rc == TD_OK)
-        rc = token_verdict(r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
+        rc = token_verdict_of(r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
     if (rc == TD_OK && FAULT_POINT("redis.token_stall")) {
         /* Redis ran the script (the token is spent) but the reply is lost
          * to a stall: this request must now go on as if Redis were down. */
@@ -180,7 +180,7 @@ static enum key_begin entry_key_begin(int64_t user_id, const char *key, const ch
         }
         kb = KEY_BEGUN;
         if (tok != NULL)
-            *token_rc = token_verdict(r->element[1]->integer);
+            *token_rc = token_verdict_of(r->element[1]->integer);
         *noted = r->element[2]->integer == 1;
         break;
     case 1:

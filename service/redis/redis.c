@@ -276,7 +276,7 @@ static void fail_from(struct redis_cmd *const *cmds, int from, int k, int rc)
 /* Sends cmds[0..k) on c in one write and reads their replies in order.
  * Returns how many replies were read before the link broke (k when it
  * did not). */
-static int exchange(struct redis_conn *c, struct redis_cmd *const *cmds, int k)
+static int send_and_read(struct redis_conn *c, struct redis_cmd *const *cmds, int k)
 {
     for (int i = 0; i < k; i++) {
         if (redisAppendCommandArgv(c->ctx, cmds[i]->argc, cmds[i]->argv, cmds[i]->lens) !=
@@ -334,10 +334,10 @@ void redis_send(struct redis_cmd *const *cmds, int k, int block_ms)
         fail_from(cmds, 0, k, TD_EUNAVAIL);
     } else {
         bool reused = c->used;
-        if (exchange(c, cmds, k) == 0 && reused && c->peer_closed) {
+        if (send_and_read(c, cmds, k) == 0 && reused && c->peer_closed) {
             c->used = false;
             if (conn_for(block_ms, &c) == TD_OK)
-                (void)exchange(c, cmds, k);
+                (void)send_and_read(c, cmds, k);
         }
         if (block_ms > 0 && c != NULL && c->ctx != NULL)
             redisSetTimeout(c->ctx, ms_to_tv(cfg->redis_timeout_ms));

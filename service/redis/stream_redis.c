@@ -89,7 +89,7 @@ static int each_entry(const redisReply *entries, stream_entry_fn each, void *ctx
 }
 
 /* A command whose reply only says whether it worked. */
-static int command(int argc, const char **argv)
+static int stream_command(int argc, const char **argv)
 {
     redisReply *r = NULL;
     int rc = redis_command(argc, argv, NULL, &r);
@@ -243,7 +243,7 @@ int stream_deliveries(const char *group, const char *id, int64_t *count)
 int stream_ack(const char *group, const char *id)
 {
     const char *argv[] = {"XACK", STREAM, group, id};
-    return command(4, argv);
+    return stream_command(4, argv);
 }
 
 int stream_bury(const char *group, const struct stream_entry *en, int64_t deliveries,
@@ -265,7 +265,7 @@ int stream_bury(const char *group, const struct stream_entry *en, int64_t delive
         argv[argc++] = optional[i][0];
         argv[argc++] = optional[i][1];
     }
-    return command(argc, argv);
+    return stream_command(argc, argv);
 }
 
 void stream_leave(const char *group, const char *consumer)
@@ -275,7 +275,7 @@ void stream_leave(const char *group, const char *consumer)
     if (redis_command(7, argv, NULL, &r) == TD_OK && r->type == REDIS_REPLY_ARRAY &&
         r->elements == 0) {
         const char *del[] = {"XGROUP", "DELCONSUMER", STREAM, group, consumer};
-        (void)command(5, del);
+        (void)stream_command(5, del);
     }
     freeReplyObject(r);
 }

@@ -58,7 +58,7 @@ static void test_contract_table(void **state)
 {
     (void)state;
     for (size_t i = 0; i < N_CONTRACT; i++) {
-        const struct problem_info *info = problem_info(contract[i].p);
+        const struct problem_info *info = problem_info_of(contract[i].p);
         assert_non_null(info);
         assert_string_equal(info->code, contract[i].code);
         if (info->status != contract[i].status)
@@ -79,7 +79,7 @@ static void test_every_problem_is_listed_once(void **state)
         if (seen != 1)
             fail_msg("problem %d listed %d times", p, seen);
         for (int q = p + 1; q < PROBLEM_COUNT; q++)
-            assert_string_not_equal(problem_info(p)->code, problem_info(q)->code);
+            assert_string_not_equal(problem_info_of(p)->code, problem_info_of(q)->code);
     }
 }
 
@@ -89,7 +89,7 @@ static void test_type_and_title(void **state)
 {
     (void)state;
     for (int p = 0; p < PROBLEM_COUNT; p++) {
-        const struct problem_info *info = problem_info(p);
+        const struct problem_info *info = problem_info_of(p);
         char want[128] = "/problems/";
         size_t n = strlen(want);
         for (const char *c = info->code; *c != '\0' && n + 1 < sizeof want; c++)
@@ -106,9 +106,9 @@ static void test_type_and_title(void **state)
 static void test_out_of_range_is_internal(void **state)
 {
     (void)state;
-    assert_ptr_equal(problem_info(PROBLEM_COUNT), problem_info(PROBLEM_INTERNAL));
-    assert_ptr_equal(problem_info((enum problem) - 1), problem_info(PROBLEM_INTERNAL));
-    assert_ptr_equal(problem_info((enum problem)1000), problem_info(PROBLEM_INTERNAL));
+    assert_ptr_equal(problem_info_of(PROBLEM_COUNT), problem_info_of(PROBLEM_INTERNAL));
+    assert_ptr_equal(problem_info_of((enum problem) - 1), problem_info_of(PROBLEM_INTERNAL));
+    assert_ptr_equal(problem_info_of((enum problem)1000), problem_info_of(PROBLEM_INTERNAL));
 }
 
 int main(void)

@@ -28,7 +28,7 @@ static json_t *parse_body(const struct resp *w)
 static void assert_problem_shape(const struct resp *w, enum problem p, const char *field,
                                  const char *detail)
 {
-    const struct problem_info *info = problem_info(p);
+    const struct problem_info *info = problem_info_of(p);
     assert_int_equal(w->status, info->status);
     assert_string_equal(w->content_type, "application/problem+json");
     assert_string_equal(w->code, info->code);
@@ -106,9 +106,9 @@ static void test_headers_survive_problem(void **state)
     struct resp w;
     resp_init(&w);
     /* Set before the body, as handlers do for Retry-After and the layer. */
-    resp_header(&w, "Retry-After", "1");
+    resp_header_add(&w, "Retry-After", "1");
     resp_problem(&w, PROBLEM_DEPENDENCY_UNAVAILABLE, NULL, "down");
-    resp_header(&w, "Idempotency-Layer", "token");
+    resp_header_add(&w, "Idempotency-Layer", "token");
     assert_string_equal(resp_get_header(&w, "Retry-After"), "1");
     assert_string_equal(resp_get_header(&w, "Idempotency-Layer"), "token");
     assert_int_equal(w.nheaders, 2);
@@ -120,9 +120,9 @@ static void test_header_replace(void **state)
     (void)state;
     struct resp w;
     resp_init(&w);
-    resp_header(&w, "Location", "/a");
-    resp_header(&w, "X-One", "1");
-    resp_header(&w, "location", "/b"); /* names are case-insensitive */
+    resp_header_add(&w, "Location", "/a");
+    resp_header_add(&w, "X-One", "1");
+    resp_header_add(&w, "location", "/b"); /* names are case-insensitive */
     assert_int_equal(w.nheaders, 2);
     assert_string_equal(resp_get_header(&w, "LOCATION"), "/b");
     assert_string_equal(resp_get_header(&w, "x-one"), "1");
@@ -130,7 +130,7 @@ static void test_header_replace(void **state)
 
     /* The value is copied, not borrowed. */
     char v[] = "abc";
-    resp_header(&w, "X-Copy", v);
+    resp_header_add(&w, "X-Copy", v);
     v[0] = 'Z';
     assert_string_equal(resp_get_header(&w, "X-Copy"), "abc");
     resp_reset(&w);
@@ -146,13 +146,13 @@ static void test_header_bound(void **state)
     resp_init(&w);
     for (int i = 0; i < RESP_MAX_HEADERS + 3; i++) {
         snprintf(name, sizeof name, "X-H%d", i);
-        resp_header(&w, name, "v");
+        resp_header_add(&w, name, "v");
     }
     /* Past the bound new names are dropped (and logged)... */
     assert_int_equal(w.nheaders, RESP_MAX_HEADERS);
     assert_null(resp_get_header(&w, "X-H8"));
     /* ...but an existing one can still be replaced. */
-    resp_header(&w, "X-H0", "new");
+    resp_header_add(&w, "X-H0", "new");
     assert_string_equal(resp_get_header(&w, "X-H0"), "new");
     resp_reset(&w);
 }

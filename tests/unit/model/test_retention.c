@@ -95,7 +95,7 @@ static void test_plan_table(void **state)
         struct day_partition p[64];
         struct retention_plan plan;
         int n = layout(p, cases[i].first, cases[i].last);
-        retention_plan(p, n, noon + cases[i].now_delta_s, 3, cases[i].retain_h, &plan);
+        retention_plan_make(p, n, noon + cases[i].now_delta_s, 3, cases[i].retain_h, &plan);
         print_message("%s\n", cases[i].what);
         assert_int_equal(plan.add_from, cases[i].add_from);
         assert_int_equal(plan.add_to, cases[i].add_to);
@@ -111,10 +111,10 @@ static void test_plan_leaves_foreign_partitions(void **state)
         {"p_old", 10, 0}, {"p20261201", DEC01 + 1, 0}, {"p_future", INT64_MAX, 0}};
     struct retention_plan plan;
     (void)state;
-    retention_plan(p, 3, (int64_t)(DEC01 + 100) * 86400, 3, 24, &plan);
+    retention_plan_make(p, 3, (int64_t)(DEC01 + 100) * 86400, 3, 24, &plan);
     assert_int_equal(plan.drop, 0);
     struct day_partition q[1] = {{"p20261130", DEC01, 0}};
-    retention_plan(q, 1, (int64_t)(DEC01 + 100) * 86400, 3, 24, &plan);
+    retention_plan_make(q, 1, (int64_t)(DEC01 + 100) * 86400, 3, 24, &plan);
     assert_true(plan.add_from > plan.add_to);
     assert_int_equal(plan.drop, 1);
 }
