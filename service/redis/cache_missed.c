@@ -35,7 +35,6 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -54,7 +53,7 @@ struct missed {
     struct missed *next;
 };
 
-static void (*send_end)(const struct cache_end *e, redis_done_fn done, void *ctx);
+static int (*send_end)(const struct cache_end *e);
 static int keep_ms;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -88,19 +87,6 @@ static void end_free(struct cache_end *e)
     free((char *)e->marker);
     free((char *)e->record);
     free((char *)e->owner);
-}
-
-struct cache_end *cache_end_dup(const struct cache_end *e)
-{
-    struct cache_end *copy = xmalloc(sizeof *copy);
-    end_copy(copy, e);
-    return copy;
-}
-
-void cache_end_free(struct cache_end *e)
-{
-    end_free(e);
-    free(e);
 }
 
 static void missed_free(struct missed *m)
@@ -201,25 +187,21 @@ static void forget(uint64_t id)
         missed_free(gone);
 }
 
-/* How a kept end sent again ended: one Redis took is forgotten (an error
- * reply is a bug, logged: it is forgotten too). */
-static void resent(int rc, void *ctx)
-{
-    if (rc != TD_EUNAVAIL)
-        forget((uint64_t)(uintptr_t)ctx);
-}
-
-/* Sends the ends of user_id (0: all) in order, each forgotten once Redis
- * took it. On a fiber they leave at once, ahead of what the fiber sends
- * next, and their replies are not waited for; while Redis is down the
- * breaker refuses each at no cost. */
+/* Sends the ends of user_id (0: all) in order; each one Redis took is
+ * forgotten. Stops at the first that cannot reach Redis: it is down
+ * still, and the rest would only be refused. */
 static void resend(int64_t user_id)
 {
     int n;
     struct missed *copy = snapshot(user_id, &n);
-    for (int i = 0; i < n; i++)
-        send_end(&copy[i].end, resent, (void *)(uintptr_t)copy[i].id);
-    if (n > 0)
+    int i = 0;
+    for (; i < n; i++) {
+        int rc = send_end(&copy[i].end);
+        if (rc == TD_EUNAVAIL)
+            break;
+        forget(copy[i].id); /* sent (or refused for good: an error reply is a bug, logged) */
+    }
+    if (n > 0 && i == n)
         log_info("redis: %d key end(s) Redis had missed were sent again", n);
     for (int j = 0; j < n; j++)
         end_free(&copy[j].end);
@@ -267,8 +249,7 @@ static void *missed_main(void *arg)
     return NULL;
 }
 
-int cache_missed_init(const struct config *cfg,
-                      void (*send)(const struct cache_end *e, redis_done_fn done, void *ctx))
+int cache_missed_init(const struct config *cfg, int (*send)(const struct cache_end *e))
 {
     send_end = send;
     keep_ms = cfg->lock_ttl_ms > cfg->inflight_ttl_ms ? cfg->lock_ttl_ms : cfg->inflight_ttl_ms;
@@ -284,7 +265,7 @@ int cache_missed_init(const struct config *cfg,
     return TD_OK;
 }
 
-void cache_missed_stop(void)
+void cache_missed_cleanup(void)
 {
     if (thread_on) {
         atomic_store(&stopping, true);
@@ -293,11 +274,6 @@ void cache_missed_stop(void)
         sem_destroy(&wake);
         thread_on = false;
     }
-}
-
-void cache_missed_cleanup(void)
-{
-    cache_missed_stop();
     pthread_mutex_lock(&mu);
     while (head != NULL) {
         struct missed *m = head;

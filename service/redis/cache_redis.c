@@ -21,7 +21,7 @@
 #include <string.h>
 
 /* An end sent as it was asked for, with the entries' scripts. */
-static void send_end(const struct cache_end *e, redis_done_fn done, void *ctx);
+static int send_end(const struct cache_end *e);
 
 int cache_init(const struct config *cfg)
 {
@@ -39,9 +39,8 @@ void cache_thread_release(void)
 
 void cache_cleanup(void)
 {
-    cache_missed_stop();
-    redis_cleanup(); /* an end not answered yet comes back "unavailable" and is kept */
     cache_missed_cleanup();
+    redis_cleanup();
 }
 
 int cache_ping(void)
@@ -226,23 +225,26 @@ int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, i
     return rc;
 }
 
-void cache_redis_end_with(struct redis_script *s, const struct cache_end *e, redis_done_fn done,
-                          void *ctx)
+int cache_redis_end_with(struct redis_script *s, const struct cache_end *e)
 {
     char ik[256], lk[128], wk[272], ttl[24];
+    redisReply *r = NULL;
     cache_redis_idem_key(ik, sizeof ik, e->user_id, e->key);
     cache_redis_lock_key(lk, sizeof lk, e->user_id, e->session_id);
     cache_redis_wait_key(wk, sizeof wk, e->user_id, e->key);
     const char *keys[] = {ik, lk, wk};
     const char *marker = e->marker ? e->marker : "", *owner = e->owner ? e->owner : "";
+    int rc;
     if (e->complete) {
         snprintf(ttl, sizeof ttl, "%d", e->ttl_s);
         const char *args[] = {marker, e->record, ttl, owner};
-        redis_eval_detached(s, 3, keys, 4, args, done, ctx);
+        rc = redis_eval(s, 3, keys, 4, args, &r);
     } else {
         const char *args[] = {marker, owner};
-        redis_eval_detached(s, 3, keys, 2, args, done, ctx);
+        rc = redis_eval(s, 3, keys, 2, args, &r);
     }
+    freeReplyObject(r);
+    return rc;
 }
 
 int cache_key_take_over(int64_t user_id, const char *key, const char *stale, const char *marker,
@@ -435,30 +437,29 @@ enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *mar
                               tok, token_rc, note, noted, existing);
 }
 
-static void send_end(const struct cache_end *e, redis_done_fn done, void *ctx)
+static int send_end(const struct cache_end *e)
 {
-    cache_redis_end_with(e->complete ? entries->key_complete : entries->key_release, e, done, ctx);
+    return cache_redis_end_with(e->complete ? entries->key_complete : entries->key_release, e);
 }
 
-/* How an end sent by cache_key_complete or cache_key_release ended: one
- * Redis did not take (unreachable, or no reply in time: it may have run,
- * and running it again changes nothing) is kept and sent again
+/* A key's end is waited for before the client is answered. It need not
+ * be for the answer's sake (the database gave it), but a user's next
+ * order must find the lock this one held given back: sent without
+ * waiting, an end that met a stalled Redis could run after the same
+ * user's next begin, which came on another loop's connection, and that
+ * order was refused 409 for a lock its own finished request held
+ * (docs/speed.md, "One batch at the server; a key's end still waited for").
+ * An end Redis did not take (unreachable, or no reply in time: it may
+ * have run, and running it again changes nothing) is kept and sent again
  * (cache_missed.c); only an end with something to give back. */
-static void end_sent(int rc, void *ctx)
+static int end_or_keep(const struct cache_end *e)
 {
-    struct cache_end *e = ctx;
+    int rc = send_end(e);
     if (rc == TD_EUNAVAIL && (e->marker != NULL || e->owner != NULL))
         cache_missed_keep(e);
-    cache_end_free(e);
+    return rc;
 }
 
-/* A key's end is not waited for: the client's answer does not depend on
- * it (the database gave it), and it leaves for Redis before the answer
- * leaves for the client (redis_eval_detached writes it at once), so a
- * retry of the key finds the record; one that came first anyway finds the
- * marker, and the refusal asks the database first (orders.c), which
- * replays the order. An order's answer thus waits for one Redis round
- * trip, the key's begin, and not for a second one. */
 int cache_key_complete(int64_t user_id, const char *key, const char *marker, const char *record,
                        int ttl_s, int64_t session_id, const char *owner)
 {
@@ -470,8 +471,7 @@ int cache_key_complete(int64_t user_id, const char *key, const char *marker, con
                           .ttl_s = ttl_s,
                           .session_id = session_id,
                           .owner = owner};
-    send_end(&e, end_sent, cache_end_dup(&e));
-    return TD_OK;
+    return end_or_keep(&e);
 }
 
 int cache_key_release(int64_t user_id, const char *key, const char *marker, int64_t session_id,
@@ -479,8 +479,7 @@ int cache_key_release(int64_t user_id, const char *key, const char *marker, int6
 {
     struct cache_end e = {
         .user_id = user_id, .key = key, .marker = marker, .session_id = session_id, .owner = owner};
-    send_end(&e, end_sent, cache_end_dup(&e));
-    return TD_OK;
+    return end_or_keep(&e);
 }
 
 int cache_bloom_check(const char *shape, const uint64_t *pos, int k, bool *trusted, bool *maybe)

@@ -50,14 +50,9 @@ struct cache_end {
 /* Sends end e with script s (a complete's or a release's, the real ones
  * of cache_scripts.c or the naive ones of cache_naive.c: they take the
  * same KEYS and ARGV and differ only in what they check, so the C that
- * builds those is one) without waiting for Redis: done(rc, ctx) says how
- * it ended (redis_eval_detached). */
-void cache_redis_end_with(struct redis_script *s, const struct cache_end *e, redis_done_fn done,
-                          void *ctx);
-
-/* A copy of e whose strings are its own, and its release. */
-struct cache_end *cache_end_dup(const struct cache_end *e);
-void cache_end_free(struct cache_end *e);
+ * builds those is one) and waits for Redis's reply: rc as redis_eval
+ * answers. */
+int cache_redis_end_with(struct redis_script *s, const struct cache_end *e);
 
 /* The ends Redis missed (cache_missed.c): kept when an end could not
  * reach Redis, and sent again through send, first on the user's next
@@ -65,12 +60,7 @@ void cache_end_free(struct cache_end *e);
  * the marker's and lock's TTLs are over. cache_missed_init starts the
  * thread (cache_init); cache_missed_cleanup stops it and forgets what is
  * left (cache_cleanup). */
-int cache_missed_init(const struct config *cfg,
-                      void (*send)(const struct cache_end *e, redis_done_fn done, void *ctx));
-/* Stops the thread that sends them again (it uses Redis); then
- * cache_missed_cleanup drops what is kept, the ends that came back
- * unanswered when the connections closed included (left to their TTLs). */
-void cache_missed_stop(void);
+int cache_missed_init(const struct config *cfg, int (*send)(const struct cache_end *e));
 void cache_missed_cleanup(void);
 /* Keeps a copy of e, which could not reach Redis (TD_EUNAVAIL). */
 void cache_missed_keep(const struct cache_end *e);

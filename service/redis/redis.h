@@ -59,19 +59,6 @@ int redis_command_blocking(int argc, const char **argv, const size_t *lens, int 
 int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, const char **args,
                redisReply **reply);
 
-/* What a command sent without waiting for it says when it ended: rc as
- * redis_command answers (TD_OK, TD_EUNAVAIL: unreachable, or no reply in
- * time, so it may have run). */
-typedef void (*redis_done_fn)(int rc, void *ctx);
-
-/* Script s as redis_eval runs it, without waiting for its reply: on a
- * fiber, it is written to the loop's connection before this returns, so
- * that what the caller does next (answering its client) leaves after it,
- * and done(rc, ctx) runs on the loop when it ended; off a fiber, it runs
- * as redis_eval does and done runs before this returns. done may be NULL. */
-void redis_eval_detached(struct redis_script *s, int nkeys, const char **keys, int nargs,
-                         const char **args, redis_done_fn done, void *ctx);
-
 /* True while the breaker refuses calls (Redis known down). */
 bool redis_is_down(void);
 

@@ -89,25 +89,3 @@ int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, 
     }
     return rc;
 }
-
-void redis_eval_detached(struct redis_script *s, int nkeys, const char **keys, int nargs,
-                         const char **args, redis_done_fn done, void *ctx)
-{
-    if (fiber_self() == NULL) {
-        redisReply *r = NULL;
-        int rc = redis_eval(s, nkeys, keys, nargs, args, &r);
-        freeReplyObject(r);
-        if (done != NULL)
-            done(rc, ctx);
-        return;
-    }
-    const char *argv[REDIS_MAX_ARGS];
-    char n[16];
-    int argc = eval_argv(s, nkeys, keys, nargs, args, argv, n);
-    if (argc < 0) {
-        if (done != NULL)
-            done(TD_EINTERNAL, ctx);
-        return;
-    }
-    redis_async_send_detached(s, argc, argv, done, ctx);
-}

@@ -8,7 +8,6 @@
 
 #include "breaker.h"
 #include "config.h"
-#include "redis.h"
 
 #include <hiredis.h>
 #include <stdbool.h>
@@ -81,16 +80,6 @@ int redis_error_rc(const char *name, const char *msg, bool *readonly);
  * until its reply (or the timeout), and sets cmd's answer as redis_send
  * does. Returns cmd->rc. */
 int redis_async_send(struct redis_cmd *cmd);
-
-/* On a fiber only: sends script s (argv: EVALSHA, its sha, the key count,
- * keys and arguments, C strings, copied) on the loop's connection and
- * writes it out at once, without waiting for its reply; done(rc, ctx)
- * runs on the loop when the reply comes, or the link breaks, or no reply
- * came in time (rc as redis_command answers; NOSCRIPT is handled here, by
- * sending it again as EVAL). done may run before this returns (Redis
- * known down: TD_EUNAVAIL). */
-void redis_async_send_detached(const struct redis_script *s, int argc, const char **argv,
-                               redis_done_fn done, void *ctx);
 /* At the process's end, the loops stopped (and maybe freed): closes every
  * loop's connection, without touching its loop. A loop's connection lives
  * as long as the loop. */
