@@ -5,8 +5,8 @@
  * collect, so the next batch is made of what two (or more) loops gathered:
  * at 16 connections on two cores, batches of 4.8 orders instead of 3.0
  * each at once, and a fifth less CPU per order for ticketd, MariaDB and
- * Redis together (docs/speed.md, "One batch at the server, one Redis
- * wait"). A loop whose batch may not go takes a place in the line; the
+ * Redis together (docs/speed.md, "One batch at the server; a key's end
+ * still waited for"). A loop whose batch may not go takes a place in the line; the
  * batch that ends hands the turn to the first loop in line (loop_post:
  * that loop starts its batch), so that the loops take turns and none waits
  * for a second batch of another.
