@@ -25,7 +25,7 @@ defence, then with it, and ends with the lab's line
   kernel had not written yet (a power cut, by scripts/cluster.sh's
   loop-device disks), then restarted: with 2, the orders answered between
   the flush and the crash are gone although their clients hold a 201;
-  with 1: 0.
+  with 3 (the log flushed at prepare and at commit): 0.
 
   cluster_lessons.py list
   cluster_lessons.py lesson NAME [--size F] [--kill-only] [--seed N]
@@ -662,9 +662,12 @@ def crash_pass(cl, which, n, seed, kill_only=False):
     nodes die at once, and their disks lose what the kernel had not
     written (a power cut). Every order answered after the flush is then
     on no disk with 2: the loss comes from the load's progress, not from
-    where the crash fell in InnoDB's second. With 1 each commit reached
-    the disk before its answer: 0."""
-    flush = "2" if which == "without" else "1"
+    where the crash fell in InnoDB's second. With 3 each commit reached
+    the disk before its answer: 0. Not 1: with Galera a commit that went
+    through the two-phase commit (prepare, then commit) has only its
+    prepare flushed with 1, and the recovery rolls back what it finds
+    only prepared (docs/scaling.md)."""
+    flush = "2" if which == "without" else "3"
     tag = "galera-crash-durability-" + which
     # The log through the kernel's page cache on every node. A node's
     # redo log is written with O_DIRECT or through the cache depending on
@@ -681,7 +684,7 @@ def crash_pass(cl, which, n, seed, kill_only=False):
     cl.set_global("innodb_flush_log_at_trx_commit", flush)
     # Without: InnoDB's timed flush held off for the pass (the lesson's
     # flush stands for it); with: the server's default, 1 s (irrelevant
-    # with 1, where the commit itself flushes).
+    # with 3, where the commit itself flushes).
     cl.set_global("innodb_flush_log_at_timeout",
                   FLUSH_TIMEOUT_OFF if which == "without" else "1")
     cl.start_instances([1, 2, 3], tag)
@@ -743,7 +746,7 @@ def crash_pass(cl, which, n, seed, kill_only=False):
                     % (o, "before" if o in before else "after"))
     fault = rep.get("fault") or {}
     # The restarted nodes run with scripts/cluster.sh's settings again
-    # (flush at commit 1, the timed flush every second).
+    # (flush at commit 3, the timed flush every second).
     return {
         "figure": len(lost),
         "notes": "%d orders answered 201: %d before the flush (%d of them lost), %d after it "
@@ -756,7 +759,7 @@ def crash_pass(cl, which, n, seed, kill_only=False):
         "fault": fault,
         "command": rep.get("command"),
         "history": tag + ".history.jsonl",
-        "checker": {"off": "innodb_flush_log_at_trx_commit=1 (2 on the nodes)"
+        "checker": {"off": "innodb_flush_log_at_trx_commit=3 (2 on the nodes)"
                     if which == "without" else "nothing",
                     "ops": len(answered), "violations": {"lost-order": len(lost)} if lost else {},
                     "witnesses": witnesses},
@@ -836,9 +839,10 @@ LESSONS = [
         "articles": "beyond the articles: docs/scaling.md, which flush setting",
         "idea": "A Galera commit is on every node before its 201, so one dead node loses "
         "nothing. Three that lose power together keep only what reached their disks: with "
-        "innodb_flush_log_at_trx_commit=2, not what came after the last log flush.",
-        "defence": "innodb_flush_log_at_trx_commit=1",
-        "switches_off": [{"name": "innodb_flush_log_at_trx_commit=1 (2 on every node)",
+        "innodb_flush_log_at_trx_commit=2, not what came after the last log flush; with 1, "
+        "not a two-phase commit whose prepare only was flushed.",
+        "defence": "innodb_flush_log_at_trx_commit=3",
+        "switches_off": [{"name": "innodb_flush_log_at_trx_commit=3 (2 on every node)",
                           "harm": "a commit's log is written to the kernel and flushed to the "
                           "disk later; a power cut of every node loses what came in between"}],
         "where": "scripts/cluster.sh (write_node_cnf, crash, most_advanced), "
@@ -1168,7 +1172,7 @@ def write(path, rows, kill_rows, size, took):
             "process kill alone loses nothing; it takes the machine's crash (here: its "
             "disks' power cut) to lose what came after the last flush.",
             "",
-            "| run | seed | without (flush 2) | with (flush 1) | without: what happened |",
+            "| run | seed | without (flush 2) | with (flush 3) | without: what happened |",
             "|--:|--:|--:|--:|---|",
         ]
         for run, res in kill_rows:

@@ -50,9 +50,13 @@
 #   Override with TICKETD_CLUSTER_SQL_PORTS, _WSREP_PORTS, _REDIS_PORTS,
 #   _SENTINEL_PORTS (space-separated).
 #
-# Durability: innodb_flush_log_at_trx_commit=1 (TICKETD_CLUSTER_FLUSH_AT_COMMIT
+# Durability: innodb_flush_log_at_trx_commit=3 (TICKETD_CLUSTER_FLUSH_AT_COMMIT
 # overrides it; the setting is dynamic, SET GLOBAL changes it on a running
-# node). With 2 a node writes its log at each commit and flushes it to disk
+# node). Not 1: a commit that goes through the two-phase commit (Galera's
+# wsrep coordinates it) has only its prepare flushed with 1, its commit
+# left to the coordinator's recovery, which after a power cut of every
+# node rolls back what it finds only prepared; 3 flushes at prepare and at
+# commit. With 2 a node writes its log at each commit and flushes it to disk
 # once a second: three nodes that lose power together lose the commits of
 # that last second, answered orders included (docs/scaling.md).
 #
@@ -78,9 +82,9 @@ read -r -a SQL_PORTS <<<"${TICKETD_CLUSTER_SQL_PORTS:-22306 22307 22308}"
 read -r -a WSREP_PORTS <<<"${TICKETD_CLUSTER_WSREP_PORTS:-22567 22577 22587}"
 read -r -a REDIS_PORTS <<<"${TICKETD_CLUSTER_REDIS_PORTS:-22379 22380}"
 read -r -a SENTINEL_PORTS <<<"${TICKETD_CLUSTER_SENTINEL_PORTS:-22381 22382 22383}"
-FLUSH_AT_COMMIT=${TICKETD_CLUSTER_FLUSH_AT_COMMIT:-1}
-[[ "${FLUSH_AT_COMMIT}" =~ ^[012]$ ]] || {
-    echo "cluster: error: TICKETD_CLUSTER_FLUSH_AT_COMMIT must be 0, 1 or 2" >&2
+FLUSH_AT_COMMIT=${TICKETD_CLUSTER_FLUSH_AT_COMMIT:-3}
+[[ "${FLUSH_AT_COMMIT}" =~ ^[0123]$ ]] || {
+    echo "cluster: error: TICKETD_CLUSTER_FLUSH_AT_COMMIT must be 0, 1, 2 or 3" >&2
     exit 2
 }
 DISK_MB=${TICKETD_CLUSTER_DISK_MB:-}
@@ -193,11 +197,13 @@ write_node_cnf() {
         # ticketd's migrations create a trigger (005); with Galera's binary
         # log that needs SUPER or this.
         echo "log_bin_trust_function_creators=1"
-        # Each commit flushed to disk before it is answered. A commit is
-        # certified by every node before it returns, but three nodes that
-        # lose power together keep only what reached their disks: with 2
-        # (write at commit, flush once a second) they lose the last
-        # second's answered orders (the galera-crash-durability lesson).
+        # Each commit flushed to disk before it is answered (3: at prepare
+        # and at commit; 1 leaves a two-phase commit's COMMIT unflushed).
+        # A commit is certified by every node before it returns, but three
+        # nodes that lose power together keep only what reached their
+        # disks: with 2 (write at commit, flush once a second) they lose
+        # the last second's answered orders (the galera-crash-durability
+        # lesson).
         echo "innodb_flush_log_at_trx_commit=${FLUSH_AT_COMMIT}"
         echo "wsrep_on=ON"
         echo "wsrep_provider=$(galera_provider)"
@@ -381,7 +387,8 @@ node_seqno() {
 # the disk when the node died is found prepared by the recovery, which
 # rolls it back: it counts in no node's seqno, although its client may
 # have been answered (a power cut right after a commit's answer showed
-# exactly that with innodb_flush_log_at_trx_commit=1). Said, so that a
+# exactly that with innodb_flush_log_at_trx_commit=1; 3 flushes the
+# commit too). Said, so that a
 # loss after a crash can be traced to it.
 log_prepared() {
     local n=$1 f=$2 count last
