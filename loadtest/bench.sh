@@ -725,7 +725,7 @@ load_row() {
     rm -f "${WORK}/load-cpu.times"
     ((TOKENS || ROW_TOKENS)) && tok=()
     log "row: ${name}, c${c}"
-    read -r b0 o0 p0 c0 a0 h0 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
+    read -r b0 o0 p0 c0 h0 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
     k0=$(redis_calls)
     s0=$(mysql_status)
     measure_begin
@@ -749,7 +749,7 @@ load_row() {
     # The mean merged batch: orders per order transaction over the row;
     # then how the row's batches spread over the sizes
     # (ticketd_order_batch_size), each range's share of the batches.
-    read -r b1 o1 p1 c1 a1 h1 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
+    read -r b1 o1 p1 c1 h1 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
     if ((b1 > b0)); then
         BATCH[${key}]=$(awk -v b=$((b1 - b0)) -v o=$((o1 - o0)) 'BEGIN { printf "%.1f", o / b }')
         note="${note}; batches: mean ${BATCH[${key}]}"
@@ -770,14 +770,14 @@ load_row() {
     # Redis per new order: the commands Redis ran (INFO commandstats, the
     # whole server: the row's ticketd, the idle one's background jobs and
     # the load's control requests included), and the round trips, the
-    # commands whose reply a request's fiber waited for
-    # (ticketd_redis_awaited_commands_total: a key's end is sent without
-    # waiting; with --tokens, the SET of POST /tokens is one of them).
+    # commands ticketd's loops sent (ticketd_redis_pipelined_commands_total:
+    # a request's fiber waits for the reply of each; with --tokens, the SET
+    # of POST /tokens is one of them).
     k1=$(redis_calls)
     orders=$(jq -r '.orders_created' "${json}")
     if ((orders > 0)); then
         [[ -n "${k0}" && -n "${k1}" ]] && rcmd=$(per $((k1 - k0)) "${orders}")
-        rtrip=$(per $((a1 - a0)) "${orders}")
+        rtrip=$(per $((c1 - c0)) "${orders}")
         note="${note}; Redis per order: ${rcmd:--} commands, ${rtrip} round trips"
         # MariaDB per new order: SHOW GLOBAL STATUS deltas of the run's
         # own server (--start only), the whole server as for Redis: the
@@ -892,8 +892,7 @@ metrics_of() {
 }
 # The merged batches and the Redis pipelines of a new-order row.
 MERGE_METRICS=(ticketd_order_batches_total ticketd_order_batch_orders_total
-    ticketd_redis_pipelines_total ticketd_redis_pipelined_commands_total
-    ticketd_redis_awaited_commands_total)
+    ticketd_redis_pipelines_total ticketd_redis_pipelined_commands_total)
 for le in "${BATCH_LE[@]}"; do
     MERGE_METRICS+=("ticketd_order_batch_size_bucket{le=\"${le}\"}")
 done

@@ -340,7 +340,6 @@ int redis_async_send(struct redis_cmd *cmd)
     if ((l->ac != NULL || link_open(l) == TD_OK) &&
         redisAsyncCommandArgv(l->ac, on_reply, &w, cmd->argc, cmd->argv, cmd->lens) == REDIS_OK) {
         l->appended++;
-        metrics_inc(M_REDIS_AWAITED_COMMANDS);
         loop_timer_start(lp, &w.timer, redis_config()->redis_timeout_ms, on_timeout, &w);
         while (!w.answered)
             fiber_park();

