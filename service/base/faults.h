@@ -32,6 +32,9 @@
  *   order.commit_lost       COMMIT succeeded but its connection is dropped
  *                           before the answer is read (fail: the caller sees
  *                           the database unavailable, as after a lost reply)
+ *   order.lookup_conflict   (fail) the look-up of a key's order (after a refusal)
+ *                           meets a conflict, as a locking read that was a
+ *                           deadlock's victim or a Galera writeset's (1213)
  *   order.before_transition an order was read for a transition (pay, cancel,
  *                           ticket, complete, expire), not yet written
  *   order.after_commit      the order is committed, its answer not yet stored

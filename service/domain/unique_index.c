@@ -61,6 +61,22 @@ static bool made_here(const struct attempts *a, const char *order_no)
     return false;
 }
 
+/* How many times the look-up is asked when it meets a conflict. */
+#define LOOKUP_TRIES 3
+
+/* The order under the request's key. The look-up is a locking read (it
+ * waits for a copy that has inserted and not yet committed), and a locking
+ * read can itself be chosen as a deadlock's victim or, on a Galera node,
+ * be aborted by a writeset another node committed (1213, TD_ERETRY): it
+ * wrote nothing, so it is asked again. */
+static int look_up(const struct order_request *rq, struct order *o)
+{
+    int rc = TD_ERETRY;
+    for (int i = 0; i < LOOKUP_TRIES && rc == TD_ERETRY; i++)
+        rc = store_order_find_request(rq->user_id, rq->key, o);
+    return rc;
+}
+
 /* Looks for the order this user already placed under this key and makes
  * it the answer: replayed when the payload matches, 422 when the key was
  * used for another one; created when it carries an order number mine
@@ -69,17 +85,24 @@ static bool made_here(const struct attempts *a, const char *order_no)
  * look-up before the insert; the answer says so, and nobody credits an
  * index that is not there). Returns true when an order was found and is
  * the answer; false with res untouched when there is none, or with res
- * set to the refusal or the failure. */
+ * set to the refusal or the failure. *looked: the look-up's own code. */
 static bool find_copy(const struct order_request *rq, enum order_layer found_by,
                       const struct order_render *render, const struct attempts *mine,
-                      struct order_result *res)
+                      struct order_result *res, int *looked)
 {
     struct order o;
-    int rc = store_order_find_request(rq->user_id, rq->key, &o);
+    int rc = *looked = look_up(rq, &o);
     if (rc == TD_ENOTFOUND)
         return false;
     if (rc != TD_OK) {
-        orders_answer(res, rc == TD_EUNAVAIL ? ORDER_UNAVAILABLE : ORDER_FAILED, LAYER_NONE);
+        /* Unavailable, or a conflict each time: nothing was decided, and
+         * the client's retry finds the order or makes it (503). */
+        bool retry = rc == TD_EUNAVAIL || rc == TD_ERETRY;
+        if (rc == TD_ERETRY)
+            log_warn("order key %s of user %lld: the look-up met a conflict %d times; answered "
+                     "unavailable",
+                     rq->key, (long long)rq->user_id, LOOKUP_TRIES);
+        orders_answer(res, retry ? ORDER_UNAVAILABLE : ORDER_FAILED, LAYER_NONE);
         return false;
     }
     if (mine != NULL && made_here(mine, o.order_no)) {
@@ -110,7 +133,8 @@ static bool find_copy(const struct order_request *rq, enum order_layer found_by,
 bool unique_index_find_copy(const struct order_request *rq, enum order_layer found_by,
                             const struct order_render *render, struct order_result *res)
 {
-    return find_copy(rq, found_by, render, NULL, res);
+    int looked;
+    return find_copy(rq, found_by, render, NULL, res, &looked);
 }
 
 static int attempt_create(void *p)
@@ -172,12 +196,25 @@ void unique_index_place(struct app *app, const struct order_request *rq,
         return;
 
     /* The unique index refused a second order for this key: the first one
-     * exists, committed. Answer with it, as the original request did (a
-     * row the index saw and the look-up cannot stays a failure); if it
-     * carries a number one of this request's attempts drew, it is this
+     * exists, committed. Answer with it, as the original request did; if
+     * it carries a number one of this request's attempts drew, it is this
      * request's own order, and answered as made. A refused
      * token is looked up too, as every refusal is: in the demo without the
      * index on the key, a copy of this request can meet its own token. */
-    if (!find_copy(rq, ask->found_by, render, &at, res) && res->outcome == ORDER_TOKEN_INVALID)
+    int looked;
+    if (find_copy(rq, ask->found_by, render, &at, res, &looked))
+        return;
+    if (res->outcome == ORDER_TOKEN_INVALID) {
         metrics_inc(M_DUP_UNIQUE_INDEX);
+    } else if (rc == TD_EDUP && looked == TD_ENOTFOUND) {
+        /* A row the index saw and the look-up cannot: gone again (rolled
+         * back) or not yet readable here. Nothing of this request was
+         * kept, and whether an order exists under the key is not known
+         * now: "try again" is true (503), where a failure (500) would
+         * leave a client that retries nothing to go by. */
+        log_warn("order key %s of user %lld: the unique index refused it and the look-up finds "
+                 "no order; answered unavailable",
+                 rq->key, (long long)rq->user_id);
+        orders_answer(res, ORDER_UNAVAILABLE, LAYER_NONE);
+    }
 }

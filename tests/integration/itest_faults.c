@@ -331,6 +331,47 @@ static void test_commit_lost(void **state)
     th_resp_free(&again);
 }
 
+/* A copy that reaches the database after its order was made meets the
+ * unique index, and the order is looked up by a locking read. A locking
+ * read can be a deadlock's victim (or, on a Galera node, aborted by
+ * another node's writeset): it wrote nothing, so it is asked again, and
+ * the copy is answered with its order. When it loses every time, the
+ * answer is "try again" (503), never a failure: the retry finds it. */
+static void test_lookup_after_refusal_meets_a_conflict(void **state)
+{
+    char tok[96], no[32], v[16];
+    (void)state;
+    const char *once[] = {"TICKETD_FAULT=order.lookup_conflict:fail:1", NULL};
+    const char *always[] = {"TICKETD_FAULT=order.lookup_conflict:fail", NULL};
+    struct th_server *a = th_serve(0, NULL), *b = th_serve(1, once);
+    int64_t s = th_session(a, 10, 1000);
+    th_order_token(a, 66, tok);
+    struct th_resp first = th_order(a, 66, "lookup-1", tok, s, 1);
+    order_no_of(&first, no);
+
+    /* Redis forgets the key: the copy goes to the database. */
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    struct th_resp copy = th_order(b, 66, "lookup-1", tok, s, 1);
+    expect_replay_of(&copy, no);
+    th_expect_layer(&copy, "unique-index");
+
+    /* Every look-up loses: 503 with Retry-After, nothing written. */
+    struct th_server *c = th_serve(2, always);
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    struct th_resp lost = th_order(c, 66, "lookup-1", tok, s, 1);
+    th_expect_problem(&lost, 503, "DEPENDENCY_UNAVAILABLE");
+    assert_non_null(th_header(&lost, "Retry-After", v, sizeof v));
+    expect_one_order(s, 10);
+    /* The retry, on an instance whose look-ups work, gets the order. */
+    struct th_resp again = th_order(a, 66, "lookup-1", tok, s, 1);
+    expect_replay_of(&again, no);
+    expect_one_order(s, 10);
+    th_resp_free(&first);
+    th_resp_free(&copy);
+    th_resp_free(&lost);
+    th_resp_free(&again);
+}
+
 static void test_answer_lost_then_sent_again_is_created(void **state)
 {
     char tok[96], no[32], v[16];
@@ -990,6 +1031,7 @@ int main(void)
         T(test_killed_after_commit),
         T(test_dead_process_marker_taken_over),
         T(test_commit_lost),
+        T(test_lookup_after_refusal_meets_a_conflict),
         T(test_answer_lost_then_sent_again_is_created),
         T(test_redis_stalls_at_the_token),
         T(test_mysql_down_then_retries_succeed),

@@ -137,9 +137,25 @@ static const struct order_case rows[] = {
      .outcome = ORDER_UNAVAILABLE,
      .calls = "order_begin order_create order_find_request order_release",
      .claims = CLAIMS_RELEASED},
+    /* A row the index saw and the look-up cannot (rolled back since, or
+     * not yet readable on this node): nothing was kept, try again. */
     {"unique index, lookup finds nothing", .create_rc = TD_EDUP, .find_rc = TD_ENOTFOUND,
-     .outcome = ORDER_FAILED, .calls = "order_begin order_create order_find_request order_release",
+     .outcome = ORDER_UNAVAILABLE,
+     .calls = "order_begin order_create order_find_request order_release",
      .claims = CLAIMS_RELEASED},
+    /* The locking look-up chosen as a deadlock's victim (or aborted by a
+     * Galera writeset) wrote nothing: asked again. */
+    {"unique index, lookup meets a conflict, then replays", .create_rc = TD_EDUP,
+     .found = FOUND_SAME, .find_conflicts = 2, .outcome = ORDER_REPLAYED, .layer = "unique-index",
+     .status = 201, .body = FOUND_BODY,
+     .calls = "order_begin order_create order_find_request order_find_request "
+              "order_find_request order_complete",
+     .cached = CACHED, .claims = CLAIMS_COMPLETED, .counts = {COUNTS(M_DUP_UNIQUE_INDEX, 1)}},
+    {"unique index, lookup meets a conflict each time", .create_rc = TD_EDUP, .find_conflicts = 3,
+     .found = FOUND_SAME, .outcome = ORDER_UNAVAILABLE,
+     .calls = "order_begin order_create order_find_request order_find_request "
+              "order_find_request order_release",
+     .claims = CLAIMS_RELEASED, .counts = {COUNTS(M_DUP_UNIQUE_INDEX, 0)}},
     {"unique index, lookup fails", .create_rc = TD_EDUP, .find_rc = TD_EINTERNAL,
      .outcome = ORDER_FAILED, .calls = "order_begin order_create order_find_request order_release",
      .claims = CLAIMS_RELEASED},

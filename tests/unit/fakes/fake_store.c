@@ -117,6 +117,8 @@ int store_order_find_request(int64_t user_id, const char *request_id, struct ord
     fake_store.find_calls++;
     fake_store.find.user_id = user_id;
     snprintf(fake_store.find.request_id, sizeof fake_store.find.request_id, "%s", request_id);
+    if (fake_store.find_calls <= fake_store.find_conflicts)
+        return TD_ERETRY;
     if (fake_store.find_rc == TD_OK)
         *out = fake_store.found;
     return fake_store.find_rc;

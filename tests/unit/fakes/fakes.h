@@ -57,7 +57,10 @@ struct fake_store {
     int create_rc[FAKE_TRIES];
     int ncreate_rc;
     int64_t price_cents;
-    /* store_order_find_request answers find_rc, with `found` on TD_OK. */
+    /* store_order_find_request answers TD_ERETRY find_conflicts times
+     * (a locking read chosen as a deadlock's victim), then find_rc, with
+     * `found` on TD_OK. */
+    int find_conflicts;
     int find_rc;
     struct order found;
     /* The other calls. */

@@ -181,6 +181,7 @@ static void cache_locally(const struct order_case *c)
 
 static void found_in_database(const struct order_case *c)
 {
+    fake_store.find_conflicts = c->find_conflicts;
     if (c->find_rc != TD_OK)
         fake_store.find_rc = c->find_rc;
     if (c->found == FOUND_NONE)

@@ -109,6 +109,7 @@ struct order_case {
     int begin_rc, lock_rc, token_rc, alive_rc, take_over_rc, complete_rc, release_rc; /* Redis */
     int create_rc, find_rc; /* MySQL; store_order_create answers create_rc from then on */
     int deadlocks;          /* ... after this many deadlocks (TD_ERETRY) */
+    int find_conflicts;     /* the look-up's conflicts (TD_ERETRY) before find_rc */
     enum found found;
     int tries;         /* transaction attempts allowed (tx_retries + 1); 0: three */
     bool strict;       /* TICKETD_REDIS_POLICY=strict */
