@@ -295,9 +295,9 @@ static void test_batch_is_one_statement(void **state)
                   nb, questions, calls, commits);
     assert_int_equal(nb, REPLY_ROUNDS);
     assert_int_equal(th_orders_of(s), 4 * REPLY_ROUNDS);
+    assert_true(questions < 2 * nb); /* one statement each, and a little else */
     assert_true(calls >= 2 * nb);    /* place_batch, and place_orders within it */
     assert_true(commits >= nb);      /* one COMMIT each, inside the CALL */
-    assert_true(questions < 2 * nb); /* one statement each, and a little else */
 }
 
 /* place_batch rolls its transaction back before it passes an error on: a
