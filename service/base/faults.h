@@ -47,7 +47,8 @@
  *   mysql.batch_answer_lost (fail) a transaction sent in one round trip ran
  *                           to its COMMIT; its rows are not read and its link
  *                           is dropped, as if the answer was lost before its
- *                           first result
+ *                           first result (a merged batch's CALL answers only
+ *                           after its COMMIT: its outcome is then unknown)
  *   merge.outcome_unread    (fail) a merged batch's answer row is dropped as
  *                           if it did not read; its COMMIT runs all the same
  *   keywait.deaf            (fail) the key events listener hears nothing, as

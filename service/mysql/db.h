@@ -174,6 +174,15 @@ enum {
      * without START TRANSACTION, and a link found stale is not redialled
      * (the transaction went with it). */
     DB_BATCH_REST = 2,
+    /* The text is one CALL of a procedure that runs the whole transaction
+     * itself, from START TRANSACTION to COMMIT, and answers its rows after
+     * the COMMIT, so that the whole answer is one reply
+     * (sql/015_place_batch.sql). Once the text is sent the transaction
+     * may be under way: a link that fails after the send is not redialled
+     * (the outcome is unknown), only one that fails sending. An error of
+     * the CALL comes after the procedure rolled its transaction back; an
+     * error at its COMMIT has a message that starts "at COMMIT: ". */
+    DB_BATCH_CALL = 4,
 };
 
 /* db_batch for a text built at run time (any length): every row of every

@@ -125,12 +125,45 @@ static int batch_results(struct db_conn *c, int last, unsigned how, const struct
     return TD_OK;
 }
 
+/* What failed, for db_fail, of a DB_BATCH_CALL text whose procedure
+ * passed on an error: its COMMIT (1213 there is a Galera certification
+ * conflict), or a statement before it. */
+static const char *call_failed_at(const char *msg)
+{
+    static const char at_commit[] = "at COMMIT: ";
+    return strncmp(msg, at_commit, sizeof at_commit - 1) == 0 ? "COMMIT" : "batch";
+}
+
+/* A DB_BATCH_CALL text: sent, then its answer awaited. A link that fails
+ * sending may just be stale (nothing reached the server); from the send
+ * on, the procedure may be running its transaction, and a link lost is the
+ * server's trouble. */
+static int call_once(struct db_conn *c, const char *text, size_t len, int last, unsigned how,
+                     const struct batch_reader *rd, int *at)
+{
+    int sent;
+    my_bool failed;
+    c->in_tx = false;
+    DB_CALL(c, sent, mysql_send_query, c->m, text, len);
+    if (sent != 0)
+        return db_fail(c, mysql_errno(c->m), mysql_error(c->m), "batch");
+    c->in_tx = true;
+    DB_CALL(c, failed, mysql_read_query_result, c->m);
+    if (failed) {
+        const char *msg = mysql_error(c->m);
+        return db_fail(c, mysql_errno(c->m), msg, call_failed_at(msg));
+    }
+    return batch_results(c, last, how, rd, at);
+}
+
 static int batch_once(struct db_conn *c, const char *text, size_t len, int last, unsigned how,
                       const struct batch_reader *rd, int *at)
 {
     *at = 0;
     if (c->m == NULL)
         return TD_EUNAVAIL;
+    if (how & DB_BATCH_CALL)
+        return call_once(c, text, len, last, how, rd, at);
     if (how & DB_BATCH_REST) {
         /* The transaction is under way: a link lost now lost it. */
         if (db_query(c, text, len) != 0)
@@ -172,12 +205,16 @@ static int batch_execute(struct db_conn *c, const char *sql, const char *text, s
      * first result is read: its rows are not handed to the reader, the
      * link is dropped, and the stale-link path below sends the text again,
      * to meet the rows it just committed. */
-    bool lose = how == 0 && FAULT_POINT("mysql.batch_answer_lost");
+    bool lose = (how == 0 || how == DB_BATCH_CALL) && FAULT_POINT("mysql.batch_answer_lost");
     const struct batch_reader deaf = {skip_rows, NULL};
     int rc = batch_once(c, text, len, last, how, lose ? &deaf : rd, &at);
     if (lose && rc == TD_OK) {
         db_lose_link(c);
-        c->in_tx = false; /* lost where batch_once had not yet seen it begin */
+        /* A CALL's answer comes only after its COMMIT: lost, it was lost
+         * after the send, and the outcome is unknown (nothing is sent
+         * again). Another text's was lost before its first result, where
+         * batch_once had not yet seen the transaction begin. */
+        c->in_tx = (how & DB_BATCH_CALL) != 0;
         rc = TD_EUNAVAIL;
         at = 0;
     }

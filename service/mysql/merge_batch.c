@@ -11,15 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The whole transaction: one round trip. The outcomes travel in a session
- * variable read by a statement of their own, so that the CALL returns no
- * result set and each ';' of the text is one result (db_batch_each). */
-static const char sql_closed[] =
-    "START TRANSACTION; CALL place_orders(?); SELECT @placed_orders; COMMIT";
-/* The same, left open for the caller's COMMIT (merge.killed_mid_batch). */
+/* The whole transaction: one statement, one reply. place_batch
+ * (sql/015_place_batch.sql) begins the transaction, places the orders,
+ * commits, and only then answers the outcomes, as its one result set. */
+static const char sql_closed[] = "CALL place_batch(?)";
+/* Left open for the caller's COMMIT (merge.killed_mid_batch): the
+ * statements of the transaction one by one, the outcomes in a session
+ * variable read by a statement of their own, so that each ';' of the text
+ * is one result (db_batch_each). */
 static const char sql_open[] = "START TRANSACTION; CALL place_orders(?); SELECT @placed_orders";
-/* The statement whose row holds the outcomes. */
-#define OUTCOMES_AT 2
 
 /* s as a JSON string: quotes, backslashes and control characters escaped;
  * every other byte as it is (the request id is UTF-8). */
@@ -69,6 +69,8 @@ void merge_plan_init(struct merge_plan *p, struct merge_order **orders, int n, b
     p->json = t.s;
     p->arg = DB_S(p->json);
     p->sql = xstrdup(open ? sql_open : sql_closed);
+    p->how = open ? DB_BATCH_OPEN : DB_BATCH_CALL;
+    p->outcomes_at = open ? 2 : 0; /* the statement whose row holds the outcomes */
 }
 
 void merge_plan_free(struct merge_plan *p)
@@ -171,7 +173,7 @@ static void take_outcomes(struct merge_plan *p, const char *s, size_t len)
 
 int merge_plan_row(struct merge_plan *p, int at, const struct db_batch_row *row)
 {
-    if (at != OUTCOMES_AT || row->nfields != 1 || row->vals[0] == NULL) {
+    if (at != p->outcomes_at || row->nfields != 1 || row->vals[0] == NULL) {
         p->bad_rows++;
         log_error("mysql: a batch answered a row it was not asked for (statement %d)", at);
         return TD_OK;

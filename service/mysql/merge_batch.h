@@ -2,17 +2,17 @@
  * text of the one round trip that places a batch of them, and the reading
  * of each order's outcome from its answer.
  *
- * A batch of orders is one transaction in one round trip (a batch of one
- * takes the plain one-order text instead, place_in_one_trip in
- * store_mysql.c, which decides the same way for half the server's CPU):
+ * A batch of orders is one transaction in one statement, answered in one
+ * reply (a batch of one takes the plain one-order text instead,
+ * place_in_one_trip in store_mysql.c, which decides the same way for half
+ * the server's CPU):
  *
- *   START TRANSACTION;
- *   CALL place_orders('[{"n": order_no, "u": user, "s": session, "r": request,
- *                        "q": quantity, "c": created_at, "t": token, "m": 1}, ...]');
- *   SELECT @placed_orders;
- *   COMMIT
+ *   CALL place_batch('[{"n": order_no, "u": user, "s": session, "r": request,
+ *                      "q": quantity, "c": created_at, "t": token, "m": 1}, ...]')
  *
- * The database decides every order (sql/013_place_orders.sql): its INSERT
+ * place_batch (sql/015_place_batch.sql) begins the transaction, calls
+ * place_orders, commits, and then returns the outcomes as its one result
+ * set. The database decides every order (sql/013_place_orders.sql): its INSERT
  * under the unique key (user_id, request_id), its token's unique row, then
  * the stock compare-and-set under CHECK (stock >= 0), each refusal caught
  * for that order alone. No row lock is held across a client round trip, and
@@ -74,7 +74,9 @@ struct merge_plan {
     char *sql;
     char *json;
     struct db_arg arg;
-    int bad_rows; /* answers that could not be read */
+    unsigned how;    /* db_batch_each's DB_BATCH_* flags for the text */
+    int outcomes_at; /* the statement whose row holds the outcomes */
+    int bad_rows;    /* answers that could not be read */
 };
 
 /* Plans a batch of n orders (1 <= n <= MERGE_MAX_LIMIT; the orders stay

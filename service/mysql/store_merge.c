@@ -133,7 +133,7 @@ int store_merge_run(struct db_conn *c, struct merge_order **orders, int k)
      * transaction open at the server. */
     bool open = faults_armed("merge.killed_mid_batch");
     merge_plan_init(&p, orders, k, open);
-    int rc = db_batch_each(c, p.sql, &p.arg, 1, open ? DB_BATCH_OPEN : 0u, row_each, &p);
+    int rc = db_batch_each(c, p.sql, &p.arg, 1, p.how, row_each, &p);
     if (rc == TD_OK && open) {
         (void)FAULT_POINT("merge.killed_mid_batch");
         rc = db_tx_end(c, TD_OK);

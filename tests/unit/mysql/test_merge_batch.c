@@ -65,9 +65,11 @@ static void test_one_text_one_trip(void **state)
     struct merge_plan p;
     fixture_init(&f, s, 3);
     merge_plan_init(&p, f.ptr, 3, false);
-    /* The whole transaction in one text, its one argument the orders. */
-    assert_string_equal(p.sql, "START TRANSACTION; CALL place_orders(?); SELECT @placed_orders; "
-                               "COMMIT");
+    /* The whole transaction in one statement, its one argument the
+     * orders, its outcomes the first (and only) result set. */
+    assert_string_equal(p.sql, "CALL place_batch(?)");
+    assert_int_equal(p.how, DB_BATCH_CALL);
+    assert_int_equal(p.outcomes_at, 0);
     assert_int_equal(count(p.sql, "?"), 1);
     assert_int_equal(p.arg.type, DB_STR);
     assert_string_equal(p.json,
@@ -78,9 +80,14 @@ static void test_one_text_one_trip(void **state)
                         "{\"n\":\"26120200000000000002\",\"u\":12,\"s\":7,\"r\":\"key-2\",\"q\":3,"
                         "\"c\":\"2026-12-02 00:00:00.000\"}]");
     merge_plan_free(&p);
-    /* Left open for the caller's COMMIT: the same statements without it. */
+    /* Left open for the caller's COMMIT: the transaction's statements one
+     * by one, without it, the outcomes the third statement's row. */
     merge_plan_init(&p, f.ptr, 3, true);
     assert_string_equal(p.sql, "START TRANSACTION; CALL place_orders(?); SELECT @placed_orders");
+    assert_int_equal(p.how, DB_BATCH_OPEN);
+    assert_int_equal(p.outcomes_at, 2);
+    assert_int_equal(answer(&p, 2, "1 P 5 100,2 S,3 N,"), TD_OK);
+    assert_int_equal(p.bad_rows, 0);
     merge_plan_free(&p);
 }
 
@@ -113,7 +120,7 @@ static void test_outcomes_each_its_own(void **state)
     merge_plan_init(&p, f.ptr, 6, false);
     /* Refusals come from the first pass, placements and sold-outs from
      * the second: in any order. */
-    assert_int_equal(answer(&p, 2, "2 D,4 N,5 T,6 R,1 P 41 1500,3 S,"), TD_OK);
+    assert_int_equal(answer(&p, 0, "2 D,4 N,5 T,6 R,1 P 41 1500,3 S,"), TD_OK);
     assert_int_equal(p.bad_rows, 0);
     assert_int_equal(merge_plan_done(&p), 0);
     assert_int_equal(f.o[0].rc, TD_OK);
@@ -138,7 +145,7 @@ static void test_lock_waited_in_vain(void **state)
     /* Session 2's row was held past the lock wait: its orders are not
      * kept, and say so; so was order 5's key; their neighbours are
      * placed. */
-    assert_int_equal(answer(&p, 2, "5 K,1 P 7 500,2 L,3 L,4 P 8 500,"), TD_OK);
+    assert_int_equal(answer(&p, 0, "5 K,1 P 7 500,2 L,3 L,4 P 8 500,"), TD_OK);
     assert_int_equal(p.bad_rows, 0);
     assert_int_equal(merge_plan_done(&p), 0);
     assert_int_equal(f.o[0].rc, TD_OK);
@@ -162,7 +169,7 @@ static void test_copy_of_unplaced_order_goes_alone(void **state)
     f.d[3].user_id = f.d[2].user_id;
     f.d[3].request_id = f.d[2].request_id;
     merge_plan_init(&p, f.ptr, 4, false);
-    assert_int_equal(answer(&p, 2, "2 D,4 D,1 S,3 P 9 100,"), TD_OK);
+    assert_int_equal(answer(&p, 0, "2 D,4 D,1 S,3 P 9 100,"), TD_OK);
     assert_int_equal(merge_plan_done(&p), 0);
     /* The first copy sold out and its row is gone: no order to replay,
      * so its copy is placed alone, for an answer of its own. */
@@ -184,11 +191,11 @@ static void test_unreadable_answer_is_unavailable_never_internal(void **state)
     merge_plan_init(&p, f.ptr, 3, false);
     /* A row of a statement that answers none, and a row with no value:
      * counted, never an error (the COMMIT ran on the server all the same). */
-    assert_int_equal(answer(&p, 0, "1 P 5 100,"), TD_OK);
-    assert_int_equal(answer(&p, 2, NULL), TD_OK);
+    assert_int_equal(answer(&p, 1, "1 P 5 100,"), TD_OK);
+    assert_int_equal(answer(&p, 0, NULL), TD_OK);
     assert_int_equal(p.bad_rows, 2);
     /* One outcome reads, then one does not: the rest is unknown. */
-    assert_int_equal(answer(&p, 2, "1 P 5 100,2 Q,3 S,"), TD_OK);
+    assert_int_equal(answer(&p, 0, "1 P 5 100,2 Q,3 S,"), TD_OK);
     assert_int_equal(p.bad_rows, 3);
     assert_int_equal(merge_plan_done(&p), 2);
     assert_int_equal(f.o[0].rc, TD_OK);
@@ -198,8 +205,8 @@ static void test_unreadable_answer_is_unavailable_never_internal(void **state)
 
     /* An order named twice, or one the batch does not have. */
     merge_plan_init(&p, f.ptr, 3, false);
-    assert_int_equal(answer(&p, 2, "1 S,1 P 5 100,"), TD_OK);
-    assert_int_equal(answer(&p, 2, "4 S,"), TD_OK);
+    assert_int_equal(answer(&p, 0, "1 S,1 P 5 100,"), TD_OK);
+    assert_int_equal(answer(&p, 0, "4 S,"), TD_OK);
     assert_int_equal(p.bad_rows, 2);
     assert_int_equal(merge_plan_done(&p), 2);
     assert_int_equal(f.o[0].rc, TD_ECONFLICT);
