@@ -373,6 +373,9 @@ node_seqno() {
     seq=$(sed -n 's/^seqno: *//p' "${g}")
     if [[ "${seq}" == -1 || -z "${seq}" ]]; then
         write_node_cnf "${n}"
+        # MariaDB appends to its error log: an old recovery's lines would
+        # be read as this one's (its seqno, its prepared transactions).
+        [[ -e "${d}/recover.log" ]] && mv -f "${d}/recover.log" "${d}/recover.prev.log"
         "${MARIADBD}" --defaults-file="${d}/my.cnf" --wsrep-recover \
             --log-error="${d}/recover.log" </dev/null >/dev/null 2>&1 9>&- || true
         seq=$(sed -n 's/.*WSREP: Recovered position: [^:]*:\(-\{0,1\}[0-9]*\).*/\1/p' \
