@@ -32,6 +32,9 @@
  *   order.commit_lost       COMMIT succeeded but its connection is dropped
  *                           before the answer is read (fail: the caller sees
  *                           the database unavailable, as after a lost reply)
+ *   redis.end_unsent        (fail) a key's end (complete, release) does not
+ *                           reach Redis, as while its link is down: it is
+ *                           kept, and each time it is sent again fails too
  *   order.lookup_conflict   (fail) the look-up of a key's order (after a refusal)
  *                           meets a conflict, as a locking read that was a
  *                           deadlock's victim or a Galera writeset's (1213)

@@ -212,6 +212,7 @@ static enum inflight_key_end look_once(struct inflight_key *k, char **existing, 
         ans->layer = LAYER_SESSION_LOCK;
         return INFLIGHT_LOCKED;
     case KEY_FAILED:
+    case KEY_NOT_SENT:
         return redis_failed(k);
     case KEY_HAS_RECORD:
         break;

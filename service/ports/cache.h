@@ -62,6 +62,7 @@ enum key_begin {
     KEY_HAS_RECORD,     /* the key has a record already: *existing; nothing taken */
     KEY_SESSION_LOCKED, /* another key of this user holds the session; nothing kept */
     KEY_FAILED,         /* Redis failed: the script may or may not have run */
+    KEY_NOT_SENT,       /* Redis failed before the script was sent: nothing taken */
 };
 
 /* The Idempotency-Key protocol's steps (domain/inflight_key.h), one

@@ -13,7 +13,7 @@
  *   - first thing in the user's next begin (cache_missed_resend on the
  *     begin path, on the same connection, so Redis runs it before that
  *     begin): the user's next order after Redis is back finds the lock
- *     free;
+ *     free; an end that cannot go holds that begin back (KEY_NOT_SENT);
  *   - and by a thread of its own every MISSED_RETRY_MS while any is kept,
  *     for the users who do not come back through this process (another
  *     instance's requests wait for these locks too).
@@ -189,8 +189,9 @@ static void forget(uint64_t id)
 
 /* Sends the ends of user_id (0: all) in order; each one Redis took is
  * forgotten. Stops at the first that cannot reach Redis: it is down
- * still, and the rest would only be refused. */
-static void resend(int64_t user_id)
+ * still, and the rest would only be refused. True when every end of the
+ * snapshot went. */
+static bool resend(int64_t user_id)
 {
     int n;
     struct missed *copy = snapshot(user_id, &n);
@@ -206,13 +207,14 @@ static void resend(int64_t user_id)
     for (int j = 0; j < n; j++)
         end_free(&copy[j].end);
     free(copy);
+    return i == n;
 }
 
-void cache_missed_resend(int64_t user_id)
+bool cache_missed_resend(int64_t user_id)
 {
     if (atomic_load(&kept) == 0)
-        return; /* the usual case, at the cost of one load */
-    resend(user_id);
+        return true; /* the usual case, at the cost of one load */
+    return resend(user_id);
 }
 
 static void wait_wake(int ms)

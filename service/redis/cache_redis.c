@@ -431,14 +431,24 @@ enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *mar
                                const struct filter_note *note, bool *noted, char **existing)
 {
     /* An earlier request of this user ended while Redis was unreachable:
-     * its end goes first, so that its lock is not what refuses this one. */
-    cache_missed_resend(user_id);
+     * its end goes first, so that its lock is not what refuses this one.
+     * When it cannot go, neither does the begin: Redis answering the
+     * begin an instant later (a link dialled again, the breaker's probe
+     * just passed) would find that lock, and a client whose last order is
+     * over would be told another one runs (409). Nothing was sent, so
+     * nothing is held: the caller answers as without Redis. */
+    if (!cache_missed_resend(user_id))
+        return KEY_NOT_SENT;
     return entries->key_begin(user_id, key, marker, marker_ttl_ms, session_id, owner, lock_ttl_ms,
                               tok, token_rc, note, noted, existing);
 }
 
 static int send_end(const struct cache_end *e)
 {
+    /* The test build: an end that does not reach Redis, the first time
+     * and each time it is sent again (as while its link is down). */
+    if (FAULT_POINT("redis.end_unsent"))
+        return TD_EUNAVAIL;
     return cache_redis_end_with(e->complete ? entries->key_complete : entries->key_release, e);
 }
 

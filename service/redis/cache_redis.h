@@ -66,8 +66,9 @@ void cache_missed_cleanup(void);
 void cache_missed_keep(const struct cache_end *e);
 /* Sends the kept ends of user_id, in order, on the calling thread's
  * connection (a fiber's: its loop's), before what the caller sends next;
- * what reaches Redis is forgotten. One atomic load when nothing is kept. */
-void cache_missed_resend(int64_t user_id);
+ * what reaches Redis is forgotten. True when none of the user's is left
+ * kept. One atomic load when nothing is kept. */
+bool cache_missed_resend(int64_t user_id);
 
 /* The cache port's entries that the demo's naive variants replace, with
  * the port's signatures and contracts (cache.h). cache_redis.c answers

@@ -625,6 +625,37 @@ static void test_lock_given_back_once_redis_answers(void **state)
     th_resp_free(&next);
 }
 
+/* A finished order's end that cannot reach Redis (the test build's
+ * redis.end_unsent: as while the link that would carry it is down) is
+ * kept, and its lock stays in Redis. The user's next order must not begin
+ * before that end went: Redis answering that begin would find the lock of
+ * an order that is over, and the client would be told another order of
+ * theirs runs (409 DUPLICATE_SUBMISSION). Nothing of the begin is sent:
+ * the order goes on as without Redis (policy degrade: the database
+ * decides) and is created. */
+static void test_next_order_not_refused_for_an_unsent_end(void **state)
+{
+    (void)state;
+    const char *env[] = {"TICKETD_FAULT=redis.end_unsent:fail", "TICKETD_LOCK_TTL_MS=120000",
+                         "TICKETD_INFLIGHT_TTL_MS=120000", "TICKETD_ORDER_TOKEN_REQUIRED=0", NULL};
+    struct th_server *a = th_serve(2, env);
+    int64_t s = th_session(a, 10, 1000);
+    struct th_resp first = th_order(a, 73, "unsent-1", NULL, s, 1);
+    assert_int_equal(first.status, 201);
+    /* Its end did not go: the lock it took is held still. */
+    assert_int_equal(th_redis_int("EXISTS lock:order:{73}:%lld", (long long)s), 1);
+
+    struct th_resp next = th_order(a, 73, "unsent-2", NULL, s, 1);
+    if (next.status != 201)
+        fail_msg("the next order while the last one's end could not be sent: %ld %s", next.status,
+                 next.body);
+    /* Nothing of its begin reached Redis (no marker under its key). */
+    assert_int_equal(th_redis_int("EXISTS idem:{73}:unsent-2"), 0);
+    assert_int_equal(th_orders_of(s), 2);
+    th_resp_free(&first);
+    th_resp_free(&next);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -633,6 +664,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_follows_a_failover, th_setup_fresh, teardown_servers),
         cmocka_unit_test_setup_teardown(test_lock_given_back_once_redis_answers, th_setup_fresh,
                                         th_teardown_stop),
+        cmocka_unit_test_setup_teardown(test_next_order_not_refused_for_an_unsent_end,
+                                        th_setup_fresh, th_teardown_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
