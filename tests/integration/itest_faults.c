@@ -43,6 +43,18 @@ static void expect_replay_of(const struct th_resp *r, const char *order_no)
     assert_non_null(th_header(r, "Idempotent-Replayed", v, sizeof v));
 }
 
+/* Redis forgets everything; then the same request (user, key, token,
+ * session, quantity 1) on s finds its order, no, in the database. */
+static void copy_after_flush(const struct th_server *s, int64_t user, const char *key,
+                             const char *tok, int64_t session, const char *no)
+{
+    assert_int_equal(th_redis_int("FLUSHALL"), 0);
+    struct th_resp copy = th_order(s, user, key, tok, session, 1);
+    expect_replay_of(&copy, no);
+    th_expect_layer(&copy, "unique-index");
+    th_resp_free(&copy);
+}
+
 /* One order for session s, and its stock taken once (quantity 1). */
 static void expect_one_order(int64_t s, int64_t stock)
 {
@@ -64,17 +76,13 @@ static void test_redis_flushed_after_201(void **state)
 
     /* Redis forgets everything: the key's record and the spent token. The
      * same request on another instance finds its order in the database. */
-    assert_int_equal(th_redis_int("FLUSHALL"), 0);
-    struct th_resp again = th_order(b, 61, "flush-1", tok, s, 1);
-    expect_replay_of(&again, no);
-    th_expect_layer(&again, "unique-index");
+    copy_after_flush(b, 61, "flush-1", tok, s, no);
     /* The answer is remembered again: the next retry stops at the cache. */
     struct th_resp third = th_order(b, 61, "flush-1", tok, s, 1);
     expect_replay_of(&third, no);
     th_expect_layer(&third, "response-cache");
     expect_one_order(s, 10);
     th_resp_free(&first);
-    th_resp_free(&again);
     th_resp_free(&third);
 }
 
@@ -350,10 +358,7 @@ static void test_lookup_after_refusal_meets_a_conflict(void **state)
     order_no_of(&first, no);
 
     /* Redis forgets the key: the copy goes to the database. */
-    assert_int_equal(th_redis_int("FLUSHALL"), 0);
-    struct th_resp copy = th_order(b, 66, "lookup-1", tok, s, 1);
-    expect_replay_of(&copy, no);
-    th_expect_layer(&copy, "unique-index");
+    copy_after_flush(b, 66, "lookup-1", tok, s, no);
 
     /* Every look-up loses: 503 with Retry-After, nothing written. */
     struct th_server *c = th_serve(2, always);
@@ -367,7 +372,6 @@ static void test_lookup_after_refusal_meets_a_conflict(void **state)
     expect_replay_of(&again, no);
     expect_one_order(s, 10);
     th_resp_free(&first);
-    th_resp_free(&copy);
     th_resp_free(&lost);
     th_resp_free(&again);
 }
