@@ -32,7 +32,12 @@ MYSQL_PORT=${TICKETD_TEST_MYSQL_PORT:-23306}
 BIN=${TICKETD_BIN:-${ROOT}/build/asan/ticketd}
 LOAD=${ROOT}/build/loadtest/ticketd-load
 LOGS=${TICKETD_TEST_LOGS:-${ROOT}/build/test-logs}/prometheus
-DIR=${ROOT}/${STATE}/prometheus
+# The state folder as given: relative to the checkout, or absolute (a
+# TICKETD_TEST_STATE under /tmp must not land inside the checkout).
+case "${STATE}" in
+/*) DIR=${STATE}/prometheus ;;
+*) DIR=${ROOT}/${STATE}/prometheus ;;
+esac
 URL=http://127.0.0.1:${HTTP_PORT}
 PROM=http://127.0.0.1:${PROM_PORT}
 RULES=${ROOT}/config/prometheus/alerts.yml
