@@ -244,6 +244,27 @@ static void test_redis_failed(void **state)
     inflight_key_cleanup(&k);
 }
 
+/* The begin was not sent (an end of the user's, kept while Redis was
+ * unreachable, could not go first): as after a failure, but nothing can
+ * be ours, so nothing is given back. */
+static void test_begin_not_sent(void **state)
+{
+    struct inflight_key k;
+    struct inflight_key_answer ans;
+    (void)state;
+    fake_cache.begin_not_sent = true;
+    assert_int_equal(begin(&k, &ans, SESSION, NULL), INFLIGHT_RUN);
+    assert_false(k.redis_ok);
+    assert_false(inflight_key_holds(&k));
+    inflight_key_release(&k);
+    assert_int_equal(fake_cache.release.calls, 0);
+    inflight_key_cleanup(&k);
+    cfg.redis_policy = REDIS_POLICY_STRICT;
+    assert_int_equal(begin(&k, &ans, SESSION, NULL), INFLIGHT_UNAVAILABLE);
+    assert_false(inflight_key_holds(&k));
+    inflight_key_cleanup(&k);
+}
+
 /* Both key layers off (the demo): the key is not looked at, and the lock
  * is taken alone. */
 static void test_key_layers_off_lock_alone(void **state)
@@ -458,6 +479,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_take_over_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_redis_failed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_begin_not_sent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_key_layers_off_lock_alone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_complete_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_complete_without_marker, setup, teardown),

@@ -120,6 +120,8 @@ enum key_begin cache_key_begin(int64_t user_id, const char *key, const char *mar
     copy(fake_cache.idem_begin.marker, sizeof fake_cache.idem_begin.marker,
          marker != NULL ? marker : "");
     fake_cache.idem_begin.ttl_ms = marker_ttl_ms;
+    if (fake_cache.begin_not_sent)
+        return KEY_NOT_SENT;
     if (fake_cache.idem_begin_rc == TD_EDUP)
         *existing = xstrdup(fake_cache.existing);
     if (fake_cache.idem_begin_rc != TD_OK)

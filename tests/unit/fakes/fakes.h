@@ -89,6 +89,8 @@ struct fake_cache {
     /* cache_key_begin answers idem_begin_rc at its key step; with TD_EDUP it hands back a
      * copy of existing (the record another request left under the key). */
     int idem_begin_rc;
+    /* A kept end of the user's could not go: the script is not sent. */
+    bool begin_not_sent;
     char existing[FAKE_RECORD];
     int lock_rc;
     int token_rc;
