@@ -26,7 +26,8 @@ struct fault {
     char name[64];
     enum fault_mode mode;
     int64_t delay_ms;
-    atomic_long remaining; /* hits left, -1 for every hit */
+    atomic_long remaining;   /* hits left, -1 for every hit */
+    atomic_llong held_until; /* faults_held: 0 none, else its MS's end */
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -105,16 +106,25 @@ static void load(void)
  * (looked for every 10 ms), or at most max_ms. A test releases the held
  * step when the progress it waits for has happened, not after a guess of
  * how long that takes on this machine. */
-static void hold(const char *name, int64_t max_ms)
+static void log_hold(const char *name, int64_t max_ms)
 {
     const char *release = getenv("TICKETD_FAULT_RELEASE");
     log_warn("fault point %s: holding until %s exists (at most %lld ms)", name,
              release != NULL ? release : "(TICKETD_FAULT_RELEASE unset)", (long long)max_ms);
-    for (int64_t waited = 0; waited < max_ms; waited += 10) {
-        if (release != NULL && access(release, F_OK) == 0)
-            return;
+}
+
+/* The release file of hold mode is there. */
+static bool released(void)
+{
+    const char *release = getenv("TICKETD_FAULT_RELEASE");
+    return release != NULL && access(release, F_OK) == 0;
+}
+
+static void hold(const char *name, int64_t max_ms)
+{
+    log_hold(name, max_ms);
+    for (int64_t waited = 0; waited < max_ms && !released(); waited += 10)
         fiber_sleep_ms(10); /* on a request's fiber, the loop serves others meanwhile */
-    }
 }
 
 /* Takes one hit from f's budget; false when it is used up. */
@@ -141,6 +151,29 @@ bool faults_armed(const char *name)
     for (int i = 0; i < nfaults; i++) {
         if (strcmp(name, faults[i].name) == 0 && atomic_load(&faults[i].remaining) != 0)
             return true;
+    }
+    return false;
+}
+
+bool faults_held(const char *name)
+{
+    pthread_once(&once, load);
+    for (int i = 0; i < nfaults; i++) {
+        struct fault *f = &faults[i];
+        if (f->mode != FAULT_HOLD || strcmp(name, f->name) != 0)
+            continue;
+        long long until = atomic_load(&f->held_until);
+        if (until == 0) {
+            if (!take_hit(f))
+                return false;
+            until = mono_ms() + f->delay_ms;
+            atomic_store(&f->held_until, until);
+            log_hold(name, f->delay_ms);
+        }
+        if (!released() && mono_ms() < until)
+            return true;
+        atomic_store(&f->held_until, 0); /* released: the next hit holds anew */
+        return false;
     }
     return false;
 }

@@ -60,6 +60,11 @@
  *   redis.token_stall       the token script ran in Redis but its reply is
  *                           treated as a timeout (fail), as when Redis
  *                           stalls after executing a command
+ *   http.drain_listener_close (hold, through faults_held) the drain found a
+ *                           listener's accept queue empty and has not yet
+ *                           closed it: the instant a client connecting
+ *                           then would be reset in, were the listener
+ *                           still taking handshakes
  * Thread-safe. */
 #ifndef TICKETD_FAULTS_H
 #define TICKETD_FAULTS_H
@@ -84,10 +89,18 @@ bool faults_hit(const char *name);
  * step before it done differently (merge.killed_mid_batch). */
 bool faults_armed(const char *name);
 
+/* Hold mode for a point on a loop's own thread, which may not sleep: true
+ * while name is held (armed in hold mode, its hit taken by the first call,
+ * TICKETD_FAULT_RELEASE not yet there and its MS not yet over), and the
+ * caller comes back to the point later, on a timer of its loop; false
+ * once released, and for a point not armed so. */
+bool faults_held(const char *name);
+
 #else
 
 #define FAULT_POINT(name)  false
 #define faults_armed(name) false
+#define faults_held(name)  false
 
 #endif
 

@@ -6,6 +6,7 @@
 #include "http.h"
 
 #include "app.h"
+#include "faults.h"
 #include "http_internal.h"
 #include "log.h"
 #include "loop.h"
@@ -66,30 +67,88 @@ static void for_each_loop(struct http_server *s, void (*fn)(struct http_loop *hl
  * (or stopped) to accept them. So the drain takes each socket back from
  * its daemon (MHD_quiesce_daemon: MHD accepts no more), accepts on the
  * loop's thread whatever waits in the queue and hands it to the daemon
- * (MHD_add_connection), and closes the socket only when accept() finds
- * the queue empty. Every request on those connections is served like any
- * other, its answer saying Connection: close. A client that connects
- * after the close is refused (ECONNREFUSED): it sent nothing. One whose
- * handshake completes in the instant between that last accept() and the
- * close() is still reset; the kernel has no way to close a listener
- * atomically with its queue. */
+ * (MHD_add_connection), and closes the socket only when nothing more can
+ * land in the queue. Every request on those connections is served like
+ * any other, its answer saying Connection: close.
+ *
+ * An empty queue alone is not enough: a handshake the kernel completes
+ * between the accept() that finds it empty and the close() lands in it
+ * and is reset, and under live load, clients reconnecting after each
+ * answer, that instant is hit. So new handshakes are refused first
+ * (http_listener.c: their SYNs dropped; the client sends its SYN again a
+ * second later, finds the port closed and is refused, having sent
+ * nothing), those already begun are let complete, and the socket is
+ * closed after an accept() that follows the kernel's word that none is
+ * half done on the port. A handshake half done for longer than
+ * DRAIN_HANDSHAKE_WAIT_MS (its client gone, or another process's on a
+ * shared port) is not waited for. */
+
+/* How long the drain waits for handshakes begun before the filter; a
+ * handshake completes in one round trip, and a lost final ACK is answered
+ * by the server's SYN-ACK sent again at one second. */
+#define DRAIN_HANDSHAKE_WAIT_MS 1500
+
+/* How often it looks again while some are half done. */
+#define DRAIN_HANDSHAKE_LOOK_MS 5
 
 static void close_listener(struct http_loop *hl)
 {
     if (hl->listen_fd < 0)
         return;
+    loop_timer_stop(hl->loop, &hl->listen_timer);
     loop_io_stop(hl->loop, &hl->listen_io);
     close(hl->listen_fd);
     hl->listen_fd = -1;
     atomic_store(&hl->listener_closed, true);
 }
 
+/* The test build's fault point holds the close itself (not the accepts
+ * before it), the instant a refused handshake must not get through. */
+static void close_when_released(void *arg)
+{
+    struct http_loop *hl = arg;
+    if (faults_held("http.drain_listener_close")) {
+        loop_io_change(hl->loop, &hl->listen_io, 0);
+        loop_timer_start(hl->loop, &hl->listen_timer, 10, close_when_released, hl);
+        return;
+    }
+    close_listener(hl);
+}
+
+/* The accept queue was found empty. True when nothing more can land in
+ * it once a last accept() finds it empty again: new handshakes are
+ * refused and none is half done on the port (or past waiting for). */
+static bool handshakes_done(struct http_loop *hl)
+{
+    if (!hl->refusing)
+        return true; /* the kernel refused the filter: as good as it gets */
+    int half = http_listener_half_open(hl->listen_fd);
+    if (half == 0)
+        return true;
+    if (half < 0) {
+        log_warn("http: loop %d cannot learn whether handshakes are half done on its listener "
+                 "(sock_diag); closing it",
+                 hl->index);
+        return true;
+    }
+    if (mono_ms() >= hl->half_open_until_ms) {
+        log_warn("http: loop %d closes its listener with %d handshakes still half done on its "
+                 "port after %d ms; their clients, if any are its own, are reset",
+                 hl->index, half, DRAIN_HANDSHAKE_WAIT_MS);
+        return true;
+    }
+    return false;
+}
+
+static void listener_look_again(void *arg);
+
 /* On hl's thread: accepts what waits in the queue, as long as the daemon
- * is below its limit; at the limit, the socket is left alone until a
- * connection closes (http_on_connection watches it again). */
+ * is below its limit (at the limit, the socket is left alone until a
+ * connection closes: http_on_connection watches it again), and closes
+ * the socket once handshakes_done. */
 static void accept_queued(struct http_loop *hl)
 {
-    bool added = false;
+    bool added = false, last_pass = false;
     while (hl->listen_fd >= 0) {
         if (atomic_load(&hl->connections) >= hl->conn_limit) {
             loop_io_change(hl->loop, &hl->listen_io, 0);
@@ -102,7 +161,18 @@ static void accept_queued(struct http_loop *hl)
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                close_listener(hl); /* the queue is empty: nobody is reset */
+                if (last_pass) {
+                    close_when_released(hl); /* nothing waits, nothing can come */
+                } else if (handshakes_done(hl)) {
+                    /* One pass more: a handshake that completed after
+                     * the accept() above and before the kernel's count
+                     * is in the queue. */
+                    last_pass = true;
+                    continue;
+                } else {
+                    loop_timer_start(hl->loop, &hl->listen_timer, DRAIN_HANDSHAKE_LOOK_MS,
+                                     listener_look_again, hl);
+                }
                 break;
             }
             /* Out of descriptors or buffers: the queue keeps the rest
@@ -121,6 +191,11 @@ static void accept_queued(struct http_loop *hl)
         http_mhd_run_soon(hl);
 }
 
+static void listener_look_again(void *arg)
+{
+    accept_queued(arg);
+}
+
 static void listener_ready(void *arg, unsigned ready)
 {
     (void)ready;
@@ -136,6 +211,12 @@ static void quiesce_daemon(struct http_loop *hl)
         return;
     }
     hl->listen_fd = fd;
+    hl->refusing = http_listener_refuse_handshakes(fd);
+    if (!hl->refusing)
+        log_warn("http: loop %d cannot refuse new handshakes on its listener (%s); one that "
+                 "completes as it is closed is reset",
+                 hl->index, strerror(errno));
+    hl->half_open_until_ms = mono_ms() + DRAIN_HANDSHAKE_WAIT_MS;
     loop_io_start(hl->loop, &hl->listen_io, fd, LOOP_READ, listener_ready, hl);
     accept_queued(hl);
 }

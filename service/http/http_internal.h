@@ -79,14 +79,17 @@ struct http_loop {
     struct loop_timer reap_timer;
 
     /* The drain (http_drain.c): once MHD has given the listening socket back
-     * (MHD_quiesce_daemon), the loop accepts what waits in its accept
-     * queue itself and closes the socket only when accept() finds the
-     * queue empty. */
-    int listen_fd;                /* -1: closed, or still MHD's */
-    struct loop_io listen_io;     /* watched while the daemon is at its limit */
-    atomic_bool listener_closed;  /* its accept queue was emptied, then closed */
-    _Atomic int unsettled;        /* connections the drain waits for (count_unsettled) */
-    struct loop_timer stop_timer; /* the drain's deadline, for fibers that outlive it */
+     * (MHD_quiesce_daemon), the loop refuses new handshakes on it, accepts
+     * what waits in its accept queue itself and closes the socket only
+     * when accept() finds the queue empty and no handshake half done. */
+    int listen_fd;                  /* -1: closed, or still MHD's */
+    struct loop_io listen_io;       /* watched until it is closed */
+    bool refusing;                  /* new handshakes are dropped (the filter is on) */
+    int64_t half_open_until_ms;     /* the last look for handshakes half done */
+    struct loop_timer listen_timer; /* the next look */
+    atomic_bool listener_closed;    /* its accept queue was emptied, then closed */
+    _Atomic int unsettled;          /* connections the drain waits for (count_unsettled) */
+    struct loop_timer stop_timer;   /* the drain's deadline, for fibers that outlive it */
 };
 
 struct http_server {
@@ -208,5 +211,13 @@ int http_conns_unsettled(struct http_loop *hl, int64_t idle_ms);
 /* http_conns.c: the per-address counts' table, and its end. */
 void http_conns_init(struct http_server *srv);
 void http_conns_cleanup(struct http_server *srv);
+
+/* http_listener.c: stops new handshakes from beginning on listening
+ * socket fd (their SYNs dropped; those begun complete); false when the
+ * kernel refused the filter. */
+bool http_listener_refuse_handshakes(int fd);
+/* http_listener.c: how many handshakes are half done on fd's port, over
+ * the host (sock_diag); -1 when the kernel does not say. */
+int http_listener_half_open(int fd);
 
 #endif
