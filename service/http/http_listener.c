@@ -76,9 +76,12 @@ static int half_open_of(int family, uint16_t port_be)
             n = -1;
             goto out;
         }
-        int left = (int)got;
-        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, left);
-             h = NLMSG_NEXT(h, left)) {
+        /* NLMSG_OK and NLMSG_NEXT, spelt out: the macros compare a
+         * signed length with an unsigned one. */
+        for (size_t at = 0; at + sizeof(struct nlmsghdr) <= (size_t)got;) {
+            const struct nlmsghdr *h = (const struct nlmsghdr *)(buf + at);
+            if (h->nlmsg_len < sizeof *h || h->nlmsg_len > (size_t)got - at)
+                break;
             if (h->nlmsg_type == NLMSG_DONE)
                 goto out;
             if (h->nlmsg_type == NLMSG_ERROR) {
@@ -86,8 +89,9 @@ static int half_open_of(int family, uint16_t port_be)
                 goto out;
             }
             const struct inet_diag_msg *m = NLMSG_DATA(h);
-            if (m->id.idiag_sport == port_be)
+            if (h->nlmsg_len >= NLMSG_LENGTH(sizeof *m) && m->id.idiag_sport == port_be)
                 n++;
+            at += NLMSG_ALIGN(h->nlmsg_len);
         }
     }
 out:
