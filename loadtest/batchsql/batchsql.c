@@ -6,7 +6,9 @@
  *
  *   batchsql HOST PORT USER PASSWORD DB MYSQLD_PID MODE BATCH CONNS SECONDS [SQL_FILE]
  *
- * MODE: proc, block (needs SQL_FILE, the migration, for the body), twotrip,
+ * MODE: batch, the one statement ticketd sends today (CALL place_batch,
+ * sql/015_place_batch.sql, around the newest place_orders); proc, block
+ * (needs SQL_FILE, the migration, for the body), twotrip,
  * one (ticketd's one-order text) and single (the one-order text before it,
  * an INSERT ... SELECT), both BATCH 1 only; proc2, a version of the
  * procedure with loops instead of cursors, once place_orders2.sql (beside
@@ -140,6 +142,11 @@ static void *worker(void *arg)
             at = put(q, at, cap, "START TRANSACTION; CALL place_orders('");
             at = put_json(q, at, cap, o, batch);
             put(q, at, cap, "'); SELECT @placed_orders; COMMIT");
+            rc = run(m, q);
+        } else if (strcmp(mode, "batch") == 0) { /* what ticketd sends (sql/015) */
+            at = put(q, at, cap, "CALL place_batch('");
+            at = put_json(q, at, cap, o, batch);
+            put(q, at, cap, "')");
             rc = run(m, q);
         } else if (strcmp(mode, "proc2") == 0) { /* loops instead of cursors */
             at = put(q, at, cap, "START TRANSACTION; CALL place_orders2('");
