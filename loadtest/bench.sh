@@ -419,6 +419,14 @@ ctx_switches() {
         awk '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { if (NR > 0) print n }'
 }
 
+# preempted PID: the involuntary ones alone (nonvoluntary_ctxt_switches: the
+# thread was runnable and another took the core), a part of ctx_switches.
+preempted() {
+    [[ -n "$1" && -d "/proc/$1/task" ]] || return 0
+    cat /proc/"$1"/task/*/status 2>/dev/null |
+        awk '/^nonvoluntary_ctxt_switches:/ { n += $2 } END { if (NR > 0) print n }'
+}
+
 rss_kb_of() {
     awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || true
 }
@@ -495,19 +503,23 @@ sampler_stop() {
 # measure_begin / measure_end: CPU of ticketd and MariaDB over a row.
 measure_begin() {
     CSW0=$(ctx_switches "${ROW_PID}")
+    PRE0=$(preempted "${ROW_PID}")
     CPU0_T=$(cpu_ticks "${ROW_PID}")
     CPU0_M=$(cpu_ticks "${MYSQL_PID}")
     CPU0_R=$(cpu_ticks "${REDIS_PID}")
 }
 
 measure_end() {
-    local t m w
+    local t m w p
     t=$(cpu_ticks "${ROW_PID}")
     m=$(cpu_ticks "${MYSQL_PID}")
     r=$(cpu_ticks "${REDIS_PID}")
     w=$(ctx_switches "${ROW_PID}")
+    p=$(preempted "${ROW_PID}")
     CSW=""
     [[ -n "${CSW0}" && -n "${w}" ]] && CSW=$((w - CSW0))
+    PRE=""
+    [[ -n "${PRE0}" && -n "${p}" ]] && PRE=$((p - PRE0))
     CPU_T=""
     CPU_M=""
     CPU_R=""
@@ -806,6 +818,12 @@ load_row() {
         my=$(us_per "${CPU_M}" "${n}")
         rd=$(us_per "${CPU_R}" "${n}")
         note="${note}; CPU over the whole run"
+    fi
+    # The context switches split: those ticketd's threads chose (a loop
+    # that sleeps in epoll_wait) and those the scheduler imposed (a thread
+    # runnable while MariaDB, Redis or the load tool took its core).
+    if [[ -n "${CSW}" && -n "${PRE}" ]] && ((orders > 0)); then
+        note="${note}; context switches per order: $(per $((CSW - PRE)) "${orders}") waiting, $(per "${PRE}" "${orders}") preempted"
     fi
     row "${key}" "${name}" ticketd-load "${c}" "$(jq -r '(.orders_created / .elapsed_s) | floor' "${json}")" \
         "$(jq -r '.latency_ms_by_kind.orders.p50 * 100 | round / 100' "${json}")" \
@@ -1107,7 +1125,7 @@ fi
 printf 'CPU: us per request answered, utime+stime of ticketd (pid %s), MariaDB (pid %s) and the load tool\n' \
     "$(dash "${PID}")" "$(dash "${MYSQL_PID}")"
 printf 'RSS: ticketd VmRSS max during the row / 1 s after; conns: client connections ticketd had open (ss, every 0.2 s)\n'
-printf 'csw: context switches of ticketd'"'"'s threads (voluntary + not, /proc/PID/task/*/status) over the row, per request; per new order on the order rows\n'
+printf 'csw: context switches of ticketd'"'"'s threads (voluntary + not, /proc/PID/task/*/status) over the row, per request; per new order on the order rows, whose note splits them: waiting (the thread slept) and preempted (runnable, its core taken)\n'
 printf 'Redis per order (order rows): commands Redis ran (INFO commandstats, a script'"'"'s inner commands counted) and round trips (commands whose reply a request waited for)\n'
 printf 'MariaDB per order (order rows, --start): SHOW GLOBAL STATUS deltas over the row: statements clients sent (Questions), the CALLs and COMMITs among them, table rows inserted, updated and deleted (Handler_write/_update/_delete, a trigger'"'"'s rows included)\n'
 printf 'batches (order rows): the mean merged batch (orders per order transaction), then each range of sizes'"'"' share of the row'"'"'s batches (ticketd_order_batch_size)\n'
