@@ -1004,6 +1004,35 @@ int64_t th_stock_of(int64_t session)
     return th_db_int("SELECT stock FROM sessions WHERE id = %lld", (long long)session);
 }
 
+void th_release_init(struct th_release *r, const char *tag)
+{
+    snprintf(r->path, sizeof r->path, "/tmp/ticketd-%s-%d.release", tag, (int)getpid());
+    unlink(r->path);
+    snprintf(r->env, sizeof r->env, "TICKETD_FAULT_RELEASE=%s", r->path);
+}
+
+void th_release_now(const struct th_release *r)
+{
+    FILE *f = fopen(r->path, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
+void th_release_done(const struct th_release *r)
+{
+    unlink(r->path);
+}
+
+void th_wait_held(const struct th_server *s, const char *point)
+{
+    char line[160];
+    snprintf(line, sizeof line, "fault point %s: holding", point);
+    for (int i = 0; i < 1500 && !th_log_contains(s, line); i++)
+        th_msleep(20);
+    if (!th_log_contains(s, line))
+        fail_msg("%s never held a step (see %s)", point, s->log_path);
+}
+
 int th_tcp_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

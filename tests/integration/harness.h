@@ -251,6 +251,22 @@ pid_t th_mariadb_pid(void);
  * speaks raw HTTP (half-closes, queued connections, pauses mid-request). */
 int th_tcp_connect(int port);
 
+/* A fault point held in hold mode (service/base/faults.h) and its release:
+ * the file the held step waits for, and the TICKETD_FAULT_RELEASE line of
+ * the environment that names it. */
+struct th_release {
+    char path[128];
+    char env[160];
+};
+/* Names tag's release file for this test process; none is there yet. */
+void th_release_init(struct th_release *r, const char *tag);
+/* Lets the held step go on: the file appears. */
+void th_release_now(const struct th_release *r);
+/* Takes the file away again, for the next hold. */
+void th_release_done(const struct th_release *r);
+/* Bounded: until s's log says fault point `point` holds a step. */
+void th_wait_held(const struct th_server *s, const char *point);
+
 /* Orders a test writes by SQL, as the payment transaction would (the event
  * tests): order i of a test's tag has number th_order_no (20 digits, the
  * tag first) and belongs to user th_user_of, a user of that order alone. */

@@ -430,19 +430,14 @@ static void test_drain_under_live_load(void **state)
 static void test_drain_resets_nobody_at_the_last_accept(void **state)
 {
     (void)state;
-    char release[128], release_env[160];
-    snprintf(release, sizeof release, "/tmp/ticketd-conns-%d.release", (int)getpid());
-    unlink(release);
-    snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
+    struct th_release release;
+    th_release_init(&release, "conns");
     const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_LOOPS=1",
-                         "TICKETD_FAULT=http.drain_listener_close:hold:60000:1", release_env, NULL};
+                         "TICKETD_FAULT=http.drain_listener_close:hold:60000:1", release.env, NULL};
     struct th_server *a = th_serve(48, env);
     int64_t session = th_session(a, 10, 100);
     assert_int_equal(kill(a->pid, SIGTERM), 0);
-    for (int i = 0;
-         i < 1500 && !th_log_contains(a, "fault point http.drain_listener_close: holding"); i++)
-        th_msleep(20);
-    assert_true(th_log_contains(a, "fault point http.drain_listener_close: holding"));
+    th_wait_held(a, "http.drain_listener_close");
     /* The drain is between its last accept() and close(): a client
      * connects now (not blocking: its handshake may be refused an
      * answer), and the drain goes on. */
@@ -452,9 +447,7 @@ static void test_drain_resets_nobody_at_the_last_accept(void **state)
     assert_true(fd >= 0);
     int rc = connect(fd, (struct sockaddr *)&to, sizeof to);
     assert_true(rc == 0 || errno == EINPROGRESS);
-    FILE *f = fopen(release, "w");
-    assert_non_null(f);
-    fclose(f);
+    th_release_now(&release);
     struct pollfd p = {fd, POLLOUT, 0};
     assert_int_equal(poll(&p, 1, 30000), 1);
     int err = 0;
@@ -475,7 +468,7 @@ static void test_drain_resets_nobody_at_the_last_accept(void **state)
             err = end == RAW_RESET ? ECONNRESET : EPIPE;
     }
     close(fd);
-    unlink(release);
+    th_release_done(&release);
     int exit_status = th_stop(a);
     int64_t committed = th_orders_of(session);
     print_message("last accept: the client was %s (%s); %lld orders committed, exit %d\n", seen,

@@ -578,12 +578,10 @@ static void test_slower_than_the_ttls(void **state)
     /* a's first order is held between the Redis defences and the
      * database, past its marker's and its lock's 500 ms, until the copy
      * below has its answer (the release file appears). */
-    char release[128], release_env[160];
-    snprintf(release, sizeof release, "/tmp/ticketd-slow-%d.release", (int)getpid());
-    unlink(release);
-    snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
+    struct th_release release;
+    th_release_init(&release, "slow");
     const char *slow[] = {"TICKETD_FAULT=order.after_redis:hold:300000:1",
-                          "TICKETD_INFLIGHT_TTL_MS=500", "TICKETD_LOCK_TTL_MS=500", release_env,
+                          "TICKETD_INFLIGHT_TTL_MS=500", "TICKETD_LOCK_TTL_MS=500", release.env,
                           NULL};
     const char *fast[] = {"TICKETD_INFLIGHT_TTL_MS=500", "TICKETD_LOCK_TTL_MS=500", NULL};
     struct th_server *a = th_serve(0, slow), *b = th_serve(1, fast);
@@ -594,9 +592,7 @@ static void test_slower_than_the_ttls(void **state)
     pthread_create(&t, NULL, slow_order, &c);
     /* Not a guess at the clock: the original is held at the fault point,
      * and its marker and lock are gone from Redis (bounded). */
-    for (int i = 0; i < 100 && !th_log_contains(a, "fault point order.after_redis: holding"); i++)
-        usleep(20 * 1000);
-    assert_true(th_log_contains(a, "fault point order.after_redis: holding"));
+    th_wait_held(a, "order.after_redis");
     for (int i = 0; i < 100 && (th_redis_int("EXISTS idem:{67}:slow-1") != 0 ||
                                 th_redis_int("EXISTS lock:order:{67}:%lld", (long long)s) != 0);
          i++)
@@ -606,11 +602,9 @@ static void test_slower_than_the_ttls(void **state)
      * defence (the token was spent by this very key) and creates the
      * order; the slow original then meets the unique index. */
     struct th_resp copy = th_order(b, 67, "slow-1", tok, s, 1);
-    FILE *f = fopen(release, "w");
-    assert_non_null(f);
-    fclose(f);
+    th_release_now(&release);
     pthread_join(t, NULL);
-    unlink(release);
+    th_release_done(&release);
     order_no_of(&copy, b_no);
     order_no_of(&c.resp, a_no);
     assert_string_equal(a_no, b_no);
@@ -700,15 +694,13 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     /* One loop serves every client; the first order is held at the fault
      * point until every other client has all its answers (the file below
      * appears), so the check holds however fast or slow the machine. */
-    char release[128], release_env[160];
-    snprintf(release, sizeof release, "/tmp/ticketd-held-%d.release", (int)getpid());
-    unlink(release);
-    snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
+    struct th_release release;
+    th_release_init(&release, "held");
     const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0",
                          "TICKETD_LOOPS=1",
                          "TICKETD_FAULT=order.after_redis:hold:300000:1",
                          "TICKETD_ACCESS_LOG=1", /* a failure's log says which answers went out */
-                         release_env,
+                         release.env,
                          NULL};
     /* A port, and so a log, of its own: the sigterm test counts the 201s
      * in port 0's log. */
@@ -718,9 +710,7 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     pthread_t t;
     pthread_create(&t, NULL, held_order, &c);
     /* The held order is parked on its fiber before the others start. */
-    for (int i = 0; i < 100 && !th_log_contains(a, "fault point order.after_redis: holding"); i++)
-        usleep(50 * 1000);
-    assert_true(th_log_contains(a, "fault point order.after_redis: holding"));
+    th_wait_held(a, "order.after_redis");
     th_parallel(OTHER_CLIENTS, other_client, &c);
     if (c.failure[0] != '\0') {
         /* What the server says of itself then (-1: no answer at all):
@@ -733,9 +723,7 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
         for (size_t i = 0; i < sizeof samples / sizeof samples[0] && o < sizeof seen; i++)
             o += (size_t)snprintf(seen + o, sizeof seen - o, " %s %lld;", samples[i],
                                   th_metric(a, samples[i]));
-        FILE *f = fopen(release, "w"); /* let the held order go before failing */
-        if (f != NULL)
-            fclose(f);
+        th_release_now(&release);       /* let the held order go before failing */
         th_log_request(a, c.failed_id); /* its access line, its "late answer" line */
         fail_msg("%s; %s", c.failure, seen);
     }
@@ -745,11 +733,9 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
     assert_int_equal(atomic_load(&c.answered), OTHER_CLIENTS * 4);
     assert_int_equal(atomic_load(&c.answered_while_held), OTHER_CLIENTS * 4);
     assert_false(atomic_load(&c.held_done));
-    FILE *f = fopen(release, "w");
-    assert_non_null(f);
-    fclose(f);
+    th_release_now(&release);
     pthread_join(t, NULL);
-    unlink(release);
+    th_release_done(&release);
     assert_int_equal(th_orders_of(c.session), OTHER_CLIENTS + 1);
 }
 
@@ -765,12 +751,10 @@ static void test_a_held_request_holds_up_no_other_connection(void **state)
 static void test_client_gone_while_suspended(void **state)
 {
     (void)state;
-    char release[128], release_env[160];
-    snprintf(release, sizeof release, "/tmp/ticketd-gone-%d.release", (int)getpid());
-    unlink(release);
-    snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
+    struct th_release release;
+    th_release_init(&release, "gone");
     const char *env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_LOOPS=1",
-                         "TICKETD_FAULT=order.after_redis:hold:300000:1", release_env, NULL};
+                         "TICKETD_FAULT=order.after_redis:hold:300000:1", release.env, NULL};
     struct th_server *a = th_serve(3, env);
     int64_t s = th_session(a, 10, 100);
 
@@ -793,9 +777,7 @@ static void test_client_gone_while_suspended(void **state)
     assert_true(th_log_contains(a, late));
     assert_true(th_log_contains(a, "on its fiber, connection suspended by ticketd; answer not "
                                    "queued; libmicrohttpd: suspended"));
-    FILE *f = fopen(release, "w");
-    assert_non_null(f);
-    fclose(f);
+    th_release_now(&release);
 
     /* The order commits, and the exchange ends: the only request in flight
      * is the /metrics request that asks. */
@@ -812,7 +794,7 @@ static void test_client_gone_while_suspended(void **state)
                                (long long)s, no),
                      1);
     expect_one_order(s, 10);
-    unlink(release);
+    th_release_done(&release);
     th_resp_free(&gone);
     th_resp_free(&retry);
 }

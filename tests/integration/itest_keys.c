@@ -256,18 +256,14 @@ static void *held_request(void *p)
 static void hold(struct held *h, const struct th_server *a, pthread_t *t)
 {
     pthread_create(t, NULL, held_request, h);
-    for (int i = 0; i < 200 && !th_log_contains(a, "fault point order.after_redis: holding"); i++)
-        usleep(50 * 1000);
-    assert_true(th_log_contains(a, "fault point order.after_redis: holding"));
+    th_wait_held(a, "order.after_redis");
 }
 
-static void release(const char *path, pthread_t t)
+static void release(const struct th_release *rel, pthread_t t)
 {
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fclose(f);
+    th_release_now(rel);
     pthread_join(t, NULL);
-    unlink(path);
+    th_release_done(rel);
 }
 
 /* An order held mid-flight on instance a is IN_PROGRESS from b; the look
@@ -275,13 +271,12 @@ static void release(const char *path, pthread_t t)
  * completes, and the key is COMPLETED with the order it made. */
 static void test_order_in_flight(void **state)
 {
-    char rel[128], rel_env[160], no[21];
+    struct th_release rel;
+    char no[21];
     (void)state;
-    snprintf(rel, sizeof rel, "/tmp/ticketd-keys-%d.release", (int)getpid());
-    unlink(rel);
-    snprintf(rel_env, sizeof rel_env, "TICKETD_FAULT_RELEASE=%s", rel);
+    th_release_init(&rel, "keys");
     const char *held_env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0",
-                              "TICKETD_FAULT=order.after_redis:hold:300000:1", rel_env, NULL};
+                              "TICKETD_FAULT=order.after_redis:hold:300000:1", rel.env, NULL};
     struct th_server *a = th_serve(2, held_env);
     struct th_server *b = th_serve(3, no_token);
     int64_t s = th_session(b, 10, 1000);
@@ -302,7 +297,7 @@ static void test_order_in_flight(void **state)
     assert_string_equal(after, marker);
     assert_int_equal(th_orders_of(s), 0);
 
-    release(rel, t);
+    release(&rel, t);
     order_no_of(&h.r, no);
     struct th_resp r3 = lookup(b, 904, "slow-1");
     expect_order(&r3, "slow-1", no);
@@ -346,13 +341,11 @@ static void test_dead_copy_is_not_in_progress(void **state)
  * each item key names its own order. */
 static void test_cart_keys(void **state)
 {
-    char rel[128], rel_env[160];
+    struct th_release rel;
     (void)state;
-    snprintf(rel, sizeof rel, "/tmp/ticketd-keys-cart-%d.release", (int)getpid());
-    unlink(rel);
-    snprintf(rel_env, sizeof rel_env, "TICKETD_FAULT_RELEASE=%s", rel);
+    th_release_init(&rel, "keys-cart");
     const char *held_env[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0",
-                              "TICKETD_FAULT=order.after_redis:hold:300000:1", rel_env, NULL};
+                              "TICKETD_FAULT=order.after_redis:hold:300000:1", rel.env, NULL};
     struct th_server *a = th_serve(4, held_env);
     struct th_server *b = th_serve(5, no_token);
     int64_t s = th_session(b, 10, 1000);
@@ -367,7 +360,7 @@ static void test_cart_keys(void **state)
     expect_running(&r2, "seat-a", "order");
     struct th_resp r3 = lookup(b, 906, "seat-b");
     th_expect_problem(&r3, 404, "IDEMPOTENCY_KEY_NOT_FOUND");
-    release(rel, t);
+    release(&rel, t);
     if (h.r.status != 200)
         fail_msg("cart: %ld %s", h.r.status, h.r.body);
 

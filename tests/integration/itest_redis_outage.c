@@ -567,13 +567,11 @@ static void *held_order_main(void *arg)
 static void test_lock_given_back_once_redis_answers(void **state)
 {
     (void)state;
-    char release[128], release_env[160];
-    snprintf(release, sizeof release, "/tmp/ticketd-outage-%d.release", (int)getpid());
-    unlink(release);
-    snprintf(release_env, sizeof release_env, "TICKETD_FAULT_RELEASE=%s", release);
+    struct th_release release;
+    th_release_init(&release, "outage");
     /* TTLs far longer than the test: the lock is not let go by its TTL. */
     const char *env[] = {"TICKETD_FAULT=order.after_redis:hold:300000:1",
-                         release_env,
+                         release.env,
                          "TICKETD_LOCK_TTL_MS=120000",
                          "TICKETD_INFLIGHT_TTL_MS=120000",
                          "TICKETD_REDIS_TIMEOUT_MS=300",
@@ -586,19 +584,15 @@ static void test_lock_given_back_once_redis_answers(void **state)
     pthread_create(&t, NULL, held_order_main, &h);
     /* The order has taken its marker and its lock, and is held before
      * the database (bounded). */
-    for (int i = 0; i < 250 && !th_log_contains(a, "fault point order.after_redis: holding"); i++)
-        th_msleep(20);
-    assert_true(th_log_contains(a, "fault point order.after_redis: holding"));
+    th_wait_held(a, "order.after_redis");
     assert_int_equal(th_redis_int("EXISTS lock:order:{72}:%lld", (long long)s), 1);
 
     /* Redis stops answering; the order goes on, is created, and cannot
      * give its lock back. */
     th_services("pause-redis");
-    FILE *f = fopen(release, "w");
-    assert_non_null(f);
-    fclose(f);
+    th_release_now(&release);
     pthread_join(t, NULL);
-    unlink(release);
+    th_release_done(&release);
     th_services("resume-redis");
     assert_int_equal(h.resp.status, 201);
 

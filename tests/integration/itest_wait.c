@@ -22,34 +22,6 @@
 #define STORM_COPIES 16
 #define WAIT_USER    7100
 
-/* A fault point's release file, and the environment line naming it. */
-struct release {
-    char path[128];
-    char env[160];
-};
-
-static void release_init(struct release *r, const char *tag)
-{
-    snprintf(r->path, sizeof r->path, "/tmp/ticketd-wait-%s-%d.release", tag, (int)getpid());
-    unlink(r->path);
-    snprintf(r->env, sizeof r->env, "TICKETD_FAULT_RELEASE=%s", r->path);
-}
-
-static void release_now(const struct release *r)
-{
-    FILE *f = fopen(r->path, "w");
-    assert_non_null(f);
-    fclose(f);
-}
-
-/* Bounded: until s's log says the fault point holds a request. */
-static void wait_held(const struct th_server *s)
-{
-    for (int i = 0; i < 500 && !th_log_contains(s, "fault point order.after_redis: holding"); i++)
-        usleep(20 * 1000);
-    assert_true(th_log_contains(s, "fault point order.after_redis: holding"));
-}
-
 static long long metric0(const struct th_server *s, const char *sample)
 {
     long long v = th_metric(s, sample);
@@ -164,17 +136,17 @@ static void print_latency(const char *what, const struct storm *st)
 
 /* The first copy held; the copies sent, and seen waiting on both servers;
  * then the first copy let go. Every copy gets the one order. */
-static void run_storm(struct storm *st, const struct release *hold)
+static void run_storm(struct storm *st, const struct th_release *hold)
 {
     pthread_t t1, t2;
     pthread_create(&t1, NULL, first_copy, st);
-    wait_held(st->a);
+    th_wait_held(st->a, "order.after_redis");
     pthread_create(&t2, NULL, storm_copies, st);
     wait_waiting(st->a, st->b, st->copies);
-    release_now(hold);
+    th_release_now(hold);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
-    unlink(hold->path);
+    th_release_done(hold);
 
     char first_no[32], no[32];
     order_no_of(&st->first, first_no);
@@ -210,9 +182,9 @@ static void test_storm_of_waiting_copies(void **state)
 {
     (void)state;
     static struct storm st;
-    struct release hold;
+    struct th_release hold;
     memset(&st, 0, sizeof st);
-    release_init(&hold, "storm");
+    th_release_init(&hold, "wait-storm");
     const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0",
                            "TICKETD_LOOPS=1",
                            "TICKETD_DB_CONNS=1",
@@ -237,9 +209,9 @@ static void test_lost_announcements_fall_back_to_looking(void **state)
 {
     (void)state;
     static struct storm st;
-    struct release hold;
+    struct th_release hold;
     memset(&st, 0, sizeof st);
-    release_init(&hold, "deaf");
+    th_release_init(&hold, "wait-deaf");
     const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
                            "TICKETD_FAULT=order.after_redis:hold:300000:1,keywait.deaf:fail",
                            hold.env, NULL};
@@ -263,9 +235,9 @@ static void test_wait_runs_out_and_malformed_is_ignored(void **state)
 {
     (void)state;
     static struct storm st;
-    struct release hold;
+    struct th_release hold;
     memset(&st, 0, sizeof st);
-    release_init(&hold, "out");
+    th_release_init(&hold, "wait-out");
     const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
                            "TICKETD_FAULT=order.after_redis:hold:300000:1", hold.env, NULL};
     const char *env_b[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_MAX_WAIT_S=1", NULL};
@@ -275,7 +247,7 @@ static void test_wait_runs_out_and_malformed_is_ignored(void **state)
     st.key = "out-1";
     pthread_t t;
     pthread_create(&t, NULL, first_copy, &st);
-    wait_held(st.a);
+    th_wait_held(st.a, "order.after_redis");
 
     /* The first copy is held until these are answered: wait=30 is cut to
      * TICKETD_MAX_WAIT_S, and that second passes first. */
@@ -306,9 +278,9 @@ static void test_wait_runs_out_and_malformed_is_ignored(void **state)
     expect_header(&r, "Preference-Applied", "wait=1");
     th_resp_free(&r);
 
-    release_now(&hold);
+    th_release_now(&hold);
     pthread_join(t, NULL);
-    unlink(hold.path);
+    th_release_done(&hold);
     char no[32];
     order_no_of(&st.first, no);
     assert_int_equal(th_orders_of(st.session), 1);
@@ -339,10 +311,10 @@ static void test_drain_stops_the_waiters(void **state)
     (void)state;
     static struct storm st;
     static struct drained d;
-    struct release hold;
+    struct th_release hold;
     memset(&st, 0, sizeof st);
     memset(&d, 0, sizeof d);
-    release_init(&hold, "drain");
+    th_release_init(&hold, "wait-drain");
     const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
                            "TICKETD_FAULT=order.after_redis:hold:300000:1", hold.env, NULL};
     const char *env_b[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_MAX_WAIT_S=300",
@@ -355,16 +327,16 @@ static void test_drain_stops_the_waiters(void **state)
     d.session = st.session;
     pthread_t t1, t2;
     pthread_create(&t1, NULL, first_copy, &st);
-    wait_held(st.a);
+    th_wait_held(st.a, "order.after_redis");
     pthread_create(&t2, NULL, drained_copy, &d);
     wait_waiting(b, NULL, 1);
     assert_int_equal(th_stop(b), 0);
     pthread_join(t2, NULL);
     th_expect_problem(&d.resp, 409, "REQUEST_IN_PROGRESS");
     expect_header(&d.resp, "Preference-Applied", "wait=300");
-    release_now(&hold);
+    th_release_now(&hold);
     pthread_join(t1, NULL);
-    unlink(hold.path);
+    th_release_done(&hold);
     char no[32];
     order_no_of(&st.first, no);
     assert_int_equal(th_orders_of(st.session), 1);
@@ -410,10 +382,10 @@ static void test_first_copy_fails_a_waiter_runs(void **state)
 {
     (void)state;
     static struct fails f;
-    struct release ha, hb;
+    struct th_release ha, hb;
     memset(&f, 0, sizeof f);
-    release_init(&ha, "fails-a");
-    release_init(&hb, "fails-b");
+    th_release_init(&ha, "wait-fails-a");
+    th_release_init(&hb, "wait-fails-b");
     const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
                            "TICKETD_FAULT=order.after_redis:hold:300000:1", ha.env, NULL};
     const char *env_b[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
@@ -423,21 +395,21 @@ static void test_first_copy_fails_a_waiter_runs(void **state)
     f.session = th_session(f.b, 1, 1000);
     pthread_t t1, t2;
     pthread_create(&t1, NULL, failing_first, &f);
-    wait_held(f.a);
+    th_wait_held(f.a, "order.after_redis");
     pthread_create(&t2, NULL, failing_copies, &f);
     wait_waiting(f.b, NULL, 4);
 
-    release_now(&ha);
+    th_release_now(&ha);
     pthread_join(t1, NULL);
     th_expect_problem(&f.first, 409, "SOLD_OUT");
     expect_header(&f.first, "Preference-Applied", "wait=10");
     /* One waiter took the key and is held on b before the database. */
-    wait_held(f.b);
+    th_wait_held(f.b, "order.after_redis");
     th_db_exec("UPDATE sessions SET capacity = 5, stock = 5 WHERE id = %lld", (long long)f.session);
-    release_now(&hb);
+    th_release_now(&hb);
     pthread_join(t2, NULL);
-    unlink(ha.path);
-    unlink(hb.path);
+    th_release_done(&ha);
+    th_release_done(&hb);
 
     char first_no[32] = "", no[32];
     int created = 0;
@@ -504,9 +476,9 @@ static void test_cart_copies_wait(void **state)
 {
     (void)state;
     static struct cart c;
-    struct release hold;
+    struct th_release hold;
     memset(&c, 0, sizeof c);
-    release_init(&hold, "cart");
+    th_release_init(&hold, "wait-cart");
     const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
                            "TICKETD_FAULT=order.after_redis:hold:300000:1", hold.env, NULL};
     const char *env_b[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", NULL};
@@ -519,13 +491,13 @@ static void test_cart_copies_wait(void **state)
              (long long)s, (long long)s);
     pthread_t t1, t2;
     pthread_create(&t1, NULL, cart_first, &c);
-    wait_held(c.a);
+    th_wait_held(c.a, "order.after_redis");
     pthread_create(&t2, NULL, cart_copies, &c);
     wait_waiting(c.a, c.b, 4);
-    release_now(&hold);
+    th_release_now(&hold);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
-    unlink(hold.path);
+    th_release_done(&hold);
 
     assert_int_equal(c.first.status, 200);
     expect_header(&c.first, "Preference-Applied", "wait=10");
