@@ -85,7 +85,7 @@ struct http_loop {
     int listen_fd;                  /* -1: closed, or still MHD's */
     struct loop_io listen_io;       /* watched until it is closed */
     bool refusing;                  /* new handshakes are dropped (the filter is on) */
-    int64_t half_open_until_ms;     /* the last look for handshakes half done */
+    int64_t half_open_until_ms;     /* past it, half-done handshakes are not waited for */
     struct loop_timer listen_timer; /* the next look */
     atomic_bool listener_closed;    /* its accept queue was emptied, then closed */
     _Atomic int unsettled;          /* connections the drain waits for (count_unsettled) */
