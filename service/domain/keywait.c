@@ -27,10 +27,6 @@
 
 #define KEYWAIT_BUCKETS 256
 
-/* The flag the watch sets outlives the wait by this much, so that a wait
- * that runs out while the key ends is still told. */
-#define KEYWAIT_FLAG_SLACK_MS 1000
-
 struct waiter {
     int64_t user_id;
     char key[IDEM_KEY_MAX + 16]; /* as the cache knows it: "batch/<key>" for a cart */
@@ -162,7 +158,7 @@ static void waiter_remove(struct waiter *w)
 static void park_until_told(int64_t user_id, const char *key, const char *seen, int64_t left)
 {
     struct waiter *w = waiter_add(user_id, key);
-    int rc = keyevents_watch(user_id, key, seen, (int)left + KEYWAIT_FLAG_SLACK_MS);
+    int rc = keyevents_watch(user_id, key, seen);
     if (rc != TD_ECONFLICT) {
         pthread_mutex_lock(&mu);
         bool told = w->notified;

@@ -122,7 +122,8 @@ bool idem_parse(const char *text, size_t len, struct idem_record *out)
     /* "X|" + 64 hex + "|" at least. */
     if (len < 3 + IDEM_FP_LEN || text[1] != '|' || text[2 + IDEM_FP_LEN] != '|')
         return false;
-    if ((text[0] != 'P' && text[0] != 'D') || !hex_lower(text + 2, IDEM_FP_LEN))
+    /* 'W': a marker a waiting copy marked watched (idem.h). */
+    if ((text[0] != 'P' && text[0] != 'W' && text[0] != 'D') || !hex_lower(text + 2, IDEM_FP_LEN))
         return false;
     memcpy(out->fingerprint, text + 2, IDEM_FP_LEN);
     out->fingerprint[IDEM_FP_LEN] = '\0';

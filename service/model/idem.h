@@ -52,8 +52,11 @@ void idem_new_owner(const char *instance, char *out);
 /* The instance part of an owner id, into out (IDEM_INSTANCE_LEN + 1). */
 void idem_owner_instance(const char *owner, char *out);
 
-/* Record texts. In flight: "P|<fp>|<owner>". Done: "D|<fp>|<status>|<body>".
- * The encoders return new strings (caller frees). */
+/* Record texts. In flight: "P|<fp>|<owner>", or "W|<fp>|<owner>" once a
+ * waiting copy (Prefer: wait) marked it watched, so that its end is
+ * announced (redis/cache_scripts.c); both parse alike. Done:
+ * "D|<fp>|<status>|<body>". The encoders return new strings (caller
+ * frees). */
 char *idem_marker(const char *fingerprint, const char *owner);
 char *idem_done(const char *fingerprint, int status, const char *body, size_t body_len);
 

@@ -18,10 +18,11 @@
 #include <stdint.h>
 
 /* The user's key (an order key, or a cart's key in Redis, "batch/<key>")
- * still holds seen: TD_OK, and its end is announced for at least ttl_ms.
- * TD_ECONFLICT: it holds something else now (or nothing). Other errors:
- * Redis failed. */
-int keyevents_watch(int64_t user_id, const char *key, const char *seen, int ttl_ms);
+ * still holds seen, a marker: TD_OK, and its end is announced (the
+ * marker's TTL is the note's: a marker that expires unended is the case
+ * the waiters' own looks cover). TD_ECONFLICT: it holds something else
+ * now (or nothing). Other errors: Redis failed. */
+int keyevents_watch(int64_t user_id, const char *key, const char *seen);
 
 /* An announcement: the user's key has ended (completed or released). */
 typedef void keyevents_fn(int64_t user_id, const char *key, void *arg);

@@ -2,6 +2,7 @@
  * Redis adapter. */
 #include "cache_naive.h"
 
+#include "cache_scripts.h"
 #include "err.h"
 #include "redis.h"
 
@@ -11,11 +12,14 @@
 
 /* The real scripts (cache_scripts.c) with the lock released the way the
  * articles warn against, `finally { delete(lockKey) }`: a plain DEL. The
- * key's record is handled as there. KEYS: idem, lock. ARGV: marker,
- * record, ttl_s, owner. */
-static const char complete_lua[] =
+ * key's record is compared and written as there (a marker a waiting copy
+ * marked watched is still ours), but read first; nobody is told of the
+ * end: waiting copies find it by their own looks. KEYS: idem, lock, the
+ * key's channel (unused). ARGV: marker, record, ttl_s, owner (and the
+ * real script's TTLs, unused). */
+static const char complete_lua[] = CACHE_LUA_SAME_MARKER
     "local cur = redis.call('GET', KEYS[1])\n"
-    "if (ARGV[1] ~= '' and cur == ARGV[1]) or (ARGV[1] == '' and not cur) then\n"
+    "if (ARGV[1] ~= '' and same_marker(cur, ARGV[1])) or (ARGV[1] == '' and not cur) then\n"
     "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
     "end\n"
     "if ARGV[4] ~= '' then redis.call('DEL', KEYS[2]) end\n"
@@ -23,11 +27,11 @@ static const char complete_lua[] =
 
 /* KEYS: idem, lock. ARGV: marker, owner ('' for one not taken). */
 static const char release_lua[] =
-    "if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-    "  redis.call('DEL', KEYS[1])\n"
-    "end\n"
-    "if ARGV[2] ~= '' then redis.call('DEL', KEYS[2]) end\n"
-    "return 1\n";
+    CACHE_LUA_SAME_MARKER "if same_marker(redis.call('GET', KEYS[1]), ARGV[1]) then\n"
+                          "  redis.call('DEL', KEYS[1])\n"
+                          "end\n"
+                          "if ARGV[2] ~= '' then redis.call('DEL', KEYS[2]) end\n"
+                          "return 1\n";
 
 struct redis_script cache_naive_complete = {complete_lua, ""};
 struct redis_script cache_naive_release = {release_lua, ""};

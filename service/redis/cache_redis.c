@@ -13,6 +13,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "redis.h"
+#include "redis_conn.h"
 #include "util.h"
 
 #include <hiredis.h>
@@ -60,11 +61,6 @@ void cache_redis_token_key(char *out, size_t cap, int64_t user_id, const char *t
 void cache_redis_idem_key(char *out, size_t cap, int64_t user_id, const char *key)
 {
     snprintf(out, cap, "idem:{%lld}:%s", (long long)user_id, key);
-}
-
-void cache_redis_wait_key(char *out, size_t cap, int64_t user_id, const char *key)
-{
-    snprintf(out, cap, CACHE_REDIS_WAIT_PREFIX "{%lld}:%s", (long long)user_id, key);
 }
 
 void cache_redis_lock_key(char *out, size_t cap, int64_t user_id, int64_t session_id)
@@ -227,18 +223,21 @@ int cache_lock_acquire(int64_t user_id, int64_t session_id, const char *owner, i
 
 int cache_redis_end_with(struct redis_script *s, const struct cache_end *e)
 {
-    char ik[256], lk[128], wk[272], ttl[24];
+    char ik[256], lk[128], ch[272], ttl[24], mttl[24], lttl[24];
     redisReply *r = NULL;
     cache_redis_idem_key(ik, sizeof ik, e->user_id, e->key);
     cache_redis_lock_key(lk, sizeof lk, e->user_id, e->session_id);
-    cache_redis_wait_key(wk, sizeof wk, e->user_id, e->key);
-    const char *keys[] = {ik, lk, wk};
+    cache_redis_wait_channel(ch, sizeof ch, e->user_id, e->key);
+    const char *keys[] = {ik, lk, ch};
     const char *marker = e->marker ? e->marker : "", *owner = e->owner ? e->owner : "";
     int rc;
     if (e->complete) {
+        /* What was not ours gets back a whole TTL (complete_lua). */
         snprintf(ttl, sizeof ttl, "%d", e->ttl_s);
-        const char *args[] = {marker, e->record, ttl, owner};
-        rc = redis_eval(s, 3, keys, 4, args, &r);
+        snprintf(mttl, sizeof mttl, "%d", redis_config()->inflight_ttl_ms);
+        snprintf(lttl, sizeof lttl, "%d", redis_config()->lock_ttl_ms);
+        const char *args[] = {marker, e->record, ttl, owner, mttl, lttl};
+        rc = redis_eval(s, 3, keys, 6, args, &r);
     } else {
         const char *args[] = {marker, owner};
         rc = redis_eval(s, 3, keys, 2, args, &r);

@@ -18,10 +18,13 @@
 void cache_redis_token_key(char *out, size_t cap, int64_t user_id, const char *token);
 void cache_redis_idem_key(char *out, size_t cap, int64_t user_id, const char *key);
 void cache_redis_lock_key(char *out, size_t cap, int64_t user_id, int64_t session_id);
-/* The flag of a key's waiting copies (Prefer: wait), "keywait:{<user>}:<key>",
- * which is also the channel its end is announced on (keyevents_redis.c). */
+/* The channel a key's end is announced on when copies wait for it (Prefer:
+ * wait), "keywait:{<user>}:<key>" (keyevents_redis.c, which listens to
+ * it and defines this). It keeps the
+ * user's hash tag: the scripts that publish on it name it among their
+ * KEYS, in the user's slot. */
 #define CACHE_REDIS_WAIT_PREFIX "keywait:"
-void cache_redis_wait_key(char *out, size_t cap, int64_t user_id, const char *key);
+void cache_redis_wait_channel(char *out, size_t cap, int64_t user_id, const char *key);
 
 /* What spending a token is told (SPEND_LUA, cache_scripts.c): the token's
  * key, the user it must hold, the "<user>|<key>" it becomes (keeping the

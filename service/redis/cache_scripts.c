@@ -90,66 +90,88 @@ static const char begin_lua[] = SPEND_LUA SET_BITS_LUA
     "end\n"
     "return {0, verdict, 0}\n";
 
-/* The key has ended (completed or released). Each script reads what it
- * compares in one MGET (the key's record, the lock, the waiters' flag) and
- * deletes what it gives back in one DEL. When copies wait for the key
- * (Prefer: wait; watch_lua set their flag), the flag goes with the rest
- * and its channel, named like the flag, announces the end to every
- * instance's listener (keyevents_redis.c); without waiters nothing is
- * published. ENDED_LUA: ended(what to delete, the MGET's answer). */
-#define ENDED_LUA                                                                                  \
-    "local function ended(gone, cur)\n"                                                            \
-    "  if cur[3] then gone[#gone + 1] = KEYS[3] end\n"                                             \
-    "  if #gone > 0 then redis.call('DEL', unpack(gone)) end\n"                                    \
-    "  if cur[3] then redis.call('PUBLISH', KEYS[3], '1') end\n"                                   \
-    "  return 1\n"                                                                                 \
+/* The key has ended (completed or released). A waiting copy (Prefer:
+ * wait) marks the marker it waits for as watched, "W|" for "P|"
+ * (watch_lua), so the end reads whether anyone waits in the same command
+ * that replaces or deletes the marker, and announces the end on the key's
+ * channel (KEYS[3], keyevents_redis.c) only then: no key of its own to
+ * read, set or delete. Anything but our marker standing unwatched (it was
+ * watched, it expired, another request took the key) is announced too, so
+ * that whoever waits looks again.
+ * A complete writes first and compares after: SET ... GET replaces the
+ * marker and answers what it held, GETDEL takes the lock and answers
+ * whose it was, one command each where reading first costs a third. What
+ * was not ours goes back at once, inside the script, so no one ever sees
+ * it changed; only its TTL is new (a marker's, a record's or a lock's
+ * whole TTL, ARGV), a rare case: a marker or lock outlived by its request.
+ * Run twice (cache_missed.c sends an end again), an end finds its own
+ * record and no lock of its own, and changes nothing else.
+ * KEYS: idem, lock, the key's channel. ARGV: marker ('' = none: the
+ * record only where there is nothing), record, record ttl s, owner ('' =
+ * no lock), marker ttl ms, lock ttl ms. */
+static const char complete_lua[] = CACHE_LUA_SAME_MARKER
+    "local told = false\n"
+    "if ARGV[1] == '' then\n"
+    "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3], 'NX')\n"
+    "else\n"
+    "  local cur = redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3], 'GET')\n"
+    "  told = cur ~= ARGV[1]\n"
+    "  if cur and cur ~= ARGV[2] and not same_marker(cur, ARGV[1]) then\n"
+    "    if string.sub(cur, 1, 1) == 'D' then\n"
+    "      redis.call('SET', KEYS[1], cur, 'EX', ARGV[3])\n"
+    "    else\n"
+    "      redis.call('SET', KEYS[1], cur, 'PX', ARGV[5])\n"
+    "    end\n"
+    "  end\n"
     "end\n"
+    "if ARGV[4] ~= '' then\n"
+    "  local l = redis.call('GETDEL', KEYS[2])\n"
+    "  if l and l ~= ARGV[4] then redis.call('SET', KEYS[2], l, 'PX', ARGV[6]) end\n"
+    "end\n"
+    "if told then redis.call('PUBLISH', KEYS[3], '1') end\n"
+    "return 1\n";
 
-/* Success: our marker becomes the completed record; our lock is released.
- * A marker that expired and was taken by another request is not ours to
- * overwrite. KEYS: idem, lock, waiters' flag. ARGV: marker, record, ttl_s,
- * owner. */
-static const char complete_lua[] =
-    ENDED_LUA "local cur = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3])\n"
-              "if (ARGV[1] ~= '' and cur[1] == ARGV[1]) or (ARGV[1] == '' and not cur[1]) then\n"
-              "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])\n"
-              "end\n"
-              "local gone = {}\n"
-              "if ARGV[4] ~= '' and cur[2] == ARGV[4] then gone[1] = KEYS[2] end\n"
-              "return ended(gone, cur)\n";
+/* Failure: compare-and-delete of marker and lock (a failure's path, so
+ * one MGET reads both). KEYS and ARGV as complete_lua's, without the
+ * record: idem, lock, the key's channel; marker, owner ('' for one not
+ * taken). */
+static const char release_lua[] = CACHE_LUA_SAME_MARKER
+    "local cur = redis.call('MGET', KEYS[1], KEYS[2])\n"
+    "local gone = {}\n"
+    "if same_marker(cur[1], ARGV[1]) then gone[#gone + 1] = KEYS[1] end\n"
+    "if ARGV[2] ~= '' and cur[2] == ARGV[2] then gone[#gone + 1] = KEYS[2] end\n"
+    "if #gone > 0 then redis.call('DEL', unpack(gone)) end\n"
+    "if ARGV[1] ~= '' and cur[1] ~= ARGV[1] then redis.call('PUBLISH', KEYS[3], '1') end\n"
+    "return 1\n";
 
-/* Failure: compare-and-delete of marker and lock. KEYS: idem, lock,
- * waiters' flag. ARGV: marker, owner ('' for one not taken). */
-static const char release_lua[] =
-    ENDED_LUA "local cur = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3])\n"
-              "local gone = {}\n"
-              "if ARGV[1] ~= '' and cur[1] == ARGV[1] then gone[#gone + 1] = KEYS[1] end\n"
-              "if ARGV[2] ~= '' and cur[2] == ARGV[2] then gone[#gone + 1] = KEYS[2] end\n"
-              "return ended(gone, cur)\n";
-
-/* A waiting copy's look (keyevents_watch). KEYS: idem, waiters' flag.
- * ARGV: the record the copy saw, ttl ms. Returns 1 when the key still
- * holds it, the flag then set for at least ttl ms, so that the key's end
- * is announced (ENDED_LUA); 0 when it holds something else. Look and
- * flag in one step: an end is either announced or seen here. */
-static const char watch_lua[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-                                "if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then\n"
-                                "  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])\n"
-                                "end\n"
-                                "return 1\n";
+/* A waiting copy's look (keyevents_watch). KEYS: idem. ARGV: the marker
+ * the copy saw. Returns 1 when the key still holds that marker, now
+ * marked watched ("W|", its TTL kept), so that its end is announced;
+ * 0 when it holds something else. Look and mark in one step: an end is
+ * either announced or seen here. */
+static const char watch_lua[] =
+    CACHE_LUA_SAME_MARKER "local cur = redis.call('GET', KEYS[1])\n"
+                          "if not same_marker(cur, ARGV[1]) then return 0 end\n"
+                          "if string.sub(cur, 1, 1) == 'P' then\n"
+                          "  redis.call('SET', KEYS[1], 'W' .. string.sub(cur, 2), 'KEEPTTL')\n"
+                          "end\n"
+                          "return 1\n";
 
 /* A dead request's marker becomes ours, with its lock (free, or still the
- * dead request's). KEYS: idem, lock. ARGV: stale marker, our marker,
- * marker ttl ms, stale owner, our owner ('' = no lock), lock ttl ms.
- * Returns 1 (ours), 0 (the record changed) or 2 (the lock is another's). */
-static const char take_over_lua[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-                                    "if ARGV[5] ~= '' then\n"
-                                    "  local l = redis.call('GET', KEYS[2])\n"
-                                    "  if l and l ~= ARGV[4] then return 2 end\n"
-                                    "  redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[6])\n"
-                                    "end\n"
-                                    "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])\n"
-                                    "return 1\n";
+ * dead request's), watched if it was: its waiters then hear our end.
+ * KEYS: idem, lock. ARGV: stale marker, our marker, marker ttl ms, stale
+ * owner, our owner ('' = no lock), lock ttl ms. Returns 1 (ours), 0 (the
+ * record changed) or 2 (the lock is another's). */
+static const char take_over_lua[] = CACHE_LUA_SAME_MARKER
+    "local cur = redis.call('GET', KEYS[1])\n"
+    "if not same_marker(cur, ARGV[1]) then return 0 end\n"
+    "if ARGV[5] ~= '' then\n"
+    "  local l = redis.call('GET', KEYS[2])\n"
+    "  if l and l ~= ARGV[4] then return 2 end\n"
+    "  redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[6])\n"
+    "end\n"
+    "redis.call('SET', KEYS[1], string.sub(cur, 1, 1) .. string.sub(ARGV[2], 2), 'PX', ARGV[3])\n"
+    "return 1\n";
 
 /* The Bloom filter (cache.h). KEYS: bits, state. ARGV: "m:k:", the
  * positions ("p1 p2 ..."). Returns {trusted, maybe}: the k bits are read

@@ -1,14 +1,16 @@
 /* keyevents_redis.c - the key events port (keyevents.h) on Redis pub/sub:
- * a waiter's watch is a script that sets its key's flag (cache_scripts.c,
- * watch_lua), and the scripts that complete or release a key publish on the
- * flag's channel when it is set. The listener is one connection per
- * process, PSUBSCRIBEd to every flag's channel, read by one thread.
+ * a waiter's watch is a script that marks the key's marker watched
+ * (cache_scripts.c, watch_lua: "P|" becomes "W|"), and the scripts that
+ * complete or release a key publish on the key's channel when the marker
+ * they replace or delete was watched. The listener is one connection per
+ * process, PSUBSCRIBEd to every key's channel, read by one thread.
  *
  * Why pub/sub and not keyspace notifications: notifications need
  * notify-keyspace-events set on the server (an operator's setting this
  * service cannot assume), and they would fire for every order's record,
  * waited for or not; a publish only for keys that have waiters costs the
- * hot path one DEL of a missing key in scripts that run anyway. In a Redis
+ * hot path nothing: the command that replaces the marker answers whether
+ * it was watched. In a Redis
  * Cluster a PUBLISH reaches every node's subscribers, and the channel
  * keeps the {user} hash tag so that a sharded SPUBLISH could take over. */
 #include "keyevents.h"
@@ -31,16 +33,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-int keyevents_watch(int64_t user_id, const char *key, const char *seen, int ttl_ms)
+void cache_redis_wait_channel(char *out, size_t cap, int64_t user_id, const char *key)
 {
-    char ik[256], wk[272], ttl[24];
+    snprintf(out, cap, CACHE_REDIS_WAIT_PREFIX "{%lld}:%s", (long long)user_id, key);
+}
+
+int keyevents_watch(int64_t user_id, const char *key, const char *seen)
+{
+    char ik[256];
     redisReply *r = NULL;
     cache_redis_idem_key(ik, sizeof ik, user_id, key);
-    cache_redis_wait_key(wk, sizeof wk, user_id, key);
-    snprintf(ttl, sizeof ttl, "%d", ttl_ms);
-    const char *keys[] = {ik, wk};
-    const char *args[] = {seen, ttl};
-    int rc = redis_eval(&cache_lua_watch, 2, keys, 2, args, &r);
+    const char *keys[] = {ik};
+    const char *args[] = {seen};
+    int rc = redis_eval(&cache_lua_watch, 1, keys, 1, args, &r);
     if (rc == TD_OK)
         rc = r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? TD_OK
              : r->type == REDIS_REPLY_INTEGER                  ? TD_ECONFLICT

@@ -318,9 +318,10 @@ static long long calls_of(const char *info, const char *cmd)
  * two round trips from its loop (the key's script before the database,
  * its completion after), and in them two scripts whose inner commands
  * Redis counts as its own: the filter's bits are one BITFIELD in the
- * first, the completion reads with one MGET. (It was three round trips,
- * three scripts and seven SETBITs.) Counted by Redis and by ticketd's own
- * counter of the commands its loops sent, each waited for. */
+ * first; the completion reads nothing first, its SET ... GET and GETDEL
+ * answer what they replaced (no MGET). (It was three round trips, three
+ * scripts and seven SETBITs, then an MGET more.) Counted by Redis and by
+ * ticketd's own counter of the commands its loops sent, each waited for. */
 static void test_an_order_costs_two_round_trips(void **state)
 {
     char tok[96];
@@ -345,7 +346,7 @@ static void test_an_order_costs_two_round_trips(void **state)
     /* Counted on an order that met both scripts cached (no EVAL in its
      * window): a script may still be missing after the warm-up (a Redis
      * flushed meanwhile); then the next order counts, at most three. */
-    long long trips = 0, evalsha = 0, bitfield = 0, setbit = 0, mget = 0, eval = 1;
+    long long trips = 0, evalsha = 0, bitfield = 0, setbit = 0, mget = 0, getdel = 0, eval = 1;
     for (int attempt = 0; attempt < 3 && eval != 0; attempt++) {
         char key[32];
         snprintf(key, sizeof key, "costed-%d", attempt);
@@ -363,10 +364,11 @@ static void test_an_order_costs_two_round_trips(void **state)
         bitfield = calls_of(info, "bitfield");
         setbit = calls_of(info, "setbit");
         mget = calls_of(info, "mget");
+        getdel = calls_of(info, "getdel");
         free(info);
         print_message("one order: %lld round trips, evalsha %lld, eval %lld, bitfield %lld, "
-                      "setbit %lld, mget %lld\n",
-                      trips, evalsha, eval, bitfield, setbit, mget);
+                      "setbit %lld, mget %lld, getdel %lld\n",
+                      trips, evalsha, eval, bitfield, setbit, mget, getdel);
     }
     assert_int_equal(eval, 0);
     /* The round trips are the order's two scripts, each waited for: Redis's
@@ -378,7 +380,8 @@ static void test_an_order_costs_two_round_trips(void **state)
     assert_int_equal(evalsha, 2);
     assert_int_equal(bitfield, 1);
     assert_int_equal(setbit, 0);
-    assert_int_equal(mget, 1);
+    assert_int_equal(mget, 0);
+    assert_int_equal(getdel, 1);
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, th_teardown_stop)

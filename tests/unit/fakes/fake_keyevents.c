@@ -9,9 +9,9 @@
 int fake_keyevents_watch_rc = TD_OK;
 int fake_keyevents_watches;
 
-int keyevents_watch(int64_t user_id, const char *key, const char *seen, int ttl_ms)
+int keyevents_watch(int64_t user_id, const char *key, const char *seen)
 {
-    (void)user_id, (void)key, (void)seen, (void)ttl_ms;
+    (void)user_id, (void)key, (void)seen;
     fake_call("keyevents_watch");
     fake_keyevents_watches++;
     return fake_keyevents_watch_rc;

@@ -151,6 +151,13 @@ static void test_marker_round_trip(void **state)
     assert_false(idem_parse(m, strlen(m) - 1, &r));
     assert_int_equal(r.status, 0);
     assert_null(r.body);
+    /* Marked watched by a waiting copy, it is the same marker. */
+    m[0] = 'W';
+    assert_true(idem_parse(m, strlen(m), &r));
+    assert_false(r.done);
+    assert_string_equal(r.fingerprint, fp);
+    assert_string_equal(r.owner, owner);
+    m[0] = 'P';
     /* Two requests' markers differ even for the same payload. */
     char owner2[IDEM_OWNER_LEN + 1];
     idem_new_owner("0123456789abcdef", owner2);
