@@ -53,21 +53,6 @@ int cache_ping(void)
     return rc;
 }
 
-void cache_redis_token_key(char *out, size_t cap, int64_t user_id, const char *token)
-{
-    snprintf(out, cap, "token:{%lld}:%s", (long long)user_id, token);
-}
-
-void cache_redis_idem_key(char *out, size_t cap, int64_t user_id, const char *key)
-{
-    snprintf(out, cap, "idem:{%lld}:%s", (long long)user_id, key);
-}
-
-void cache_redis_lock_key(char *out, size_t cap, int64_t user_id, int64_t session_id)
-{
-    snprintf(out, cap, "lock:order:{%lld}:%lld", (long long)user_id, (long long)session_id);
-}
-
 int cache_token_put(int64_t user_id, const char *token, int ttl_s)
 {
     char key[256], uid[24], ttl[24];
@@ -81,14 +66,6 @@ int cache_token_put(int64_t user_id, const char *token, int ttl_s)
         rc = TD_EINTERNAL;
     freeReplyObject(r);
     return rc;
-}
-
-void cache_redis_spend_args(struct cache_redis_spend *s, int64_t user_id, const char *token,
-                            const char *idem_key)
-{
-    cache_redis_token_key(s->key, sizeof s->key, user_id, token);
-    snprintf(s->uid, sizeof s->uid, "%lld", (long long)user_id);
-    snprintf(s->spent, sizeof s->spent, "%lld|%s", (long long)user_id, idem_key);
 }
 
 /* The port's answer for spend's verdict. */

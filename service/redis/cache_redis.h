@@ -14,15 +14,15 @@
 #include <stdint.h>
 
 /* The keys of a token, an Idempotency-Key's record and a user+session
- * lock (cache.h), into out (cap bytes). */
+ * lock (cache.h), into out (cap bytes). These names, the channel's below
+ * and the spend's arguments are built in cache_names.c. */
 void cache_redis_token_key(char *out, size_t cap, int64_t user_id, const char *token);
 void cache_redis_idem_key(char *out, size_t cap, int64_t user_id, const char *key);
 void cache_redis_lock_key(char *out, size_t cap, int64_t user_id, int64_t session_id);
 /* The channel a key's end is announced on when copies wait for it (Prefer:
- * wait), "keywait:{<user>}:<key>" (keyevents_redis.c, which listens to
- * it and defines this). It keeps the
- * user's hash tag: the scripts that publish on it name it among their
- * KEYS, in the user's slot. */
+ * wait), "keywait:{<user>}:<key>" (keyevents_redis.c listens to it). It
+ * keeps the user's hash tag: the scripts that publish on it name it among
+ * their KEYS, in the user's slot. */
 #define CACHE_REDIS_WAIT_PREFIX "keywait:"
 void cache_redis_wait_channel(char *out, size_t cap, int64_t user_id, const char *key);
 

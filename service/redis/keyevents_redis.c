@@ -33,11 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cache_redis_wait_channel(char *out, size_t cap, int64_t user_id, const char *key)
-{
-    snprintf(out, cap, CACHE_REDIS_WAIT_PREFIX "{%lld}:%s", (long long)user_id, key);
-}
-
 int keyevents_watch(int64_t user_id, const char *key, const char *seen)
 {
     char ik[256];

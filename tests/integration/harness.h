@@ -25,6 +25,8 @@ struct th_server {
     int port;
     char url[64];
     char log_path[512];
+    long log_from; /* the log's size when this process started: a test
+                      binary's servers on one port share one log */
 };
 
 /* Starts `ticketd serve` on port with the test settings plus extra_env
@@ -264,7 +266,8 @@ void th_release_init(struct th_release *r, const char *tag);
 void th_release_now(const struct th_release *r);
 /* Takes the file away again, for the next hold. */
 void th_release_done(const struct th_release *r);
-/* Bounded: until s's log says fault point `point` holds a step. */
+/* Bounded: until s's log says fault point `point` holds a step (in
+ * this process's life: not an earlier server's on the same port). */
 void th_wait_held(const struct th_server *s, const char *point);
 
 /* Orders a test writes by SQL, as the payment transaction would (the event

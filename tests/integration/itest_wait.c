@@ -287,6 +287,62 @@ static void test_wait_runs_out_and_malformed_is_ignored(void **state)
     th_resp_free(&st.first);
 }
 
+/* ---- an end gives back only what was its own ----------------------------- */
+
+/* The completion writes before it compares (complete_lua: SET ... GET,
+ * GETDEL): while the first copy is held, its marker is replaced by another
+ * request's and its session lock by another owner's, as when both outlived
+ * it and were taken. Its order is still placed and answered, and what was
+ * not its own is back in Redis as it stood, with a TTL, after its end. */
+static void test_an_end_gives_back_only_its_own(void **state)
+{
+    (void)state;
+    static struct storm st;
+    struct th_release hold;
+    memset(&st, 0, sizeof st);
+    th_release_init(&hold, "wait-own");
+    const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
+                           "TICKETD_FAULT=order.after_redis:hold:300000:1", hold.env, NULL};
+    st.a = th_serve(6, env_a);
+    st.session = th_session(st.a, 10, 1000);
+    st.key = "own-1";
+    pthread_t t;
+    pthread_create(&t, NULL, first_copy, &st);
+    th_wait_held(st.a, "order.after_redis");
+
+    char *mine = th_redis_text("GET idem:{%d}:%s", WAIT_USER, st.key);
+    assert_non_null(mine);
+    assert_int_equal(strlen(mine), 2 + 64 + 1 + 32); /* "P|<fp>|<owner>" */
+    assert_int_equal(mine[0], 'P');
+    char other[128];
+    snprintf(other, sizeof other, "%.67s%s", mine, "00000000000000000123456789abcdef");
+    assert_string_not_equal(other, mine);
+    assert_int_equal(th_redis_int("EXISTS lock:order:{%d}:%lld", WAIT_USER, (long long)st.session),
+                     1);
+    free(th_redis_text("SET idem:{%d}:%s %s PX 60000", WAIT_USER, st.key, other));
+    free(th_redis_text("SET lock:order:{%d}:%lld someone-else PX 60000", WAIT_USER,
+                       (long long)st.session));
+
+    th_release_now(&hold);
+    pthread_join(t, NULL);
+    th_release_done(&hold);
+    char no[32];
+    order_no_of(&st.first, no);
+    assert_int_equal(th_orders_of(st.session), 1);
+    char *idem = th_redis_text("GET idem:{%d}:%s", WAIT_USER, st.key);
+    char *lock = th_redis_text("GET lock:order:{%d}:%lld", WAIT_USER, (long long)st.session);
+    assert_non_null(idem);
+    assert_non_null(lock);
+    assert_string_equal(idem, other);
+    assert_string_equal(lock, "someone-else");
+    assert_true(th_redis_int("PTTL idem:{%d}:%s", WAIT_USER, st.key) > 0);
+    assert_true(th_redis_int("PTTL lock:order:{%d}:%lld", WAIT_USER, (long long)st.session) > 0);
+    free(idem);
+    free(lock);
+    free(mine);
+    th_resp_free(&st.first);
+}
+
 /* ---- a draining instance stops its waiters ------------------------------- */
 
 struct drained {
@@ -527,6 +583,7 @@ int main(void)
         T(test_first_copy_fails_a_waiter_runs),
         T(test_cart_copies_wait),
         T(test_drain_stops_the_waiters),
+        T(test_an_end_gives_back_only_its_own),
     };
     return cmocka_run_group_tests_name("wait", tests, NULL, NULL);
 }
