@@ -101,6 +101,12 @@ int merge_plan_row(struct merge_plan *p, int at, const struct db_batch_row *row)
  * left unsettled. */
 int merge_plan_done(struct merge_plan *p);
 
+/* Places the k orders (1 <= k <= MERGE_MAX_LIMIT) as one transaction on c,
+ * in one round trip (the plan above), and commits: TD_OK with each order's
+ * outcome in it, or the transaction's error (nothing of it was kept, or,
+ * TD_EUNAVAIL, it is unknown whether it was). */
+int merge_batch_run(struct db_conn *c, struct merge_order **orders, int k);
+
 /* The outcome string of one order, parsed: for the unit tests and
  * merge_plan_row. Returns the characters read, 0 when s does not start
  * with a well-formed outcome. */

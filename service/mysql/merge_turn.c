@@ -85,6 +85,21 @@ bool merge_turn_take(struct merge_turn_place *p, bool full)
     return go;
 }
 
+void merge_turn_leave(struct merge_turn_place *p)
+{
+    pthread_mutex_lock(&turn.mu);
+    line_remove(p);
+    pthread_mutex_unlock(&turn.mu);
+}
+
+bool merge_turn_handed(struct merge_turn_place *p)
+{
+    pthread_mutex_lock(&turn.mu);
+    bool handed = p->has_turn;
+    pthread_mutex_unlock(&turn.mu);
+    return handed;
+}
+
 static void handed(void *arg)
 {
     struct merge_turn_place *p = arg;

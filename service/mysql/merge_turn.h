@@ -2,14 +2,15 @@
  * orders of the process at MariaDB at once (store_merge.c sends them).
  *
  * While one loop's batch is at the server, the orders of every loop
- * collect, so the next batch is made of what two (or more) loops gathered:
- * at 16 connections on two cores, batches of 4.8 orders instead of 3.0
- * each at once, and a fifth less CPU per order for ticketd, MariaDB and
- * Redis together (docs/speed.md, "One batch at the server; a key's end
- * still waited for"). A loop whose batch may not go takes a place in the line; the
- * batch that ends hands the turn to the first loop in line (loop_post:
- * that loop starts its batch), so that the loops take turns and none waits
- * for a second batch of another.
+ * collect, and the next batch takes them all, whichever loop sends it
+ * (store_merge.c). At 16 connections on two cores: batches of 4.8 orders
+ * where each loop's went at once (3.0), a fifth less CPU per order for
+ * ticketd, MariaDB and Redis together (docs/speed.md, "One batch at the
+ * server; a key's end still waited for"); 5.5 once a batch took every
+ * loop's orders, not its own loop's ("One batch of every loop's orders").
+ * A loop whose batch may not go takes a place in the line; the batch that
+ * ends hands the turn to the first loop in line (loop_post: that loop
+ * starts its batch), so that none waits for a second batch of another.
  *
  * Two exceptions keep the line from costing what it saves: a full batch
  * goes at once, beside the other (waiting could make it late, not
@@ -53,5 +54,16 @@ bool merge_turn_take(struct merge_turn_place *p, bool full);
 /* A batch ended: the turn goes to the first place in line, or the server
  * is free. Any loop's thread. */
 void merge_turn_give(void);
+
+/* Another loop's batch took p's orders: p leaves the line, if it is in it,
+ * so that the turn is not handed to a loop with nothing to send (at a
+ * stop, a loop that ended). Its orders that came since start_batches'
+ * next take, or the next batch's. Any loop's thread. */
+void merge_turn_leave(struct merge_turn_place *p);
+
+/* On p's loop: whether the turn was handed to p and not taken yet (its
+ * merge_turn_take will say yes; with nothing to send, it must then give
+ * the turn on). */
+bool merge_turn_handed(struct merge_turn_place *p);
 
 #endif

@@ -8,11 +8,13 @@
 #include "log.h"
 #include "loop.h"
 #include "merge_batch.h"
+#include "merge_held.h"
 #include "merge_turn.h"
 #include "metrics.h"
 #include "txretry.h"
 #include "util.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,51 +31,30 @@
  * never come: a safety net for a test that sent too few, not a timing. */
 #define WAIT_FULL_NET_MS 30000
 
-/* An order waiting for its batch, on its fiber's stack. o's outcome is
- * written by the batch's fiber before done is set. */
-struct entry {
-    struct merge_order o;
-    enum txretry_cause cause; /* of a TD_ERETRY, noted on the batch's fiber */
-    struct fiber *fiber;
-    bool done;
-    struct entry *next;
-};
-
-/* Sessions whose row a transaction waited for in vain, at most: one or
- * two rows are held at a time, not dozens. When the table is full, the
- * session noted longest ago makes room (a mark ends only with an order of
- * its session, and a session may get none again). */
-#define HELD_MAX 16
-
-/* A session whose row lock a transaction waited for until the server's
- * bound (1205: another transaction holds the row, an administrator's, a
- * slow client's, a Galera apply). Its orders stay out of batches, where
- * their wait would hold every other order of the batch and the orders
- * queued behind it: one at a time goes alone, as the probe, and while it
- * waits the others are answered 503 at once (nothing of them was written;
- * Retry-After). The first of its orders that meets the row free (placed,
- * sold out, anything but another lock wait) ends the mark.
- *
- * Process-wide, so that the row one loop found held keeps it out of every
- * loop's batches: each slot is two atomics, a session id (0: free) and
- * its probe flag, taken and given back by compare-and-swap. A race costs
- * at most a slot noted twice or two probes at once. */
-static struct held {
-    _Atomic int64_t session;
-    atomic_bool probing;
-    _Atomic int64_t noted_ms; /* when it was noted (mono_ms) */
-} held[HELD_MAX];
-
-/* A loop's orders due for the database, touched only on its thread. */
+/* A loop's orders due for the database. head and tail are under merge_mu:
+ * a batch takes the orders of every loop's queue, whichever loop sends it;
+ * the rest is touched only on the queue's own loop. */
 struct due_queue {
     struct loop *loop;
-    struct entry *head, *tail;
-    int queued;
+    struct entry *head, *tail;     /* under merge_mu */
     int running;                   /* batches started and not yet ended */
     struct merge_turn_place place; /* in the line for the server's turn */
     struct loop_task turn;         /* the turn's end: start batches */
     struct loop_timer net;         /* merge.wait_full's safety net */
     bool net_passed;
+};
+
+/* An order waiting for its batch, on its fiber's stack. o's outcome is
+ * written by the batch's fiber (on any loop) before done is set, which
+ * happens on the order's own loop. */
+struct entry {
+    struct merge_order o;
+    enum txretry_cause cause; /* of a TD_ERETRY, noted on the batch's fiber */
+    struct fiber *fiber;
+    struct due_queue *q; /* its own loop's queue */
+    uint64_t seq;        /* its arrival, over every loop */
+    bool done;
+    struct entry *next;
 };
 
 /* One batch: the argument of the fiber that runs it. */
@@ -89,6 +70,12 @@ static atomic_int queued_total;          /* over every loop: the gauge */
 static store_merge_alone_fn place_alone; /* set once, before any order */
 static struct due_queue queues[MERGE_MAX_LOOPS];
 
+/* The queues' lists, their count and the arrival counter: held for an
+ * append, or for a batch's take (a few dozen pointer moves). */
+static pthread_mutex_t merge_mu = PTHREAD_MUTEX_INITIALIZER;
+static int queues_used;   /* slots of queues[] in use */
+static uint64_t arrivals; /* the last entry's seq */
+
 void store_merge_init(bool on, int max, store_merge_alone_fn alone)
 {
     place_alone = alone;
@@ -101,47 +88,10 @@ bool store_merge_on(void)
     return atomic_load(&merge_on);
 }
 
+/* Under merge_mu: the gauge moves with the lists. */
 static void queued_changed(int by)
 {
     metrics_set(M_ORDER_BATCH_QUEUED, atomic_fetch_add(&queued_total, by) + by);
-}
-
-/* The slot of session, or NULL. */
-static struct held *held_find(int64_t session)
-{
-    for (int i = 0; i < HELD_MAX; i++) {
-        if (atomic_load(&held[i].session) == session)
-            return &held[i];
-    }
-    return NULL;
-}
-
-static int row_each(void *ctx, int at, const struct db_batch_row *row)
-{
-    /* The test build can lose the answer's row (fail), as if it did not
-     * read: the batch's COMMIT runs all the same. */
-    if (FAULT_POINT("merge.outcome_unread"))
-        return TD_OK;
-    return merge_plan_row(ctx, at, row);
-}
-
-int store_merge_run(struct db_conn *c, struct merge_order **orders, int k)
-{
-    struct merge_plan p;
-    /* The test build's crash between a batch's statements and its COMMIT:
-     * the batch is sent without it, so the process can die holding the
-     * transaction open at the server. */
-    bool open = faults_armed("merge.killed_mid_batch");
-    merge_plan_init(&p, orders, k, open);
-    int rc = db_batch_each(c, p.sql, &p.arg, 1, p.how, row_each, &p);
-    if (rc == TD_OK && open) {
-        (void)FAULT_POINT("merge.killed_mid_batch");
-        rc = db_tx_end(c, TD_OK);
-    }
-    if (rc == TD_OK)
-        (void)merge_plan_done(&p);
-    merge_plan_free(&p);
-    return rc;
 }
 
 /* Sets every order of the batch to rc. */
@@ -162,7 +112,7 @@ static void run_merged(struct db_conn *c, struct entry *const *batch, int k)
     for (int i = 0; i < k; i++)
         orders[i] = &batch[i]->o;
     txretry_note(TXRETRY_OTHER);
-    int rc = store_merge_run(c, orders, k);
+    int rc = merge_batch_run(c, orders, k);
     if (rc == TD_OK) {
         for (int i = 0; i < k; i++)
             batch[i]->cause = TXRETRY_OTHER; /* of an order's own TD_ERETRY */
@@ -242,6 +192,57 @@ static void start_soon(void *arg)
     due_soon(arg);
 }
 
+/* Whether any loop has orders queued. */
+static bool any_due(void)
+{
+    return atomic_load(&queued_total) > 0;
+}
+
+/* Orders of another loop, ended here, on their way back to it. */
+struct handback {
+    struct entry *first;
+};
+
+/* On the orders' own loop: each is told its outcome. */
+static void handed_back(void *arg)
+{
+    struct handback *h = arg;
+    for (struct entry *e = h->first, *next; e != NULL; e = next) {
+        next = e->next; /* before the fiber can run: the entry is its stack's */
+        e->done = true;
+        fiber_ready(e->fiber);
+    }
+    free(h);
+}
+
+/* Readies the fiber of each of the n orders with its outcome, on its own
+ * loop: at once for self's, and for each other loop's in one loop_post
+ * (a fiber is readied only by its own loop). */
+static void finish(struct due_queue *self, struct entry *const *e, int n)
+{
+    struct handback *back[MERGE_MAX_LIMIT];
+    struct due_queue *to[MERGE_MAX_LIMIT];
+    int posts = 0;
+    for (int i = 0; i < n; i++) {
+        if (e[i]->q == self) {
+            e[i]->done = true;
+            fiber_ready(e[i]->fiber);
+            continue;
+        }
+        int j = 0;
+        while (j < posts && to[j] != e[i]->q)
+            j++;
+        if (j == posts) {
+            to[posts] = e[i]->q;
+            back[posts++] = xcalloc(1, sizeof *back[0]);
+        }
+        e[i]->next = back[j]->first;
+        back[j]->first = e[i];
+    }
+    for (int j = 0; j < posts; j++)
+        loop_post(to[j]->loop, handed_back, back[j]);
+}
+
 /* A batch's own fiber: it borrows one connection of the loop's pool for
  * the batch (and gives it back), readies each order's fiber with its
  * outcome, and lets the next batch start. */
@@ -251,13 +252,10 @@ static void batch_main(void *arg)
     struct due_queue *q = b->q;
     run_batch(b->e, b->k);
     db_fiber_idle();
-    for (int i = 0; i < b->k; i++) {
-        b->e[i]->done = true;
-        fiber_ready(b->e[i]->fiber);
-    }
+    finish(q, b->e, b->k);
     q->running--;
     merge_turn_give(); /* first, so that this loop's next batch queues behind another's */
-    if (q->head != NULL)
+    if (any_due())
         due_soon(q);
     free(b);
 }
@@ -265,7 +263,7 @@ static void batch_main(void *arg)
 static void net_passed(void *arg)
 {
     struct due_queue *q = arg;
-    log_warn("merge.wait_full: %d of %d orders after %d s; sending", q->queued,
+    log_warn("merge.wait_full: %d of %d orders after %d s; sending", atomic_load(&queued_total),
              atomic_load(&max_batch), WAIT_FULL_NET_MS / 1000);
     q->net_passed = true;
     start_batches(q);
@@ -277,45 +275,82 @@ static void net_passed(void *arg)
  * for a test that sent too few. */
 static bool hold_for_more(struct due_queue *q)
 {
-    if (q->queued >= atomic_load(&max_batch) || q->net_passed || !FAULT_POINT("merge.wait_full"))
+    if (atomic_load(&queued_total) >= atomic_load(&max_batch) || q->net_passed ||
+        !FAULT_POINT("merge.wait_full"))
         return false;
     if (q->net.heap_at == 0) /* not started */
         loop_timer_start(q->loop, &q->net, WAIT_FULL_NET_MS, net_passed, q);
     return true;
 }
 
-/* The turn's end: the orders that came due in this turn (and those that
- * waited for a batch to end) leave as batches, at most MERGE_LEADERS of
- * them at the server at once, each on a fiber of its own. */
+/* The queue whose first order came earliest, or NULL when every queue is
+ * empty. Under merge_mu. */
+static struct due_queue *earliest(void)
+{
+    struct due_queue *best = NULL;
+    for (int i = 0; i < queues_used; i++) {
+        struct due_queue *q = &queues[i];
+        if (q->head != NULL && (best == NULL || q->head->seq < best->head->seq))
+            best = q;
+    }
+    return best;
+}
+
+/* Takes b's orders, at most max, earliest first over every loop's queue:
+ * the orders every loop has due meet in one batch, whichever loop sends
+ * it. An order of a session whose row is held stays out, into held_out
+ * (*nheld of them, at most max), for the held rule. */
+static void take_due(struct batch *b, int max, struct entry **held_out, int *nheld)
+{
+    int taken = 0, other = 0, nemptied = 0;
+    struct due_queue *from, *emptied[2 * MERGE_MAX_LIMIT]; /* taken <= 2 max */
+    *nheld = 0;
+    pthread_mutex_lock(&merge_mu);
+    while (b->k < max && *nheld < max && (from = earliest()) != NULL) {
+        struct entry *e = from->head;
+        from->head = e->next;
+        if (from->head == NULL) {
+            from->tail = NULL;
+            if (from != b->q)
+                emptied[nemptied++] = from;
+        }
+        e->next = NULL;
+        taken++;
+        if (merge_held_find(e->o.d->session_id) != NULL) {
+            /* Queued before its session's row was found held: it stays
+             * out of the batch, where it would wait for the row and hold
+             * every other order of it. */
+            e->o.rc = STORE_MERGE_HELD;
+            held_out[(*nheld)++] = e;
+            continue;
+        }
+        other += from != b->q;
+        b->e[b->k++] = e;
+    }
+    queued_changed(-taken);
+    pthread_mutex_unlock(&merge_mu);
+    metrics_add(M_ORDER_BATCH_ORDERS_OTHER_LOOP, other);
+    for (int i = 0; i < nemptied; i++)
+        merge_turn_leave(&emptied[i]->place);
+}
+
+/* The turn's end: the orders due (on any loop: a batch takes every
+ * loop's) leave as a batch, at most MERGE_LEADERS of this loop's at the
+ * server at once, each on a fiber of its own. A turn handed to this loop
+ * with nothing left to send (another loop's batch took it) is given on. */
 static void start_batches(void *arg)
 {
     struct due_queue *q = arg;
     int max = atomic_load(&max_batch);
-    while (q->head != NULL && q->running < MERGE_LEADERS && !hold_for_more(q) &&
-           merge_turn_take(&q->place, q->queued >= max)) {
+    while (q->running < MERGE_LEADERS && (any_due() || merge_turn_handed(&q->place)) &&
+           !hold_for_more(q) && merge_turn_take(&q->place, atomic_load(&queued_total) >= max)) {
+        struct entry *held_out[MERGE_MAX_LIMIT];
+        int nheld;
         struct batch *b = xmalloc(sizeof *b);
         b->q = q;
         b->k = 0;
-        int taken = 0;
-        while (q->head != NULL && b->k < max) {
-            struct entry *e = q->head;
-            q->head = e->next;
-            taken++;
-            if (held_find(e->o.d->session_id) != NULL) {
-                /* Queued before its session's row was found held: it
-                 * stays out of the batch, where it would wait for the
-                 * row and hold every other order of it. */
-                e->o.rc = STORE_MERGE_HELD;
-                e->done = true;
-                fiber_ready(e->fiber);
-                continue;
-            }
-            b->e[b->k++] = e;
-        }
-        if (q->head == NULL)
-            q->tail = NULL;
-        q->queued -= taken;
-        queued_changed(-taken);
+        take_due(b, max, held_out, &nheld);
+        finish(q, held_out, nheld);
         q->net_passed = false;
         loop_timer_stop(q->loop, &q->net);
         if (b->k == 0) {
@@ -327,11 +362,9 @@ static void start_batches(void *arg)
         if (fiber_spawn(q->loop, batch_main, b) == NULL) {
             /* No stack for the batch: its orders are answered
              * "unavailable" (503), and their clients may retry. */
-            for (int i = 0; i < b->k; i++) {
+            for (int i = 0; i < b->k; i++)
                 b->e[i]->o.rc = TD_EUNAVAIL;
-                b->e[i]->done = true;
-                fiber_ready(b->e[i]->fiber);
-            }
+            finish(q, b->e, b->k);
             q->running--;
             free(b);
             merge_turn_give();
@@ -347,6 +380,10 @@ static struct due_queue *loop_queue(struct loop *l)
         q->place.loop = l;
         q->place.go = start_soon;
         q->place.arg = q;
+        pthread_mutex_lock(&merge_mu);
+        if ((int)(q - queues) >= queues_used)
+            queues_used = (int)(q - queues) + 1;
+        pthread_mutex_unlock(&merge_mu);
     }
     return q;
 }
@@ -358,46 +395,6 @@ static bool lock_waited(int rc)
     return rc == TD_ERETRY && txretry_noted() == TXRETRY_LOCK_WAIT;
 }
 
-/* Notes that session's row was held past the bound (nothing when it is
- * noted already, or the table is full). */
-static void held_note(int64_t session)
-{
-    if (held_find(session) != NULL)
-        return;
-    int at = -1, oldest = -1;
-    for (int i = 0; i < HELD_MAX && at < 0; i++) {
-        int64_t free_slot = 0;
-        if (atomic_compare_exchange_strong(&held[i].session, &free_slot, session))
-            at = i;
-        else if (!atomic_load(&held[i].probing) &&
-                 (oldest < 0 ||
-                  atomic_load(&held[i].noted_ms) < atomic_load(&held[oldest].noted_ms)))
-            oldest = i;
-    }
-    if (at < 0 && oldest >= 0) {
-        /* Full: the oldest mark whose probe is not running makes room (a
-         * race may have freed or taken it meanwhile; then this session is
-         * not remembered, and its orders keep joining batches). */
-        int64_t was = atomic_load(&held[oldest].session);
-        if (was != 0 && atomic_compare_exchange_strong(&held[oldest].session, &was, session))
-            at = oldest;
-    }
-    if (at < 0)
-        return;
-    atomic_store(&held[at].noted_ms, mono_ms());
-    log_warn("mysql: session %lld: its row is held by another transaction; its orders go "
-             "alone, one at a time, until one meets the row free",
-             (long long)session);
-}
-
-static void held_forget(int64_t session)
-{
-    struct held *h = held_find(session);
-    int64_t was = session;
-    if (h != NULL && atomic_compare_exchange_strong(&h->session, &was, 0))
-        log_info("mysql: session %lld: its row is free again", (long long)session);
-}
-
 /* An order alone, on this fiber: a batch's order sent back (its batch was
  * not kept, its session's row was found held in it, or its key's earlier
  * copy in it was not placed), or a held session's probe. What it meets of
@@ -407,24 +404,23 @@ static int alone(const struct order_draft *d, const char *db_now, int64_t *id, i
     txretry_note(TXRETRY_OTHER);
     int rc = place_alone(d, db_now, id, amount);
     if (lock_waited(rc))
-        held_note(d->session_id);
+        merge_held_note(d->session_id);
     else if (rc != TD_EUNAVAIL)
-        held_forget(d->session_id);
+        merge_held_forget(d->session_id);
     return rc;
 }
 
 /* An order of a session whose row is held (slot h): the probe, or 503 at
  * once while another order of it is the probe. */
-static int place_held(struct held *h, const struct order_draft *d, const char *db_now, int64_t *id,
-                      int64_t *amount)
+static int place_held(struct merge_held *h, const struct order_draft *d, const char *db_now,
+                      int64_t *id, int64_t *amount)
 {
-    bool idle = false;
-    if (!atomic_compare_exchange_strong(&h->probing, &idle, true)) {
+    if (!merge_held_probe(h)) {
         metrics_inc(M_ORDER_HELD_REFUSED);
         return TD_EUNAVAIL;
     }
     int rc = alone(d, db_now, id, amount);
-    atomic_store(&h->probing, false);
+    merge_held_probed(h);
     return rc;
 }
 
@@ -433,23 +429,26 @@ int store_merge_place(const struct order_draft *d, const char *db_now, int64_t *
     struct due_queue *q = fiber_self() != NULL ? loop_queue(loop_self()) : NULL;
     if (q == NULL)
         return STORE_MERGE_ALONE; /* not on a loop's fiber: by itself */
-    struct held *h = held_find(d->session_id);
+    struct merge_held *h = merge_held_find(d->session_id);
     if (h != NULL)
         return place_held(h, d, db_now, id, amount);
-    struct entry e = {.o = {.d = d, .db_now = db_now, .rc = TD_EINTERNAL}, .fiber = fiber_self()};
+    struct entry e = {
+        .o = {.d = d, .db_now = db_now, .rc = TD_EINTERNAL}, .fiber = fiber_self(), .q = q};
     /* A connection this request borrowed earlier (a cart's look-up) and
      * holds idle goes back first: the batch borrows one of its own, and a
      * fiber that waits for its batch must not hold what the batch waits
      * for. */
     if (db_holds_idle())
         db_fiber_idle();
+    pthread_mutex_lock(&merge_mu);
+    e.seq = ++arrivals;
     if (q->tail != NULL)
         q->tail->next = &e;
     else
         q->head = &e;
     q->tail = &e;
-    q->queued++;
     queued_changed(1);
+    pthread_mutex_unlock(&merge_mu);
     due_soon(q);
     while (!e.done)
         fiber_park();
@@ -459,18 +458,18 @@ int store_merge_place(const struct order_draft *d, const char *db_now, int64_t *
         /* Its batch waited for the session's row in vain ('L', nothing of
          * it kept): the row is noted held, and this order, already sent,
          * runs again alone. */
-        held_note(d->session_id);
+        merge_held_note(d->session_id);
         return alone(d, db_now, id, amount);
     }
     if (e.o.rc == STORE_MERGE_HELD) {
         /* Queued before its session's row was found held. */
-        h = held_find(d->session_id);
+        h = merge_held_find(d->session_id);
         return h != NULL ? place_held(h, d, db_now, id, amount) : alone(d, db_now, id, amount);
     }
     if (e.o.rc == TD_ERETRY)
         txretry_note(e.cause); /* for this fiber's retry and its metric */
     if (lock_waited(e.o.rc))
-        held_note(d->session_id); /* a batch of one */
+        merge_held_note(d->session_id); /* a batch of one */
     *id = e.o.id;
     *amount = e.o.amount;
     return e.o.rc;

@@ -6,10 +6,15 @@
  * its loop's queue (giving back first any idle connection it borrowed, so
  * that it never holds what a batch waits for) and parks; the queue arms a
  * turn-end hook. At the end of the turn the hook takes every order queued
- * (at most TICKETD_MERGE_MAX) and starts the batch on a fiber of its own,
- * which borrows one connection of the loop's pool, runs the orders as one
- * transaction (merge_batch.h), and readies each order's fiber with its
- * outcome. At most MERGE_LEADERS batch of a loop is started and not ended
+ * on every loop (earliest first, at most TICKETD_MERGE_MAX) and starts the
+ * batch on a fiber of its own, which borrows one connection of the loop's
+ * pool, runs the orders as one transaction (merge_batch.h), and readies
+ * each order's fiber with its outcome: on its own loop, the other loops'
+ * orders handed back with one loop_post per loop (a fiber is readied only
+ * by its own loop). While one batch is at the server the orders of every
+ * loop collect for the next (merge_turn.h), so the next batch is all of
+ * them, not one loop's share. At most MERGE_LEADERS batch of a loop is
+ * started and not ended
  * at once: the orders that arrive meanwhile collect for the next one,
  * which starts at the end of the turn in which the batch ends; that is
  * what lets batches grow under load. A lone order on an idle service goes
@@ -35,7 +40,8 @@
  * held row then costs the orders that need it, not every order of the
  * loop.
  *
- * A loop's queue is touched only on its thread. */
+ * The queues' lists are under one mutex, held for an append or a batch's
+ * take; the rest of a loop's queue is touched only on its thread. */
 #ifndef TICKETD_STORE_MERGE_H
 #define TICKETD_STORE_MERGE_H
 
@@ -73,14 +79,6 @@ bool store_merge_on(void);
  * refused whole, or called off a loop's fiber: it must be placed by
  * itself, by its caller. */
 #define STORE_MERGE_ALONE MERGE_ALONE
-
-struct merge_order;
-
-/* Places the k orders (1 <= k <= MERGE_MAX_LIMIT) as one transaction on c,
- * in one round trip (merge_batch.h), and commits: TD_OK with each order's
- * outcome in it, or the transaction's error (nothing of it was kept, or,
- * TD_EUNAVAIL, it is unknown whether it was). */
-int store_merge_run(struct db_conn *c, struct merge_order **orders, int k);
 
 /* Places d (never a demo draft: no switched-off defence) in the next
  * batch, stamped db_now. Returns store_order_create's answers, with the

@@ -3,8 +3,8 @@
  * shared pieces (store_mysql.h). The orders read back are
  * store_order_reads.c's, their keys store_keys.c's. Every statement comes
  * from a table and runs as a prepared statement, except the new order's
- * one-round-trip transaction (place_in_one_trip, and store_merge_run,
- * merge_batch.h): a text of several statements cannot be prepared, so
+ * one-round-trip transaction (place_in_one_trip, and merge_batch_run,
+ * merge_batch.c): a text of several statements cannot be prepared, so
  * db_batch inlines its arguments as escaped literals. Every transaction
  * that fails is rolled back explicitly before the error is returned. */
 #include "store.h"

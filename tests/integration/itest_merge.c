@@ -500,6 +500,41 @@ static void test_loops_take_turns_at_the_server(void **state)
     assert_int_equal(th_stock_of(s), (long long)TURN_BUYERS * TURN_ROUNDS - created);
 }
 
+/* Two loops, each with orders due at once: a batch takes the orders of
+ * both loops' queues, whichever loop sends it, and the orders of the other
+ * loop are handed back to it with their outcomes. Rounds of concurrent
+ * buyers until a batch carried another loop's orders (a bound on rounds,
+ * not a time); every buyer is answered 201, the orders are the ones the
+ * clients were told of, and the stock agrees. */
+static void test_a_batch_carries_every_loops_orders(void **state)
+{
+    static struct buyer b[TURN_BUYERS];
+    (void)state;
+    const char *two[] = {"TICKETD_LOOPS=2", NULL};
+    struct th_server *a = th_serve(0, two);
+    int64_t s = th_session(a, TURN_BUYERS * TURN_ROUNDS, 500);
+    int rounds = 0, created = 0;
+    const char *other = "ticketd_order_batch_orders_other_loop_total";
+    while (rounds < TURN_ROUNDS && th_metric(a, other) <= 0) {
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "all%d", rounds);
+        buyers_init(b, 0, TURN_BUYERS, a, a, 6500 + rounds * TURN_BUYERS, s, prefix);
+        th_parallel(TURN_BUYERS, buy_each, b);
+        for (int i = 0; i < TURN_BUYERS; i++) {
+            assert_int_equal(b[i].r.status, 201);
+            created++;
+            th_resp_free(&b[i].r);
+        }
+        rounds++;
+    }
+    print_message("every loop's orders: %lld sent in another loop's batch in %d rounds of %d "
+                  "buyers; %lld orders in %lld batches\n",
+                  th_metric(a, other), rounds, TURN_BUYERS, batch_orders(a), batches(a));
+    assert_true(th_metric(a, other) > 0);
+    assert_int_equal(th_orders_of(s), created);
+    assert_int_equal(th_stock_of(s), (long long)TURN_BUYERS * TURN_ROUNDS - created);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, th_setup_fresh, th_teardown_stop)
 
 int main(void)
@@ -514,6 +549,7 @@ int main(void)
         T(test_first_come_first_served),
         T(test_merge_off_one_per_transaction),
         T(test_loops_take_turns_at_the_server),
+        T(test_a_batch_carries_every_loops_orders),
         cmocka_unit_test_setup_teardown(test_killed_mid_batch, th_setup_fresh, th_teardown_kill),
     };
     return cmocka_run_group_tests_name("merge", tests, NULL, NULL);
