@@ -470,26 +470,37 @@ static void test_merge_off_one_per_transaction(void **state)
  * time, made of what both loops gathered. Rounds of concurrent buyers
  * until a turn was handed (it takes both loops busy at once: a bound on
  * rounds, not a time); every buyer is answered 201 and the books agree. */
-static void test_loops_take_turns_at_the_server(void **state)
+/* Rounds of TURN_BUYERS concurrent buyers on a's session s, each answered
+ * 201, until a's counter metric is above 0 or TURN_ROUNDS rounds passed
+ * (a bound on rounds, not a time). Returns the orders created; *rounds
+ * says how many rounds it took. */
+static int buy_until(struct th_server *a, int64_t s, const char *metric, const char *tag,
+                     int *rounds)
 {
     static struct buyer b[TURN_BUYERS];
-    (void)state;
-    const char *two[] = {"TICKETD_LOOPS=2", NULL};
-    struct th_server *a = th_serve(0, two);
-    int64_t s = th_session(a, TURN_BUYERS * TURN_ROUNDS, 500);
-    int rounds = 0, created = 0;
-    while (rounds < TURN_ROUNDS && th_metric(a, "ticketd_order_batch_turns_handed_total") == 0) {
+    int created = 0;
+    for (*rounds = 0; *rounds < TURN_ROUNDS && th_metric(a, metric) <= 0; (*rounds)++) {
         char prefix[16];
-        snprintf(prefix, sizeof prefix, "turn%d", rounds);
-        buyers_init(b, 0, TURN_BUYERS, a, a, 6500 + rounds * TURN_BUYERS, s, prefix);
+        snprintf(prefix, sizeof prefix, "%s%d", tag, *rounds);
+        buyers_init(b, 0, TURN_BUYERS, a, a, 6500 + *rounds * TURN_BUYERS, s, prefix);
         th_parallel(TURN_BUYERS, buy_each, b);
         for (int i = 0; i < TURN_BUYERS; i++) {
             assert_int_equal(b[i].r.status, 201);
             created++;
             th_resp_free(&b[i].r);
         }
-        rounds++;
     }
+    return created;
+}
+
+static void test_loops_take_turns_at_the_server(void **state)
+{
+    (void)state;
+    const char *two[] = {"TICKETD_LOOPS=2", NULL};
+    struct th_server *a = th_serve(0, two);
+    int64_t s = th_session(a, TURN_BUYERS * TURN_ROUNDS, 500);
+    int rounds;
+    int created = buy_until(a, s, "ticketd_order_batch_turns_handed_total", "turn", &rounds);
     long long handed = th_metric(a, "ticketd_order_batch_turns_handed_total");
     print_message("loops' turns: %lld handed over in %d rounds of %d buyers; %lld orders in %lld "
                   "batches, %lld beside another\n",
@@ -508,25 +519,13 @@ static void test_loops_take_turns_at_the_server(void **state)
  * clients were told of, and the stock agrees. */
 static void test_a_batch_carries_every_loops_orders(void **state)
 {
-    static struct buyer b[TURN_BUYERS];
     (void)state;
     const char *two[] = {"TICKETD_LOOPS=2", NULL};
     struct th_server *a = th_serve(0, two);
     int64_t s = th_session(a, TURN_BUYERS * TURN_ROUNDS, 500);
-    int rounds = 0, created = 0;
     const char *other = "ticketd_order_batch_orders_other_loop_total";
-    while (rounds < TURN_ROUNDS && th_metric(a, other) <= 0) {
-        char prefix[16];
-        snprintf(prefix, sizeof prefix, "all%d", rounds);
-        buyers_init(b, 0, TURN_BUYERS, a, a, 6500 + rounds * TURN_BUYERS, s, prefix);
-        th_parallel(TURN_BUYERS, buy_each, b);
-        for (int i = 0; i < TURN_BUYERS; i++) {
-            assert_int_equal(b[i].r.status, 201);
-            created++;
-            th_resp_free(&b[i].r);
-        }
-        rounds++;
-    }
+    int rounds;
+    int created = buy_until(a, s, other, "all", &rounds);
     print_message("every loop's orders: %lld sent in another loop's batch in %d rounds of %d "
                   "buyers; %lld orders in %lld batches\n",
                   th_metric(a, other), rounds, TURN_BUYERS, batch_orders(a), batches(a));

@@ -134,13 +134,37 @@ static void print_latency(const char *what, const struct storm *st)
            (long long)d[st->copies - 1]);
 }
 
+/* The environment of the instance whose first copy is held at
+ * order.after_redis until hold's release (marker set, nothing written). */
+#define HELD_FIRST_COPY(hold)                                                                      \
+    "TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",                             \
+        "TICKETD_FAULT=order.after_redis:hold:300000:1", (hold).env, NULL
+
+/* Sends st's first copy to st->a on thread t, and waits until it is held. */
+static void hold_first_copy(struct storm *st, pthread_t *t)
+{
+    pthread_create(t, NULL, first_copy, st);
+    th_wait_held(st->a, "order.after_redis");
+}
+
+/* Lets st's held first copy go on: it gets its order (201), the only one
+ * of its session. */
+static void let_first_copy_go(struct storm *st, const struct th_release *hold, pthread_t t)
+{
+    char no[32];
+    th_release_now(hold);
+    pthread_join(t, NULL);
+    th_release_done(hold);
+    order_no_of(&st->first, no);
+    assert_int_equal(th_orders_of(st->session), 1);
+}
+
 /* The first copy held; the copies sent, and seen waiting on both servers;
  * then the first copy let go. Every copy gets the one order. */
 static void run_storm(struct storm *st, const struct th_release *hold)
 {
     pthread_t t1, t2;
-    pthread_create(&t1, NULL, first_copy, st);
-    th_wait_held(st->a, "order.after_redis");
+    hold_first_copy(st, &t1);
     pthread_create(&t2, NULL, storm_copies, st);
     wait_waiting(st->a, st->b, st->copies);
     th_release_now(hold);
@@ -238,16 +262,14 @@ static void test_wait_runs_out_and_malformed_is_ignored(void **state)
     struct th_release hold;
     memset(&st, 0, sizeof st);
     th_release_init(&hold, "wait-out");
-    const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
-                           "TICKETD_FAULT=order.after_redis:hold:300000:1", hold.env, NULL};
+    const char *env_a[] = {HELD_FIRST_COPY(hold)};
     const char *env_b[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_MAX_WAIT_S=1", NULL};
     st.a = th_serve(4, env_a);
     st.b = th_serve(5, env_b);
     st.session = th_session(st.b, 10, 1000);
     st.key = "out-1";
     pthread_t t;
-    pthread_create(&t, NULL, first_copy, &st);
-    th_wait_held(st.a, "order.after_redis");
+    hold_first_copy(&st, &t);
 
     /* The first copy is held until these are answered: wait=30 is cut to
      * TICKETD_MAX_WAIT_S, and that second passes first. */
@@ -278,12 +300,7 @@ static void test_wait_runs_out_and_malformed_is_ignored(void **state)
     expect_header(&r, "Preference-Applied", "wait=1");
     th_resp_free(&r);
 
-    th_release_now(&hold);
-    pthread_join(t, NULL);
-    th_release_done(&hold);
-    char no[32];
-    order_no_of(&st.first, no);
-    assert_int_equal(th_orders_of(st.session), 1);
+    let_first_copy_go(&st, &hold, t);
     th_resp_free(&st.first);
 }
 
@@ -297,18 +314,14 @@ static void test_wait_runs_out_and_malformed_is_ignored(void **state)
 static void test_an_end_gives_back_only_its_own(void **state)
 {
     (void)state;
-    static struct storm st;
+    static struct storm st = {.key = "own-1"};
     struct th_release hold;
-    memset(&st, 0, sizeof st);
-    th_release_init(&hold, "wait-own");
-    const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
-                           "TICKETD_FAULT=order.after_redis:hold:300000:1", hold.env, NULL};
-    st.a = th_serve(6, env_a);
-    st.session = th_session(st.a, 10, 1000);
-    st.key = "own-1";
     pthread_t t;
-    pthread_create(&t, NULL, first_copy, &st);
-    th_wait_held(st.a, "order.after_redis");
+    th_release_init(&hold, "wait-own");
+    const char *env[] = {HELD_FIRST_COPY(hold)};
+    st.a = th_serve(6, env);
+    st.session = th_session(st.a, 10, 1000);
+    hold_first_copy(&st, &t);
 
     char *mine = th_redis_text("GET idem:{%d}:%s", WAIT_USER, st.key);
     assert_non_null(mine);
@@ -323,12 +336,7 @@ static void test_an_end_gives_back_only_its_own(void **state)
     free(th_redis_text("SET lock:order:{%d}:%lld someone-else PX 60000", WAIT_USER,
                        (long long)st.session));
 
-    th_release_now(&hold);
-    pthread_join(t, NULL);
-    th_release_done(&hold);
-    char no[32];
-    order_no_of(&st.first, no);
-    assert_int_equal(th_orders_of(st.session), 1);
+    let_first_copy_go(&st, &hold, t);
     char *idem = th_redis_text("GET idem:{%d}:%s", WAIT_USER, st.key);
     char *lock = th_redis_text("GET lock:order:{%d}:%lld", WAIT_USER, (long long)st.session);
     assert_non_null(idem);
@@ -371,8 +379,7 @@ static void test_drain_stops_the_waiters(void **state)
     memset(&st, 0, sizeof st);
     memset(&d, 0, sizeof d);
     th_release_init(&hold, "wait-drain");
-    const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
-                           "TICKETD_FAULT=order.after_redis:hold:300000:1", hold.env, NULL};
+    const char *env_a[] = {HELD_FIRST_COPY(hold)};
     const char *env_b[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_MAX_WAIT_S=300",
                            "TICKETD_DRAIN_TIMEOUT_S=300", NULL};
     st.a = th_serve(10, env_a);
@@ -382,8 +389,7 @@ static void test_drain_stops_the_waiters(void **state)
     d.b = b;
     d.session = st.session;
     pthread_t t1, t2;
-    pthread_create(&t1, NULL, first_copy, &st);
-    th_wait_held(st.a, "order.after_redis");
+    hold_first_copy(&st, &t1);
     pthread_create(&t2, NULL, drained_copy, &d);
     wait_waiting(b, NULL, 1);
     assert_int_equal(th_stop(b), 0);
@@ -535,8 +541,7 @@ static void test_cart_copies_wait(void **state)
     struct th_release hold;
     memset(&c, 0, sizeof c);
     th_release_init(&hold, "wait-cart");
-    const char *env_a[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", "TICKETD_INFLIGHT_TTL_MS=60000",
-                           "TICKETD_FAULT=order.after_redis:hold:300000:1", hold.env, NULL};
+    const char *env_a[] = {HELD_FIRST_COPY(hold)};
     const char *env_b[] = {"TICKETD_ORDER_TOKEN_REQUIRED=0", NULL};
     c.a = th_serve(8, env_a);
     c.b = th_serve(9, env_b);
