@@ -58,12 +58,43 @@ static json_t *segment_json(const char *seg, size_t n)
     return v;
 }
 
+/* A token's header segment accepted last on this thread: an issuer signs
+ * every token with the same header, so the same text, already decoded and
+ * found good, is not parsed again. Only an accepted header is kept. */
+#define HEADER_KEPT_MAX 128
+static _Thread_local char header_kept[HEADER_KEPT_MAX];
+static _Thread_local size_t header_kept_len;
+
+/* Whether a token's header (its first segment, n bytes, signature already
+ * checked) names HS256 and no critical extension. The key decides the
+ * algorithm, never the token: a header that names "none", or anything but
+ * HS256, is refused even with a good signature. */
+static bool header_ok(const char *seg, size_t n)
+{
+    if (n > 0 && n == header_kept_len && memcmp(seg, header_kept, n) == 0)
+        return true;
+    json_t *header = segment_json(seg, n);
+    const char *alg = claim_str(header, "alg");
+    bool hs256 = alg != NULL && strcmp(alg, "HS256") == 0;
+    /* RFC 7515 4.1.11: a header that lists critical extensions must be
+     * refused by a reader that does not understand every one of them.
+     * ticketd understands none, and an empty or malformed "crit" is
+     * invalid in itself, so any "crit" refuses the token. */
+    bool critical = json_object_get(header, "crit") != NULL;
+    json_decref(header);
+    if (!hs256 || critical)
+        return false;
+    if (n <= HEADER_KEPT_MAX) {
+        memcpy(header_kept, seg, n);
+        header_kept_len = n;
+    }
+    return true;
+}
+
 /* The claims of an HS256 token whose signature the secret made, or NULL.
  * The signature is checked first, so nothing an attacker wrote is parsed
- * before it is known to be ours. The key decides the algorithm, never the
- * token: a header that names "none", or anything but HS256, is refused
- * even with a good signature. The shape (three non-empty segments) is
- * checked by the caller. */
+ * before it is known to be ours; then the header (header_ok). The shape
+ * (three non-empty segments) is checked by the caller. */
 static json_t *hs256_claims(const char *token, size_t n, const char *secret)
 {
     const char *dot1 = memchr(token, '.', n);
@@ -76,16 +107,7 @@ static json_t *hs256_claims(const char *token, size_t n, const char *secret)
     if (!ct_equal(got, want, SHA256_BYTES))
         return NULL;
 
-    json_t *header = segment_json(token, (size_t)(dot1 - token));
-    const char *alg = claim_str(header, "alg");
-    bool hs256 = alg != NULL && strcmp(alg, "HS256") == 0;
-    /* RFC 7515 4.1.11: a header that lists critical extensions must be
-     * refused by a reader that does not understand every one of them.
-     * ticketd understands none, and an empty or malformed "crit" is
-     * invalid in itself, so any "crit" refuses the token. */
-    bool critical = json_object_get(header, "crit") != NULL;
-    json_decref(header);
-    if (!hs256 || critical)
+    if (!header_ok(token, (size_t)(dot1 - token)))
         return NULL;
     return segment_json(dot1 + 1, (size_t)(dot2 - dot1 - 1));
 }

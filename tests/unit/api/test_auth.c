@@ -374,6 +374,35 @@ static void test_remembered_tokens(void **state)
     free(h);
 }
 
+/* The header accepted last is not parsed again: a token with that header
+ * passes on its own claims, and a header that differs by a byte is read
+ * and judged afresh. */
+static void test_kept_header(void **state)
+{
+    (void)state;
+    struct identity who;
+    char *first = bearer("{\"sub\":\"5\",\"exp\":" FUTURE "}");
+    char *second = bearer("{\"sub\":\"6\",\"exp\":" FUTURE "}");
+    char *late = bearer("{\"sub\":\"7\",\"exp\":1}");
+    assert_int_equal(auth_verify(first, SECRET, NOW, &who), TD_OK);
+    assert_int_equal(auth_verify(second, SECRET, NOW, &who), TD_OK);
+    assert_int_equal(who.user_id, 6);
+    /* The same header, claims that fail: refused. */
+    assert_int_equal(auth_verify(late, SECRET, NOW, &who), TD_EINVAL);
+    static const char payload[] = "{\"sub\":\"42\",\"exp\":" FUTURE "}";
+    expect_token_refused("{\"alg\":\"HS256\",\"crit\":[\"b64\"],\"b64\":false}", payload,
+                         EVP_sha256(), SECRET);
+    expect_token_refused("{\"alg\":\"HS384\"}", payload, EVP_sha256(), SECRET);
+    /* The one kept is still good after them. */
+    char *third = bearer("{\"sub\":\"8\",\"exp\":" FUTURE "}");
+    assert_int_equal(auth_verify(third, SECRET, NOW, &who), TD_OK);
+    assert_int_equal(who.user_id, 8);
+    free(first);
+    free(second);
+    free(late);
+    free(third);
+}
+
 static void test_issue_round_trip(void **state)
 {
     (void)state;
@@ -412,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_tampered_payload),  cmocka_unit_test(test_header_shapes),
         cmocka_unit_test(test_overlong_token),    cmocka_unit_test(test_issue_round_trip),
         cmocka_unit_test(test_remembered_tokens), cmocka_unit_test(test_critical_extensions),
+        cmocka_unit_test(test_kept_header),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
