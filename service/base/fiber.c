@@ -3,9 +3,11 @@
  * spawned it, so nothing here is shared between threads and nothing takes
  * a lock. A stack is one mmap: a guard of FIBER_GUARD bytes (PROT_NONE) at
  * its low end, where a stack overflow faults instead of writing over a
- * neighbour, then the stack, then the struct fiber itself at the top. So
+ * neighbour, then the stack, with the struct fiber itself at its top. So
  * whatever lies below a stack in memory (another fiber's struct, a
- * library), a guard lies between them.
+ * library), a guard lies between them. The struct shares its page with
+ * the fiber's first frames: a page of its own above the stack made every
+ * live fiber one page (4 KiB) larger, 1 MiB at 256 orders in flight.
  *
  * Switching: the loop thread's own context (its scheduler) resumes a
  * fiber by switching to it (ctx_switch); the fiber parks or ends by
@@ -275,10 +277,9 @@ static struct fiber *fiber_alloc(void)
         pooled--;
         return f;
     }
-    size_t page = page_size();
     size_t guard = fiber_guard_size();
-    size_t head = (sizeof *f + page - 1) / page * page;
-    size_t len = guard + FIBER_STACK + head;
+    size_t head = (sizeof *f + 63) & ~(size_t)63; /* the struct, a cache line aligned */
+    size_t len = guard + FIBER_STACK;
     void *map =
         mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (map == MAP_FAILED)
@@ -287,12 +288,12 @@ static struct fiber *fiber_alloc(void)
         munmap(map, len);
         return NULL;
     }
-    f = (struct fiber *)((char *)map + guard + FIBER_STACK);
+    f = (struct fiber *)((char *)map + guard + FIBER_STACK - head);
     memset(f, 0, sizeof *f);
     f->map = map;
     f->map_len = len;
     f->stack = (char *)map + guard;
-    f->stack_len = FIBER_STACK;
+    f->stack_len = FIBER_STACK - head;
     return f;
 }
 

@@ -79,8 +79,9 @@ int fiber_live(void);
  * thread). */
 void fiber_pool_drain(void);
 
-/* The usable size of one fiber stack; larger under AddressSanitizer, whose
- * frames are bigger. */
+/* The size of one fiber stack, page-aligned at both ends, its struct fiber
+ * (a few hundred bytes) at its top included; larger under
+ * AddressSanitizer, whose frames are bigger. */
 size_t fiber_stack_size(void);
 
 /* The size of the inaccessible guard right below each fiber stack (64 KiB,

@@ -418,8 +418,8 @@ static void overflow(void *arg)
     (void)arg;
     char here;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    /* The fiber's first frame lies just under its stack's top, which is
-     * page-aligned (fiber.c). */
+    /* The fiber's first frame lies in its stack's top page, just under
+     * its struct fiber; the top is page-aligned (fiber.c). */
     uintptr_t top = ((uintptr_t)&here + page - 1) / page * page;
     stack_low = top - fiber_stack_size();
     guard_low = stack_low - fiber_guard_size();
