@@ -4,7 +4,8 @@
  * Input: a record text, not NUL-terminated (the parser takes a length).
  * Invariants: an accepted record has a lowercase-hex fingerprint, a 2xx
  * status when done and a body inside the text; re-encoding it with
- * idem_marker/idem_done gives the same text back. And the other way: a
+ * idem_marker/idem_done gives the same text back (a watched marker's
+ * letter aside). And the other way: a
  * record the encoders write from fuzzed fields parses to those fields. */
 #include "fuzz.h"
 
@@ -42,6 +43,7 @@ static void parse_text(const uint8_t *data, size_t size)
     }
     check_fingerprint(rec.fingerprint);
     CHECK(rec.done == (text[0] == 'D'));
+    CHECK(rec.done || text[0] == 'P' || text[0] == 'W');
     CHECK(memcmp(rec.fingerprint, text + 2, IDEM_FP_LEN) == 0);
     bool has_nul = memchr(text, '\0', size) != NULL;
     if (rec.done) {
@@ -56,9 +58,12 @@ static void parse_text(const uint8_t *data, size_t size)
     } else {
         CHECK(rec.status == 0 && rec.body == NULL && rec.body_len == 0);
         if (!has_nul) {
+            /* idem_marker writes "P|"; a waiting copy's watch turns the
+             * letter into 'W' and changes nothing else (idem.h). */
             char *owner = fz_strndup(text + 3 + IDEM_FP_LEN, size - 3 - IDEM_FP_LEN);
             char *again = idem_marker(rec.fingerprint, owner);
-            CHECK(strlen(again) == size && memcmp(again, text, size) == 0);
+            CHECK(strlen(again) == size && again[0] == 'P' &&
+                  memcmp(again + 1, text + 1, size - 1) == 0);
             free(again);
             free(owner);
         }
