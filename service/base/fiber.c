@@ -278,7 +278,7 @@ static struct fiber *fiber_alloc(void)
         return f;
     }
     size_t guard = fiber_guard_size();
-    size_t head = (sizeof *f + 63) & ~(size_t)63; /* the struct, a cache line aligned */
+    size_t head = (sizeof *f + 63) & ~(size_t)63; /* the struct, in whole cache lines */
     size_t len = guard + FIBER_STACK;
     void *map =
         mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);

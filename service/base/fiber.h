@@ -80,7 +80,7 @@ int fiber_live(void);
 void fiber_pool_drain(void);
 
 /* The size of one fiber stack, page-aligned at both ends, its struct fiber
- * (a few hundred bytes) at its top included; larger under
+ * (some 150 bytes) at its top included; larger under
  * AddressSanitizer, whose frames are bigger. */
 size_t fiber_stack_size(void);
 

@@ -335,11 +335,12 @@ void sha256(const void *data, size_t n, unsigned char out[SHA256_BYTES])
 /* HMAC-SHA256 with a context keyed once per key. Keying an HMAC context
  * hashes the key's two pads, and naming the digest to EVP_MAC_init looks
  * it up again; a keyed context initialised again without a key starts
- * from the pads it kept, with no allocation. A service uses two or three
- * secrets (the JWT's, the payment callbacks', the order tokens'), so each
+ * from the pads it kept, with no allocation. A service has a few keys:
+ * the JWT secret, which also signs the order tokens, and the payment
+ * secret in each scheme's form (two secrets while one is rotated), so each
  * thread keeps the contexts of the last HMAC_KEYS keys it used, freed when
  * the thread ends. A longer key than HMAC_KEY_MAX is keyed on each call. */
-#define HMAC_KEYS    4
+#define HMAC_KEYS    8
 #define HMAC_KEY_MAX 256
 
 struct hmac_keyed {
