@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 void text_put(struct text *t, const char *fmt, ...)
 {
@@ -21,4 +22,15 @@ void text_put(struct text *t, const char *fmt, ...)
         t->cap = t->cap * 2 + (w > 0 ? (size_t)w : 0);
         t->s = xrealloc(t->s, t->cap);
     }
+}
+
+void text_putn(struct text *t, const char *s, size_t n)
+{
+    if (t->cap - t->len <= n) {
+        t->cap = t->cap * 2 + n + 1;
+        t->s = xrealloc(t->s, t->cap);
+    }
+    memcpy(t->s + t->len, s, n);
+    t->len += n;
+    t->s[t->len] = '\0';
 }

@@ -15,4 +15,8 @@ struct text {
 /* Appends the formatted text, growing t as needed. */
 void text_put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Appends n bytes of s as they are (no format to parse: for a text copied
+ * in runs, such as a string between the bytes it must escape). */
+void text_putn(struct text *t, const char *s, size_t n);
+
 #endif

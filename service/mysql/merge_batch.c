@@ -26,16 +26,23 @@ static const char sql_open[] = "START TRANSACTION; CALL place_orders(?); SELECT 
  * every other byte as it is (the request id is UTF-8). */
 static void put_json_string(struct text *t, const char *s)
 {
-    text_put(t, "\"");
-    for (const unsigned char *c = (const unsigned char *)s; *c != '\0'; c++) {
-        if (*c == '"' || *c == '\\')
-            text_put(t, "\\%c", *c);
-        else if (*c < 0x20)
-            text_put(t, "\\u%04x", *c);
+    text_putn(t, "\"", 1);
+    for (;;) {
+        size_t plain = 0; /* the run of bytes that go as they are */
+        while (s[plain] != '\0' && s[plain] != '"' && s[plain] != '\\' &&
+               (unsigned char)s[plain] >= 0x20)
+            plain++;
+        text_putn(t, s, plain);
+        s += plain;
+        if (*s == '\0')
+            break;
+        if (*s == '"' || *s == '\\')
+            text_put(t, "\\%c", *s);
         else
-            text_put(t, "%c", *c);
+            text_put(t, "\\u%04x", (unsigned char)*s);
+        s++;
     }
-    text_put(t, "\"");
+    text_putn(t, "\"", 1);
 }
 
 void merge_plan_init(struct merge_plan *p, struct merge_order **orders, int n, bool open)

@@ -1,6 +1,7 @@
 /* test_text.c - the growing text: pieces appended in order, the buffer
  * grown past its first size, and a piece longer than twice the buffer put
- * whole in one step. */
+ * whole in one step; bytes put as they are (text_putn) among formatted
+ * pieces, NUL-terminated each time. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,11 +45,33 @@ static void test_long_piece(void **state)
     free(t.s);
 }
 
+static void test_bytes_as_they_are(void **state)
+{
+    (void)state;
+    struct text t = {xmalloc(2), 0, 2};
+    t.s[0] = '\0';
+    text_putn(&t, "%d", 2); /* not a format */
+    assert_string_equal(t.s, "%d");
+    text_put(&t, "[%d]", 7);
+    text_putn(&t, "abcdef", 3);
+    text_putn(&t, "", 0);
+    assert_string_equal(t.s, "%d[7]abc");
+    assert_int_equal(t.len, 8);
+    char big[300];
+    memset(big, 'y', sizeof big);
+    text_putn(&t, big, sizeof big);
+    assert_int_equal(t.len, 8 + sizeof big);
+    assert_int_equal(t.s[t.len], '\0');
+    assert_true(t.cap > t.len);
+    free(t.s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pieces_in_order),
         cmocka_unit_test(test_long_piece),
+        cmocka_unit_test(test_bytes_as_they_are),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
