@@ -1,7 +1,8 @@
-/* text.h - a growing text: printf appends, the buffer doubles (or more)
- * when it must, and allocation failure aborts (util.h), so callers never
- * check. For texts built piece by piece whose length is known only at the
- * end: the metrics page, a merged batch's SQL. Not thread-safe; one owner. */
+/* text.h - a growing text: printf appends (or bytes as they are), the
+ * buffer doubles (or more) when it must, and allocation failure aborts
+ * (util.h), so callers never check. For texts built piece by piece whose
+ * length is known only at the end: the metrics page, a merged batch's
+ * JSON. Not thread-safe; one owner. */
 #ifndef TICKETD_TEXT_H
 #define TICKETD_TEXT_H
 
