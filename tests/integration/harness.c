@@ -208,7 +208,9 @@ static bool file_contains(const char *path, const char *needle)
 
 bool th_log_contains(const struct th_server *s, const char *needle)
 {
-    return file_contains(s->log_path, needle);
+    /* This process's lines only: a test binary's earlier servers on the
+     * same port wrote to the same log. */
+    return file_contains_from(s->log_path, s->log_from, needle);
 }
 
 void th_log_request(const struct th_server *s, const char *request_id)
@@ -1040,11 +1042,9 @@ void th_wait_held(const struct th_server *s, const char *point)
 {
     char line[160];
     snprintf(line, sizeof line, "fault point %s: holding", point);
-    /* This process's hold only: an earlier server on the same port wrote
-     * to the same log. */
-    for (int i = 0; i < 1500 && !file_contains_from(s->log_path, s->log_from, line); i++)
+    for (int i = 0; i < 1500 && !th_log_contains(s, line); i++)
         th_msleep(20);
-    if (!file_contains_from(s->log_path, s->log_from, line))
+    if (!th_log_contains(s, line))
         fail_msg("%s never held a step (see %s)", point, s->log_path);
 }
 

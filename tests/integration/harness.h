@@ -40,7 +40,8 @@ void th_start_worker(struct th_server *s, const char *name, const char *const *e
 int th_stop(struct th_server *s);
 /* SIGKILL and reap: a crash. */
 void th_kill(struct th_server *s);
-/* True when the log of s contains needle. */
+/* True when a line s logged (since this process started: the log is
+ * shared by a test binary's servers on one port) contains needle. */
 bool th_log_contains(const struct th_server *s, const char *needle);
 /* Stops s when it runs, failing the test unless it exits 0 (th_stop). */
 void th_stop_clean(struct th_server *s);
@@ -266,8 +267,8 @@ void th_release_init(struct th_release *r, const char *tag);
 void th_release_now(const struct th_release *r);
 /* Takes the file away again, for the next hold. */
 void th_release_done(const struct th_release *r);
-/* Bounded: until s's log says fault point `point` holds a step (in
- * this process's life: not an earlier server's on the same port). */
+/* Bounded: until s's log says fault point `point` holds a step
+ * (th_log_contains: this process's lines). */
 void th_wait_held(const struct th_server *s, const char *point);
 
 /* Orders a test writes by SQL, as the payment transaction would (the event
