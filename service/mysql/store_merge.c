@@ -220,8 +220,8 @@ static void handed_back(void *arg)
  * (a fiber is readied only by its own loop). */
 static void finish(struct due_queue *self, struct entry *const *e, int n)
 {
-    struct handback *back[MERGE_MAX_LIMIT];
-    struct due_queue *to[MERGE_MAX_LIMIT];
+    struct handback *back[MERGE_MAX_LOOPS]; /* one per other loop */
+    struct due_queue *to[MERGE_MAX_LOOPS];
     int posts = 0;
     for (int i = 0; i < n; i++) {
         if (e[i]->q == self) {
@@ -303,7 +303,7 @@ static struct due_queue *earliest(void)
 static void take_due(struct batch *b, int max, struct entry **held_out, int *nheld)
 {
     int taken = 0, other = 0, nemptied = 0;
-    struct due_queue *from, *emptied[2 * MERGE_MAX_LIMIT]; /* taken <= 2 max */
+    struct due_queue *from, *emptied[MERGE_MAX_LOOPS]; /* each queue empties once */
     *nheld = 0;
     pthread_mutex_lock(&merge_mu);
     while (b->k < max && *nheld < max && (from = earliest()) != NULL) {
