@@ -471,12 +471,6 @@ static void test_merge_off_one_per_transaction(void **state)
 #define TURN_BUYERS 48
 #define TURN_ROUNDS 20
 
-/* Two loops, each with orders of its own at once: while one loop's batch
- * is at the server, the other's orders wait in line and go as one batch
- * when it ends (the turn handed over), so the server sees one batch at a
- * time, made of what both loops gathered. Rounds of concurrent buyers
- * until a turn was handed (it takes both loops busy at once: a bound on
- * rounds, not a time); every buyer is answered 201 and the books agree. */
 /* Rounds of TURN_BUYERS concurrent buyers on a's session s, each answered
  * 201, until a's counter metric is above 0 or TURN_ROUNDS rounds passed
  * (a bound on rounds, not a time). Returns the orders created; *rounds
@@ -500,6 +494,12 @@ static int buy_until(struct th_server *a, int64_t s, const char *metric, const c
     return created;
 }
 
+/* Two loops, each with orders of its own at once: while one loop's batch
+ * is at the server, the other's orders wait in line and go as one batch
+ * when it ends (the turn handed over), so the server sees one batch at a
+ * time, made of what both loops gathered. Rounds of concurrent buyers
+ * until a turn was handed (it takes both loops busy at once: a bound on
+ * rounds, not a time); every buyer is answered 201 and the books agree. */
 static void test_loops_take_turns_at_the_server(void **state)
 {
     (void)state;
