@@ -14,6 +14,7 @@
 #include "loop.h"
 #include "log.h"
 #include "metrics.h"
+#include "resolver.h"
 #include "util.h"
 
 #include <mysql.h>
@@ -69,6 +70,38 @@ static void conn_destroy(void *p)
     free(c);
 }
 
+/* Where a loop's connections dial (resolver.h). Connector/C looks a host
+ * name up inside its connect, non-blocking one included, before the first
+ * _start returns: on a loop, a slow name service would stall the loop. So
+ * a fiber's connection dials the numeric address of TICKETD_MYSQL_HOST,
+ * looked up at start and again, off the loops, after a connection to it
+ * failed (a server moved to another address, as a container restarted
+ * may). A socket, a numeric address and "localhost" (which Connector/C
+ * reaches through its socket) look nothing up. A plain thread's
+ * connection dials the name: it may block. */
+static bool find_server(void *arg, char *host, size_t cap, int *port)
+{
+    (void)arg;
+    snprintf(host, cap, "%s", cfg->mysql_host);
+    *port = cfg->mysql_port;
+    return true;
+}
+
+static void server_published(void *arg, const char *host, int port, bool first)
+{
+    (void)arg;
+    (void)port;
+    if (!first)
+        log_info("mysql: %s now is %s", cfg->mysql_host, host);
+}
+
+static struct resolver server = {
+    .what = "mysql",
+    .find = find_server,
+    .published_cb = server_published,
+    .gap_ms = DB_COOLDOWN_MS,
+};
+
 int db_init(const struct config *config)
 {
     cfg = config;
@@ -76,7 +109,9 @@ int db_init(const struct config *config)
         return TD_EINTERNAL;
     if (pthread_key_create(&conn_key, conn_destroy) != 0)
         return TD_EINTERNAL;
-    return TD_OK;
+    bool fixed = cfg->mysql_socket[0] != '\0' || resolver_is_fixed(cfg->mysql_host) ||
+                 strcmp(cfg->mysql_host, "localhost") == 0;
+    return resolver_start(&server, fixed);
 }
 
 static struct db_pool *loop_pool(void)
@@ -160,6 +195,7 @@ void db_cleanup(void)
             db_pool_cleanup(&pools[i], conn_destroy);
     }
     pthread_key_delete(conn_key);
+    resolver_stop(&server);
     mysql_library_end();
 }
 
@@ -246,10 +282,23 @@ int db_lock_wait_s(int read_timeout_s)
  * through DB_CALL), elsewhere blocking. */
 static int dial(struct db_conn *c)
 {
+    const char *sock = cfg->mysql_socket[0] ? cfg->mysql_socket : NULL;
+    const char *host = cfg->mysql_host;
+    char numeric[RESOLVER_HOST_MAX];
+    unsigned gen = 0;
+    bool on_fiber = fiber_self() != NULL;
+    if (sock == NULL && on_fiber) {
+        int port;
+        if (resolver_get(&server, numeric, sizeof numeric, &port, &gen) != TD_OK) {
+            metrics_inc(M_DEP_ERRORS_MYSQL);
+            return TD_EUNAVAIL; /* not looked up yet: asked for, off the loop */
+        }
+        host = numeric;
+    }
     MYSQL *m = mysql_init(NULL);
     if (m == NULL)
         return TD_EINTERNAL;
-    c->nonblock = fiber_self() != NULL;
+    c->nonblock = on_fiber;
     if (c->nonblock)
         mysql_options(m, MYSQL_OPT_NONBLOCK, 0);
     unsigned int t = (unsigned int)cfg->mysql_timeout_s;
@@ -281,18 +330,19 @@ static int dial(struct db_conn *c)
                  cfg->mysql_sync_wait);
         mysql_options(m, MYSQL_INIT_COMMAND, sync_wait);
     }
-    const char *sock = cfg->mysql_socket[0] ? cfg->mysql_socket : NULL;
     MYSQL *ok;
     c->m = m; /* db_wait asks it for the socket */
-    DB_CALL(c, ok, mysql_real_connect, m, sock ? NULL : cfg->mysql_host, cfg->mysql_user,
-            cfg->mysql_password, cfg->mysql_db, (unsigned int)cfg->mysql_port, sock,
+    DB_CALL(c, ok, mysql_real_connect, m, sock ? NULL : host, cfg->mysql_user, cfg->mysql_password,
+            cfg->mysql_db, (unsigned int)cfg->mysql_port, sock,
             CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS);
     if (ok == NULL) {
         metrics_inc(M_DEP_ERRORS_MYSQL);
-        log_warn("mysql: connect to %s:%d failed: %s", sock ? sock : cfg->mysql_host,
-                 cfg->mysql_port, mysql_error(m));
+        log_warn("mysql: connect to %s:%d failed: %s", sock ? sock : host, cfg->mysql_port,
+                 mysql_error(m));
         mysql_close(m);
         c->m = NULL;
+        if (sock == NULL && on_fiber)
+            resolver_forget(&server, gen); /* the server may have moved */
         return TD_EUNAVAIL;
     }
     c->fresh = true;

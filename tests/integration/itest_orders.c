@@ -285,6 +285,36 @@ static void test_storm_over_unix_sockets(void **state)
     assert_int_equal(th_stop(&more[2]), 0);
 }
 
+/* Redis and MariaDB named by host name: a loop's connections dial the
+ * numeric addresses the resolvers looked up off the loops (resolver.h),
+ * never the names, which Connector/C and hiredis would look up inside
+ * their connects, on the loop. The test builds abort on a name looked up
+ * on a loop thread (resolver.c's getaddrinfo), so this instance would end
+ * at its first order's connect. "LOCALHOST" is a name /etc/hosts has (it
+ * is looked up without regard to case) that Connector/C, unlike
+ * "localhost", does not take to mean its own socket. */
+static void test_host_names_looked_up_off_the_loops(void **state)
+{
+    (void)state;
+    const char *const env[] = {"TICKETD_MYSQL_HOST=LOCALHOST", "TICKETD_REDIS_HOST=LOCALHOST",
+                               NULL};
+    struct th_server named;
+    th_start(&named, th_port(1), env);
+    int64_t s = th_session(&srv, 100, 500);
+    for (int i = 0; i < 4; i++) {
+        char token[96], key[32];
+        snprintf(key, sizeof key, "named-%d", i);
+        th_order_token(&named, 400 + i, token);
+        struct th_resp r = th_order(&named, 400 + i, key, token, s, 1);
+        if (r.status != 201)
+            fail_msg("order %d through the named hosts: %ld %s", i, r.status, r.body);
+        th_resp_free(&r);
+    }
+    assert_int_equal(th_orders_of(s), 4);
+    assert_false(th_log_contains(&named, "would block the loop thread"));
+    assert_int_equal(th_stop(&named), 0);
+}
+
 /* ---- the flash sale ---- */
 
 struct rush {
@@ -835,6 +865,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_storm_one_instance, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storm_three_instances, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storm_over_unix_sockets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_names_looked_up_off_the_loops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stock_rush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_double_click, setup, teardown),
         cmocka_unit_test_setup_teardown(test_key_reuse_and_tokens, setup, teardown),
