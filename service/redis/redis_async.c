@@ -154,8 +154,19 @@ static void cleanup(void *p)
     redis_forget_primary(l->gen);
 }
 
+/* Every write of the link goes through here, the turn's (on_flush) and
+ * the socket's (on_io: a write the socket did not take whole, or the
+ * connect: a new link's first commands are written when it completes,
+ * with no turn's end in between), so the commands are counted here, as
+ * they leave. Counted only at the turn's end, a new link's first command
+ * was counted with its second, in another request's turn. */
 static void write_out(struct async_link *l)
 {
+    if (l->appended > 0) {
+        metrics_inc(M_REDIS_PIPELINES);
+        metrics_add(M_REDIS_PIPELINED_COMMANDS, l->appended);
+        l->appended = 0;
+    }
     l->writing = true;
     redisAsyncHandleWrite(l->ac); /* may free the context: cleanup ran */
     l->writing = false;
@@ -179,9 +190,6 @@ static void on_flush(void *arg)
     struct async_link *l = arg;
     if (l->ac == NULL || l->appended == 0)
         return;
-    metrics_inc(M_REDIS_PIPELINES);
-    metrics_add(M_REDIS_PIPELINED_COMMANDS, l->appended);
-    l->appended = 0;
     write_out(l);
 }
 

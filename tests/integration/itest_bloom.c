@@ -371,12 +371,13 @@ static void test_an_order_costs_two_round_trips(void **state)
                       trips, evalsha, eval, bitfield, setbit, mget, getdel);
     }
     assert_int_equal(eval, 0);
-    /* The round trips are the order's two scripts, each waited for: Redis's
-     * counts are exact. The loops' own counter is the whole process's, and
-     * in some runs (about one in four here) it counted one command more in
-     * the window than Redis ran, whatever the order sent; its source is
-     * not found yet (docs/speed.md, "Redis per order"). */
-    assert_true(trips >= 2);
+    /* The round trips are the order's two scripts, each waited for, by
+     * Redis's counts and by the loops' own counter alike. (That counter
+     * once counted a new link's first command, written when the connect
+     * completed, with the link's second: one more than the order sent,
+     * whenever its loop's link had just carried that first command,
+     * about one run in four here.) */
+    assert_int_equal(trips, 2);
     assert_int_equal(evalsha, 2);
     assert_int_equal(bitfield, 1);
     assert_int_equal(setbit, 0);
