@@ -219,11 +219,17 @@ bool resolver_moved(struct resolver *r, unsigned gen)
 int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
                 struct addrinfo **res)
 {
-    static int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+    typedef int (*gai_fn)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+    static _Atomic(void *) next; /* libc's (or the sanitizer's), found once */
     if (node != NULL && !resolver_is_fixed(node))
         LOOP_MUST_NOT_BLOCK("getaddrinfo");
-    if (real == NULL)
-        *(void **)&real = dlsym(RTLD_NEXT, "getaddrinfo");
+    void *fn = atomic_load(&next);
+    if (fn == NULL) {
+        fn = dlsym(RTLD_NEXT, "getaddrinfo");
+        atomic_store(&next, fn);
+    }
+    gai_fn real;
+    memcpy(&real, &fn, sizeof real);
     return real(node, service, hints, res);
 }
 #endif
