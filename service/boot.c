@@ -289,6 +289,7 @@ int cmd_serve(struct config *cfg, bool http)
      * mostly empty. Two arenas serve this many threads on a few cores. */
     mallopt(M_ARENA_MAX, 2);
     block_signals(&set);
+    log_spill_start();
     if (boot(&app, cfg) == TD_OK && start_parts(&app, cfg, http, &r)) {
         log_info("ticketd %s %s (pid %d)", TICKETD_VERSION, http ? "serving" : "working",
                  (int)getpid());
@@ -303,6 +304,7 @@ int cmd_serve(struct config *cfg, bool http)
              * crash (defences.md). */
             log_error("%d requests abandoned at the drain deadline of %d s; exiting", abandoned,
                       cfg->drain_timeout_s);
+            log_spill_stop();
             _exit(EXIT_FAILURE);
         }
         rc = clean ? EXIT_SUCCESS : EXIT_FAILURE;
@@ -314,6 +316,7 @@ int cmd_serve(struct config *cfg, bool http)
     cache_thread_release();
     ports_cleanup();
     respcache_free(app.respcache);
+    log_spill_stop();
     return rc;
 }
 

@@ -1,12 +1,24 @@
-/* log.c - JSON log lines (log.h), one write(2) each. Apart so that every
- * module logs the same shape of line. */
+/* log.c - JSON log lines (log.h), one write(2) each, and the spill that
+ * keeps a reader who stops reading from stopping a server. Apart so that
+ * every module logs the same shape of line. */
 #include "log.h"
 
 #include "err.h"
+#include "metrics.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,6 +110,212 @@ size_t log_json_escape(const char *s, char *out, size_t cap)
     return o;
 }
 
+/* ---- the spill ----
+ *
+ * A loop must never wait for whoever reads the log. When the output is a
+ * pipe or a socket (a container runtime, journald, `ticketd serve | tee`),
+ * a reader that stops reading fills it, and a plain write(2) then stops
+ * the thread that logs: on a loop, every request of that loop, until the
+ * reader reads again. So a server (log_spill_start) writes each line
+ * without blocking, on a description of its own for a pipe (the process's
+ * stdout stays as it was for everything else that writes to it) and with
+ * MSG_DONTWAIT for a socket. What the output does not take at once goes to
+ * the spill buffer, and so does every line after it until the buffer has
+ * drained, so that the lines keep their order; the log writer thread
+ * writes the buffer out as the reader takes it. A full buffer drops whole
+ * lines: counted (ticketd_log_lines_dropped_total) and said in a line of
+ * their own, written after the buffer's. A regular file or a terminal is
+ * written as before: no reader holds a file up.
+ *
+ * One mutex keeps the lines whole and in order: a thread writes its line
+ * to the output itself only when nothing is spilled or being written out,
+ * and under the mutex, so that no line can go out between another's parts.
+ * It is held for one non-blocking write(2), or a copy. */
+
+/* The spill buffer. The writer swaps it for a second one of the same size
+ * while it writes, so neither is touched by two threads at once. Allocated
+ * at the first spill. */
+#define SPILL_BYTES (1u << 20)
+/* Room kept for the rest of a line the output took only part of (a socket
+ * can take part of a write): a line is at most this long (log_write's
+ * buffer), and its rest must never be dropped. */
+#define SPILL_LINE_MAX 4096
+/* At the stop, how long the writer still waits for the reader. */
+#define SPILL_STOP_WAIT_MS 2000
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t queued; /* something to write out, or the stop */
+    int fd;                /* the non-blocking output; -1: no spill, write(2) log_fd */
+    bool sock;             /* fd is a socket: send(2) with MSG_DONTWAIT */
+    bool running;          /* the writer runs: a line the output refuses is kept */
+    bool writing;          /* the writer has taken the buffer and writes it out */
+    char *fill;            /* the lines waiting, fill_len bytes */
+    char *out;             /* the writer's, while writing */
+    size_t fill_len;
+    uint64_t dropped; /* lines dropped since the writer last said so */
+    atomic_bool stop;
+    int64_t stop_at_ms;
+    pthread_t thread;
+} spill = {.mu = PTHREAD_MUTEX_INITIALIZER, .queued = PTHREAD_COND_INITIALIZER, .fd = -1};
+
+static int64_t spill_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One write that does not block: bytes taken, or -1 (errno). */
+static ssize_t spill_try(const char *p, size_t n)
+{
+    ssize_t w;
+    do {
+        w = spill.sock ? send(spill.fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL) : write(spill.fd, p, n);
+    } while (w < 0 && errno == EINTR);
+    return w;
+}
+
+/* Under spill.mu: a whole line (or a line's rest) dropped, or kept. */
+static void spill_keep(const char *p, size_t n, bool rest)
+{
+    if (spill.fill == NULL) {
+        spill.fill = malloc(SPILL_BYTES);
+        spill.out = malloc(SPILL_BYTES);
+        if (spill.fill == NULL || spill.out == NULL) {
+            free(spill.fill);
+            free(spill.out);
+            spill.fill = spill.out = NULL;
+        }
+    }
+    size_t room = spill.fill == NULL ? 0 : SPILL_BYTES - spill.fill_len;
+    if (!spill.running || n > room || (!rest && n > room - SPILL_LINE_MAX)) {
+        spill.dropped++;
+        metrics_inc(M_LOG_LINES_DROPPED);
+        return;
+    }
+    if (spill.fill_len == 0)
+        pthread_cond_signal(&spill.queued);
+    memcpy(spill.fill + spill.fill_len, p, n);
+    spill.fill_len += n;
+}
+
+/* The writer's: all of p out, waiting for the reader as long as it takes,
+ * or until SPILL_STOP_WAIT_MS after the stop. false: given up (the reader
+ * is gone, or did not read in time at the stop). */
+static bool spill_write_out(const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = spill_try(p, n);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return false;
+        if (atomic_load(&spill.stop) && spill_now_ms() >= spill.stop_at_ms)
+            return false;
+        struct pollfd pfd = {.fd = spill.fd, .events = POLLOUT};
+        (void)poll(&pfd, 1, 100);
+    }
+    return true;
+}
+
+static void *spill_writer(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&spill.mu);
+    for (;;) {
+        while (spill.fill_len == 0 && spill.dropped == 0 && !atomic_load(&spill.stop))
+            pthread_cond_wait(&spill.queued, &spill.mu);
+        if (spill.fill_len == 0 && spill.dropped == 0)
+            break; /* stopped, and nothing left */
+        char *out = spill.fill;
+        size_t n = spill.fill_len;
+        uint64_t dropped = spill.dropped;
+        spill.fill = spill.out;
+        spill.out = out;
+        spill.fill_len = 0;
+        spill.dropped = 0;
+        spill.writing = true;
+        pthread_mutex_unlock(&spill.mu);
+        bool ok = spill_write_out(out, n);
+        if (ok && dropped > 0) {
+            /* Said after the lines kept before the drop, before any kept
+             * after it: where the gap is. */
+            char note[256];
+            char ts[32];
+            struct timeval tv;
+            gettimeofday(&tv, NULL);
+            struct tm tm;
+            gmtime_r(&tv.tv_sec, &tm);
+            strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+            int len = snprintf(note, sizeof note,
+                               "{\"ts\":\"%s.%03dZ\",\"level\":\"warn\",\"msg\":\"%" PRIu64
+                               " log lines dropped: the log's reader took nothing while "
+                               "%u bytes waited\"}\n",
+                               ts, (int)(tv.tv_usec / 1000), dropped, SPILL_BYTES);
+            ok = spill_write_out(note, (size_t)len);
+        }
+        pthread_mutex_lock(&spill.mu);
+        spill.writing = false;
+        if (!ok) {
+            /* The reader is gone, or the stop waited long enough: what is
+             * left is dropped, and the lines from now on too. */
+            spill.running = false;
+            spill.fill_len = 0;
+            spill.dropped = 0;
+            break;
+        }
+    }
+    spill.running = false;
+    pthread_mutex_unlock(&spill.mu);
+    return NULL;
+}
+
+void log_spill_start(void)
+{
+    struct stat st;
+    if (spill.fd >= 0 || fstat(log_fd, &st) != 0)
+        return;
+    if (S_ISSOCK(st.st_mode)) {
+        spill.fd = log_fd;
+        spill.sock = true;
+    } else if (S_ISFIFO(st.st_mode)) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", log_fd);
+        spill.fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (spill.fd < 0)
+            return; /* no /proc: written as before */
+    } else {
+        return;
+    }
+    spill.running = true;
+    if (pthread_create(&spill.thread, NULL, spill_writer, NULL) != 0) {
+        spill.running = false;
+        if (!spill.sock)
+            close(spill.fd);
+        spill.fd = -1;
+        return;
+    }
+    pthread_setname_np(spill.thread, "log-writer");
+}
+
+void log_spill_stop(void)
+{
+    if (spill.fd < 0)
+        return;
+    pthread_mutex_lock(&spill.mu);
+    spill.stop_at_ms = spill_now_ms() + SPILL_STOP_WAIT_MS;
+    atomic_store(&spill.stop, true);
+    pthread_cond_signal(&spill.queued);
+    pthread_mutex_unlock(&spill.mu);
+    pthread_join(spill.thread, NULL);
+    /* Lines from now on still never block: the output takes them at once,
+     * or they are dropped. The buffers go with the process. */
+}
+
 /* Lines are assembled in a buffer of the thread's and written with one
  * write(2), so lines from different threads never interleave. */
 static void emit(char *line, size_t n, size_t cap)
@@ -105,8 +323,20 @@ static void emit(char *line, size_t n, size_t cap)
     if (n >= cap - 1)
         n = cap - 2;
     line[n++] = '\n';
-    ssize_t w = write(log_fd, line, n);
-    (void)w;
+    if (spill.fd < 0) {
+        ssize_t w = write(log_fd, line, n);
+        (void)w;
+        return;
+    }
+    pthread_mutex_lock(&spill.mu);
+    size_t sent = 0;
+    if (!spill.writing && spill.fill_len == 0) {
+        ssize_t w = spill_try(line, n);
+        sent = w > 0 ? (size_t)w : 0;
+    }
+    if (sent < n)
+        spill_keep(line + sent, n - sent, sent > 0);
+    pthread_mutex_unlock(&spill.mu);
 }
 
 /* log_write's buffers: the thread's own, not its stack's. A line is up to

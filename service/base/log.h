@@ -3,7 +3,7 @@
  * Every line has "ts" (RFC 3339 UTC with milliseconds), "level" and "msg".
  * The level check happens in the macro, before the arguments are evaluated,
  * so debug lines cost nothing when they are off. Thread-safe: each line is
- * written with one write(2). */
+ * written with one write(2), and never torn or interleaved with another. */
 #ifndef TICKETD_LOG_H
 #define TICKETD_LOG_H
 
@@ -18,6 +18,17 @@ void log_set_level(enum log_level level);
 /* Sends the lines to stderr from now on: for commands whose stdout is
  * their output. Call before any thread logs. */
 void log_to_stderr(void);
+/* For a server: from now on no thread waits for the log's reader. When the
+ * output is a pipe or a socket, each line is written without blocking, and
+ * what the output cannot take at once waits in a buffer that a thread of
+ * its own (log-writer) writes out as the reader reads; a full buffer drops
+ * lines, counted and said (log.c). Call before any thread logs, after the
+ * signals are blocked (the writer inherits the mask). */
+void log_spill_start(void);
+/* Writes out what waits, waiting for the reader at most two seconds, and
+ * ends the writer. Lines after it still never block: the output takes
+ * them at once, or they are dropped. */
+void log_spill_stop(void);
 /* Parses "debug", "info", "warn" or "error". Returns 0 or TD_EINVAL. */
 int log_parse_level(const char *s, enum log_level *out);
 

@@ -109,8 +109,9 @@ static void forget_child(pid_t pid)
     }
 }
 
+/* out_fd: the child's stdout and stderr, or -1 for the log file. */
 static void spawn(struct th_server *s, const char *cmd, const char *name, int port,
-                  const char *const *extra_env)
+                  const char *const *extra_env, int out_fd)
 {
     memset(s, 0, sizeof *s);
     s->port = port;
@@ -124,7 +125,7 @@ static void spawn(struct th_server *s, const char *cmd, const char *name, int po
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        int fd = open(s->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int fd = out_fd >= 0 ? out_fd : open(s->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
             dup2(fd, 1);
             dup2(fd, 2);
@@ -151,14 +152,14 @@ static bool port_taken(int port)
     return taken;
 }
 
-void th_start(struct th_server *s, int port, const char *const *extra_env)
+static void start_serving(struct th_server *s, int port, const char *const *extra_env, int out_fd)
 {
     char name[16];
     /* A server left over from an aborted test would answer /livez for us. */
     if (port_taken(port))
         fail_msg("port %d is already in use; is an old ticketd still running?", port);
     snprintf(name, sizeof name, "%d", port);
-    spawn(s, "serve", name, port, extra_env);
+    spawn(s, "serve", name, port, extra_env, out_fd);
     char url[128];
     snprintf(url, sizeof url, "%s/livez", s->url);
     for (int i = 0; i < 300; i++) {
@@ -178,9 +179,19 @@ void th_start(struct th_server *s, int port, const char *const *extra_env)
     fail_msg("ticketd on port %d did not answer /livez; see %s", port, s->log_path);
 }
 
+void th_start(struct th_server *s, int port, const char *const *extra_env)
+{
+    start_serving(s, port, extra_env, -1);
+}
+
+void th_start_to(struct th_server *s, int port, const char *const *extra_env, int out_fd)
+{
+    start_serving(s, port, extra_env, out_fd);
+}
+
 void th_start_worker(struct th_server *s, const char *name, const char *const *extra_env)
 {
-    spawn(s, "worker", name, 1, extra_env);
+    spawn(s, "worker", name, 1, extra_env, -1);
 }
 
 /* Whether a line of path from byte from on holds needle. */

@@ -812,6 +812,151 @@ static void test_token_command(void **state)
     }
 }
 
+/* ---- a log reader that stops reading ---- */
+
+/* Requests sent while nobody reads the log: their access lines (about 150
+ * bytes each) are more than the pipe (64 KiB) and the spill (1 MiB) hold
+ * together, so lines are dropped as well as kept. */
+#define STALLED_LOG_REQUESTS 12000
+
+/* The read end of ticketd's stdout, read to its end on a thread of its own
+ * once the test lets it. */
+static struct {
+    int fd;
+    pthread_mutex_t mu;
+    char *buf;
+    size_t len, cap;
+} log_pipe = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void *read_log_pipe(void *arg)
+{
+    (void)arg;
+    char chunk[65536];
+    ssize_t n;
+    while ((n = read(log_pipe.fd, chunk, sizeof chunk)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        pthread_mutex_lock(&log_pipe.mu);
+        if (log_pipe.len + (size_t)n + 1 > log_pipe.cap) {
+            log_pipe.cap = (log_pipe.len + (size_t)n + 1) * 2;
+            log_pipe.buf = realloc(log_pipe.buf, log_pipe.cap);
+            assert_non_null(log_pipe.buf);
+        }
+        memcpy(log_pipe.buf + log_pipe.len, chunk, (size_t)n);
+        log_pipe.len += (size_t)n;
+        log_pipe.buf[log_pipe.len] = '\0';
+        pthread_mutex_unlock(&log_pipe.mu);
+    }
+    return NULL;
+}
+
+/* The lines dropped that the log has said so far (each "N log lines
+ * dropped" line adds its N). */
+static long long dropped_said(const char *text)
+{
+    long long sum = 0;
+    const char *say = " log lines dropped: ";
+    for (const char *at = strstr(text, say); at != NULL; at = strstr(at + 1, say)) {
+        const char *num = at;
+        while (num > text && num[-1] >= '0' && num[-1] <= '9')
+            num--;
+        sum += strtoll(num, NULL, 10);
+    }
+    return sum;
+}
+
+/* A reader that stops reading (a stuck log shipper, `| less` left open)
+ * fills the pipe on ticketd's stdout. With a plain blocking write the loop
+ * that logs next would wait in write(2) for the reader, and with it every
+ * request of that loop: this test's requests time out after a few hundred.
+ * The lines must instead wait in the spill buffer, or be dropped, counted
+ * and said, and never torn or reordered. */
+static void test_a_stalled_log_reader_stops_no_loop(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    const char *env[] = {"TICKETD_ACCESS_LOG=1", NULL};
+    th_start_to(&srv, th_next_port(20, 8), env, p[1]);
+    close(p[1]);
+    log_pipe.fd = p[0];
+
+    struct th_client *cl = th_client_new();
+    th_client_timeout(cl, 10);
+    char url[128], id[64];
+    snprintf(url, sizeof url, "%s/livez", srv.url);
+    const char *headers[] = {id, NULL};
+    for (int i = 0; i < STALLED_LOG_REQUESTS; i++) {
+        snprintf(id, sizeof id, "X-Request-Id: stalled-log-%d", i);
+        struct th_resp r = th_client_request(cl, "GET", url, headers, NULL);
+        if (r.status != 200)
+            fail_msg("request %d of %d with nobody reading the log: status %ld (%s)", i + 1,
+                     STALLED_LOG_REQUESTS, r.status, r.body ? r.body : "");
+        th_resp_free(&r);
+    }
+    th_client_free(cl);
+    long long dropped = th_metric(&srv, "ticketd_log_lines_dropped_total");
+    print_message("%d requests answered with nobody reading the log; %lld lines dropped\n",
+                  STALLED_LOG_REQUESTS, dropped);
+    assert_true(dropped > 0);
+
+    /* The reader comes back: what the spill kept comes out, then the line
+     * that says how many were dropped. */
+    pthread_t reader;
+    assert_int_equal(pthread_create(&reader, NULL, read_log_pipe, NULL), 0);
+    /* The first look at the metric had its own access line dropped too,
+     * or not: the count to wait for is the metric's now, with the reader
+     * reading, when no line is dropped any more. */
+    long long said = 0;
+    dropped = th_metric(&srv, "ticketd_log_lines_dropped_total");
+    for (int i = 0; i < 600 && said < dropped; i++) {
+        th_msleep(50);
+        pthread_mutex_lock(&log_pipe.mu);
+        said = log_pipe.buf ? dropped_said(log_pipe.buf) : 0;
+        pthread_mutex_unlock(&log_pipe.mu);
+    }
+    assert_int_equal(said, dropped);
+    assert_int_equal(th_metric(&srv, "ticketd_log_lines_dropped_total"), dropped);
+    assert_int_equal(th_stop(&srv), 0);
+    pthread_join(reader, NULL);
+    close(log_pipe.fd);
+    log_pipe.fd = -1;
+
+    /* Every line whole, JSON, and the requests' lines in the order they
+     * were answered (one connection: one loop). */
+    int kept = 0, last = -1;
+    char *save = NULL;
+    assert_non_null(log_pipe.buf);
+    assert_null(strstr(log_pipe.buf, "ERROR: AddressSanitizer"));
+    assert_null(strstr(log_pipe.buf, "runtime error:"));
+    for (char *line = strtok_r(log_pipe.buf, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        json_error_t err;
+        json_t *j = json_loads(line, 0, &err);
+        if (j == NULL || json_string_value(json_object_get(j, "msg")) == NULL)
+            fail_msg("a torn or foreign log line: %.200s", line);
+        const char *rid = json_string_value(json_object_get(j, "request_id"));
+        if (rid != NULL && strncmp(rid, "stalled-log-", 12) == 0) {
+            int n = atoi(rid + 12);
+            if (n <= last)
+                fail_msg("the line of request %d came after request %d's", n, last);
+            last = n;
+            kept++;
+        }
+        json_decref(j);
+    }
+    print_message("the log kept %d of the %d requests' lines and said %lld were dropped\n", kept,
+                  STALLED_LOG_REQUESTS, said);
+    assert_true(kept > 0);
+    assert_true(kept + said >= STALLED_LOG_REQUESTS);
+    assert_true(kept <= STALLED_LOG_REQUESTS);
+    free(log_pipe.buf);
+    log_pipe.buf = NULL;
+    log_pipe.len = log_pipe.cap = 0;
+}
+
 static void test_config_logged_masked(void **state)
 {
     char line[128];
@@ -840,6 +985,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_answers_before_config, setup_none, teardown),
         cmocka_unit_test_setup_teardown(test_token_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_logged_masked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_stalled_log_reader_stops_no_loop, setup_none,
+                                        teardown),
     };
     /* Nor may an early exit of this process leave MariaDB frozen. */
     atexit(thaw_mysql);

@@ -1,6 +1,8 @@
 /* test_log.c - JSON log lines: the escaping that keeps every line one valid
- * JSON object whatever the message holds, the level gate, and the fields
- * of the access line. Lines are captured by pointing stdout at a file. */
+ * JSON object whatever the message holds, the level gate, the fields of
+ * the access line, and the spill that keeps a reader who stops reading
+ * from stopping the thread that logs. Lines are captured by pointing
+ * stdout at a file (the spill's test: at a socket). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,9 +13,11 @@
 #include "log.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static void test_escape_table(void **state)
@@ -219,6 +223,97 @@ static void test_access_line(void **state)
     free(text);
 }
 
+/* The spill's test: more lines than the socket and the spill buffer hold
+ * together, about 2 MiB. */
+#define SPILL_LINES 20000
+
+struct drain {
+    int fd;
+    char *buf;
+    size_t len, cap;
+};
+
+static void *drain_socket(void *arg)
+{
+    struct drain *d = arg;
+    char chunk[65536];
+    ssize_t n;
+    while ((n = read(d->fd, chunk, sizeof chunk)) > 0) {
+        if (d->len + (size_t)n + 1 > d->cap) {
+            d->cap = (d->len + (size_t)n + 1) * 2;
+            d->buf = realloc(d->buf, d->cap);
+        }
+        memcpy(d->buf + d->len, chunk, (size_t)n);
+        d->len += (size_t)n;
+        d->buf[d->len] = '\0';
+    }
+    return NULL;
+}
+
+/* stdout on a stream socket nobody reads, as journald's is when it falls
+ * behind: every log_write must return, a socket may take part of a line
+ * (the rest waits in the spill), and whatever was kept comes out whole and
+ * in order once the reader reads, followed by the count of the dropped.
+ * Without the spill the first write past the socket's buffer never
+ * returns; alarm() ends the test then. Runs last: the spill starts once
+ * per process. */
+static void test_spill_never_blocks_and_keeps_lines_whole(void **state)
+{
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    int small = 4096;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    dup2(sv[0], STDOUT_FILENO);
+    close(sv[0]);
+    log_spill_start();
+    alarm(60);
+    for (int i = 0; i < SPILL_LINES; i++)
+        log_info("line %d of the spill's test, padded to about a hundred bytes: %040d", i, i);
+    alarm(0);
+
+    struct drain d = {.fd = sv[1]};
+    pthread_t reader;
+    assert_int_equal(pthread_create(&reader, NULL, drain_socket, &d), 0);
+    log_spill_stop();
+    dup2(saved, STDOUT_FILENO); /* the socket's last writer gone: the reader sees its end */
+    close(saved);
+    pthread_join(reader, NULL);
+    close(sv[1]);
+
+    assert_non_null(d.buf);
+    int kept = 0, last = -1;
+    long long dropped = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(d.buf, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        json_error_t e;
+        json_t *j = json_loads(line, 0, &e);
+        if (j == NULL)
+            fail_msg("a torn line: %.120s", line);
+        const char *msg = json_string_value(json_object_get(j, "msg"));
+        int n;
+        long long lost;
+        if (sscanf(msg, "line %d of the spill's test", &n) == 1) {
+            if (n <= last)
+                fail_msg("line %d after line %d", n, last);
+            last = n;
+            kept++;
+        } else if (sscanf(msg, "%lld log lines dropped", &lost) == 1) {
+            assert_string_equal(json_string_value(json_object_get(j, "level")), "warn");
+            dropped += lost;
+        }
+        json_decref(j);
+    }
+    print_message("%d lines kept, %lld dropped and said\n", kept, dropped);
+    assert_true(kept > 0);
+    assert_true(dropped > 0);
+    assert_int_equal(kept + dropped, SPILL_LINES);
+    free(d.buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -228,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_lines_and_level_gate),
         cmocka_unit_test(test_long_lines_stay_json),
         cmocka_unit_test(test_access_line),
+        cmocka_unit_test(test_spill_never_blocks_and_keeps_lines_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
