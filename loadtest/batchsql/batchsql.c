@@ -18,7 +18,14 @@
  * that finds what was placed): it decides nothing a refusal needs (a missing
  * session, a sold-out seat, a lock wait), so it measures the floor a
  * set-based procedure could reach on the path that places every order, not a
- * procedure ticketd could run. With BATCHSQL_TOKENS=1 in the environment
+ * procedure ticketd could run; text, the batch as plain statements in one
+ * text instead of a CALL (per order: its price into a variable, its INSERT
+ * with ON DUPLICATE KEY UPDATE so that a duplicate is no error, its id or 0
+ * into a variable, with the token its row the same way; then the stock
+ * compare-and-sets by session, each noting whether it took; then the
+ * compensating DELETEs of the orders that took no stock, and one SELECT of
+ * every outcome), which decides what the procedure decides but a lock wait
+ * (a text stops at its first error). With BATCHSQL_TOKENS=1 in the environment
  * every order carries a token hash ("t"), as with the token required.
  * Every order is new (its own user and key) and
  * every session has the seats: the measure is of the path that places
@@ -193,6 +200,55 @@ static void *worker(void *arg)
                 "= version + 1 WHERE id = %llu AND EXISTS (SELECT 1 FROM orders WHERE order_no = "
                 "'%020lld'); COMMIT",
                 o[0].no, o[0].user, o[0].no, o[0].session, o[0].session, o[0].no);
+            rc = run(m, q);
+        } else if (strcmp(mode, "text") == 0) { /* a batch as plain statements */
+            at = put(q, at, cap, "START TRANSACTION");
+            for (int i = 0; i < batch; i++) {
+                at = put(q, at, cap,
+                         "; SELECT MAX(price_cents) INTO @p%d FROM sessions WHERE id = %llu"
+                         "; INSERT INTO orders (order_no, user_id, session_id, request_id, "
+                         "quantity, amount_cents, status, version, created_at, updated_at) VALUES "
+                         "('%020lld', %lld, %llu, 'k%lld', 1, @p%d * 1, IF(@@in_transaction, "
+                         "'PENDING_PAYMENT', NULL), 1, '2026-12-03 10:00:00.000', '2026-12-03 "
+                         "10:00:00.000') ON DUPLICATE KEY UPDATE version = version"
+                         "; SELECT IF(ROW_COUNT() = 1, LAST_INSERT_ID(), 0) INTO @o%d",
+                         i, o[i].session, o[i].no, o[i].user, o[i].session, o[i].no, i, i);
+                if (tokens)
+                    at = put(q, at, cap,
+                             "; INSERT INTO order_tokens (order_id, token_hash, created_at) "
+                             "SELECT @o%d, LPAD('%lld', 64, '0'), '2026-12-03 10:00:00.000' "
+                             "FROM DUAL WHERE @o%d > 0 ON DUPLICATE KEY UPDATE order_id = "
+                             "order_id; SELECT IF(ROW_COUNT() = 1, @o%d, 0) INTO @o%d",
+                             i, o[i].no, i, i, i);
+            }
+            int idx[256];
+            for (int i = 0; i < batch; i++)
+                idx[i] = i;
+            for (int i = 1; i < batch; i++)
+                for (int k = i; k > 0 && o[idx[k - 1]].session > o[idx[k]].session; k--) {
+                    int x = idx[k];
+                    idx[k] = idx[k - 1];
+                    idx[k - 1] = x;
+                }
+            for (int j = 0; j < batch; j++) {
+                int i = idx[j];
+                at = put(q, at, cap,
+                         "; UPDATE sessions SET stock = stock - 1, version = version + 1 WHERE id "
+                         "= %llu AND stock >= 1 AND @o%d > 0; SELECT ROW_COUNT() INTO @k%d",
+                         o[i].session, i, i);
+            }
+            const char *tables[] = {"order_tokens", "order_history", "orders"};
+            for (int t = 0; t < 3; t++) {
+                at = put(q, at, cap, "; DELETE FROM %s WHERE %s IN (", tables[t],
+                         t == 2 ? "id" : "order_id");
+                for (int i = 0; i < batch; i++)
+                    at = put(q, at, cap, "%sIF(@k%d = 0, @o%d, 0)", i ? "," : "", i, i);
+                at = put(q, at, cap, ")");
+            }
+            at = put(q, at, cap, "; SELECT ");
+            for (int i = 0; i < batch; i++)
+                at = put(q, at, cap, "%s@o%d, @k%d", i ? "," : "", i, i);
+            put(q, at, cap, "; COMMIT");
             rc = run(m, q);
         } else if (strcmp(mode, "set") == 0) { /* the set-based cost probe */
             /* The prices by a plain read first: a subquery inside the
