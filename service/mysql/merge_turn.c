@@ -35,6 +35,7 @@ static void line_append(struct merge_turn_place *p)
     if (p->in_line)
         return;
     p->in_line = true;
+    p->line_since_ms = loop_now_ms();
     p->next = NULL;
     if (turn.last != NULL)
         turn.last->next = p;
@@ -44,22 +45,31 @@ static void line_append(struct merge_turn_place *p)
 }
 
 /* MERGE_TURN_WAIT_MAX_MS in line: the batch at the server is held up (a
- * row lock), and this loop's batch goes beside it. */
+ * row lock), and this loop's batch goes beside it. The timer runs from the
+ * place's first time in line; a place taken out of the line meanwhile
+ * (another loop's batch took its orders) and back in it since has waited
+ * only from its return, and the timer is set again for the rest. */
 static void net_passed(void *arg)
 {
     struct merge_turn_place *p = arg;
     bool go = false;
+    int64_t rest = 0;
     pthread_mutex_lock(&turn.mu);
     if (p->in_line) {
-        line_remove(p);
-        metrics_inc(M_ORDER_BATCHES_BESIDE);
-        turn.at_server++;
-        p->has_turn = true;
-        go = true;
+        rest = p->line_since_ms + MERGE_TURN_WAIT_MAX_MS - loop_now_ms();
+        if (rest <= 0) {
+            line_remove(p);
+            metrics_inc(M_ORDER_BATCHES_BESIDE);
+            turn.at_server++;
+            p->has_turn = true;
+            go = true;
+        }
     }
     pthread_mutex_unlock(&turn.mu);
     if (go)
         p->go(p->arg);
+    else if (rest > 0)
+        loop_timer_start(p->loop, &p->net, (int)rest, net_passed, p);
 }
 
 bool merge_turn_take(struct merge_turn_place *p, bool full)
@@ -98,6 +108,16 @@ bool merge_turn_handed(struct merge_turn_place *p)
     bool handed = p->has_turn;
     pthread_mutex_unlock(&turn.mu);
     return handed;
+}
+
+void merge_turn_keep(struct merge_turn_place *p)
+{
+    pthread_mutex_lock(&turn.mu);
+    line_remove(p);
+    if (turn.first != NULL)
+        metrics_inc(M_ORDER_BATCH_TURNS_KEPT); /* where the turn used to be handed over */
+    p->has_turn = true;
+    pthread_mutex_unlock(&turn.mu);
 }
 
 static void handed(void *arg)

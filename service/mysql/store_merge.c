@@ -254,7 +254,13 @@ static void batch_main(void *arg)
     db_fiber_idle();
     finish(q, b->e, b->k);
     q->running--;
-    merge_turn_give(); /* first, so that this loop's next batch queues behind another's */
+    /* With orders due on any loop, the next batch goes from here, at the
+     * end of this turn: no other loop is woken to send it
+     * (merge_turn.h). */
+    if (any_due())
+        merge_turn_keep(&q->place);
+    else
+        merge_turn_give();
     if (any_due())
         due_soon(q);
     free(b);

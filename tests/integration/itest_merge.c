@@ -495,11 +495,13 @@ static int buy_until(struct th_server *a, int64_t s, const char *metric, const c
 }
 
 /* Two loops, each with orders of its own at once: while one loop's batch
- * is at the server, the other's orders wait in line and go as one batch
- * when it ends (the turn handed over), so the server sees one batch at a
- * time, made of what both loops gathered. Rounds of concurrent buyers
- * until a turn was handed (it takes both loops busy at once: a bound on
- * rounds, not a time); every buyer is answered 201 and the books agree. */
+ * is at the server, the other's orders wait in line, and when the batch
+ * ends its own loop keeps the turn and sends them with its next batch, so
+ * the server sees one batch at a time, made of what both loops gathered,
+ * and no loop is woken only to send. Rounds of concurrent buyers until a
+ * turn was kept with another loop in line (it takes both loops busy at
+ * once: a bound on rounds, not a time); every buyer is answered 201 and
+ * the books agree. */
 static void test_loops_take_turns_at_the_server(void **state)
 {
     (void)state;
@@ -507,13 +509,13 @@ static void test_loops_take_turns_at_the_server(void **state)
     struct th_server *a = th_serve(0, two);
     int64_t s = th_session(a, TURN_BUYERS * TURN_ROUNDS, 500);
     int rounds;
-    int created = buy_until(a, s, "ticketd_order_batch_turns_handed_total", "turn", &rounds);
-    long long handed = th_metric(a, "ticketd_order_batch_turns_handed_total");
-    print_message("loops' turns: %lld handed over in %d rounds of %d buyers; %lld orders in %lld "
-                  "batches, %lld beside another\n",
-                  handed, rounds, TURN_BUYERS, batch_orders(a), batches(a),
-                  th_metric(a, "ticketd_order_batches_beside_total"));
-    assert_true(handed > 0);
+    int created = buy_until(a, s, "ticketd_order_batch_turns_kept_total", "turn", &rounds);
+    long long kept = th_metric(a, "ticketd_order_batch_turns_kept_total");
+    print_message("loops' turns: %lld kept with another loop in line, %lld handed over, in %d "
+                  "rounds of %d buyers; %lld orders in %lld batches, %lld beside another\n",
+                  kept, th_metric(a, "ticketd_order_batch_turns_handed_total"), rounds, TURN_BUYERS,
+                  batch_orders(a), batches(a), th_metric(a, "ticketd_order_batches_beside_total"));
+    assert_true(kept > 0);
     assert_int_equal(th_orders_of(s), created);
     assert_int_equal(th_stock_of(s), (long long)TURN_BUYERS * TURN_ROUNDS - created);
 }
