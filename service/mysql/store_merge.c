@@ -252,15 +252,18 @@ static void batch_main(void *arg)
     struct due_queue *q = b->q;
     run_batch(b->e, b->k);
     db_fiber_idle();
-    finish(q, b->e, b->k);
     q->running--;
-    /* With orders due on any loop, the next batch goes from here, at the
-     * end of this turn: no other loop is woken to send it
-     * (merge_turn.h). */
-    if (any_due())
+    /* With orders due on any loop, the next batch goes from here, and
+     * before this one's outcomes are handed out: no other loop is woken to
+     * send it (merge_turn.h), and its CALL leaves ahead of the answers and
+     * Redis writes of the orders readied below. */
+    if (any_due()) {
         merge_turn_keep(&q->place);
-    else
+        start_batches(q);
+    } else {
         merge_turn_give();
+    }
+    finish(q, b->e, b->k);
     if (any_due())
         due_soon(q);
     free(b);
