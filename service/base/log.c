@@ -189,7 +189,7 @@ static void spill_keep(const char *p, size_t n, bool rest)
         }
     }
     size_t room = spill.fill == NULL ? 0 : SPILL_BYTES - spill.fill_len;
-    if (!spill.running || n > room || (!rest && n > room - SPILL_LINE_MAX)) {
+    if (!spill.running || n > room || (!rest && n + SPILL_LINE_MAX > room)) {
         spill.dropped++;
         metrics_inc(M_LOG_LINES_DROPPED);
         return;
@@ -304,8 +304,8 @@ void log_spill_start(void)
 
 void log_spill_stop(void)
 {
-    if (spill.fd < 0)
-        return;
+    if (spill.fd < 0 || atomic_load(&spill.stop))
+        return; /* no spill, or stopped already */
     pthread_mutex_lock(&spill.mu);
     spill.stop_at_ms = spill_now_ms() + SPILL_STOP_WAIT_MS;
     atomic_store(&spill.stop, true);
