@@ -152,7 +152,7 @@ static bool port_taken(int port)
     return taken;
 }
 
-static void start_serving(struct th_server *s, int port, const char *const *extra_env, int out_fd)
+void th_start_to(struct th_server *s, int port, const char *const *extra_env, int out_fd)
 {
     char name[16];
     /* A server left over from an aborted test would answer /livez for us. */
@@ -181,12 +181,7 @@ static void start_serving(struct th_server *s, int port, const char *const *extr
 
 void th_start(struct th_server *s, int port, const char *const *extra_env)
 {
-    start_serving(s, port, extra_env, -1);
-}
-
-void th_start_to(struct th_server *s, int port, const char *const *extra_env, int out_fd)
-{
-    start_serving(s, port, extra_env, out_fd);
+    th_start_to(s, port, extra_env, -1);
 }
 
 void th_start_worker(struct th_server *s, const char *name, const char *const *extra_env)

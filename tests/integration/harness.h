@@ -33,8 +33,8 @@ struct th_server {
  * ("KEY=VALUE" strings, NULL-terminated, may be NULL; later ones win) and
  * waits until /livez answers. Fails the test if it does not. */
 void th_start(struct th_server *s, int port, const char *const *extra_env);
-/* th_start with the process's stdout and stderr on out_fd (a pipe's end)
- * instead of the log file: th_log_contains finds nothing in it. */
+/* th_start with the process's stdout and stderr on out_fd (a pipe's end;
+ * -1: the log file, as th_start): th_log_contains then finds nothing. */
 void th_start_to(struct th_server *s, int port, const char *const *extra_env, int out_fd);
 /* Like th_start but runs `ticketd worker` (no HTTP); no wait. */
 void th_start_worker(struct th_server *s, const char *name, const char *const *extra_env);
