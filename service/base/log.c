@@ -5,6 +5,7 @@
 
 #include "err.h"
 #include "metrics.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -159,13 +160,6 @@ static struct {
     pthread_t thread;
 } spill = {.mu = PTHREAD_MUTEX_INITIALIZER, .queued = PTHREAD_COND_INITIALIZER, .fd = -1};
 
-static int64_t spill_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One write that does not block: bytes taken, or -1 (errno). */
 static ssize_t spill_try(const char *p, size_t n)
 {
@@ -214,7 +208,7 @@ static bool spill_write_out(const char *p, size_t n)
         }
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
             return false;
-        if (atomic_load(&spill.stop) && spill_now_ms() >= spill.stop_at_ms)
+        if (atomic_load(&spill.stop) && mono_ms() >= spill.stop_at_ms)
             return false;
         struct pollfd pfd = {.fd = spill.fd, .events = POLLOUT};
         (void)poll(&pfd, 1, 100);
@@ -244,18 +238,13 @@ static void *spill_writer(void *arg)
         if (ok && dropped > 0) {
             /* Said after the lines kept before the drop, before any kept
              * after it: where the gap is. */
-            char note[256];
-            char ts[32];
-            struct timeval tv;
-            gettimeofday(&tv, NULL);
-            struct tm tm;
-            gmtime_r(&tv.tv_sec, &tm);
-            strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+            char note[256], ts[32];
+            format_ts(ts, sizeof ts);
             int len = snprintf(note, sizeof note,
-                               "{\"ts\":\"%s.%03dZ\",\"level\":\"warn\",\"msg\":\"%" PRIu64
+                               "{\"ts\":\"%s\",\"level\":\"warn\",\"msg\":\"%" PRIu64
                                " log lines dropped: the log's reader took nothing while "
                                "%u bytes waited\"}\n",
-                               ts, (int)(tv.tv_usec / 1000), dropped, SPILL_BYTES);
+                               ts, dropped, SPILL_BYTES);
             ok = spill_write_out(note, (size_t)len);
         }
         pthread_mutex_lock(&spill.mu);
@@ -307,7 +296,7 @@ void log_spill_stop(void)
     if (spill.fd < 0 || atomic_load(&spill.stop))
         return; /* no spill, or stopped already */
     pthread_mutex_lock(&spill.mu);
-    spill.stop_at_ms = spill_now_ms() + SPILL_STOP_WAIT_MS;
+    spill.stop_at_ms = mono_ms() + SPILL_STOP_WAIT_MS;
     atomic_store(&spill.stop, true);
     pthread_cond_signal(&spill.queued);
     pthread_mutex_unlock(&spill.mu);
