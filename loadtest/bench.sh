@@ -731,13 +731,13 @@ batch_spread() {
 # load_row KEY NAME CONNS SCENARIO ARGS...
 load_row() {
     local key=$1 name=$2 c=$3 scenario=$4 json=${WORK}/$4-$3.json rc=0 note n from to rate td my rd
-    local tok=(--no-token) b0 o0 b1 o1 p0 c0 p1 c1 h0 h1 k0 k1 s0 s1 orders rcmd="" rtrip=""
+    local tok=(--no-token) b0 o0 b1 o1 p0 c0 p1 c1 t0 t1 h0 h1 k0 k1 s0 s1 orders rcmd="" rtrip="" busy
     local extra="{}" mine="" spread=""
     shift 4
     rm -f "${WORK}/load-cpu.times"
     ((TOKENS || ROW_TOKENS)) && tok=()
     log "row: ${name}, c${c}"
-    read -r b0 o0 p0 c0 h0 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
+    read -r b0 o0 p0 c0 t0 h0 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
     k0=$(redis_calls)
     s0=$(mysql_status)
     measure_begin
@@ -761,17 +761,24 @@ load_row() {
     # The mean merged batch: orders per order transaction over the row;
     # then how the row's batches spread over the sizes
     # (ticketd_order_batch_size), each range's share of the batches.
-    read -r b1 o1 p1 c1 h1 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
+    read -r b1 o1 p1 c1 t1 h1 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
     if ((b1 > b0)); then
         BATCH[${key}]=$(awk -v b=$((b1 - b0)) -v o=$((o1 - o0)) 'BEGIN { printf "%.1f", o / b }')
-        note="${note}; batches: mean ${BATCH[${key}]}"
+        # Each batch's time at the database (ticketd_order_batch_seconds),
+        # and the share of the row during which a batch was there: one is
+        # at a time, so near 100% the batches' own time paces the orders.
+        busy=$(jq -r --argjson t0 "${t0}" --argjson t1 "${t1}" --argjson b $((b1 - b0)) \
+            '"\(($t1 - $t0) * 1000 / $b * 100 | round / 100) ms each, at the database \(
+            ($t1 - $t0) / .elapsed_s * 100 | round)% of the row"' "${json}")
+        note="${note}; batches: mean ${BATCH[${key}]}, ${busy}"
         spread=$(batch_spread "${h0}" "${h1}")
         if [[ -n "${spread}" ]]; then
             note="${note}; ${spread%%|*}"
             extra=$(jq -c --argjson s "${spread#*|}" '. + {batch_size_share: $s}' <<<"${extra}")
         fi
         extra=$(jq -c --argjson m "${BATCH[${key}]}" --argjson n $((b1 - b0)) \
-            '. + {batch_mean: $m, batches: $n}' <<<"${extra}")
+            --argjson s "$(awk -v a="${t0}" -v b="${t1}" 'BEGIN { printf "%.6f", b - a }')" \
+            '. + {batch_mean: $m, batches: $n, batch_seconds: $s}' <<<"${extra}")
     else
         note="${note}; one order per transaction"
     fi
@@ -910,7 +917,8 @@ metrics_of() {
 }
 # The merged batches and the Redis pipelines of a new-order row.
 MERGE_METRICS=(ticketd_order_batches_total ticketd_order_batch_orders_total
-    ticketd_redis_pipelines_total ticketd_redis_pipelined_commands_total)
+    ticketd_redis_pipelines_total ticketd_redis_pipelined_commands_total
+    ticketd_order_batch_seconds_sum)
 for le in "${BATCH_LE[@]}"; do
     MERGE_METRICS+=("ticketd_order_batch_size_bucket{le=\"${le}\"}")
 done
@@ -1128,7 +1136,7 @@ printf 'RSS: ticketd VmRSS max during the row / 1 s after; conns: client connect
 printf 'csw: context switches of ticketd'"'"'s threads (voluntary + not, /proc/PID/task/*/status) over the row, per request; per new order on the order rows, whose note splits them: waiting (the thread slept) and preempted (runnable, its core taken)\n'
 printf 'Redis per order (order rows): commands Redis ran (INFO commandstats, a script'"'"'s inner commands counted) and round trips (commands whose reply a request waited for)\n'
 printf 'MariaDB per order (order rows, --start): SHOW GLOBAL STATUS deltas over the row: statements clients sent (Questions), the CALLs and COMMITs among them, table rows inserted, updated and deleted (Handler_write/_update/_delete, a trigger'"'"'s rows included)\n'
-printf 'batches (order rows): the mean merged batch (orders per order transaction), then each range of sizes'"'"' share of the row'"'"'s batches (ticketd_order_batch_size)\n'
+printf 'batches (order rows): the mean merged batch (orders per order transaction), its mean time at the database and the share of the row a batch was there (ticketd_order_batch_seconds), then each range of sizes'"'"' share of the row'"'"'s batches (ticketd_order_batch_size)\n'
 printf '\n%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s  %s\n' "row" "tool" "conns" "req/s" "p50 ms" \
     "p99 ms" "ticketd" "mariadb" "redis" "load" "csw" "RSS MB" "seen" "note"
 printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s\n' "" "" "" "" "" "" "us/req" "us/req" "us/req" \

@@ -59,6 +59,15 @@ static const int batch_buckets[] = {1, 2, 4, 8, 16, 32, 64};
 static _Atomic uint64_t batch_bucket[N_BATCH_BUCKETS + 1];
 static _Atomic uint64_t batch_sum;
 
+/* A batch's time, in seconds: a batch takes a millisecond or two at the
+ * database, so the request latency's buckets would put most of them in
+ * two; a lock wait can take up to the server's bound, seconds. */
+static const double batch_time_buckets[] = {0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008,
+                                            0.016,   0.032,  0.064, 0.25,  1,     5};
+#define N_BATCH_TIME_BUCKETS (sizeof batch_time_buckets / sizeof batch_time_buckets[0])
+static _Atomic uint64_t batch_time_bucket[N_BATCH_TIME_BUCKETS + 1];
+static _Atomic uint64_t batch_time_sum_us;
+
 void metrics_add(enum metric m, int64_t n)
 {
     atomic_fetch_add_explicit(&values[m], n, memory_order_relaxed);
@@ -134,6 +143,19 @@ void metrics_order_batch(int n)
     }
     atomic_fetch_add_explicit(&batch_bucket[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&batch_sum, (uint64_t)n, memory_order_relaxed);
+}
+
+void metrics_order_batch_time(double seconds)
+{
+    size_t b = N_BATCH_TIME_BUCKETS;
+    for (size_t i = 0; i < N_BATCH_TIME_BUCKETS; i++) {
+        if (seconds <= batch_time_buckets[i]) {
+            b = i;
+            break;
+        }
+    }
+    atomic_fetch_add_explicit(&batch_time_bucket[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&batch_time_sum_us, (uint64_t)(seconds * 1e6), memory_order_relaxed);
 }
 
 static const char *slot_label(int slot)
@@ -222,6 +244,21 @@ char *metrics_render(size_t *len)
     text_put(&t, "ticketd_order_batch_size_sum %llu\n",
              (unsigned long long)atomic_load_explicit(&batch_sum, memory_order_relaxed));
     text_put(&t, "ticketd_order_batch_size_count %llu\n", (unsigned long long)cum);
+
+    text_put(&t, "# HELP ticketd_order_batch_seconds Time each order transaction took, from "
+                 "leaving the line to its outcomes (a lone order's too).\n"
+                 "# TYPE ticketd_order_batch_seconds histogram\n");
+    cum = 0;
+    for (size_t b = 0; b < N_BATCH_TIME_BUCKETS; b++) {
+        cum += atomic_load_explicit(&batch_time_bucket[b], memory_order_relaxed);
+        text_put(&t, "ticketd_order_batch_seconds_bucket{le=\"%g\"} %llu\n", batch_time_buckets[b],
+                 (unsigned long long)cum);
+    }
+    cum += atomic_load_explicit(&batch_time_bucket[N_BATCH_TIME_BUCKETS], memory_order_relaxed);
+    text_put(&t, "ticketd_order_batch_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    text_put(&t, "ticketd_order_batch_seconds_sum %.6f\n",
+             (double)atomic_load_explicit(&batch_time_sum_us, memory_order_relaxed) / 1e6);
+    text_put(&t, "ticketd_order_batch_seconds_count %llu\n", (unsigned long long)cum);
     *len = t.len;
     return t.s;
 }

@@ -50,6 +50,13 @@ void metrics_request(int route, int status, double seconds);
  * many lone orders. */
 void metrics_order_batch(int n);
 
+/* Records how long one order transaction took, from leaving the line to
+ * its outcomes, in ticketd_order_batch_seconds. One batch is at the
+ * database at a time (merge_turn.h), so the rate of its _sum is the share
+ * of the time the database had a batch: near 1, the batches' own time
+ * paces the orders, and only larger batches or cheaper ones sell more. */
+void metrics_order_batch_time(double seconds);
+
 /* Returns the new text of every metric (caller frees). */
 char *metrics_render(size_t *len);
 

@@ -183,6 +183,8 @@ static void test_duplicate_and_sold_out_fail_alone(void **state)
     assert_int_equal(th_metric(a, "ticketd_order_batch_size_bucket{le=\"4\"}"), 1);
     assert_int_equal(th_metric(a, "ticketd_order_batch_size_count"), 1);
     assert_int_equal(th_metric(a, "ticketd_order_batch_size_sum"), 4);
+    /* Its time, once, beside its size. */
+    assert_int_equal(th_metric(a, "ticketd_order_batch_seconds_count"), 1);
 
     assert_int_equal(b[0].r.status, 201);
     th_expect_layer(&b[0].r, "unique-index");

@@ -234,6 +234,40 @@ static void test_order_batch_histogram(void **state)
     free(t);
 }
 
+/* The batch time histogram: each time in the first bucket that holds it
+ * (bounds inclusive), buckets cumulative, a time past 5 s only in +Inf;
+ * _sum the seconds, summed in microseconds, _count the batches. */
+static void test_order_batch_time_histogram(void **state)
+{
+    (void)state;
+    static const double times[] = {0.0001, 0.00025, 0.0013, 0.0013, 0.0021, 0.3, 5, 7.5};
+    for (size_t i = 0; i < sizeof times / sizeof times[0]; i++)
+        metrics_order_batch_time(times[i]);
+
+    char *t = render();
+    assert_line(t, "# TYPE ticketd_order_batch_seconds histogram");
+    static const struct {
+        const char *le;
+        int n;
+    } want[] = {{"0.00025", 2}, {"0.0005", 2}, {"0.001", 2}, {"0.002", 4}, {"0.004", 5},
+                {"0.008", 5},   {"0.016", 5},  {"0.032", 5}, {"0.064", 5}, {"0.25", 5},
+                {"1", 6},       {"5", 7},      {"+Inf", 8}};
+    char line[128];
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        snprintf(line, sizeof line, "ticketd_order_batch_seconds_bucket{le=\"%s\"} %d", want[i].le,
+                 want[i].n);
+        assert_line(t, line);
+    }
+    const char *sum = "ticketd_order_batch_seconds_sum ";
+    const char *at = strstr(t, sum);
+    assert_non_null(at);
+    double secs = strtod(at + strlen(sum), NULL);
+    /* Summed in whole microseconds: within a few of 12.80505 s. */
+    assert_true(secs > 12.80500 && secs < 12.80506);
+    assert_line(t, "ticketd_order_batch_seconds_count 8");
+    free(t);
+}
+
 static void test_render_grows_past_first_buffer(void **state)
 {
     (void)state;
@@ -263,6 +297,7 @@ int main(void)
         cmocka_unit_test(test_help_and_type_once),
         cmocka_unit_test(test_requests_and_histogram),
         cmocka_unit_test(test_order_batch_histogram),
+        cmocka_unit_test(test_order_batch_time_histogram),
         cmocka_unit_test(test_render_grows_past_first_buffer),
     };
     return cmocka_run_group_tests(tests, label_routes, NULL);
