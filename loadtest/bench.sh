@@ -765,11 +765,12 @@ load_row() {
     if ((b1 > b0)); then
         BATCH[${key}]=$(awk -v b=$((b1 - b0)) -v o=$((o1 - o0)) 'BEGIN { printf "%.1f", o / b }')
         # Each batch's time at the database (ticketd_order_batch_seconds),
-        # and the share of the row during which a batch was there: one is
-        # at a time, so near 100% the batches' own time paces the orders.
+        # and all the batches' time over the row's: one batch is at the
+        # database at a time, so near 100% the batches' own time paces the
+        # orders; above it, full batches went beside one another.
         busy=$(jq -r --argjson t0 "${t0}" --argjson t1 "${t1}" --argjson b $((b1 - b0)) \
-            '"\(($t1 - $t0) * 1000 / $b * 100 | round / 100) ms each, at the database \(
-            ($t1 - $t0) / .elapsed_s * 100 | round)% of the row"' "${json}")
+            '"\(($t1 - $t0) * 1000 / $b * 100 | round / 100) ms each, their time \(
+            ($t1 - $t0) / .elapsed_s * 100 | round)% of the row'"'"'s"' "${json}")
         note="${note}; batches: mean ${BATCH[${key}]}, ${busy}"
         spread=$(batch_spread "${h0}" "${h1}")
         if [[ -n "${spread}" ]]; then
@@ -1136,7 +1137,7 @@ printf 'RSS: ticketd VmRSS max during the row / 1 s after; conns: client connect
 printf 'csw: context switches of ticketd'"'"'s threads (voluntary + not, /proc/PID/task/*/status) over the row, per request; per new order on the order rows, whose note splits them: waiting (the thread slept) and preempted (runnable, its core taken)\n'
 printf 'Redis per order (order rows): commands Redis ran (INFO commandstats, a script'"'"'s inner commands counted) and round trips (commands whose reply a request waited for)\n'
 printf 'MariaDB per order (order rows, --start): SHOW GLOBAL STATUS deltas over the row: statements clients sent (Questions), the CALLs and COMMITs among them, table rows inserted, updated and deleted (Handler_write/_update/_delete, a trigger'"'"'s rows included)\n'
-printf 'batches (order rows): the mean merged batch (orders per order transaction), its mean time at the database and the share of the row a batch was there (ticketd_order_batch_seconds), then each range of sizes'"'"' share of the row'"'"'s batches (ticketd_order_batch_size)\n'
+printf 'batches (order rows): the mean merged batch (orders per order transaction), its mean time at the database and all batches' time over the row's (ticketd_order_batch_seconds; one at a time below 100%), then each range of sizes'"'"' share of the row'"'"'s batches (ticketd_order_batch_size)\n'
 printf '\n%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s  %s\n' "row" "tool" "conns" "req/s" "p50 ms" \
     "p99 ms" "ticketd" "mariadb" "redis" "load" "csw" "RSS MB" "seen" "note"
 printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s\n' "" "" "" "" "" "" "us/req" "us/req" "us/req" \
