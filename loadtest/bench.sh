@@ -1137,7 +1137,7 @@ printf 'RSS: ticketd VmRSS max during the row / 1 s after; conns: client connect
 printf 'csw: context switches of ticketd'"'"'s threads (voluntary + not, /proc/PID/task/*/status) over the row, per request; per new order on the order rows, whose note splits them: waiting (the thread slept) and preempted (runnable, its core taken)\n'
 printf 'Redis per order (order rows): commands Redis ran (INFO commandstats, a script'"'"'s inner commands counted) and round trips (commands whose reply a request waited for)\n'
 printf 'MariaDB per order (order rows, --start): SHOW GLOBAL STATUS deltas over the row: statements clients sent (Questions), the CALLs and COMMITs among them, table rows inserted, updated and deleted (Handler_write/_update/_delete, a trigger'"'"'s rows included)\n'
-printf 'batches (order rows): the mean merged batch (orders per order transaction), its mean time at the database and all batches' time over the row's (ticketd_order_batch_seconds; one at a time below 100%), then each range of sizes'"'"' share of the row'"'"'s batches (ticketd_order_batch_size)\n'
+printf 'batches (order rows): the mean merged batch (orders per order transaction), its mean time at the database and all batches'"'"' time over the row'"'"'s (ticketd_order_batch_seconds; one at a time below 100%%), then each range of sizes'"'"' share of the row'"'"'s batches (ticketd_order_batch_size)\n'
 printf '\n%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s  %s\n' "row" "tool" "conns" "req/s" "p50 ms" \
     "p99 ms" "ticketd" "mariadb" "redis" "load" "csw" "RSS MB" "seen" "note"
 printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s\n' "" "" "" "" "" "" "us/req" "us/req" "us/req" \
