@@ -54,7 +54,7 @@ static _Atomic uint64_t req_sum_us[N_ROUTE_SLOTS];
 
 /* Batch sizes, in orders: powers of two up to 64, where a loop's batch
  * rarely reaches (MERGE_MAX_LIMIT allows more; those count in +Inf). */
-static const int batch_buckets[] = {1, 2, 4, 8, 16, 32, 64};
+static const double batch_buckets[] = {1, 2, 4, 8, 16, 32, 64};
 #define N_BATCH_BUCKETS (sizeof batch_buckets / sizeof batch_buckets[0])
 static _Atomic uint64_t batch_bucket[N_BATCH_BUCKETS + 1];
 static _Atomic uint64_t batch_sum;
@@ -67,6 +67,17 @@ static const double batch_time_buckets[] = {0.00025, 0.0005, 0.001, 0.002, 0.004
 #define N_BATCH_TIME_BUCKETS (sizeof batch_time_buckets / sizeof batch_time_buckets[0])
 static _Atomic uint64_t batch_time_bucket[N_BATCH_TIME_BUCKETS + 1];
 static _Atomic uint64_t batch_time_sum_us;
+
+/* The first of n upper bounds (inclusive, ascending) that holds v; n when
+ * none does (the +Inf bucket). */
+static size_t bucket_of(const double *bounds, size_t n, double v)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v <= bounds[i])
+            return i;
+    }
+    return n;
+}
 
 void metrics_add(enum metric m, int64_t n)
 {
@@ -120,13 +131,7 @@ void metrics_request(int route, int status, double seconds)
             break;
         }
     }
-    size_t b = N_BUCKETS;
-    for (size_t i = 0; i < N_BUCKETS; i++) {
-        if (seconds <= buckets[i]) {
-            b = i;
-            break;
-        }
-    }
+    size_t b = bucket_of(buckets, N_BUCKETS, seconds);
     atomic_fetch_add_explicit(&req_count[slot][si], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&req_bucket[slot][b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&req_sum_us[slot], (uint64_t)(seconds * 1e6), memory_order_relaxed);
@@ -134,26 +139,14 @@ void metrics_request(int route, int status, double seconds)
 
 void metrics_order_batch(int n)
 {
-    size_t b = N_BATCH_BUCKETS;
-    for (size_t i = 0; i < N_BATCH_BUCKETS; i++) {
-        if (n <= batch_buckets[i]) {
-            b = i;
-            break;
-        }
-    }
+    size_t b = bucket_of(batch_buckets, N_BATCH_BUCKETS, n);
     atomic_fetch_add_explicit(&batch_bucket[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&batch_sum, (uint64_t)n, memory_order_relaxed);
 }
 
 void metrics_order_batch_time(double seconds)
 {
-    size_t b = N_BATCH_TIME_BUCKETS;
-    for (size_t i = 0; i < N_BATCH_TIME_BUCKETS; i++) {
-        if (seconds <= batch_time_buckets[i]) {
-            b = i;
-            break;
-        }
-    }
+    size_t b = bucket_of(batch_time_buckets, N_BATCH_TIME_BUCKETS, seconds);
     atomic_fetch_add_explicit(&batch_time_bucket[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&batch_time_sum_us, (uint64_t)(seconds * 1e6), memory_order_relaxed);
 }
@@ -163,6 +156,24 @@ static const char *slot_label(int slot)
     if (slot < n_routes)
         return route_labels[slot];
     return slot == SLOT_NOT_ALLOWED ? "(method not allowed)" : "(unmatched)";
+}
+
+/* One histogram without labels: its help and type, n cumulative buckets
+ * and +Inf from counts (n + 1 of them), then its sum, given as text, and
+ * its count. */
+static void put_histogram(struct text *t, const char *name, const char *help, const double *bounds,
+                          const _Atomic uint64_t *counts, size_t n, const char *sum)
+{
+    text_put(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (size_t b = 0; b < n; b++) {
+        cum += atomic_load_explicit(&counts[b], memory_order_relaxed);
+        text_put(t, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[b], (unsigned long long)cum);
+    }
+    cum += atomic_load_explicit(&counts[n], memory_order_relaxed);
+    text_put(t, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    text_put(t, "%s_sum %s\n", name, sum);
+    text_put(t, "%s_count %llu\n", name, (unsigned long long)cum);
 }
 
 char *metrics_render(size_t *len)
@@ -230,35 +241,18 @@ char *metrics_render(size_t *len)
 
     /* Written even before the first batch (all zero), so that a scrape
      * finds the series from the start and a rate over it has a base. */
-    text_put(&t, "# HELP ticketd_order_batch_size Orders per merged order transaction (a lone "
-                 "order is a batch of one).\n"
-                 "# TYPE ticketd_order_batch_size histogram\n");
-    uint64_t cum = 0;
-    for (size_t b = 0; b < N_BATCH_BUCKETS; b++) {
-        cum += atomic_load_explicit(&batch_bucket[b], memory_order_relaxed);
-        text_put(&t, "ticketd_order_batch_size_bucket{le=\"%d\"} %llu\n", batch_buckets[b],
-                 (unsigned long long)cum);
-    }
-    cum += atomic_load_explicit(&batch_bucket[N_BATCH_BUCKETS], memory_order_relaxed);
-    text_put(&t, "ticketd_order_batch_size_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-    text_put(&t, "ticketd_order_batch_size_sum %llu\n",
+    char sum[32];
+    snprintf(sum, sizeof sum, "%llu",
              (unsigned long long)atomic_load_explicit(&batch_sum, memory_order_relaxed));
-    text_put(&t, "ticketd_order_batch_size_count %llu\n", (unsigned long long)cum);
-
-    text_put(&t, "# HELP ticketd_order_batch_seconds Time each order transaction took, from "
-                 "leaving the line to its outcomes (a lone order's too).\n"
-                 "# TYPE ticketd_order_batch_seconds histogram\n");
-    cum = 0;
-    for (size_t b = 0; b < N_BATCH_TIME_BUCKETS; b++) {
-        cum += atomic_load_explicit(&batch_time_bucket[b], memory_order_relaxed);
-        text_put(&t, "ticketd_order_batch_seconds_bucket{le=\"%g\"} %llu\n", batch_time_buckets[b],
-                 (unsigned long long)cum);
-    }
-    cum += atomic_load_explicit(&batch_time_bucket[N_BATCH_TIME_BUCKETS], memory_order_relaxed);
-    text_put(&t, "ticketd_order_batch_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-    text_put(&t, "ticketd_order_batch_seconds_sum %.6f\n",
+    put_histogram(&t, "ticketd_order_batch_size",
+                  "Orders per merged order transaction (a lone order is a batch of one).",
+                  batch_buckets, batch_bucket, N_BATCH_BUCKETS, sum);
+    snprintf(sum, sizeof sum, "%.6f",
              (double)atomic_load_explicit(&batch_time_sum_us, memory_order_relaxed) / 1e6);
-    text_put(&t, "ticketd_order_batch_seconds_count %llu\n", (unsigned long long)cum);
+    put_histogram(&t, "ticketd_order_batch_seconds",
+                  "Time each order transaction took, from leaving the line to its outcomes (a "
+                  "lone order's too).",
+                  batch_time_buckets, batch_time_bucket, N_BATCH_TIME_BUCKETS, sum);
     *len = t.len;
     return t.s;
 }
