@@ -11,9 +11,10 @@
  * A loop whose batch may not go takes a place in the line. A batch that
  * ends with orders due keeps the turn: its own loop sends the next batch at
  * once, with every loop's due orders, the line's among them (take_due in
- * store_merge.c), and the loops whose queues it emptied leave the line. Handing the turn to the
- * first loop in line instead (loop_post) put that loop's wake-up, a context switch on a busy core,
- * between every two batches: one batch at the server at a time makes that
+ * store_merge.c), and the loops whose queues it emptied leave the line.
+ * Handing the turn to the first loop in line instead (loop_post) put that
+ * loop's wake-up, a context switch on a busy core, between every two
+ * batches: one batch at the server at a time makes that
  * gap the service's, and keeping the turn made 5 to 12 % more orders/s at
  * 16 connections (docs/speed.md, "The turn kept"). A batch that ends with
  * nothing due hands the turn to the first loop in line, if an order came

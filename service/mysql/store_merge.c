@@ -153,7 +153,7 @@ static void run_merged(struct db_conn *c, struct entry *const *batch, int k)
     all_fail(batch, k, rc);
 }
 
-/* Places one batch on a connection of its own and gives each order its
+/* Places one batch on its fiber's connection and gives each order its
  * outcome. */
 static void place_at_db(struct entry *const *batch, int k)
 {
