@@ -60,6 +60,8 @@
  *   redis.token_stall       the token script ran in Redis but its reply is
  *                           treated as a timeout (fail), as when Redis
  *                           stalls after executing a command
+ *   retention.before_ddl    a retention round holds the lease and has listed
+ *                           a table's partitions, its first ALTER not sent
  *   http.drain_listener_close (hold, through faults_held) the drain found a
  *                           listener's accept queue empty and has not yet
  *                           closed it: the instant a client connecting

@@ -59,6 +59,56 @@ int store_partitions_list(const char *table, struct day_partition *out, int cap,
     return rc;
 }
 
+/* The lease is free, run out or the caller's own: take it. MariaDB runs an
+ * ON DUPLICATE KEY UPDATE's assignments left to right, each seeing the
+ * ones before it, so expires_at moves only when holder is now the
+ * caller's. The row's lock makes two takes on one server take turns. */
+static const char sql_lease_take[] =
+    "INSERT INTO job_leases (job, holder, expires_at) "
+    "VALUES (?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND) "
+    "ON DUPLICATE KEY UPDATE "
+    "holder = IF(expires_at <= UTC_TIMESTAMP(6) OR holder = VALUES(holder), VALUES(holder), "
+    "holder), "
+    "expires_at = IF(holder = VALUES(holder), VALUES(expires_at), expires_at)";
+
+static const char sql_lease_holder[] = "SELECT holder FROM job_leases WHERE job = ?";
+
+static const char sql_lease_give_back[] =
+    "UPDATE job_leases SET expires_at = UTC_TIMESTAMP(6) WHERE job = ? AND holder = ?";
+
+int store_lease_take(const char *job, const char *holder, int ttl_ms, bool *mine, char *who)
+{
+    struct db_conn *c;
+    char found[STORE_LEASE_HOLDER_MAX] = "";
+    *mine = false;
+    who[0] = '\0';
+    int rc = db_conn_get(&c);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg take[] = {DB_S(job), DB_S(holder), DB_I((long long)ttl_ms * 1000)};
+    rc = db_exec(c, sql_lease_take, take, 3, NULL, NULL);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg key[] = {DB_S(job)};
+    struct db_col cols[] = {DB_COL_S(found)};
+    rc = db_row(c, sql_lease_holder, key, 1, cols, 1);
+    if (rc != TD_OK)
+        return rc;
+    snprintf(who, STORE_LEASE_HOLDER_MAX, "%s", found);
+    *mine = strcmp(found, holder) == 0;
+    return TD_OK;
+}
+
+int store_lease_give_back(const char *job, const char *holder)
+{
+    struct db_conn *c;
+    int rc = db_conn_get(&c);
+    if (rc != TD_OK)
+        return rc;
+    struct db_arg args[] = {DB_S(job), DB_S(holder)};
+    return db_exec(c, sql_lease_give_back, args, 2, NULL, NULL);
+}
+
 /* A race with another instance doing the same comes back as TD_ECONFLICT
  * (db.c maps the partition errors). */
 static int ddl(const char *text)

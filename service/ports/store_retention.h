@@ -1,4 +1,5 @@
-/* store_retention.h - the retention job's side of the store: a table's
+/* store_retention.h - the retention job's side of the store: the lease
+ * that lets one instance at a time change partitions, a table's
  * partitions, splitting day partitions off p_future, dropping one, and
  * the counts the job's guards and metrics need (retention.h). Errors as
  * store.h; run by the retention job, on its thread's own connection. */
@@ -7,9 +8,23 @@
 
 #include "retention.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
-#define STORE_PARTITIONS_MAX 1024
+#define STORE_PARTITIONS_MAX   1024
+#define STORE_LEASE_HOLDER_MAX 128
+
+/* Takes job's lease (sql/017_job_leases.sql) for holder, for ttl_ms of the
+ * database's clock, in one statement: when nobody holds it, when its
+ * holder's time has run out, or when holder has it already (renewed).
+ * *mine says whether holder holds it now, and who (STORE_LEASE_HOLDER_MAX
+ * bytes) names the holder. Two nodes of a cluster that take it at once
+ * conflict at certification; the loser is run again and finds the
+ * winner's lease. */
+int store_lease_take(const char *job, const char *holder, int ttl_ms, bool *mine, char *who);
+
+/* Ends holder's lease of job now; nothing when someone else holds it. */
+int store_lease_give_back(const char *job, const char *holder);
 
 /* The partitions of table in order into out[0..cap), *n of them (0: the
  * table does not exist or is not partitioned). TD_EINVAL when it has more

@@ -223,6 +223,45 @@ else
     bad "consumers spread over the nodes (only ${consumed_on} of 3 instances applied events)"
 fi
 
+# The retention lease on Galera: `ticketd partitions` through the three
+# nodes at once, each with tomorrow for today, so that one more day is to
+# be split off each retained table. One of them takes the lease (the other
+# two's takes lose to it, in the same node or at certification), splits
+# the day off with one ALTER per table, and gives it back; the other two
+# wait, take it in turn and find nothing left to do. None of the three
+# meets a change another made first. Without the lease they all list the
+# same partitions and send the same ALTERs, the losers refused on every
+# node for a partition already there.
+partitions_at_once() {
+    local i rc=0 pids=() tomorrow added
+    tomorrow=$(date -u -d tomorrow +%Y-%m-%d)
+    for i in 0 1 2; do
+        env -u TICKETD_CONFIG -u TICKETD_REDIS_HOST -u TICKETD_REDIS_PORT \
+            TICKETD_ENV=test TICKETD_RETENTION_TODAY="${tomorrow}" \
+            TICKETD_REDIS_SENTINELS="${SENTINELS}" TICKETD_REDIS_MASTER=ticketd \
+            TICKETD_MYSQL_HOST=127.0.0.1 TICKETD_MYSQL_PORT="${SQL_PORTS[${i}]}" \
+            TICKETD_MYSQL_USER=ticketd TICKETD_MYSQL_PASSWORD=ticketd TICKETD_MYSQL_DB=ticketd \
+            "${TICKETD}" partitions >"${LOGS}/partitions-node$((i + 1)).out" 2>&1 &
+        pids+=($!)
+    done
+    for i in 0 1 2; do
+        wait "${pids[${i}]}" || { echo "node $((i + 1)): ticketd partitions exited $?"; rc=1; }
+        echo "node $((i + 1)):"
+        grep -E '^[a-z_]+: ' "${LOGS}/partitions-node$((i + 1)).out" | sed 's/^/  /'
+    done
+    added=$(cat "${LOGS}"/partitions-node?.out |
+        awk -F', ' '/ day partitions, / {split($2, a, " "); s += a[1]} END {print s + 0}')
+    echo "days added over the three: ${added} (one per retained table: 4)"
+    if grep -q 'made by another instance' "${LOGS}"/partitions-node?.out; then
+        echo "a change was made twice"
+        rc=1
+    fi
+    ((rc == 0 && added == 4))
+}
+check "retention: ticketd partitions through the three nodes at once, each change made once (the lease)" \
+    "${LOGS}/partitions.log" partitions_at_once
+grep -E '^days added|made twice|exited' "${LOGS}/partitions.log" | sed 's/^/      /'
+
 # --- faults -------------------------------------------------------------------
 
 echo "== faults"

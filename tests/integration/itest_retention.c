@@ -341,6 +341,55 @@ static void test_guards_keep_work_not_history(void **state)
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM dead_letters"), 0);
 }
 
+static int64_t alter_tables(void)
+{
+    return th_db_int("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                     "WHERE VARIABLE_NAME = 'COM_ALTER_TABLE'");
+}
+
+/* Two instances whose rounds overlap. The first is held between listing
+ * the partitions and its first ALTER, holding the retention lease; the
+ * second's rounds meanwhile change nothing. Released, the first splits
+ * the days off alone: one ALTER per table, none refused for another's.
+ * Without the lease the second splits them while the first is held, and
+ * the first's ALTER then fails for a partition that is already there. */
+static void test_one_instance_at_a_time_changes_partitions(void **state)
+{
+    (void)state;
+    struct th_release release;
+    th_release_init(&release, "retention");
+    const char *held[] = {"TICKETD_ENV=test", "TICKETD_FAULT=retention.before_ddl:hold:60000:1",
+                          release.env, NULL};
+    const char *often[] = {"TICKETD_ENV=test", "TICKETD_RETENTION_INTERVAL_MS=100", NULL};
+    int64_t alters = alter_tables();
+    struct th_server *first = th_serve(0, held);
+    th_wait_held(first, "retention.before_ddl");
+    struct th_server *second = th_serve(1, often);
+    th_wait_metric(second, "ticketd_retention_rounds_deferred_total", 2, WAIT_MS);
+    for (size_t i = 0; i < sizeof retained / sizeof retained[0]; i++)
+        assert_int_equal(day_partitions(retained[i]), 0);
+    assert_int_equal(alter_tables() - alters, 0);
+
+    th_release_now(&release);
+    for (size_t i = 0; i < sizeof retained / sizeof retained[0]; i++)
+        th_wait_db(4, WAIT_MS, "today and 3 days ahead",
+                   "SELECT COUNT(*) FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = "
+                   "DATABASE() AND TABLE_NAME = '%s' AND PARTITION_NAME LIKE 'p2%%'",
+                   retained[i]);
+    /* The second's rounds go on and take the lease in turn (it names
+     * them by host and pid), finding nothing left to change. */
+    th_wait_db(1, WAIT_MS, "the second instance holding the lease",
+               "SELECT COUNT(*) FROM job_leases WHERE job = 'retention' AND holder LIKE '%%-%d'",
+               (int)second->pid);
+    assert_true(th_log_contains(second, "holds the retention lease"));
+    assert_int_equal(th_metric(first, "ticketd_partition_ddl_conflicts_total"), 0);
+    assert_int_equal(th_metric(second, "ticketd_partition_ddl_conflicts_total"), 0);
+    th_stop_clean(first);
+    th_stop_clean(second);
+    assert_int_equal(alter_tables() - alters, 4);
+    th_release_done(&release);
+}
+
 /* The clock may move only where the data is a test's or a demo's. */
 static void test_moved_clock_refused_in_production(void **state)
 {
@@ -362,6 +411,7 @@ int main(void)
         T(test_demo_late_redelivery_credits_twice),
         T(test_cart_answered_after_its_record_is_dropped),
         T(test_guards_keep_work_not_history),
+        T(test_one_instance_at_a_time_changes_partitions),
         T(test_moved_clock_refused_in_production),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
