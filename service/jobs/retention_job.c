@@ -54,6 +54,9 @@ static int lease_take(const struct config *cfg, int wait_ms, struct lease_try *t
         int rc = txretry_run(cfg->tx_retries, lease_take_once, t);
         if (rc != TD_OK || t->mine || waited >= wait_ms)
             return rc;
+        if (waited == 0)
+            log_info("retention: %s holds the retention lease; waiting up to %d ms for it", t->who,
+                     wait_ms);
         sleep_ms(LEASE_POLL_MS);
     }
 }

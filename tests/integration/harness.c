@@ -946,7 +946,8 @@ void th_reset(void)
                                          "payments",
                                          "order_history",
                                          "orders",
-                                         "sessions"};
+                                         "sessions",
+                                         "job_leases"};
     th_db_exec("SET FOREIGN_KEY_CHECKS = 0");
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         th_db_exec("TRUNCATE TABLE %s", tables[i]);

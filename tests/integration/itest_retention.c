@@ -341,6 +341,18 @@ static void test_guards_keep_work_not_history(void **state)
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM dead_letters"), 0);
 }
 
+static bool file_contains(const char *path, const char *needle)
+{
+    char buf[8192];
+    FILE *f = fopen(path, "r");
+    bool found = false;
+    while (f != NULL && !found && fgets(buf, sizeof buf, f) != NULL)
+        found = strstr(buf, needle) != NULL;
+    if (f != NULL)
+        fclose(f);
+    return found;
+}
+
 static int64_t alter_tables(void)
 {
     return th_db_int("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
@@ -370,6 +382,15 @@ static void test_one_instance_at_a_time_changes_partitions(void **state)
         assert_int_equal(day_partitions(retained[i]), 0);
     assert_int_equal(alter_tables() - alters, 0);
 
+    /* `ticketd partitions` by hand meanwhile waits for the lease. */
+    const char *args[] = {"partitions", NULL};
+    const char *now[] = {"TICKETD_ENV=test", NULL};
+    struct th_cli cli;
+    th_cli_start(&cli, args, now);
+    for (int i = 0; i < WAIT_MS / 20 && !file_contains(cli.out_path, "waiting up to"); i++)
+        th_msleep(20);
+    assert_true(file_contains(cli.out_path, "waiting up to"));
+
     th_release_now(&release);
     for (size_t i = 0; i < sizeof retained / sizeof retained[0]; i++)
         th_wait_db(4, WAIT_MS, "today and 3 days ahead",
@@ -384,10 +405,31 @@ static void test_one_instance_at_a_time_changes_partitions(void **state)
     assert_true(th_log_contains(second, "holds the retention lease"));
     assert_int_equal(th_metric(first, "ticketd_partition_ddl_conflicts_total"), 0);
     assert_int_equal(th_metric(second, "ticketd_partition_ddl_conflicts_total"), 0);
+    /* The command took it in turn, and found nothing left either. */
+    assert_int_equal(th_cli_wait(&cli), 0);
+    assert_non_null(strstr(cli.out, "outbox: 4 day partitions, 0 added"));
+    assert_null(strstr(cli.out, "left to the lease's holder"));
+    assert_null(strstr(cli.out, "made by another instance"));
+    th_cli_free(&cli);
     th_stop_clean(first);
     th_stop_clean(second);
     assert_int_equal(alter_tables() - alters, 4);
     th_release_done(&release);
+}
+
+/* An instance that died holding the lease leaves it to run out (the
+ * database's clock), and the next round takes it then. */
+static void test_a_dead_holders_lease_runs_out(void **state)
+{
+    (void)state;
+    th_db_exec("INSERT INTO job_leases (job, holder, expires_at) VALUES "
+               "('retention', 'gone-host-1', UTC_TIMESTAMP(6) + INTERVAL 2 SECOND)");
+    const char *now[] = {"TICKETD_ENV=test", NULL};
+    char *out = partitions(now);
+    assert_non_null(strstr(out, "consume_records: 4 day partitions, 4 added"));
+    assert_null(strstr(out, "left to the lease's holder"));
+    free(out);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM job_leases WHERE holder = 'gone-host-1'"), 0);
 }
 
 /* The clock may move only where the data is a test's or a demo's. */
@@ -412,6 +454,7 @@ int main(void)
         T(test_cart_answered_after_its_record_is_dropped),
         T(test_guards_keep_work_not_history),
         T(test_one_instance_at_a_time_changes_partitions),
+        T(test_a_dead_holders_lease_runs_out),
         T(test_moved_clock_refused_in_production),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
