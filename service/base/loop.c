@@ -435,6 +435,14 @@ void loop_forbid_blocking(const char *what)
     abort();
 }
 
+void sleep_ms(int64_t ms)
+{
+    LOOP_MUST_NOT_BLOCK("sleep_ms");
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 void loop_stop(struct loop *l)
 {
     atomic_store(&l->stop, true);

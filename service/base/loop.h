@@ -144,6 +144,11 @@ bool loop_on_loop_thread(void);
  * the calling thread runs a loop. Through LOOP_MUST_NOT_BLOCK. */
 void loop_forbid_blocking(const char *what);
 
+/* Sleeps the calling thread ms milliseconds (restarts after signals): a
+ * blocking helper, for threads that run no loop (a fiber sleeps with
+ * fiber_sleep_ms). */
+void sleep_ms(int64_t ms);
+
 #ifdef TICKETD_FAULTS
 #define LOOP_MUST_NOT_BLOCK(what) loop_forbid_blocking(what)
 #else

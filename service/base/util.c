@@ -2,8 +2,6 @@
  * aborts, randomness, encodings, clocks, parsing numbers. */
 #include "util.h"
 
-#include "loop.h"
-
 #include <errno.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -251,14 +249,6 @@ int64_t mono_ms(void)
 int64_t wall_s(void)
 {
     return (int64_t)time(NULL);
-}
-
-void sleep_ms(int64_t ms)
-{
-    LOOP_MUST_NOT_BLOCK("sleep_ms"); /* a fiber sleeps with fiber_sleep_ms */
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
 }
 
 bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)

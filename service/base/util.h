@@ -53,8 +53,6 @@ int64_t mono_ms(void);
 int64_t mono_ns(void);
 /* Seconds since the epoch on the wall clock. */
 int64_t wall_s(void);
-/* Sleeps ms milliseconds (restarts after signals). */
-void sleep_ms(int64_t ms);
 
 /* Parses a whole decimal integer in [min, max]; no sign unless min < 0,
  * no spaces, no leading '+'. Returns true and sets *out on success. */

@@ -6,6 +6,7 @@
 #include "err.h"
 #include "faults.h"
 #include "log.h"
+#include "loop.h"
 #include "metrics.h"
 #include "retention.h"
 #include "store_retention.h"

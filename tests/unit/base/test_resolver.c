@@ -12,6 +12,7 @@
 
 #include "err.h"
 #include "resolver.h"
+#include "loop.h"
 #include "util.h"
 
 #include <stdatomic.h>

@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "loop.h"
 #include "util.h"
 
 #include <pthread.h>

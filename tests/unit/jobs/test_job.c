@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "job.h"
+#include "loop.h"
 #include "util.h"
 
 #include <stdatomic.h>
