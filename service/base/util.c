@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 static void oom(size_t n)
 {
@@ -249,6 +250,15 @@ int64_t mono_ms(void)
 int64_t wall_s(void)
 {
     return (int64_t)time(NULL);
+}
+
+void process_name(char *out, size_t n)
+{
+    char host[64];
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    snprintf(out, n, "%s-%d", host, (int)getpid());
 }
 
 bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)

@@ -54,6 +54,11 @@ int64_t mono_ns(void);
 /* Seconds since the epoch on the wall clock. */
 int64_t wall_s(void);
 
+/* This process among the instances sharing Redis and the database, as
+ * "<host>-<pid>" (at most n - 1 bytes): the name a stream consumer or a
+ * job lease's holder goes by. */
+void process_name(char *out, size_t n);
+
 /* Parses a whole decimal integer in [min, max]; no sign unless min < 0,
  * no spaces, no leading '+'. Returns true and sets *out on success. */
 bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define BACKOFF_MS     500 /* after the stream or the database failed */
 #define CONSUMER_COUNT 32  /* entries per read or claim */
@@ -241,15 +240,12 @@ static int consumer_instances(const struct app *app)
 static void consumer_open(struct job_ctx *c)
 {
     struct consumer *cs = c->state;
-    char host[64];
+    char process[96];
     cs->app = c->app;
     cs->job = c;
     cs->g = &consume_groups[c->index];
-    if (gethostname(host, sizeof host) != 0)
-        snprintf(host, sizeof host, "localhost");
-    host[sizeof host - 1] = '\0';
-    snprintf(cs->name, sizeof cs->name, "%s-%d-%s-%d", host, (int)getpid(), cs->g->name,
-             c->index + 1);
+    process_name(process, sizeof process);
+    snprintf(cs->name, sizeof cs->name, "%s-%s-%d", process, cs->g->name, c->index + 1);
     int claim_idle_ms = c->app->cfg->claim_idle_ms;
     cs->claim_every_ms = claim_idle_ms / 2 > 50 ? claim_idle_ms / 2 : 50;
     cs->read_own = true;

@@ -16,7 +16,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #define LAST_DAY 2932896 /* 9999-12-31, the last DATE */
 
@@ -35,16 +34,6 @@ static int lease_take_once(void *p)
 {
     struct lease_try *t = p;
     return store_lease_take(LEASE_JOB, t->holder, RETENTION_LEASE_MS, &t->mine, t->who);
-}
-
-/* This process, as a lease names its holder: its host and pid. */
-static void lease_holder(char out[STORE_LEASE_HOLDER_MAX])
-{
-    char host[64];
-    if (gethostname(host, sizeof host) != 0)
-        snprintf(host, sizeof host, "localhost");
-    host[sizeof host - 1] = '\0';
-    snprintf(out, STORE_LEASE_HOLDER_MAX, "%s-%d", host, (int)getpid());
 }
 
 /* Takes the retention lease, looking again every LEASE_POLL_MS for up to
@@ -156,7 +145,7 @@ int retention_round(const struct config *cfg, int64_t now_s, int wait_ms,
 {
     char holder[STORE_LEASE_HOLDER_MAX];
     int first = TD_OK;
-    lease_holder(holder);
+    process_name(holder, sizeof holder);
     struct lease_try lease = {.holder = holder};
     int leased = lease_take(cfg, wait_ms, &lease);
     if (leased == TD_OK && !lease.mine) {
