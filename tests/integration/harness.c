@@ -207,7 +207,7 @@ static bool file_contains_from(const char *path, long from, const char *needle)
     return found;
 }
 
-static bool file_contains(const char *path, const char *needle)
+bool th_file_contains(const char *path, const char *needle)
 {
     return file_contains_from(path, 0, needle);
 }
@@ -239,8 +239,9 @@ void th_log_request(const struct th_server *s, const char *request_id)
 
 static bool sanitizer_report(const char *path)
 {
-    return file_contains(path, "ERROR: AddressSanitizer") ||
-           file_contains(path, "ERROR: LeakSanitizer") || file_contains(path, "runtime error:");
+    return th_file_contains(path, "ERROR: AddressSanitizer") ||
+           th_file_contains(path, "ERROR: LeakSanitizer") ||
+           th_file_contains(path, "runtime error:");
 }
 
 int th_stop(struct th_server *s)

@@ -46,6 +46,9 @@ void th_kill(struct th_server *s);
 /* True when a line s logged (since this process started: the log is
  * shared by a test binary's servers on one port) contains needle. */
 bool th_log_contains(const struct th_server *s, const char *needle);
+/* True when a line of the file at path contains needle (a command's
+ * output, th_cli's out_path, while it runs). */
+bool th_file_contains(const char *path, const char *needle);
 /* Stops s when it runs, failing the test unless it exits 0 (th_stop). */
 void th_stop_clean(struct th_server *s);
 

@@ -61,11 +61,14 @@ static char *partitions(const char *const *env)
     return out;
 }
 
+/* A table's day partitions (p_future not counted); '%s': the table. */
+#define DAY_PARTITIONS_SQL                                                                         \
+    "SELECT COUNT(*) FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND "      \
+    "TABLE_NAME = '%s' AND PARTITION_NAME LIKE 'p2%%'"
+
 static int64_t day_partitions(const char *table)
 {
-    return th_db_int("SELECT COUNT(*) FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = "
-                     "DATABASE() AND TABLE_NAME = '%s' AND PARTITION_NAME LIKE 'p2%%'",
-                     table);
+    return th_db_int(DAY_PARTITIONS_SQL, table);
 }
 
 /* The gateway's callback for order no, paid under txn; returns the answer. */
@@ -341,18 +344,6 @@ static void test_guards_keep_work_not_history(void **state)
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM dead_letters"), 0);
 }
 
-static bool file_contains(const char *path, const char *needle)
-{
-    char buf[8192];
-    FILE *f = fopen(path, "r");
-    bool found = false;
-    while (f != NULL && !found && fgets(buf, sizeof buf, f) != NULL)
-        found = strstr(buf, needle) != NULL;
-    if (f != NULL)
-        fclose(f);
-    return found;
-}
-
 static int64_t alter_tables(void)
 {
     return th_db_int("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
@@ -387,16 +378,13 @@ static void test_one_instance_at_a_time_changes_partitions(void **state)
     const char *now[] = {"TICKETD_ENV=test", NULL};
     struct th_cli cli;
     th_cli_start(&cli, args, now);
-    for (int i = 0; i < WAIT_MS / 20 && !file_contains(cli.out_path, "waiting up to"); i++)
+    for (int i = 0; i < WAIT_MS / 20 && !th_file_contains(cli.out_path, "waiting up to"); i++)
         th_msleep(20);
-    assert_true(file_contains(cli.out_path, "waiting up to"));
+    assert_true(th_file_contains(cli.out_path, "waiting up to"));
 
     th_release_now(&release);
     for (size_t i = 0; i < sizeof retained / sizeof retained[0]; i++)
-        th_wait_db(4, WAIT_MS, "today and 3 days ahead",
-                   "SELECT COUNT(*) FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = "
-                   "DATABASE() AND TABLE_NAME = '%s' AND PARTITION_NAME LIKE 'p2%%'",
-                   retained[i]);
+        th_wait_db(4, WAIT_MS, "today and 3 days ahead", DAY_PARTITIONS_SQL, retained[i]);
     /* The second's rounds go on and take the lease in turn (it names
      * them by host and pid), finding nothing left to change. */
     th_wait_db(1, WAIT_MS, "the second instance holding the lease",
