@@ -668,9 +668,17 @@ start_sentinel() {
             echo "dir \"${d}\""
             echo "sentinel monitor ${MASTER_NAME} 127.0.0.1 ${REDIS_PORTS[0]} 2"
             # Bounded so a test's failover takes seconds, not the default
-            # half minute: a primary silent for 1 s is down.
-            echo "sentinel down-after-milliseconds ${MASTER_NAME} 1000"
-            echo "sentinel failover-timeout ${MASTER_NAME} 10000"
+            # half minute: a primary silent for 3 s is down. Not 1 s: a
+            # Sentinel pings once a second, and its first ping to a newly
+            # promoted primary leaves up to a second after the switch, so
+            # with 1 s it often took the new primary for down at once,
+            # tried a failover with no replica left (aborted), and every
+            # Sentinel that voted then waited twice the failover timeout
+            # before it would try again: a real failure just after went
+            # unanswered for 20 s. The timeout is short for the same
+            # reason (a failed attempt is retried 12 s later, not 20).
+            echo "sentinel down-after-milliseconds ${MASTER_NAME} 3000"
+            echo "sentinel failover-timeout ${MASTER_NAME} 6000"
             echo "sentinel parallel-syncs ${MASTER_NAME} 1"
         } >"${d}/sentinel.conf"
     fi
