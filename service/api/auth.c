@@ -4,6 +4,7 @@
 #include "auth.h"
 
 #include "err.h"
+#include "digest.h"
 #include "util.h"
 
 #include <jansson.h>

@@ -55,8 +55,11 @@ int64_t mono_ns(void);
 int64_t wall_s(void);
 
 /* This process among the instances sharing Redis and the database, as
- * "<host>-<pid>" (at most n - 1 bytes): the name a stream consumer or a
- * job lease's holder goes by. */
+ * "<host>-<pid>-<tag>" (at most n - 1 bytes): the name a stream consumer
+ * or a job lease's holder goes by. The tag is 32 random bits drawn once
+ * per process: containers often share a host name and each runs its
+ * server as pid 1, and two instances under one name would each take the
+ * other's lease for its own. */
 void process_name(char *out, size_t n);
 
 /* Parses a whole decimal integer in [min, max]; no sign unless min < 0,
@@ -69,17 +72,6 @@ bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 #define DAY_LEN 10
 bool parse_day(const char *s, int64_t *day);
 void format_day(int64_t day, char out[DAY_LEN + 1]);
-
-/* SHA-256 and HMAC-SHA256 into out (32 bytes). OpenSSL 3's one-shot
- * SHA256() and HMAC() look the algorithm up by name on every call, which
- * costs more than hashing a request's few hundred bytes; these look it up
- * once, and hmac_sha256 keys a context once per key and thread (the last
- * few keys each thread used). Thread-safe. They abort if OpenSSL fails,
- * which it does only without memory. */
-#define SHA256_BYTES 32
-void sha256(const void *data, size_t n, unsigned char out[SHA256_BYTES]);
-void hmac_sha256(const void *key, size_t key_len, const void *data, size_t n,
-                 unsigned char out[SHA256_BYTES]);
 
 /* Compares n bytes in time independent of where they differ. */
 bool ct_equal(const void *a, const void *b, size_t n);

@@ -10,6 +10,7 @@
 #include "statemachine.h"
 #include "store_payments.h"
 #include "txretry.h"
+#include "digest.h"
 #include "util.h"
 
 #include <stdatomic.h>

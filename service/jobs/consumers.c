@@ -115,7 +115,7 @@ struct consumer {
     struct app *app;
     const struct consume_group *g;
     const struct job_ctx *job; /* its stopper */
-    char name[160];            /* host-pid-group-n: unique per process and thread */
+    char name[160];            /* host-pid-tag-group-n: unique per process and thread */
     bool group_ready;
     /* Own pending entries are read (from id "0" on) before new ones: at
      * start, and after any failure, since what was read but not acked

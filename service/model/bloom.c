@@ -1,6 +1,7 @@
 /* bloom.c - Bloom filter arithmetic (bloom.h). */
 #include "bloom.h"
 
+#include "digest.h"
 #include "util.h"
 
 #include <math.h>

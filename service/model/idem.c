@@ -3,6 +3,7 @@
  * that the defence's rules are tested without Redis. */
 #include "idem.h"
 
+#include "digest.h"
 #include "util.h"
 
 #include <stdio.h>

@@ -3,6 +3,7 @@
  * be told from a made-up one without any I/O. */
 #include "ordertoken.h"
 
+#include "digest.h"
 #include "util.h"
 
 #include <stdio.h>

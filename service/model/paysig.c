@@ -3,6 +3,7 @@
  * tested without HTTP. */
 #include "paysig.h"
 
+#include "digest.h"
 #include "util.h"
 
 #include <stdio.h>

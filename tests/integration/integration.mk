@@ -5,7 +5,7 @@
 ITEST_SRCS := $(wildcard tests/integration/itest_*.c)
 ITEST_BINS := $(ITEST_SRCS:tests/integration/%.c=build/release/tests/%)
 ITEST_LIBS := $(PKG_LIBS) $(shell pkg-config --libs libcurl cmocka 2>/dev/null)
-ITEST_DEPS := tests/integration/harness.c service/api/auth.c service/base/util.c loadtest/common/paysign.c
+ITEST_DEPS := tests/integration/harness.c service/api/auth.c service/base/util.c service/base/digest.c loadtest/common/paysign.c
 
 build/release/tests/itest_%: tests/integration/itest_%.c $(ITEST_DEPS) tests/integration/harness.h loadtest/common/paysign.h $(HDRS) | build/release/tests
 	$(CC) $(RELEASE_CFLAGS) $(SERVICE_INC) -Itests/integration -Iloadtest/common -o $@ $< $(ITEST_DEPS) $(ITEST_LIBS)

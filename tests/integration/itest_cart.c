@@ -4,6 +4,7 @@
  * key, the stock taken once per item, and a batch's final answer the same
  * on every retry, through a Redis flush and a MariaDB restart. */
 #include "harness.h"
+#include "digest.h"
 #include "util.h"
 
 #include <setjmp.h>

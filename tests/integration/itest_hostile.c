@@ -9,6 +9,7 @@
  * refuses a request before ticketd sees it), that exactly one answer came
  * back, and that the database is unchanged. */
 #include "harness.h"
+#include "digest.h"
 #include "util.h"
 
 #include <setjmp.h>

@@ -5,6 +5,7 @@
 #include "harness.h"
 
 #include "auth.h"
+#include "digest.h"
 #include "util.h"
 
 #include <arpa/inet.h>

@@ -9,6 +9,7 @@
 
 #include "auth.h"
 #include "err.h"
+#include "digest.h"
 #include "util.h"
 
 #include <openssl/evp.h>

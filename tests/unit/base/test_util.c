@@ -1,7 +1,6 @@
 /* test_util.c - the helpers everything leans on: strict integer parsing,
  * base64url and hex encodings, constant-time compare, randomness, clocks,
- * SHA-256 and HMAC-SHA256 (RFC 4231's vectors, through the contexts each
- * thread keeps per key). */
+ * and the name this process goes by. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 static void test_parse_i64_table(void **state)
 {
@@ -249,70 +250,26 @@ static void test_b64url_decode(void **state)
     assert_int_equal(b64url_decode("TWE", 3, out, 2), 2);
 }
 
-static void hmac_hex(const char *key, size_t key_len, const char *data, char out[65])
-{
-    unsigned char mac[SHA256_BYTES];
-    hmac_sha256(key, key_len, data, strlen(data), mac);
-    hex_encode(mac, sizeof mac, out);
-}
-
-/* RFC 4231 test case 2, and case 1's key of twenty 0x0b bytes. */
-#define JEFE_MAC  "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-#define CASE1_MAC "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
-
-static void *hmac_on_a_thread(void *arg)
-{
-    char got[65];
-    hmac_hex("Jefe", 4, "what do ya want for nothing?", got);
-    snprintf(arg, 65, "%s", got);
-    return NULL;
-}
-
-static void test_hmac_sha256(void **state)
+/* The name of a consumer or a lease holder: the host, the pid and a tag
+ * drawn once, so that two processes with the same host name and pid (two
+ * containers, each its server as pid 1) still go by different names. */
+static void test_process_name(void **state)
 {
     (void)state;
-    char got[65], key1[20], name[16];
-    memset(key1, 0x0b, sizeof key1);
-    /* The same key again starts from the kept context, not from the last
-     * message: the answer is the same each time. */
-    for (int i = 0; i < 3; i++) {
-        hmac_hex("Jefe", 4, "what do ya want for nothing?", got);
-        assert_string_equal(got, JEFE_MAC);
-        hmac_hex(key1, sizeof key1, "Hi There", got);
-        assert_string_equal(got, CASE1_MAC);
-    }
-    /* More keys than a thread keeps: each new one takes a slot, and the
-     * first two, pushed out, are keyed again and still right. */
-    for (int i = 0; i < 10; i++) {
-        snprintf(name, sizeof name, "key-%d", i);
-        hmac_hex(name, strlen(name), "x", got);
-        assert_int_equal(strlen(got), 64);
-    }
-    hmac_hex("Jefe", 4, "what do ya want for nothing?", got);
-    assert_string_equal(got, JEFE_MAC);
-    hmac_hex(key1, sizeof key1, "Hi There", got);
-    assert_string_equal(got, CASE1_MAC);
-
-    /* A key longer than a block is hashed first (RFC 2104): a key too long
-     * to keep gives what its SHA-256 as the key gives. */
-    char long_key[300], want[65];
-    unsigned char digest[SHA256_BYTES];
-    memset(long_key, 0xaa, sizeof long_key);
-    sha256(long_key, sizeof long_key, digest);
-    hmac_hex(long_key, sizeof long_key, "data", got);
-    hmac_hex((const char *)digest, sizeof digest, "data", want);
-    assert_string_equal(got, want);
-
-    /* An empty key is a key (of zeros), not an error. */
-    hmac_hex("", 0, "data", got);
-    assert_int_equal(strlen(got), 64);
-
-    /* Another thread keys its own context (freed when it ends). */
-    pthread_t t;
-    char theirs[65] = "";
-    assert_int_equal(pthread_create(&t, NULL, hmac_on_a_thread, theirs), 0);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    assert_string_equal(theirs, JEFE_MAC);
+    char a[96], b[96], host[64], want[96];
+    process_name(a, sizeof a);
+    process_name(b, sizeof b);
+    assert_string_equal(a, b); /* the same all the process's life */
+    assert_int_equal(gethostname(host, sizeof host), 0);
+    host[sizeof host - 1] = '\0';
+    int len = snprintf(want, sizeof want, "%s-%d-", host, (int)getpid());
+    assert_memory_equal(a, want, (size_t)len);
+    const char *tag = a + len;
+    assert_int_equal(strlen(tag), 8);
+    assert_true(strspn(tag, "0123456789abcdef") == 8);
+    char small[8];
+    process_name(small, sizeof small); /* cut, never overrun */
+    assert_int_equal(strlen(small), sizeof small - 1);
 }
 
 int main(void)
@@ -322,7 +279,7 @@ int main(void)
         cmocka_unit_test(test_b64url),          cmocka_unit_test(test_hex),
         cmocka_unit_test(test_ct_equal),        cmocka_unit_test(test_strings),
         cmocka_unit_test(test_random),          cmocka_unit_test(test_clocks),
-        cmocka_unit_test(test_hmac_sha256),
+        cmocka_unit_test(test_process_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
