@@ -1,7 +1,5 @@
 #include "load_engine.h"
 
-#include "load_history.h"
-
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,6 +39,14 @@ static atomic_ullong answers_total;
 uint64_t load_answers(void)
 {
     return (uint64_t)atomic_load(&answers_total);
+}
+
+/* Set once before any engine runs (load_engine_observe); read after. */
+static struct load_observer observer;
+
+void load_engine_observe(const struct load_observer *o)
+{
+    observer = o != NULL ? *o : (struct load_observer){0};
 }
 
 /* Set from a signal handler: every engine stops starting requests. */
@@ -682,7 +688,8 @@ static int launch(struct load_engine *e, struct load_req *r)
     if (r->attempts == 0)
         r->first_start = r->t_start;
     r->attempts++;
-    load_history_invoke(r);
+    if (observer.sent != NULL)
+        observer.sent(r);
     if (curl_multi_add_handle(e->multi, h) != CURLM_OK) {
         curl_easy_cleanup(h);
         load_req_free(r);
@@ -756,7 +763,8 @@ static int engine_loop(struct load_engine *e, int concurrency, bool bounded, loa
                 continue;
             curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
             answer_fill(r, h, msg->data.result);
-            load_history_complete(r);
+            if (observer.answered != NULL)
+                observer.answered(r);
             curl_multi_remove_handle(e->multi, h);
             r->easy = NULL;
             easy_put(e, h);

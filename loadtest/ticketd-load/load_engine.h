@@ -181,6 +181,17 @@ uint64_t load_answers(void);
 /* Unix time in seconds, for signatures. */
 long long load_unix_now(void);
 
+/* Who is told of every load request's attempt as it leaves and as its
+ * answer comes (the run's history, load_history.h): set once, before any
+ * engine runs, and shared by them all (a mixed run has several). NULL
+ * members: nobody. The engine knows nothing of what the observer does
+ * with them, so that it needs nothing of the history's. */
+struct load_observer {
+    void (*sent)(struct load_req *r);           /* may number r (r->op) */
+    void (*answered)(const struct load_req *r); /* the answer, or its failure, is in */
+};
+void load_engine_observe(const struct load_observer *o);
+
 /* Returns a new engine, or NULL. The config is copied; its strings are
  * borrowed and must outlive the engine. */
 struct load_engine *load_engine_new(const struct load_engine_config *cfg);

@@ -210,3 +210,8 @@ void load_history_complete(const struct load_req *r)
     }
     pthread_mutex_unlock(&history_mu);
 }
+
+const struct load_observer load_history_observer = {
+    .sent = load_history_invoke,
+    .answered = load_history_complete,
+};

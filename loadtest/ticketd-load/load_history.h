@@ -24,7 +24,8 @@
 #include "load_engine.h"
 
 /* Opens path for the run (truncated); times are written in seconds since
- * t0 (load_now()). Returns 0, or -1 with errno set. */
+ * t0 (load_now()). Returns 0, or -1 with errno set. The engines tell it of
+ * each attempt once load_main.c hands them load_history_observer. */
 int load_history_open(const char *path, double t0);
 
 /* Writes what is buffered and closes the history; a no-op when none is
@@ -37,6 +38,10 @@ void load_history_invoke(struct load_req *r);
 
 /* The completion line of r, once its answer (or its failure) is in. */
 void load_history_complete(const struct load_req *r);
+
+/* load_history_invoke and load_history_complete, as the engines'
+ * observer (load_engine_observe). */
+extern const struct load_observer load_history_observer;
 
 /* The completion type of r's answer: "ok", "fail" or "info". */
 const char *load_history_type(const struct load_req *r);

@@ -609,6 +609,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "ticketd-load: --history %s: %s\n", opts.history_path, strerror(errno));
         goto out;
     }
+    if (opts.history_path != NULL)
+        load_engine_observe(&load_history_observer);
     env.deadline = env.t0 + opts.duration_s;
     fprintf(
         stderr,
