@@ -321,17 +321,19 @@ int cmd_serve(struct config *cfg, bool http)
 }
 
 /* `ticketd partitions`: one round of the retention job, in the foreground. */
-int cmd_partitions(struct config *cfg)
+int cmd_partitions(struct config *cfg, int wait_ms)
 {
     struct app app = {0};
     struct retention_report r[RETAINED_TABLES];
     int rc = EXIT_FAILURE;
     if (boot(&app, cfg) == TD_OK) {
         /* Run by hand, it waits for a round another instance is doing
-         * (for as long as that round's lease can last), then does its own. */
-        rc = retention_round(cfg, retention_now(cfg, wall_s()), RETENTION_LEASE_MS, r) == TD_OK
-                 ? EXIT_SUCCESS
-                 : EXIT_FAILURE;
+         * (by default for as long as that round's lease can last), then
+         * does its own. */
+        if (wait_ms < 0)
+            wait_ms = RETENTION_LEASE_MS;
+        rc = retention_round(cfg, retention_now(cfg, wall_s()), wait_ms, r) == TD_OK ? EXIT_SUCCESS
+                                                                                     : EXIT_FAILURE;
         retention_print(stdout, r);
         if (rc == EXIT_SUCCESS && r[0].deferred_to[0] != '\0')
             rc = EXIT_FAILURE; /* the holder never gave the lease back */

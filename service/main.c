@@ -27,7 +27,7 @@ static void usage(FILE *f)
                "       ticketd dead-letters list [--config FILE] [--consumer NAME] [--json]\n"
                "       ticketd dead-letters replay [--config FILE] (--id N | --all) "
                "[--consumer NAME]\n"
-               "       ticketd partitions [--config FILE]\n"
+               "       ticketd partitions [--wait SECONDS] [--config FILE]\n"
                "       ticketd lab [serve | lesson [NAME] | record] [OPTIONS]\n"
                "       ticketd version\n"
                "       ticketd help [COMMAND]    (or: ticketd COMMAND --help)\n"
@@ -38,7 +38,7 @@ static void usage(FILE *f)
 
 /* One entry per command: what `ticketd CMD --help` prints, and which of the
  * shared options it takes. */
-enum { OPT_CONFIG = 1, OPT_USER = 2, OPT_ADMIN = 4, OPT_TTL = 8 };
+enum { OPT_CONFIG = 1, OPT_USER = 2, OPT_ADMIN = 4, OPT_TTL = 8, OPT_WAIT = 16 };
 
 struct command {
     const char *name;
@@ -76,16 +76,20 @@ static const struct command commands[] = {
      "  --config FILE  KEY=VALUE settings (the environment wins over them)\n",
      false},
     {"dead-letters", 0, NULL, false}, /* deadletters_main answers for itself */
-    {"partitions", OPT_CONFIG,
-     "usage: ticketd partitions [--config FILE]\n"
+    {"partitions", OPT_CONFIG | OPT_WAIT,
+     "usage: ticketd partitions [--wait SECONDS] [--config FILE]\n"
      "\n"
      "Runs one round of the retention job that serve and worker run every\n"
      "TICKETD_RETENTION_INTERVAL_MS: splits off the day partitions of the next\n"
      "TICKETD_RETENTION_AHEAD_DAYS days of the dedup and relay tables and drops\n"
      "those past their TICKETD_RETAIN_*_H, then prints one line per table.\n"
-     "Exits 1 when a table could not be done.\n"
+     "One instance at a time changes partitions: while another holds the job's\n"
+     "lease, it waits, then does its own round. Exits 1 when a table could not be\n"
+     "done, or when the lease was still held at the end of the wait.\n"
      "\n"
-     "  --config FILE  KEY=VALUE settings (the environment wins over them)\n",
+     "  --wait SECONDS  how long to wait for the lease, 0 to 3600 (default 60, as\n"
+     "                  long as a holder's lease lasts)\n"
+     "  --config FILE   KEY=VALUE settings (the environment wins over them)\n",
      false},
     {"lab", 0,
      "usage: ticketd lab [serve | lesson [NAME] | record] [OPTIONS]\n"
@@ -187,6 +191,8 @@ static const char *option_name(int c)
         return "--admin";
     case 't':
         return "--ttl";
+    case 'w':
+        return "--wait";
     default:
         return "--config";
     }
@@ -201,6 +207,8 @@ static unsigned option_bit(int c)
         return OPT_ADMIN;
     case 't':
         return OPT_TTL;
+    case 'w':
+        return OPT_WAIT;
     default:
         return OPT_CONFIG;
     }
@@ -287,10 +295,11 @@ static int answer_early(int argc, char **argv, const struct command **command)
     return -1;
 }
 
-/* The options of serve, worker and token. */
+/* The options of serve, worker, token and partitions. */
 struct cli {
     const char *config_path;
     int64_t user, ttl;
+    int64_t wait_s; /* partitions; -1: the lease's length */
     bool admin;
 };
 
@@ -322,6 +331,12 @@ static int take_option(const struct command *command, int c, struct cli *cli)
             return 2;
         }
         break;
+    case 'w':
+        if (!parse_i64(optarg, 0, 3600, &cli->wait_s)) {
+            fprintf(stderr, "ticketd: --wait must be a number of seconds from 0 to 3600\n");
+            return 2;
+        }
+        break;
     }
     return -1;
 }
@@ -331,14 +346,18 @@ static int take_option(const struct command *command, int c, struct cli *cli)
 static int parse_options(const struct command *command, int argc, char **argv, struct cli *cli)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'}, {"user", required_argument, NULL, 'u'},
-        {"admin", no_argument, NULL, 'a'},        {"ttl", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"config", required_argument, NULL, 'c'},
+        {"user", required_argument, NULL, 'u'},
+        {"admin", no_argument, NULL, 'a'},
+        {"ttl", required_argument, NULL, 't'},
+        {"wait", required_argument, NULL, 'w'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int c;
     optind = 2;
     opterr = 0; /* the messages below name the command */
-    while ((c = getopt_long(argc, argv, ":c:u:at:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":c:u:at:w:h", opts, NULL)) != -1) {
         if (c == 'h')
             return command_help(command->name);
         if (c == '?' || c == ':') {
@@ -366,7 +385,7 @@ static int parse_options(const struct command *command, int argc, char **argv, s
 int main(int argc, char **argv)
 {
     const struct command *command = NULL;
-    struct cli cli = {.ttl = 3600};
+    struct cli cli = {.ttl = 3600, .wait_s = -1};
     struct config cfg;
     int rc;
 
@@ -393,7 +412,7 @@ int main(int argc, char **argv)
     else if (strcmp(command->name, "worker") == 0)
         rc = cmd_serve(&cfg, false);
     else if (strcmp(command->name, "partitions") == 0)
-        rc = cmd_partitions(&cfg);
+        rc = cmd_partitions(&cfg, cli.wait_s < 0 ? -1 : (int)cli.wait_s * 1000);
     else
         rc = cmd_token(&cfg, cli.user, cli.admin, cli.ttl);
     config_cleanup(&cfg);

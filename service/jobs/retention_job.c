@@ -180,8 +180,10 @@ void retention_print(FILE *f, const struct retention_report *r)
         if (r[i].rc != TD_OK)
             fprintf(f, "%s: failed: %s\n", r[i].table, td_strerror(r[i].rc));
         else if (r[i].partitions == 0)
-            fprintf(f, "%s: no day partitions (no such table, or not partitioned by day yet)\n",
-                    r[i].table);
+            fprintf(f, "%s: no day partitions (no such table, or not partitioned by day yet)%s%s\n",
+                    r[i].table,
+                    r[i].deferred_to[0] != '\0' ? ", changes left to the lease's holder " : "",
+                    r[i].deferred_to);
         else
             fprintf(
                 f,

@@ -386,9 +386,9 @@ static void test_one_instance_at_a_time_changes_partitions(void **state)
     for (size_t i = 0; i < sizeof retained / sizeof retained[0]; i++)
         th_wait_db(4, WAIT_MS, "today and 3 days ahead", DAY_PARTITIONS_SQL, retained[i]);
     /* The second's rounds go on and take the lease in turn (it names
-     * them by host and pid), finding nothing left to change. */
+     * them by host, pid and tag), finding nothing left to change. */
     th_wait_db(1, WAIT_MS, "the second instance holding the lease",
-               "SELECT COUNT(*) FROM job_leases WHERE job = 'retention' AND holder LIKE '%%-%d'",
+               "SELECT COUNT(*) FROM job_leases WHERE job = 'retention' AND holder LIKE '%%-%d-%%'",
                (int)second->pid);
     assert_true(th_log_contains(second, "holds the retention lease"));
     assert_int_equal(th_metric(first, "ticketd_partition_ddl_conflicts_total"), 0);
@@ -420,6 +420,43 @@ static void test_a_dead_holders_lease_runs_out(void **state)
     assert_int_equal(th_db_int("SELECT COUNT(*) FROM job_leases WHERE holder = 'gone-host-1'"), 0);
 }
 
+/* A lease another instance holds past the command's wait: `ticketd
+ * partitions --wait 1` gives up, says who holds it, exits 1 and changes
+ * nothing; the holder's lease is left as it was. */
+static void test_a_held_lease_outlasts_the_wait(void **state)
+{
+    (void)state;
+    th_db_exec("INSERT INTO job_leases (job, holder, expires_at) VALUES "
+               "('retention', 'busy-host-7', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)");
+    int64_t alters = alter_tables();
+    const char *args[] = {"partitions", "--wait", "1", NULL};
+    const char *now[] = {"TICKETD_ENV=test", NULL};
+    char *out = NULL;
+    assert_int_equal(th_cli(args, now, &out), 1);
+    assert_non_null(strstr(out, "busy-host-7 holds the retention lease; waiting up to 1000 ms"));
+    assert_non_null(strstr(out, "left to the lease's holder"));
+    free(out);
+    for (size_t i = 0; i < sizeof retained / sizeof retained[0]; i++)
+        assert_int_equal(day_partitions(retained[i]), 0);
+    assert_int_equal(alter_tables() - alters, 0);
+    assert_int_equal(th_db_int("SELECT COUNT(*) FROM job_leases WHERE holder = 'busy-host-7' "
+                               "AND expires_at > UTC_TIMESTAMP(6) + INTERVAL 50 MINUTE"),
+                     1);
+
+    /* --wait 0 does not wait at all, and a bad value changes nothing. */
+    const char *at_once[] = {"partitions", "--wait", "0", NULL};
+    assert_int_equal(th_cli(at_once, now, &out), 1);
+    assert_null(strstr(out, "waiting up to"));
+    free(out);
+    const char *bad[] = {"partitions", "--wait", "soon", NULL};
+    struct th_cli cli;
+    th_cli_start(&cli, bad, now);
+    assert_int_equal(th_cli_wait(&cli), 2);
+    assert_true(th_file_contains(cli.err_path, "--wait must be a number of seconds"));
+    th_cli_free(&cli);
+    assert_int_equal(alter_tables() - alters, 0);
+}
+
 /* The clock may move only where the data is a test's or a demo's. */
 static void test_moved_clock_refused_in_production(void **state)
 {
@@ -443,6 +480,7 @@ int main(void)
         T(test_guards_keep_work_not_history),
         T(test_one_instance_at_a_time_changes_partitions),
         T(test_a_dead_holders_lease_runs_out),
+        T(test_a_held_lease_outlasts_the_wait),
         T(test_moved_clock_refused_in_production),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
