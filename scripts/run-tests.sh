@@ -22,7 +22,9 @@
 #                                     TICKETD_TEST_ONLY=sources: only the rules
 #                                     of scripts/check-sources.sh;
 #                                     TICKETD_TEST_ONLY=prometheus: the alerting
-#                                     rules and tests/prometheus/run.sh
+#                                     rules and tests/prometheus/run.sh;
+#                                     TICKETD_TEST_ONLY=valgrind: the session
+#                                     under valgrind (scripts/valgrind.sh)
 #
 # Each test binary is a cmocka group; its "[  PASSED  ] N" and "[  FAILED  ] N"
 # lines are added up. A binary that crashes or prints no summary counts as one
@@ -338,6 +340,18 @@ if [[ $unit_only -eq 0 ]]; then
         failed=$((failed + 1))
     fi
     scripts/services.sh down "$STATE" || true
+
+    # The release binary under valgrind's memcheck for a short session
+    # (scripts/valgrind.sh --session): no invalid access, no leak, through
+    # its start, its requests and its drain. The unit tests under valgrind
+    # are `make valgrind`'s; under ASan they ran above.
+    if [[ -z "$ONLY" || "$ONLY" == *valgrind* ]]; then
+        echo "== valgrind (a ticketd serve session under memcheck)"
+        out="$LOGS/valgrind.out"
+        scripts/valgrind.sh --session >"$out" 2>&1
+        grep -E '^valgrind: ' "$out"
+        add_summary valgrind "$out"
+    fi
 
     # The replay lab (tests/lab/run.sh): its own stack on the same ports,
     # now that the integration tests' servers are down; each of its checks

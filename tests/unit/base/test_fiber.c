@@ -317,7 +317,8 @@ struct keeper {
     struct keeper *other;
     int mode; /* FE_* */
     uint64_t sum;
-    bool ok;
+    bool ok;      /* the fiber's mode was its own after every park */
+    bool rounded; /* 1/3 rounded the fiber's way at the end */
 };
 
 static uint64_t __attribute__((noinline)) mix(uint64_t v)
@@ -348,8 +349,9 @@ static void keeps(void *arg)
         down = third / 3.0;
     }
     k->sum = a ^ b ^ c ^ d ^ e ^ g;
+    k->ok = ok;
     /* 1/3 rounds one way or the other by the fiber's own mode. */
-    k->ok = ok && (k->mode == FE_UPWARD ? down * 3.0 > 1.0 : down * 3.0 <= 1.0);
+    k->rounded = k->mode == FE_UPWARD ? down * 3.0 > 1.0 : down * 3.0 <= 1.0;
     if (k->other->self != NULL)
         fiber_ready(k->other->self);
     fesetround(FE_TONEAREST);
@@ -371,6 +373,20 @@ static uint64_t expected_sum(int mode)
     return a ^ b ^ c ^ d ^ e ^ g;
 }
 
+/* Whether arithmetic here rounds as fesetround asks: it does on the CPU,
+ * and not under valgrind, whose SSE arithmetic always rounds to nearest
+ * (a documented limit of its emulation), while the mode itself is kept. */
+static bool rounding_honoured(void)
+{
+    volatile double one = 1.0;
+    fesetround(FE_UPWARD);
+    volatile double up = one / 3.0;
+    fesetround(FE_DOWNWARD);
+    volatile double down = one / 3.0;
+    fesetround(FE_TONEAREST);
+    return up != down;
+}
+
 static void test_a_switch_keeps_registers_and_rounding(void **state)
 {
     struct loop *l = *state;
@@ -385,6 +401,13 @@ static void test_a_switch_keeps_registers_and_rounding(void **state)
     assert_int_equal(fegetround(), FE_TONEAREST); /* the loop's own */
     assert_true(up.ok);
     assert_true(down.ok);
+    if (rounding_honoured()) {
+        assert_true(up.rounded);
+        assert_true(down.rounded);
+    } else {
+        print_message("arithmetic ignores the rounding mode here (valgrind): only the modes "
+                      "kept are checked\n");
+    }
     assert_true(up.sum == expected_sum(FE_UPWARD));
     assert_true(down.sum == expected_sum(FE_DOWNWARD));
 }
