@@ -231,15 +231,15 @@ fi
 
 # The retention lease on Galera: `ticketd partitions` through the three
 # nodes at once, each with a "today" one day later than the last one any
-# round has planned for (read from the partitions present, so that a
-# cluster kept from an earlier run on the same day still has a day to
-# add), so that one more day is to be split off each retained table. One of them takes the lease (the other
-# two's takes lose to it, in the same node or at certification), splits
-# the day off with one ALTER per table, and gives it back; the other two
-# wait, take it in turn and find nothing left to do. None of the three
-# meets a change another made first. Without the lease they all list the
-# same partitions and send the same ALTERs, the losers refused on every
-# node for a partition already there.
+# round planned for (read from the partitions present, so that a cluster
+# kept from an earlier run the same day still has a day to add): one more
+# day is to be split off each retained table. One of them takes the lease
+# (the other two's takes lose to it, in the same node or at
+# certification), splits the day off with one ALTER per table, and gives
+# it back; the other two wait, take it in turn and find nothing left to
+# do. None of the three meets a change another made first. Without the
+# lease they all list the same partitions and send the same ALTERs, the
+# losers refused on every node for a partition already there.
 RETENTION_AHEAD=3
 partitions_at_once() {
     local i rc=0 pids=() today expected added
