@@ -335,23 +335,23 @@ if [[ $unit_only -eq 0 ]]; then
             failed=$((failed + f))
             ((f == 0)) || failures+=("prometheus (see $out)")
         fi
+        # The release binary under valgrind's memcheck for a short session
+        # on the same servers (scripts/valgrind.sh --session): no invalid
+        # access, no leak, through its start, its requests and its drain.
+        # The unit tests under valgrind are `make valgrind`'s; under ASan
+        # they ran above.
+        if [[ -z "$ONLY" || "$ONLY" == *valgrind* ]]; then
+            echo "== valgrind (a ticketd serve session under memcheck)"
+            out="$LOGS/valgrind.out"
+            scripts/valgrind.sh --session >"$out" 2>&1
+            grep -E '^valgrind: ' "$out"
+            add_summary valgrind "$out"
+        fi
     else
         failures+=("private servers did not start")
         failed=$((failed + 1))
     fi
     scripts/services.sh down "$STATE" || true
-
-    # The release binary under valgrind's memcheck for a short session
-    # (scripts/valgrind.sh --session): no invalid access, no leak, through
-    # its start, its requests and its drain. The unit tests under valgrind
-    # are `make valgrind`'s; under ASan they ran above.
-    if [[ -z "$ONLY" || "$ONLY" == *valgrind* ]]; then
-        echo "== valgrind (a ticketd serve session under memcheck)"
-        out="$LOGS/valgrind.out"
-        scripts/valgrind.sh --session >"$out" 2>&1
-        grep -E '^valgrind: ' "$out"
-        add_summary valgrind "$out"
-    fi
 
     # The replay lab (tests/lab/run.sh): its own stack on the same ports,
     # now that the integration tests' servers are down; each of its checks
