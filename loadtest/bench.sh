@@ -731,13 +731,13 @@ batch_spread() {
 # load_row KEY NAME CONNS SCENARIO ARGS...
 load_row() {
     local key=$1 name=$2 c=$3 scenario=$4 json=${WORK}/$4-$3.json rc=0 note n from to rate td my rd
-    local tok=(--no-token) b0 o0 b1 o1 p0 c0 p1 c1 t0 t1 h0 h1 k0 k1 s0 s1 orders rcmd="" rtrip="" busy
+    local tok=(--no-token) b0 o0 b1 o1 p0 c0 p1 c1 f0 f1 g0 g1 t0 t1 h0 h1 k0 k1 s0 s1 orders rcmd="" rtrip="" busy
     local extra="{}" mine="" spread=""
     shift 4
     rm -f "${WORK}/load-cpu.times"
     ((TOKENS || ROW_TOKENS)) && tok=()
     log "row: ${name}, c${c}"
-    read -r b0 o0 p0 c0 t0 h0 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
+    read -r b0 o0 p0 c0 f0 g0 t0 h0 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
     k0=$(redis_calls)
     s0=$(mysql_status)
     measure_begin
@@ -761,7 +761,7 @@ load_row() {
     # The mean merged batch: orders per order transaction over the row;
     # then how the row's batches spread over the sizes
     # (ticketd_order_batch_size), each range's share of the batches.
-    read -r b1 o1 p1 c1 t1 h1 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
+    read -r b1 o1 p1 c1 f1 g1 t1 h1 < <(metrics_of "${ROW_URL}" "${MERGE_METRICS[@]}")
     if ((b1 > b0)); then
         BATCH[${key}]=$(awk -v b=$((b1 - b0)) -v o=$((o1 - o0)) 'BEGIN { printf "%.1f", o / b }')
         # Each batch's time at the database (ticketd_order_batch_seconds),
@@ -787,17 +787,23 @@ load_row() {
     if ((p1 > p0)); then
         note="${note}; Redis pipeline $(awk -v p=$((p1 - p0)) -v c=$((c1 - c0)) 'BEGIN { printf "%.1f", c / p }')"
     fi
+    # Script calls folded (ticketd_redis_folds_total): a turn's calls of
+    # one script sent as one call; the mean calls per fold.
+    if ((f1 > f0)); then
+        note="${note}, $((f1 - f0)) folds of $(awk -v f=$((f1 - f0)) -v g=$((g1 - g0)) 'BEGIN { printf "%.1f", g / f }') calls"
+    fi
     # Redis per new order: the commands Redis ran (INFO commandstats, the
     # whole server: the row's ticketd, the idle one's background jobs and
     # the load's control requests included), and the round trips, the
-    # commands ticketd's loops sent (ticketd_redis_pipelined_commands_total:
-    # a request's fiber waits for the reply of each; with --tokens, the SET
-    # of POST /tokens is one of them).
+    # replies ticketd's requests waited for: the commands its loops sent
+    # (ticketd_redis_pipelined_commands_total), a fold counted as the calls
+    # it carried, each a request's wait (with --tokens, the SET of POST
+    # /tokens is one of them).
     k1=$(redis_calls)
     orders=$(jq -r '.orders_created' "${json}")
     if ((orders > 0)); then
         [[ -n "${k0}" && -n "${k1}" ]] && rcmd=$(per $((k1 - k0)) "${orders}")
-        rtrip=$(per $((c1 - c0)) "${orders}")
+        rtrip=$(per $((c1 - c0 - (f1 - f0) + g1 - g0)) "${orders}")
         note="${note}; Redis per order: ${rcmd:--} commands, ${rtrip} round trips"
         # MariaDB per new order: SHOW GLOBAL STATUS deltas of the run's
         # own server (--start only), the whole server as for Redis: the
@@ -919,6 +925,7 @@ metrics_of() {
 # The merged batches and the Redis pipelines of a new-order row.
 MERGE_METRICS=(ticketd_order_batches_total ticketd_order_batch_orders_total
     ticketd_redis_pipelines_total ticketd_redis_pipelined_commands_total
+    ticketd_redis_folds_total ticketd_redis_folded_calls_total
     ticketd_order_batch_seconds_sum)
 for le in "${BATCH_LE[@]}"; do
     MERGE_METRICS+=("ticketd_order_batch_size_bucket{le=\"${le}\"}")

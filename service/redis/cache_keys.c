@@ -19,7 +19,7 @@
 static struct redis_script peek_lua = {
     "return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), "
     "redis.call('GET', KEYS[2]), redis.call('PTTL', KEYS[2])}\n",
-    ""};
+    "", NULL};
 
 static pthread_once_t peek_once = PTHREAD_ONCE_INIT;
 

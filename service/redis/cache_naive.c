@@ -33,8 +33,8 @@ static const char release_lua[] =
                           "if ARGV[2] ~= '' then redis.call('DEL', KEYS[2]) end\n"
                           "return 1\n";
 
-struct redis_script cache_naive_complete = {complete_lua, ""};
-struct redis_script cache_naive_release = {release_lua, ""};
+struct redis_script cache_naive_complete = {complete_lua, "", NULL};
+struct redis_script cache_naive_release = {release_lua, "", NULL};
 
 void cache_naive_init(void)
 {

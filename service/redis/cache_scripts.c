@@ -68,27 +68,45 @@ static const char token_take_lua[] = SPEND_LUA "return spend(KEYS[1], ARGV[1], A
  * leaves no bit behind (the filter is there to spare refusals a look-up).
  * The bits key is not in the user's hash slot: with a Redis Cluster this
  * script would need the filter on the user's shard (docs/scaling.md). */
-static const char begin_lua[] = SPEND_LUA SET_BITS_LUA
-    "local rec\n"
-    "if ARGV[1] ~= '' then\n"
-    "  rec = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
-    "else\n"
-    "  rec = redis.call('GET', KEYS[1])\n"
+#define BEGIN_LUA                                                                                  \
+    "local rec\n"                                                                                  \
+    "if ARGV[1] ~= '' then\n"                                                                      \
+    "  rec = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"                    \
+    "else\n"                                                                                       \
+    "  rec = redis.call('GET', KEYS[1])\n"                                                         \
+    "end\n"                                                                                        \
+    "if rec then return {1, rec} end\n"                                                            \
+    "if ARGV[3] ~= '' then\n"                                                                      \
+    "  if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then\n"                     \
+    "    if ARGV[1] ~= '' then redis.call('DEL', KEYS[1]) end\n"                                   \
+    "    return {2}\n"                                                                             \
+    "  end\n"                                                                                      \
+    "end\n"                                                                                        \
+    "local verdict = -1\n"                                                                         \
+    "if ARGV[5] ~= '' then verdict = spend(KEYS[3], ARGV[5], ARGV[6]) end\n"                       \
+    "if ARGV[7] ~= '' and verdict ~= 0 and verdict ~= 3 then\n"                                    \
+    "  note_bits(KEYS[4], ARGV[7])\n"                                                              \
+    "  return {0, verdict, 1}\n"                                                                   \
+    "end\n"                                                                                        \
+    "return {0, verdict, 0}\n"
+
+/* The filter's bits of a begin that goes on: set at once, alone; in a
+ * fold (redis.h, REDIS_FOLD), gathered and set by one BITFIELD once every
+ * begin of the fold has run, still before any of their orders'
+ * transactions, which wait for the fold's reply. */
+#define NOTE_BITS_NOW "local function note_bits(key, list) set_bits(key, list) end\n"
+#define NOTE_BITS_LATER                                                                            \
+    "local bits_key, bits = nil, {}\n"                                                             \
+    "local function note_bits(key, list)\n"                                                        \
+    "  bits_key = key\n"                                                                           \
+    "  bits[#bits + 1] = list\n"                                                                   \
     "end\n"
-    "if rec then return {1, rec} end\n"
-    "if ARGV[3] ~= '' then\n"
-    "  if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then\n"
-    "    if ARGV[1] ~= '' then redis.call('DEL', KEYS[1]) end\n"
-    "    return {2}\n"
-    "  end\n"
-    "end\n"
-    "local verdict = -1\n"
-    "if ARGV[5] ~= '' then verdict = spend(KEYS[3], ARGV[5], ARGV[6]) end\n"
-    "if ARGV[7] ~= '' and verdict ~= 0 and verdict ~= 3 then\n"
-    "  set_bits(KEYS[4], ARGV[7])\n"
-    "  return {0, verdict, 1}\n"
-    "end\n"
-    "return {0, verdict, 0}\n";
+#define BITS_NOTED "if bits_key then set_bits(bits_key, table.concat(bits, ' ')) end\n"
+
+static const char begin_lua[] = SPEND_LUA SET_BITS_LUA NOTE_BITS_NOW BEGIN_LUA;
+static const char begin_fold_lua[] =
+    SPEND_LUA SET_BITS_LUA NOTE_BITS_LATER REDIS_FOLD_HEAD BEGIN_LUA REDIS_FOLD_LOOP BITS_NOTED
+    "return out\n";
 
 /* The key has ended (completed or released). A waiting copy (Prefer:
  * wait) marks the marker it waits for as watched, "W|" for "P|"
@@ -109,27 +127,31 @@ static const char begin_lua[] = SPEND_LUA SET_BITS_LUA
  * KEYS: idem, lock, the key's channel. ARGV: marker ('' = none: the
  * record only where there is nothing), record, record ttl s, owner ('' =
  * no lock), marker ttl ms, lock ttl ms. */
-static const char complete_lua[] = CACHE_LUA_SAME_MARKER
-    "local told = false\n"
-    "if ARGV[1] == '' then\n"
-    "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3], 'NX')\n"
-    "else\n"
-    "  local cur = redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3], 'GET')\n"
-    "  told = cur ~= ARGV[1]\n"
-    "  if cur and cur ~= ARGV[2] and not same_marker(cur, ARGV[1]) then\n"
-    "    if string.sub(cur, 1, 1) == 'D' then\n"
-    "      redis.call('SET', KEYS[1], cur, 'EX', ARGV[3])\n"
-    "    else\n"
-    "      redis.call('SET', KEYS[1], cur, 'PX', ARGV[5])\n"
-    "    end\n"
-    "  end\n"
-    "end\n"
-    "if ARGV[4] ~= '' then\n"
-    "  local l = redis.call('GETDEL', KEYS[2])\n"
-    "  if l and l ~= ARGV[4] then redis.call('SET', KEYS[2], l, 'PX', ARGV[6]) end\n"
-    "end\n"
-    "if told then redis.call('PUBLISH', KEYS[3], '1') end\n"
-    "return 1\n";
+#define COMPLETE_LUA                                                                               \
+    CACHE_LUA_SAME_MARKER                                                                          \
+    "local told = false\n"                                                                         \
+    "if ARGV[1] == '' then\n"                                                                      \
+    "  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3], 'NX')\n"                                 \
+    "else\n"                                                                                       \
+    "  local cur = redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3], 'GET')\n"                    \
+    "  told = cur ~= ARGV[1]\n"                                                                    \
+    "  if cur and cur ~= ARGV[2] and not same_marker(cur, ARGV[1]) then\n"                         \
+    "    if string.sub(cur, 1, 1) == 'D' then\n"                                                   \
+    "      redis.call('SET', KEYS[1], cur, 'EX', ARGV[3])\n"                                       \
+    "    else\n"                                                                                   \
+    "      redis.call('SET', KEYS[1], cur, 'PX', ARGV[5])\n"                                       \
+    "    end\n"                                                                                    \
+    "  end\n"                                                                                      \
+    "end\n"                                                                                        \
+    "if ARGV[4] ~= '' then\n"                                                                      \
+    "  local l = redis.call('GETDEL', KEYS[2])\n"                                                  \
+    "  if l and l ~= ARGV[4] then redis.call('SET', KEYS[2], l, 'PX', ARGV[6]) end\n"              \
+    "end\n"                                                                                        \
+    "if told then redis.call('PUBLISH', KEYS[3], '1') end\n"                                       \
+    "return 1\n"
+
+static const char complete_lua[] = COMPLETE_LUA;
+static const char complete_fold_lua[] = REDIS_FOLD_HEAD COMPLETE_LUA REDIS_FOLD_TAIL;
 
 /* Failure: compare-and-delete of marker and lock (a failure's path, so
  * one MGET reads both). KEYS and ARGV as complete_lua's, without the
@@ -206,16 +228,18 @@ static const char bloom_progress_lua[] =
     "else redis.call('SET', KEYS[1], ARGV[3]) end\n"
     "return 1\n";
 
-struct redis_script cache_lua_bloom_check = {bloom_check_lua, ""};
-struct redis_script cache_lua_bloom_add = {bloom_add_lua, ""};
-struct redis_script cache_lua_bloom_begin = {bloom_begin_lua, ""};
-struct redis_script cache_lua_bloom_progress = {bloom_progress_lua, ""};
-struct redis_script cache_lua_begin = {begin_lua, ""};
-struct redis_script cache_lua_take_over = {take_over_lua, ""};
-struct redis_script cache_lua_token_take = {token_take_lua, ""};
-struct redis_script cache_lua_complete = {complete_lua, ""};
-struct redis_script cache_lua_release = {release_lua, ""};
-struct redis_script cache_lua_watch = {watch_lua, ""};
+struct redis_script cache_lua_bloom_check = {bloom_check_lua, "", NULL};
+struct redis_script cache_lua_bloom_add = {bloom_add_lua, "", NULL};
+struct redis_script cache_lua_bloom_begin = {bloom_begin_lua, "", NULL};
+struct redis_script cache_lua_bloom_progress = {bloom_progress_lua, "", NULL};
+static struct redis_script begin_fold = {begin_fold_lua, "", NULL};
+struct redis_script cache_lua_begin = {begin_lua, "", &begin_fold};
+struct redis_script cache_lua_take_over = {take_over_lua, "", NULL};
+struct redis_script cache_lua_token_take = {token_take_lua, "", NULL};
+static struct redis_script complete_fold = {complete_fold_lua, "", NULL};
+struct redis_script cache_lua_complete = {complete_lua, "", &complete_fold};
+struct redis_script cache_lua_release = {release_lua, "", NULL};
+struct redis_script cache_lua_watch = {watch_lua, "", NULL};
 
 void cache_scripts_prepare(void)
 {

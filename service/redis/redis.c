@@ -101,6 +101,8 @@ void redis_script_prepare(struct redis_script *s)
     unsigned char md[SHA_DIGEST_LENGTH];
     SHA1((const unsigned char *)s->source, strlen(s->source), md);
     hex_encode(md, sizeof md, s->sha);
+    if (s->fold != NULL)
+        redis_script_prepare(s->fold);
 }
 
 static struct timeval ms_to_tv(int ms)

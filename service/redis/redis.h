@@ -32,7 +32,39 @@
 struct redis_script {
     const char *source;
     char sha[41]; /* filled by redis_script_prepare */
+    /* The same script over many calls' keys and arguments, one after
+     * another in one call (REDIS_FOLD), or NULL. On a loop, the calls of
+     * this script that one turn sends go as one call of fold: Redis runs
+     * one script where it ran one per order (redis_async.c). */
+    struct redis_script *fold;
 };
+
+/* A fold's source: REDIS_FOLD_HEAD, the script's own source, then
+ * REDIS_FOLD_TAIL (or REDIS_FOLD_LOOP, what the fold does once after its
+ * calls, then "return out"). The script becomes a function of its KEYS
+ * and ARGV, called once per folded call, each under pcall: an error (a
+ * command refused, a script fault) answers its own call, as it would
+ * have alone. The fold's KEYS are every call's keys in turn; its ARGV the
+ * number of calls n, then each call's number of keys and of arguments,
+ * then every call's arguments in turn. It answers an array of each call's
+ * answer, out (a nil answer as false, which keeps its place). */
+#define REDIS_FOLD_HEAD "local function one(KEYS, ARGV)\n"
+#define REDIS_FOLD_LOOP                                                                            \
+    "\nend\n"                                                                                      \
+    "local n = tonumber(ARGV[1])\n"                                                                \
+    "local out, k, a = {}, 0, 1 + 2 * n\n"                                                         \
+    "for i = 1, n do\n"                                                                            \
+    "  local nk, na = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])\n"                          \
+    "  local keys, args = {}, {}\n"                                                                \
+    "  for j = 1, nk do keys[j] = KEYS[k + j] end\n"                                               \
+    "  for j = 1, na do args[j] = ARGV[a + j] end\n"                                               \
+    "  k, a = k + nk, a + na\n"                                                                    \
+    "  local ok, r = pcall(one, keys, args)\n"                                                     \
+    "  if not ok and type(r) ~= 'table' then r = redis.error_reply(tostring(r)) end\n"             \
+    "  if r == nil then r = false end\n"                                                           \
+    "  out[i] = r\n"                                                                               \
+    "end\n"
+#define REDIS_FOLD_TAIL REDIS_FOLD_LOOP "return out\n"
 
 int redis_init(const struct config *cfg);
 /* Closes the calling thread's blocking connection. The loops' connections
@@ -40,7 +72,8 @@ int redis_init(const struct config *cfg);
 void redis_thread_release(void);
 void redis_cleanup(void);
 
-/* Computes the script's SHA1 so it can be run with EVALSHA. */
+/* Computes the script's SHA1 so it can be run with EVALSHA (and its
+ * fold's, when it has one). */
 void redis_script_prepare(struct redis_script *s);
 
 /* Sends one command. lens may be NULL (all arguments are C strings).

@@ -40,6 +40,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "redis.h"
 #include "sentinel.h"
 #include "util.h"
 
@@ -65,6 +66,9 @@ struct async_link {
     bool writing;           /* inside our own redisAsyncHandleWrite */
     int appended;           /* commands appended since the last write */
     bool refused;           /* ROLE or READONLY said: not the primary */
+    /* Calls of scripts that fold (redis.h), appended at the turn's end:
+     * each script's as one call. */
+    struct redis_fold_queue folds;
 };
 
 static struct async_link links[ASYNC_MAX_LOOPS];
@@ -77,6 +81,25 @@ struct waiting {
     struct loop_timer timer;
     bool answered;
 };
+
+/* The calls one fold carried, in the order of their answers. */
+struct fold {
+    int n;
+    struct waiting *w[];
+};
+
+/* Calls of one script folded into one call at most (each adds its keys
+ * and arguments to the fold's). */
+#define FOLD_MAX 64
+
+/* w's answer is rc, with no reply. */
+static void answer_rc(struct waiting *w, int rc)
+{
+    loop_timer_stop(w->link->loop, &w->timer);
+    w->cmd->rc = rc;
+    w->answered = true;
+    fiber_ready(w->fiber);
+}
 
 /* --- the adapter: hiredis's read and write interest onto loop_io -------- */
 
@@ -151,6 +174,12 @@ static void cleanup(void *p)
     l->ac = NULL;
     l->refused = false;
     l->appended = 0; /* they went with the connection */
+    /* Calls not yet folded were not sent: they fail as the appended do. */
+    for (struct redis_cmd *c = l->folds.head, *next; c != NULL; c = next) {
+        next = c->next;
+        answer_rc(c->waiter, TD_EUNAVAIL);
+    }
+    l->folds = (struct redis_fold_queue){0};
     redis_forget_primary(l->gen);
 }
 
@@ -181,16 +210,6 @@ static void on_io(void *arg, unsigned ready)
     /* The read may have freed the context (end of file, error). */
     if (l->ac != NULL && l->ac == ac && (ready & LOOP_WRITE))
         write_out(l);
-}
-
-/* The turn's end: every command the turn's fibers appended leaves in one
- * write. */
-static void on_flush(void *arg)
-{
-    struct async_link *l = arg;
-    if (l->ac == NULL || l->appended == 0)
-        return;
-    write_out(l);
 }
 
 /* --- connecting ---------------------------------------------------------- */
@@ -289,6 +308,8 @@ static redisReply *steal(redisReply *r)
     return mine;
 }
 
+/* w's reply (NULL: the link went): ac's callback, and a fold's for each
+ * call it carried. */
 static void on_reply(redisAsyncContext *ac, void *reply, void *arg)
 {
     struct waiting *w = arg;
@@ -313,6 +334,94 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *arg)
     }
     w->answered = true;
     fiber_ready(w->fiber);
+}
+
+/* A fold's reply: each call's answer in its place, or what answered the
+ * whole fold (the link went, an error: NOSCRIPT, READONLY, ...) for
+ * every call. */
+static void on_fold_reply(redisAsyncContext *ac, void *reply, void *arg)
+{
+    struct fold *f = arg;
+    redisReply *r = reply;
+    bool each = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)f->n;
+    bool whole = r == NULL || r->type == REDIS_REPLY_ERROR;
+    if (!each && !whole)
+        log_error("redis: a fold of %d calls gave an answer of unknown shape", f->n);
+    for (int i = 0; i < f->n; i++) {
+        if (each)
+            on_reply(ac, r->element[i], f->w[i]);
+        else if (whole)
+            on_reply(ac, r, f->w[i]);
+        else
+            answer_rc(f->w[i], TD_EINTERNAL);
+    }
+    free(f);
+}
+
+/* Appends the calls c[0..n) of one script: alone as it was asked for,
+ * else as one call of the script's fold. */
+static void fold_append(struct async_link *l, struct redis_cmd **c, int n)
+{
+    if (n == 1) {
+        if (redisAsyncCommandArgv(l->ac, on_reply, c[0]->waiter, c[0]->argc, c[0]->argv,
+                                  c[0]->lens) == REDIS_OK)
+            l->appended++;
+        else
+            answer_rc(c[0]->waiter, TD_EUNAVAIL);
+        return;
+    }
+    const char **argv;
+    size_t *lens;
+    char *text;
+    int argc = redis_fold_argv(c, n, &argv, &lens, &text);
+    struct fold *f = xmalloc(sizeof *f + (size_t)n * sizeof *f->w);
+    f->n = n;
+    for (int i = 0; i < n; i++)
+        f->w[i] = c[i]->waiter;
+    if (redisAsyncCommandArgv(l->ac, on_fold_reply, f, argc, argv, lens) == REDIS_OK) {
+        l->appended++;
+        metrics_inc(M_REDIS_FOLDS);
+        metrics_add(M_REDIS_FOLDED_CALLS, n);
+    } else {
+        for (int i = 0; i < n; i++)
+            answer_rc(f->w[i], TD_EUNAVAIL);
+        free(f);
+    }
+    free(argv);
+    free(lens);
+    free(text);
+}
+
+/* The turn's end: the turn's calls of each script that folds are appended
+ * as one call, then every command the turn's fibers appended leaves in
+ * one write (once the connect is done: else when it is, on_io). */
+static void on_flush(void *arg)
+{
+    struct async_link *l = arg;
+    struct redis_cmd *group[FOLD_MAX];
+    int n;
+    while (l->ac != NULL && (n = redis_fold_take(&l->folds, group, FOLD_MAX)) > 0)
+        fold_append(l, group, n);
+    if (l->ac == NULL || l->appended == 0 || !(l->ac->c.flags & REDIS_CONNECTED))
+        return;
+    write_out(l);
+}
+
+/* Sends w's command: appended at once, or, for a script that folds, kept
+ * for the turn's end. False when it could not be appended. */
+static bool put(struct async_link *l, struct waiting *w)
+{
+    struct redis_cmd *c = w->cmd;
+    if (c->script != NULL && c->script->fold != NULL) {
+        c->waiter = w;
+        redis_fold_push(&l->folds, c);
+        loop_at_turn_end(l->loop, &l->flush, on_flush, l);
+        return true;
+    }
+    if (redisAsyncCommandArgv(l->ac, on_reply, w, c->argc, c->argv, c->lens) != REDIS_OK)
+        return false;
+    l->appended++;
+    return true;
 }
 
 /* No reply in time: the connection is taken as broken, as a socket timeout
@@ -345,9 +454,7 @@ int redis_async_send(struct redis_cmd *cmd)
     if (l->ac != NULL && redis_primary_moved(l->gen))
         redisAsyncFree(l->ac); /* opened to a server that is no longer the primary */
     struct waiting w = {.cmd = cmd, .fiber = fiber_self(), .link = l};
-    if ((l->ac != NULL || link_open(l) == TD_OK) &&
-        redisAsyncCommandArgv(l->ac, on_reply, &w, cmd->argc, cmd->argv, cmd->lens) == REDIS_OK) {
-        l->appended++;
+    if ((l->ac != NULL || link_open(l) == TD_OK) && put(l, &w)) {
         loop_timer_start(lp, &w.timer, redis_config()->redis_timeout_ms, on_timeout, &w);
         while (!w.answered)
             fiber_park();

@@ -22,15 +22,18 @@ void redis_cleanup(void)
     redis_conn_cleanup();
 }
 
-/* One command; TD_ENOTFOUND stands for NOSCRIPT. */
+/* One command; TD_ENOTFOUND stands for NOSCRIPT. script: the script
+ * an EVALSHA or EVAL runs, with nkeys keys (else NULL). */
 static int send_one(int argc, const char **argv, const size_t *lens, int block_ms,
-                    redisReply **reply)
+                    const struct redis_script *script, int nkeys, redisReply **reply)
 {
     struct redis_cmd cmd;
     struct redis_cmd *one = &cmd;
     *reply = NULL;
     if (!redis_cmd_set(&cmd, argc, argv, lens))
         return TD_EINTERNAL;
+    cmd.script = script;
+    cmd.nkeys = nkeys;
     if (block_ms == 0 && fiber_self() != NULL)
         (void)redis_async_send(&cmd);
     else
@@ -41,14 +44,14 @@ static int send_one(int argc, const char **argv, const size_t *lens, int block_m
 
 int redis_command(int argc, const char **argv, const size_t *lens, redisReply **reply)
 {
-    int rc = send_one(argc, argv, lens, 0, reply);
+    int rc = send_one(argc, argv, lens, 0, NULL, 0, reply);
     return rc == TD_ENOTFOUND ? TD_EINTERNAL : rc;
 }
 
 int redis_command_blocking(int argc, const char **argv, const size_t *lens, int block_ms,
                            redisReply **reply)
 {
-    int rc = send_one(argc, argv, lens, block_ms, reply);
+    int rc = send_one(argc, argv, lens, block_ms, NULL, 0, reply);
     return rc == TD_ENOTFOUND ? TD_EINTERNAL : rc;
 }
 
@@ -78,12 +81,12 @@ int redis_eval(struct redis_script *s, int nkeys, const char **keys, int nargs, 
     *reply = NULL;
     if (eval_argv(s, nkeys, keys, nargs, args, argv, n) < 0)
         return TD_EINTERNAL;
-    int rc = send_one(3 + nkeys + nargs, argv, NULL, 0, reply);
+    int rc = send_one(3 + nkeys + nargs, argv, NULL, 0, s, nkeys, reply);
     if (rc == TD_ENOTFOUND) {
         /* A restarted or flushed Redis: EVAL runs it and caches it again. */
         argv[0] = "EVAL";
         argv[1] = s->source;
-        rc = send_one(3 + nkeys + nargs, argv, NULL, 0, reply);
+        rc = send_one(3 + nkeys + nargs, argv, NULL, 0, s, nkeys, reply);
         if (rc == TD_ENOTFOUND)
             rc = TD_EINTERNAL;
     }

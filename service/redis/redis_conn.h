@@ -29,11 +29,39 @@ struct redis_cmd {
     size_t lens[REDIS_MAX_ARGS];
     redisReply *reply;
     int rc;
+    /* An EVALSHA or EVAL of script (its keys argv[3..3+nkeys)), which a
+     * loop may fold with others of the same script; NULL for any other
+     * command. */
+    const struct redis_script *script;
+    int nkeys;
+    /* On a loop's connection: who waits for the answer, and the next call
+     * in the turn's queue of calls to fold (redis_async.c). */
+    void *waiter;
+    struct redis_cmd *next;
 };
 
 /* Fills cmd (lens NULL: the arguments are C strings). False when there
  * are more than REDIS_MAX_ARGS. */
 bool redis_cmd_set(struct redis_cmd *cmd, int argc, const char **argv, const size_t *lens);
+
+/* One call of the fold of cmds' script (redis.h, REDIS_FOLD) carrying
+ * cmds[0..n), n >= 1, each an EVALSHA or EVAL of that script with the
+ * verb of cmds[0]: a new argv and lens (freed with free), pointing into
+ * the commands' arguments and a new *text of numbers (freed with free);
+ * answers the argument count. */
+int redis_fold_argv(struct redis_cmd *const *cmds, int n, const char ***argv, size_t **lens,
+                    char **text);
+
+/* A turn's calls of scripts that fold, in the order they came. */
+struct redis_fold_queue {
+    struct redis_cmd *head, *tail;
+};
+void redis_fold_push(struct redis_fold_queue *q, struct redis_cmd *c);
+/* Takes the first call's group out of q: the calls of its script, by its
+ * verb (EVALSHA, or EVAL after NOSCRIPT), in the order they came, max at
+ * most, into group; answers how many (0: q was empty). The others stay,
+ * in their order. */
+int redis_fold_take(struct redis_fold_queue *q, struct redis_cmd **group, int max);
 
 /* Sends cmds[0..k) on the calling thread's connection in one write,
  * through the breaker, and sets each one's answer (block_ms > 0: one

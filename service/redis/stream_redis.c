@@ -25,7 +25,7 @@ static struct redis_script group_create = {
     "  return r\n"
     "end\n"
     "return 1\n",
-    ""};
+    "", NULL};
 
 void stream_init(void)
 {

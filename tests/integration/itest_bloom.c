@@ -385,6 +385,153 @@ static void test_an_order_costs_two_round_trips(void **state)
     assert_int_equal(getdel, 1);
 }
 
+/* ---- a turn's begins in one call ---- */
+
+#define FOLD_CLIENTS 16
+#define FOLD_ROUNDS  20
+
+struct fold_round {
+    const struct th_server *s;
+    int64_t session;
+    int round;
+    char tok[FOLD_CLIENTS][96];
+    long status[FOLD_CLIENTS];
+    char code[FOLD_CLIENTS][48];
+};
+
+/* Client i's user: its own, but the last two clients share one (their
+ * keys differ, so the session lock decides between them). */
+static int64_t fold_user(int round, int i)
+{
+    return 6000 + round * 100 + (i == FOLD_CLIENTS - 1 ? i - 1 : i);
+}
+
+static void fold_key(int round, int i, char out[32])
+{
+    snprintf(out, 32, "fold-%d-%d", round, i);
+}
+
+static void fold_order(int i, void *ctx)
+{
+    struct fold_round *f = ctx;
+    char key[32];
+    fold_key(f->round, i, key);
+    struct th_resp r = th_order(f->s, fold_user(f->round, i), key, f->tok[i], f->session, 1);
+    f->status[i] = r.status;
+    snprintf(f->code[i], sizeof f->code[i], "%s", r.status == 201 ? "" : th_code(&r));
+    th_resp_free(&r);
+}
+
+static int64_t fold_rows(int round, int i, int64_t session)
+{
+    char key[32];
+    fold_key(round, i, key);
+    return th_db_int("SELECT COUNT(*) FROM orders WHERE user_id = %lld AND session_id = %lld AND "
+                     "request_id = '%s'",
+                     (long long)fold_user(round, i), (long long)session, key);
+}
+
+/* Sixteen clients order at once on one loop, the token required: the
+ * begins one turn gathered go to Redis as one call of the key's script's
+ * fold, and the ends as one of the completion's, yet each request gets its
+ * own answer. Client 0 presents a token issued to someone else, and the
+ * last two share a user (one session lock between them): their refusals
+ * stay their own, and every answer matches the books. The rounds go on
+ * until a fold happened (a turn that gathered two begins or two ends; with
+ * sixteen clients on one loop nearly the first round), at most
+ * FOLD_ROUNDS. Then fewer scripts ran than requests asked for, and every
+ * key that bought an order is in the filter: the fold set its bits with
+ * one BITFIELD for all (a key left out would be refused below for a lock
+ * while its order exists, the filter's "certainly not" believed). */
+static void test_a_turns_calls_go_as_one(void **state)
+{
+    (void)state;
+    const char *env[] = {NO_REBUILD, "TICKETD_ORDER_TOKEN_REQUIRED=1", "TICKETD_LOOPS=1",
+                         "TICKETD_REDIS_TIMEOUT_MS=20000", NULL};
+    struct th_server *s = th_serve(9, env);
+    th_wait_metric(s, "ticketd_bloom_builds_total", 1, WAIT_MS);
+    int64_t session = th_session(s, 10000, 1500);
+    static struct fold_round f;
+    long long created = 0, rounds = 0;
+    assert_int_equal(th_redis_int("CONFIG RESETSTAT"), 0);
+    long long folds0 = th_metric(s, "ticketd_redis_folds_total");
+    for (int round = 0; round < FOLD_ROUNDS; round++) {
+        f = (struct fold_round){.s = s, .session = session, .round = round};
+        for (int i = 0; i < FOLD_CLIENTS; i++)
+            th_order_token(s, i == 0 ? 9999 : fold_user(round, i), f.tok[i]);
+        th_parallel(FOLD_CLIENTS, fold_order, &f);
+        rounds++;
+        int shared_201 = 0;
+        for (int i = 0; i < FOLD_CLIENTS; i++) {
+            int64_t rows = fold_rows(round, i, session);
+            if (f.status[i] == 201) {
+                assert_int_equal(rows, 1);
+                created++;
+            } else {
+                assert_int_equal(rows, 0);
+            }
+            if (i == 0) {
+                assert_int_equal(f.status[i], 409);
+                assert_string_equal(f.code[i], "ORDER_TOKEN_INVALID");
+            } else if (i < FOLD_CLIENTS - 2) {
+                if (f.status[i] != 201)
+                    fail_msg("round %d client %d: %ld %s", round, i, f.status[i], f.code[i]);
+            } else if (f.status[i] == 201) {
+                shared_201++;
+            } else {
+                assert_int_equal(f.status[i], 409);
+                assert_string_equal(f.code[i], "DUPLICATE_SUBMISSION");
+            }
+        }
+        assert_true(shared_201 >= 1);
+        if (th_metric(s, "ticketd_redis_folds_total") > folds0)
+            break;
+    }
+    long long folds = th_metric(s, "ticketd_redis_folds_total") - folds0;
+    print_message("%lld rounds, %lld orders, %lld folds of %lld calls\n", rounds, created, folds,
+                  th_metric(s, "ticketd_redis_folded_calls_total"));
+    assert_true(folds >= 1);
+    assert_true(th_metric(s, "ticketd_redis_folded_calls_total") >= 2 * folds);
+    char *info = th_redis_text("INFO commandstats");
+    assert_non_null(info);
+    long long evalsha = calls_of(info, "evalsha") + calls_of(info, "eval");
+    long long bitfield = calls_of(info, "bitfield");
+    free(info);
+    print_message("scripts run %lld, BITFIELD %lld\n", evalsha, bitfield);
+    /* Alone, every request would run its begin and every order its end. */
+    assert_true(evalsha < rounds * FOLD_CLIENTS + created);
+    assert_true(bitfield < created);
+    /* The filter heard of every key that bought an order: with Redis's
+     * records of those keys gone and their sessions held, a retry is
+     * refused for the lock only after the database was asked, and finds
+     * its order. Another process, so that no answer is remembered. */
+    s = th_serve(10, env);
+    long long saved = th_metric(s, "ticketd_bloom_checks_total{answer=\"saved\"}");
+    for (int round = 0; round < rounds; round++) {
+        for (int i = 1; i < FOLD_CLIENTS; i++) {
+            char key[32];
+            fold_key(round, i, key);
+            if (fold_rows(round, i, session) == 0)
+                continue;
+            int64_t user = fold_user(round, i);
+            th_redis_int("DEL idem:{%lld}:%s", (long long)user, key);
+            hold_session(user, session);
+            struct th_resp r = retry(s, user, key, session);
+            if (r.status != 201)
+                fail_msg("round %d client %d: a retry of an order that exists: %ld %s", round, i,
+                         r.status, r.body);
+            th_expect_layer(&r, "unique-index");
+            th_resp_free(&r);
+            th_redis_int("DEL lock:order:{%lld}:%lld", (long long)user, (long long)session);
+        }
+    }
+    print_message("the retries' filter checks: saved %lld, maybe %lld, untrusted %lld\n",
+                  th_metric(s, "ticketd_bloom_checks_total{answer=\"saved\"}") - saved,
+                  th_metric(s, "ticketd_bloom_checks_total{answer=\"maybe\"}"),
+                  th_metric(s, "ticketd_bloom_checks_total{answer=\"untrusted\"}"));
+    assert_int_equal(th_metric(s, "ticketd_bloom_checks_total{answer=\"saved\"}"), saved);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, th_teardown_stop)
 
 int main(void)
@@ -400,6 +547,7 @@ int main(void)
         T(test_instance_without_redis_untrusts_the_filter),
         T(test_filter_built_from_many_orders),
         T(test_an_order_costs_two_round_trips),
+        T(test_a_turns_calls_go_as_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
