@@ -44,7 +44,7 @@ struct redis_cmd {
  * are more than REDIS_MAX_ARGS. */
 bool redis_cmd_set(struct redis_cmd *cmd, int argc, const char **argv, const size_t *lens);
 
-/* One call of the fold of cmds' script (redis.h, REDIS_FOLD) carrying
+/* One call of the fold of cmds' script (redis.h, REDIS_FOLD_HEAD) carrying
  * cmds[0..n), n >= 1, each an EVALSHA or EVAL of that script with the
  * verb of cmds[0]: a new argv and lens (freed with free), pointing into
  * the commands' arguments and a new *text of numbers (freed with free);

@@ -1,4 +1,4 @@
-/* redis_fold.c - a script's fold (redis.h, REDIS_FOLD), which carries
+/* redis_fold.c - a script's fold (redis.h, REDIS_FOLD_HEAD), which carries
  * several calls of the script in one: the queue of a loop turn's calls,
  * taken out by script, and the arguments of one call of the fold. A loop
  * sends the calls of one script that its turn gathered that way
