@@ -91,8 +91,8 @@ static const char token_take_lua[] = SPEND_LUA "return spend(KEYS[1], ARGV[1], A
     "return {0, verdict, 0}\n"
 
 /* The filter's bits of a begin that goes on: set at once, alone; in a
- * fold (redis.h, REDIS_FOLD_HEAD), gathered and set by one BITFIELD once every
- * begin of the fold has run, still before any of their orders'
+ * fold (redis.h, REDIS_FOLD_HEAD), gathered and set by one BITFIELD once
+ * every begin of the fold has run, still before any of their orders'
  * transactions, which wait for the fold's reply. */
 #define NOTE_BITS_NOW "local function note_bits(key, list) set_bits(key, list) end\n"
 #define NOTE_BITS_LATER                                                                            \

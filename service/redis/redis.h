@@ -33,9 +33,9 @@ struct redis_script {
     const char *source;
     char sha[41]; /* filled by redis_script_prepare */
     /* The same script over many calls' keys and arguments, one after
-     * another in one call (REDIS_FOLD_HEAD), or NULL. On a loop, the calls of
-     * this script that one turn sends go as one call of fold: Redis runs
-     * one script where it ran one per order (redis_async.c). */
+     * another in one call (REDIS_FOLD_HEAD), or NULL. On a loop, the
+     * calls of this script that one turn sends go as one call of fold:
+     * Redis runs one script where it ran one per order (redis_async.c). */
     struct redis_script *fold;
 };
 

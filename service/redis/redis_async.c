@@ -358,15 +358,23 @@ static void on_fold_reply(redisAsyncContext *ac, void *reply, void *arg)
     free(f);
 }
 
+/* Appends w's command as it was asked for. False when hiredis took none
+ * (the context is going). */
+static bool append_one(struct async_link *l, struct waiting *w)
+{
+    struct redis_cmd *c = w->cmd;
+    if (redisAsyncCommandArgv(l->ac, on_reply, w, c->argc, c->argv, c->lens) != REDIS_OK)
+        return false;
+    l->appended++;
+    return true;
+}
+
 /* Appends the calls c[0..n) of one script: alone as it was asked for,
  * else as one call of the script's fold. */
 static void fold_append(struct async_link *l, struct redis_cmd **c, int n)
 {
     if (n == 1) {
-        if (redisAsyncCommandArgv(l->ac, on_reply, c[0]->waiter, c[0]->argc, c[0]->argv,
-                                  c[0]->lens) == REDIS_OK)
-            l->appended++;
-        else
+        if (!append_one(l, c[0]->waiter))
             answer_rc(c[0]->waiter, TD_EUNAVAIL);
         return;
     }
@@ -418,10 +426,7 @@ static bool put(struct async_link *l, struct waiting *w)
         loop_at_turn_end(l->loop, &l->flush, on_flush, l);
         return true;
     }
-    if (redisAsyncCommandArgv(l->ac, on_reply, w, c->argc, c->argv, c->lens) != REDIS_OK)
-        return false;
-    l->appended++;
-    return true;
+    return append_one(l, w);
 }
 
 /* No reply in time: the connection is taken as broken, as a socket timeout
