@@ -1,5 +1,6 @@
-/* log.c - JSON log lines (log.h), one write(2) each, and the spill that
- * keeps a reader who stops reading from stopping a server. Apart so that
+/* log.c - JSON log lines (log.h), one write(2) each or a loop turn's
+ * access lines in one, and the spill that keeps a reader who stops reading
+ * from stopping a server. Apart so that
  * every module logs the same shape of line. */
 #include "log.h"
 
@@ -170,7 +171,7 @@ static ssize_t spill_try(const char *p, size_t n)
     return w;
 }
 
-/* Under spill.mu: a whole line (or a line's rest) dropped, or kept. */
+/* Under spill.mu: whole lines (or a line's rest) dropped, or kept. */
 static void spill_keep(const char *p, size_t n, bool rest)
 {
     if (spill.fill == NULL) {
@@ -184,8 +185,12 @@ static void spill_keep(const char *p, size_t n, bool rest)
     }
     size_t room = spill.fill == NULL ? 0 : SPILL_BYTES - spill.fill_len;
     if (!spill.running || n > room || (!rest && n + SPILL_LINE_MAX > room)) {
-        spill.dropped++;
-        metrics_inc(M_LOG_LINES_DROPPED);
+        /* p holds one line, or a turn's gathered access lines: each counts. */
+        uint64_t lines = 0;
+        for (const char *q = p; (q = memchr(q, '\n', n - (size_t)(q - p))) != NULL; q++)
+            lines++;
+        spill.dropped += lines;
+        metrics_add(M_LOG_LINES_DROPPED, (int64_t)lines);
         return;
     }
     if (spill.fill_len == 0)
@@ -305,6 +310,63 @@ void log_spill_stop(void)
      * or they are dropped. The buffers go with the process. */
 }
 
+/* One write of whole lines (one, or a loop turn's access lines):
+ * straight to the output, or through the spill. */
+static void out(const char *p, size_t n)
+{
+    if (spill.fd < 0) {
+        ssize_t w = write(log_fd, p, n);
+        (void)w;
+        return;
+    }
+    pthread_mutex_lock(&spill.mu);
+    size_t sent = 0;
+    if (!spill.writing && spill.fill_len == 0) {
+        ssize_t w = spill_try(p, n);
+        sent = w > 0 ? (size_t)w : 0;
+    }
+    if (sent < n)
+        spill_keep(p + sent, n - sent, sent > 0);
+    pthread_mutex_unlock(&spill.mu);
+}
+
+/* ---- a loop turn's access lines, gathered ----
+ *
+ * A loop answers several requests in a turn, and each answer's access line
+ * was a write(2) of its own: one system call in four of a replay's. A loop
+ * thread gathers its access lines and writes them together when its turn
+ * ends (loop.c), before it sleeps. At most GATHER_BYTES go in one write:
+ * PIPE_BUF, the most a pipe takes without mixing another writer's bytes
+ * in, so lines stay whole whatever the output. Any other line written on
+ * the thread writes the gathered ones first, so that a thread's lines keep
+ * their order (an error logged before an abort comes after the access
+ * lines before it). A crash loses at most the lines of the turn it
+ * interrupts. */
+#define GATHER_BYTES 4096
+
+static __thread struct {
+    bool on;
+    size_t len;
+    char buf[GATHER_BYTES];
+} gathered;
+
+void log_gather_flush(void)
+{
+    if (gathered.len > 0) {
+        out(gathered.buf, gathered.len);
+        gathered.len = 0;
+    }
+}
+
+bool log_gather(bool on)
+{
+    bool was = gathered.on;
+    if (!on)
+        log_gather_flush();
+    gathered.on = on;
+    return was;
+}
+
 /* Lines are assembled in a buffer of the thread's and written with one
  * write(2), so lines from different threads never interleave. */
 static void emit(char *line, size_t n, size_t cap)
@@ -312,20 +374,8 @@ static void emit(char *line, size_t n, size_t cap)
     if (n >= cap - 1)
         n = cap - 2;
     line[n++] = '\n';
-    if (spill.fd < 0) {
-        ssize_t w = write(log_fd, line, n);
-        (void)w;
-        return;
-    }
-    pthread_mutex_lock(&spill.mu);
-    size_t sent = 0;
-    if (!spill.writing && spill.fill_len == 0) {
-        ssize_t w = spill_try(line, n);
-        sent = w > 0 ? (size_t)w : 0;
-    }
-    if (sent < n)
-        spill_keep(line + sent, n - sent, sent > 0);
-    pthread_mutex_unlock(&spill.mu);
+    log_gather_flush();
+    out(line, n);
 }
 
 /* log_write's buffers: the thread's own, not its stack's. A line is up to
@@ -380,5 +430,15 @@ void log_access(const char *request_id, const char *method, const char *route, i
     if (layer != NULL)
         n += (size_t)snprintf(line + n, sizeof line - n, ",\"layer\":\"%s\"", l);
     n += (size_t)snprintf(line + n, sizeof line - n, "}");
-    emit(line, n, sizeof line);
+    if (!gathered.on) {
+        emit(line, n, sizeof line);
+        return;
+    }
+    if (n >= sizeof line - 1)
+        n = sizeof line - 2;
+    line[n++] = '\n';
+    if (gathered.len + n > GATHER_BYTES)
+        log_gather_flush();
+    memcpy(gathered.buf + gathered.len, line, n);
+    gathered.len += n;
 }

@@ -3,10 +3,12 @@
  * Every line has "ts" (RFC 3339 UTC with milliseconds), "level" and "msg".
  * The level check happens in the macro, before the arguments are evaluated,
  * so debug lines cost nothing when they are off. Thread-safe: each line is
- * written with one write(2), and never torn or interleaved with another. */
+ * written with one write(2) (a loop's access lines: several in one,
+ * log_gather), and never torn or interleaved with another. */
 #ifndef TICKETD_LOG_H
 #define TICKETD_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +49,16 @@ void log_write(enum log_level level, const char *fmt, ...) __attribute__((format
 /* The access log line of one request. Strings may be NULL. */
 void log_access(const char *request_id, const char *method, const char *route, int status,
                 double duration_ms, const char *code, const char *layer);
+
+/* On a loop thread (loop.c): from now on (on) this thread's access lines
+ * are gathered and written together by log_gather_flush, in writes of at
+ * most 4 KiB (PIPE_BUF: never mixed with another thread's lines); any
+ * other line it writes writes the gathered ones first. Off writes them out
+ * and stops. Returns whether the thread gathered them before. */
+bool log_gather(bool on);
+/* Writes out this thread's gathered access lines: at the end of each loop
+ * turn, before the loop sleeps, so that no line waits for the next. */
+void log_gather_flush(void);
 
 /* Writes s as the inside of a JSON string (no quotes) into out (cap bytes,
  * NUL-terminated, truncated if needed). Returns the length written. */

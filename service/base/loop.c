@@ -404,6 +404,8 @@ void loop_run(struct loop *l)
 {
     struct loop *outer = self;
     self = l;
+    /* The turn's access lines go out together when it ends (log.h). */
+    bool gathering = log_gather(true);
     /* A turn first, then the stop is looked at: a stop asked before
      * loop_run still serves what was queued (loop.h). */
     do {
@@ -416,7 +418,9 @@ void loop_run(struct loop *l)
         serve_events(l);
         serve_timers(l);
         settle(l);
+        log_gather_flush();
     } while (!atomic_load(&l->stop));
+    log_gather(gathering);
     atomic_store(&l->stop, false); /* a later loop_run runs again */
     self = outer;
 }

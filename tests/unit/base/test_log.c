@@ -1,8 +1,9 @@
 /* test_log.c - JSON log lines: the escaping that keeps every line one valid
  * JSON object whatever the message holds, the level gate, the fields of
- * the access line, and the spill that keeps a reader who stops reading
- * from stopping the thread that logs. Lines are captured by pointing
- * stdout at a file (the spill's test: at a socket). */
+ * the access line, a loop's access lines gathered for its turn, and the spill
+ * that keeps a reader who stops reading from stopping the thread that
+ * logs. Lines are captured by pointing stdout at a file (the gathered
+ * lines' and the spill's tests: at a socket). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -223,6 +224,103 @@ static void test_access_line(void **state)
     free(text);
 }
 
+/* A message of the socket stdout points at (one write each), or NULL. */
+static char *next_write(int fd)
+{
+    char buf[8192];
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n <= 0)
+        return NULL;
+    char *s = malloc((size_t)n + 1);
+    memcpy(s, buf, (size_t)n);
+    s[n] = '\0';
+    return s;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s != '\0'; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* A loop thread's access lines (log_gather) wait for log_gather_flush and go
+ * out in one write; a turn's worth over 4 KiB goes in writes of at most
+ * 4 KiB of whole lines, in order; any other line writes the gathered ones
+ * first. stdout is a datagram socket here, so each write(2) is one
+ * message: a regression to a write per line shows as one message per
+ * line. */
+static void test_a_turns_access_lines_go_in_one_write(void **state)
+{
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    dup2(sv[0], STDOUT_FILENO);
+
+    assert_false(log_gather(true));
+    for (int i = 0; i < 5; i++)
+        log_access("gathered", "POST", "/api/v1/orders", 201, i, NULL, NULL);
+    assert_null(next_write(sv[1])); /* nothing written before the turn ends */
+    log_gather_flush();
+    char *w = next_write(sv[1]);
+    assert_non_null(w);
+    assert_int_equal(count_lines(w), 5);
+    free(w);
+    assert_null(next_write(sv[1]));
+    log_gather_flush(); /* nothing gathered: no write */
+    assert_null(next_write(sv[1]));
+
+    /* About 200 bytes a line: 40 of them take more than one write. */
+    char id[32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(id, sizeof id, "many-%02d", i);
+        log_access(id, "POST", "/api/v1/orders", 201, 1.0, NULL, NULL);
+    }
+    log_gather_flush();
+    int lines = 0, writes = 0;
+    while ((w = next_write(sv[1])) != NULL) {
+        assert_true(strlen(w) <= 4096);
+        assert_int_equal(w[strlen(w) - 1], '\n'); /* whole lines only */
+        for (char *p = w; (p = strstr(p, "\"many-")) != NULL; p++) {
+            snprintf(id, sizeof id, "\"many-%02d\"", lines++);
+            assert_memory_equal(p, id, strlen(id)); /* in order */
+        }
+        writes++;
+        free(w);
+    }
+    assert_int_equal(lines, 40);
+    assert_in_range(writes, 2, 3);
+
+    /* A warning writes the gathered lines first, then itself. */
+    log_access("before-warn", "GET", "/livez", 200, 0.1, NULL, NULL);
+    log_warn("a warning after an access line");
+    w = next_write(sv[1]);
+    assert_non_null(strstr(w, "before-warn"));
+    free(w);
+    w = next_write(sv[1]);
+    assert_non_null(strstr(w, "a warning after"));
+    free(w);
+
+    /* Off writes out what is gathered and stops gathering. */
+    log_access("at-off", "GET", "/livez", 200, 0.1, NULL, NULL);
+    assert_true(log_gather(false));
+    w = next_write(sv[1]);
+    assert_non_null(strstr(w, "at-off"));
+    free(w);
+    log_access("not-gathered", "GET", "/livez", 200, 0.1, NULL, NULL);
+    w = next_write(sv[1]);
+    assert_non_null(strstr(w, "not-gathered"));
+    free(w);
+
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    close(sv[0]);
+    close(sv[1]);
+}
+
 /* The spill's test: more lines than the socket and the spill buffer hold
  * together, about 2 MiB. */
 #define SPILL_LINES 20000
@@ -323,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_lines_and_level_gate),
         cmocka_unit_test(test_long_lines_stay_json),
         cmocka_unit_test(test_access_line),
+        cmocka_unit_test(test_a_turns_access_lines_go_in_one_write),
         cmocka_unit_test(test_spill_never_blocks_and_keeps_lines_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
