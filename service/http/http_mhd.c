@@ -25,7 +25,8 @@
  *   connection, and nothing wakes the loop: http_mhd_resume runs the
  *   daemon in this turn (http_mhd_run_soon). That run moves the connection
  *   back to the ready list and calls its handler, which queues the answer;
- *   the timeout of 0 then brings the run that writes it. The same holds
+ *   the timeout of 0 then brings the run that writes it, in the same turn
+ *   (mhd_drive runs again while that timeout is 0). The same holds
  *   for a connection handed to the daemon by MHD_add_connection (the
  *   drain, http_drain.c).
  *
@@ -44,6 +45,10 @@
 #include <limits.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
+
+/* How many times one turn runs the daemon while it has work due at once
+ * (mhd_drive). */
+#define MHD_RUNS_PER_TURN 4
 
 static void mhd_drive(void *arg);
 
@@ -72,7 +77,19 @@ void http_mhd_run_soon(struct http_loop *hl)
 static void mhd_drive(void *arg)
 {
     struct http_loop *hl = arg;
-    MHD_run(hl->daemon);
+    /* A run often leaves work due at once (a timeout of 0): an answer
+     * queued by a resumed handler is written by the next run, and a
+     * connection's states take a run each. Waiting for the next turn for
+     * it cost the loop an epoll_wait of its own per run (about one per
+     * order, docs/speed.md). Running again here, at most MHD_RUNS_PER_TURN
+     * times, keeps the loop's other events waiting for three runs at most,
+     * each of which serves only what is ready. */
+    for (int run = 0; run < MHD_RUNS_PER_TURN; run++) {
+        MHD_run(hl->daemon);
+        MHD_UNSIGNED_LONG_LONG ms;
+        if (MHD_get_timeout(hl->daemon, &ms) != MHD_YES || ms != 0)
+            break;
+    }
     int open = atomic_load(&hl->connections);
     if (open >= hl->conn_limit) {
         hl->was_full = true;
