@@ -236,6 +236,10 @@ cleanup() {
         kill "${SAMPLER}" 2>/dev/null || true
         wait "${SAMPLER}" 2>/dev/null || true
     fi
+    if [[ -n "${SYS_PERF}" ]]; then
+        kill -INT "${SYS_PERF}" 2>/dev/null || true
+        wait "${SYS_PERF}" 2>/dev/null || true
+    fi
     for started in "${STARTED_TICKETD}" "${STARTED_OFF}" "${STARTED_TOK}"; do
         [[ -n "${started}" ]] || continue
         kill -TERM "${started}" 2>/dev/null || true
@@ -500,8 +504,31 @@ sampler_stop() {
     RSS_AFTER=${RSS_AFTER:-}
 }
 
-# measure_begin / measure_end: CPU of ticketd and MariaDB over a row.
+# perf_usable: true when `perf stat` can count system calls here (perf
+# installed, and root or a low enough kernel.perf_event_paranoid); asked
+# once. Without it the rows print no system calls.
+PERF_OK=""
+perf_usable() {
+    if [[ -z "${PERF_OK}" ]]; then
+        PERF_OK=0
+        if command -v perf >/dev/null &&
+            perf stat -x, -e raw_syscalls:sys_enter -o /dev/null -- true >/dev/null 2>&1; then
+            PERF_OK=1
+        fi
+    fi
+    ((PERF_OK))
+}
+
+# measure_begin / measure_end: CPU of ticketd and MariaDB over a row, and
+# (with perf) the system calls of ticketd's threads: unlike CPU time, a
+# count the VM's neighbours barely move.
+SYS_PERF=""
 measure_begin() {
+    SYSCALLS=""
+    if [[ -n "${ROW_PID}" ]] && perf_usable; then
+        perf stat -x, -e raw_syscalls:sys_enter -p "${ROW_PID}" -o "${WORK}/syscalls" 2>/dev/null &
+        SYS_PERF=$!
+    fi
     CSW0=$(ctx_switches "${ROW_PID}")
     PRE0=$(preempted "${ROW_PID}")
     CPU0_T=$(cpu_ticks "${ROW_PID}")
@@ -520,6 +547,13 @@ measure_end() {
     [[ -n "${CSW0}" && -n "${w}" ]] && CSW=$((w - CSW0))
     PRE=""
     [[ -n "${PRE0}" && -n "${p}" ]] && PRE=$((p - PRE0))
+    if [[ -n "${SYS_PERF}" ]]; then
+        kill -INT "${SYS_PERF}" 2>/dev/null || true
+        wait "${SYS_PERF}" 2>/dev/null || true
+        SYS_PERF=""
+        SYSCALLS=$(awk -F, '$3 ~ /^raw_syscalls:sys_enter/ && $1 ~ /^[0-9]+$/ { print $1 }' \
+            "${WORK}/syscalls" 2>/dev/null || true)
+    fi
     CPU_T=""
     CPU_M=""
     CPU_R=""
@@ -635,6 +669,8 @@ wrk_row() {
     non2xx=$(awk '/Non-2xx or 3xx responses:/ {print $NF}' <<<"${out}")
     [[ -n "${non2xx}" ]] && note="${non2xx} non-2xx answers"
     grep -q "Socket errors" <<<"${out}" && note="${note:+${note}; }$(grep 'Socket errors' <<<"${out}" | sed 's/^ *//')"
+    [[ -n "${SYSCALLS}" && -n "${n}" ]] && ((n > 0)) &&
+        note="${note:+${note}; }system calls per request: $(per "${SYSCALLS}" "${n}")"
     row "${key}" "${name}" wrk "${c}" "${rps:-0}" "${p50}" "${p99}" "${n}" \
         "$(us_per "${CPU_T}" "${n}")" "$(us_per "${CPU_M}" "${n}")" \
         "$(us_per_s "$(cpu_s "${WORK}/load-cpu")" "${n}")" "${RSS_MAX}" "${RSS_AFTER}" "${PEERS}" "${note}" \
@@ -838,6 +874,10 @@ load_row() {
     # runnable while MariaDB, Redis or the load tool took its core).
     if [[ -n "${CSW}" && -n "${PRE}" ]] && ((orders > 0)); then
         note="${note}; context switches per order: $(per $((CSW - PRE)) "${orders}") waiting, $(per "${PRE}" "${orders}") preempted"
+    fi
+    # ticketd's system calls per new order (perf stat, when it can attach).
+    if [[ -n "${SYSCALLS}" ]] && ((orders > 0)); then
+        note="${note}; system calls per order: $(per "${SYSCALLS}" "${orders}")"
     fi
     row "${key}" "${name}" ticketd-load "${c}" "$(jq -r '(.orders_created / .elapsed_s) | floor' "${json}")" \
         "$(jq -r '.latency_ms_by_kind.orders.p50 * 100 | round / 100' "${json}")" \
@@ -1142,6 +1182,7 @@ printf 'CPU: us per request answered, utime+stime of ticketd (pid %s), MariaDB (
     "$(dash "${PID}")" "$(dash "${MYSQL_PID}")"
 printf 'RSS: ticketd VmRSS max during the row / 1 s after; conns: client connections ticketd had open (ss, every 0.2 s)\n'
 printf 'csw: context switches of ticketd'"'"'s threads (voluntary + not, /proc/PID/task/*/status) over the row, per request; per new order on the order rows, whose note splits them: waiting (the thread slept) and preempted (runnable, its core taken)\n'
+printf 'system calls (in the note, when perf can attach): ticketd'"'"'s threads'"'"' system calls over the row (perf stat, raw_syscalls:sys_enter), per request on the wrk rows, per new order on the order rows\n'
 printf 'Redis per order (order rows): commands Redis ran (INFO commandstats, a script'"'"'s inner commands counted) and round trips (commands whose reply a request waited for)\n'
 printf 'MariaDB per order (order rows, --start): SHOW GLOBAL STATUS deltas over the row: statements clients sent (Questions), the CALLs and COMMITs among them, table rows inserted, updated and deleted (Handler_write/_update/_delete, a trigger'"'"'s rows included)\n'
 printf 'batches (order rows): the mean merged batch (orders per order transaction), its mean time at the database and all batches'"'"' time over the row'"'"'s (ticketd_order_batch_seconds; one at a time below 100%%), then each range of sizes'"'"' share of the row'"'"'s batches (ticketd_order_batch_size)\n'
