@@ -11,6 +11,7 @@
 #include "breaker.h"
 #include "err.h"
 #include "fiber.h"
+#include "fiber_fd.h"
 #include "loop.h"
 #include "log.h"
 #include "metrics.h"
@@ -55,6 +56,9 @@ void db_conn_close(struct db_conn *c)
     for (int i = 0; i < c->nstmts; i++)
         mysql_stmt_close(c->stmts[i].stmt);
     c->nstmts = 0;
+    /* Out of the loop's set before the socket closes (fiber_fd.h). */
+    fiber_fd_forget(&c->wait);
+    c->connected = false;
     if (c->m != NULL) {
         mysql_close(c->m);
         c->m = NULL;
@@ -247,7 +251,9 @@ int db_wait(struct db_conn *c, int status)
      * bounded by the MySQL timeout, so no fiber waits forever. */
     int timeout_ms = (status & MYSQL_WAIT_TIMEOUT) ? (int)mysql_get_timeout_value_ms(c->m)
                                                    : cfg->mysql_timeout_s * 1000;
-    unsigned ready = fiber_wait_io(mysql_get_socket(c->m), want, timeout_ms);
+    int fd = mysql_get_socket(c->m);
+    unsigned ready = c->connected ? fiber_fd_wait(&c->wait, fd, want, timeout_ms)
+                                  : fiber_wait_io(fd, want, timeout_ms);
     if (ready == 0)
         return MYSQL_WAIT_TIMEOUT;
     int events = 0;
@@ -347,6 +353,7 @@ static int dial(struct db_conn *c)
     }
     c->fresh = true;
     c->in_tx = false;
+    c->connected = c->nonblock;
     return TD_OK;
 }
 

@@ -7,6 +7,7 @@
 #ifndef TICKETD_DB_CONN_H
 #define TICKETD_DB_CONN_H
 
+#include "fiber_fd.h"
 #include "loop.h"
 
 #include <mysql.h>
@@ -33,6 +34,12 @@ struct db_conn {
     bool in_tx;    /* between db_begin and db_commit/db_rollback */
     bool nonblock; /* opened on a fiber (MYSQL_OPT_NONBLOCK): every call is
                     * Connector/C's _start/_cont pair (DB_CALL) */
+    /* A fiber's connection, once connected: its socket stays in its loop's
+     * epoll set between waits (fiber_fd.h). While it dials, the connector
+     * may close and open sockets of its own, so those waits register and
+     * remove theirs each time (fiber_wait_io). */
+    bool connected;
+    struct fiber_fd wait;
     struct db_stmt stmts[DB_MAX_STMTS];
     int nstmts;
     char dup_key[64]; /* the unique key or CHECK constraint of the last refusal */
