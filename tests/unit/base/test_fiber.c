@@ -12,6 +12,7 @@
 
 #include "fiber.h"
 #include "loop.h"
+#include "loop_watchdog.h"
 
 #include <fenv.h>
 #include <signal.h>
@@ -20,35 +21,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define WATCHDOG_MS 10000
-
-static bool watchdog_fired;
-
-static void on_watchdog(void *arg)
-{
-    watchdog_fired = true;
-    loop_stop(arg);
-}
-
-static void run(struct loop *l)
-{
-    struct loop_timer dog = {0};
-    watchdog_fired = false;
-    loop_timer_start(l, &dog, WATCHDOG_MS, on_watchdog, l);
-    loop_run(l);
-    loop_timer_stop(l, &dog);
-    assert_false(watchdog_fired);
-}
-
-static int setup(void **state)
-{
-    *state = loop_new(0, 1);
-    return *state == NULL ? -1 : 0;
-}
-
+/* The fibers' stacks go back to the pool's: each test starts with none. */
 static int teardown(void **state)
 {
-    loop_free(*state);
+    loop_test_teardown(state);
     fiber_pool_drain();
     return 0;
 }
@@ -94,7 +70,7 @@ static void test_spawn_runs_in_the_turn_not_in_the_call(void **state)
     assert_non_null(f);
     step('s'); /* the fiber has not run yet */
     assert_int_equal(fiber_live(), 1);
-    run(l);
+    loop_test_run(l);
     assert_string_equal(steps, "sf");
     assert_ptr_equal(seen_self, f);
     assert_null(fiber_self());
@@ -127,7 +103,7 @@ static void test_park_until_ready(void **state)
     reset_steps();
     sleeper = fiber_spawn(l, parks, NULL);
     assert_non_null(fiber_spawn(l, wakes, NULL));
-    run(l);
+    loop_test_run(l);
     assert_string_equal(steps, "abc");
 }
 
@@ -145,7 +121,7 @@ static void test_a_ready_before_the_park_is_kept(void **state)
     struct loop *l = *state;
     reset_steps();
     assert_non_null(fiber_spawn(l, readies_itself, NULL));
-    run(l);
+    loop_test_run(l);
     assert_string_equal(steps, "x");
 }
 
@@ -179,7 +155,7 @@ static void test_wait_io_parks_until_the_fd_is_ready(void **state)
     assert_int_equal(pipe(pipe_fd), 0);
     assert_non_null(fiber_spawn(l, waits_for_pipe, NULL));
     assert_non_null(fiber_spawn(l, writes_pipe, NULL));
-    run(l);
+    loop_test_run(l);
     assert_string_equal(steps, "wpr");
     assert_int_equal(waited, LOOP_READ);
     close(pipe_fd[0]);
@@ -201,7 +177,7 @@ static void test_wait_io_times_out(void **state)
     assert_int_equal(pipe(pipe_fd), 0);
     waited = 99;
     assert_non_null(fiber_spawn(l, times_out, NULL));
-    run(l);
+    loop_test_run(l);
     assert_string_equal(steps, "t");
     assert_int_equal(waited, 0);
     close(pipe_fd[0]);
@@ -237,7 +213,7 @@ static void test_slots_are_per_fiber_and_per_thread_off_one(void **state)
     *fiber_slot(&test_key) = &thread_value;
     slot_fibers[0] = fiber_spawn(l, keeps_its_slot, (void *)(intptr_t)0);
     slot_fibers[1] = fiber_spawn(l, keeps_its_slot, (void *)(intptr_t)1);
-    run(l);
+    loop_test_run(l);
     assert_true(slots_kept[0]);
     assert_true(slots_kept[1]);
     assert_ptr_equal(*fiber_slot(&test_key), &thread_value);
@@ -267,7 +243,7 @@ static void test_keys_are_separate_variables(void **state)
     struct loop *l = *state;
     int t = 3, o = 4;
     assert_non_null(fiber_spawn(l, writes_two_keys, NULL));
-    run(l);
+    loop_test_run(l);
     assert_true(keys_apart);
     assert_ptr_not_equal(fiber_slot(&test_key), fiber_slot(&other_key));
     *fiber_slot(&test_key) = &t;
@@ -299,7 +275,7 @@ static void test_stacks_come_back_when_fibers_end(void **state)
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < 100; i++)
             assert_non_null(fiber_spawn(l, deep, NULL));
-        run(l);
+        loop_test_run(l);
         assert_int_equal(fiber_live(), 0);
     }
     assert_int_equal(ended, 300);
@@ -397,7 +373,7 @@ static void test_a_switch_keeps_registers_and_rounding(void **state)
     down = (struct keeper){.mode = FE_DOWNWARD, .other = &up};
     assert_non_null(fiber_spawn(l, keeps, &up));
     assert_non_null(fiber_spawn(l, keeps, &down));
-    run(l);
+    loop_test_run(l);
     assert_int_equal(fegetround(), FE_TONEAREST); /* the loop's own */
     assert_true(up.ok);
     assert_true(down.ok);
@@ -483,17 +459,21 @@ static void test_an_overflow_faults_in_the_guard(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_spawn_runs_in_the_turn_not_in_the_call, setup,
+        cmocka_unit_test_setup_teardown(test_spawn_runs_in_the_turn_not_in_the_call,
+                                        loop_test_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_park_until_ready, loop_test_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_ready_before_the_park_is_kept, loop_test_setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_park_until_ready, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_ready_before_the_park_is_kept, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wait_io_parks_until_the_fd_is_ready, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wait_io_times_out, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_slots_are_per_fiber_and_per_thread_off_one, setup,
+        cmocka_unit_test_setup_teardown(test_wait_io_parks_until_the_fd_is_ready, loop_test_setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_keys_are_separate_variables, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stacks_come_back_when_fibers_end, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_switch_keeps_registers_and_rounding, setup,
+        cmocka_unit_test_setup_teardown(test_wait_io_times_out, loop_test_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slots_are_per_fiber_and_per_thread_off_one,
+                                        loop_test_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keys_are_separate_variables, loop_test_setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_stacks_come_back_when_fibers_end, loop_test_setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_switch_keeps_registers_and_rounding, loop_test_setup,
                                         teardown),
         cmocka_unit_test(test_an_overflow_faults_in_the_guard),
     };

@@ -14,6 +14,7 @@
 #include "fiber.h"
 #include "fiber_fd.h"
 #include "loop.h"
+#include "loop_watchdog.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -23,35 +24,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define WATCHDOG_MS 10000
-
-static bool watchdog_fired;
-
-static void on_watchdog(void *arg)
-{
-    watchdog_fired = true;
-    loop_stop(arg);
-}
-
-static void run(struct loop *l)
-{
-    struct loop_timer dog = {0};
-    watchdog_fired = false;
-    loop_timer_start(l, &dog, WATCHDOG_MS, on_watchdog, l);
-    loop_run(l);
-    loop_timer_stop(l, &dog);
-    assert_false(watchdog_fired);
-}
-
-static int setup(void **state)
-{
-    *state = loop_new(0, 1);
-    return *state == NULL ? -1 : 0;
-}
-
+/* The fibers' stacks go back to the pool's: each test starts with none. */
 static int teardown(void **state)
 {
-    loop_free(*state);
+    loop_test_teardown(state);
     fiber_pool_drain();
     return 0;
 }
@@ -123,7 +99,7 @@ static void test_the_fd_stays_in_the_set_between_waits(void **state)
     memset(&kept, 0, sizeof kept);
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     assert_non_null(fiber_spawn(l, wait_twice, NULL));
-    run(l);
+    loop_test_run(l);
     assert_int_equal(waited[0], LOOP_READ);
     assert_int_equal(waited[1], LOOP_READ);
     assert_int_equal(waited[2], LOOP_WRITE);
@@ -170,7 +146,7 @@ static void test_readable_with_nobody_waiting_leaves_the_set(void **state)
     memset(waited, 0, sizeof waited);
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     assert_non_null(fiber_spawn(l, wait_then_leave, NULL));
-    run(l);
+    loop_test_run(l);
     assert_int_equal(waited[0], LOOP_READ);
     assert_int_equal(between, -1); /* out of the set: no turn finds it again */
     assert_int_equal(waited[1], LOOP_READ);
@@ -183,10 +159,10 @@ static void test_readable_with_nobody_waiting_leaves_the_set(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_the_fd_stays_in_the_set_between_waits, setup,
+        cmocka_unit_test_setup_teardown(test_the_fd_stays_in_the_set_between_waits, loop_test_setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_readable_with_nobody_waiting_leaves_the_set, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_readable_with_nobody_waiting_leaves_the_set,
+                                        loop_test_setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

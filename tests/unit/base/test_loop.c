@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "loop.h"
+#include "loop_watchdog.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -17,39 +18,6 @@
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define WATCHDOG_MS 10000
-
-static bool watchdog_fired;
-
-static void on_watchdog(void *arg)
-{
-    watchdog_fired = true;
-    loop_stop(arg);
-}
-
-/* Runs l until it stops, failing the test if the watchdog had to. */
-static void run(struct loop *l)
-{
-    struct loop_timer dog = {0};
-    watchdog_fired = false;
-    loop_timer_start(l, &dog, WATCHDOG_MS, on_watchdog, l);
-    loop_run(l);
-    loop_timer_stop(l, &dog);
-    assert_false(watchdog_fired);
-}
-
-static int setup(void **state)
-{
-    *state = loop_new(0, 1);
-    return *state == NULL ? -1 : 0;
-}
-
-static int teardown(void **state)
-{
-    loop_free(*state);
-    return 0;
-}
 
 struct reader {
     struct loop *l;
@@ -77,7 +45,7 @@ static void test_reads_a_ready_fd(void **state)
     struct reader r = {.l = l};
     loop_io_start(l, &r.io, p[0], LOOP_READ, on_readable, &r);
     assert_int_equal(write(p[1], "x", 1), 1);
-    run(l);
+    loop_test_run(l);
     assert_int_equal(r.calls, 1);
     assert_int_equal(r.ready, LOOP_READ);
     assert_int_equal(r.got, 'x');
@@ -113,7 +81,7 @@ static void test_an_io_that_wants_nothing_is_not_called(void **state)
     loop_io_start(l, &w.io, p[1], LOOP_WRITE, on_writable, &w);
     struct loop_timer later = {0};
     loop_timer_start(l, &later, 20, stop_loop, l);
-    run(l);
+    loop_test_run(l);
     assert_int_equal(w.calls, 1);
     loop_io_stop(l, &w.io);
     close(p[0]);
@@ -159,7 +127,7 @@ static void test_an_io_stopped_in_a_turn_gets_no_event_of_it(void **state)
     loop_io_start(l, &p.io[1], b[0], LOOP_READ, on_second, &p);
     struct loop_timer later = {0};
     loop_timer_start(l, &later, 20, stop_loop, l);
-    run(l);
+    loop_test_run(l);
     assert_int_equal(p.calls[0] + p.calls[1], 1);
     close(a[0]);
     close(a[1]);
@@ -195,7 +163,7 @@ static void test_timers_run_in_due_order(void **state)
     struct tick k[3] = {{&o, 30, {0}}, {&o, 10, {0}}, {&o, 20, {0}}};
     for (int i = 0; i < 3; i++)
         loop_timer_start(l, &k[i].t, k[i].id, on_tick, &k[i]);
-    run(l);
+    loop_test_run(l);
     assert_int_equal(o.n, 3);
     assert_int_equal(o.seen[0], 10);
     assert_int_equal(o.seen[1], 20);
@@ -224,7 +192,7 @@ static void test_a_stopped_timer_never_runs(void **state)
     loop_timer_start(l, &killer, 0, stop_victim, l);
     loop_timer_start(l, &restarted.t, 1, on_tick, &restarted);
     loop_timer_start(l, &last.t, 30, on_tick, &last);
-    run(l);
+    loop_test_run(l);
     assert_int_equal(o.n, 1);
     assert_int_equal(o.seen[0], 3);
 }
@@ -285,7 +253,7 @@ static void test_turn_end_hook_runs_once_after_the_turn(void **state)
     /* Both pipes are readable before the loop runs: one turn serves both. */
     loop_io_start(l, &t.io[0], a[0], LOOP_READ, on_turn_io, &t);
     loop_io_start(l, &t.io[1], b[0], LOOP_READ, on_turn_io, &t);
-    run(l);
+    loop_test_run(l);
     loop_io_stop(l, &t.io[0]);
     loop_io_stop(l, &t.io[1]);
     /* Both events, the task once (queued twice), the hook once, then what
@@ -326,7 +294,7 @@ static void test_post_runs_on_the_loop_thread(void **state)
     pthread_t th;
     assert_null(loop_self());
     assert_int_equal(pthread_create(&th, NULL, poster, &p), 0);
-    run(l);
+    loop_test_run(l);
     pthread_join(th, NULL);
     assert_int_equal(p.runs, 2);
     assert_ptr_equal(p.ran_on, l);
@@ -393,19 +361,23 @@ static void test_a_stop_asked_first_still_runs_one_turn(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_reads_a_ready_fd, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_an_io_that_wants_nothing_is_not_called, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_an_io_stopped_in_a_turn_gets_no_event_of_it, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_timers_run_in_due_order, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_stopped_timer_never_runs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_turn_end_hook_runs_once_after_the_turn, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_post_runs_on_the_loop_thread, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_blocking_helper_on_a_loop_aborts, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_stop_asked_first_still_runs_one_turn, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reads_a_ready_fd, loop_test_setup, loop_test_teardown),
+        cmocka_unit_test_setup_teardown(test_an_io_that_wants_nothing_is_not_called,
+                                        loop_test_setup, loop_test_teardown),
+        cmocka_unit_test_setup_teardown(test_an_io_stopped_in_a_turn_gets_no_event_of_it,
+                                        loop_test_setup, loop_test_teardown),
+        cmocka_unit_test_setup_teardown(test_timers_run_in_due_order, loop_test_setup,
+                                        loop_test_teardown),
+        cmocka_unit_test_setup_teardown(test_a_stopped_timer_never_runs, loop_test_setup,
+                                        loop_test_teardown),
+        cmocka_unit_test_setup_teardown(test_turn_end_hook_runs_once_after_the_turn,
+                                        loop_test_setup, loop_test_teardown),
+        cmocka_unit_test_setup_teardown(test_post_runs_on_the_loop_thread, loop_test_setup,
+                                        loop_test_teardown),
+        cmocka_unit_test_setup_teardown(test_a_blocking_helper_on_a_loop_aborts, loop_test_setup,
+                                        loop_test_teardown),
+        cmocka_unit_test_setup_teardown(test_a_stop_asked_first_still_runs_one_turn,
+                                        loop_test_setup, loop_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
