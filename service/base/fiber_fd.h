@@ -6,9 +6,11 @@
  * every batch waits many times over its life, always on the same loop, so
  * here the fd stays registered (for reading) from its first wait until
  * fiber_fd_forget; a wait costs an epoll_ctl only when it wants something
- * else than reading (writing, when the socket's buffer is full). Level-triggered, an fd that turns
- * readable while no fiber waits on it (the server closed an idle connection) would wake the loop at
- * every turn: it leaves the set at its first such event, and the next wait puts it back.
+ * other than reading (writing, when the socket's buffer is full). Watched
+ * level-triggered, an fd that turns readable while no fiber waits on it
+ * (the server closed an idle connection) would wake the loop at every
+ * turn: it leaves the set at its first such event, and the next wait puts
+ * it back.
  *
  * Rules: one fiber waits on a fiber_fd at a time; all of its waits are on
  * one loop; and fiber_fd_forget runs before the fd is closed. */

@@ -1,7 +1,7 @@
 /* log.c - JSON log lines (log.h), one write(2) each or a loop turn's
  * access lines in one, and the spill that keeps a reader who stops reading
- * from stopping a server. Apart so that
- * every module logs the same shape of line. */
+ * from stopping a server. Apart so that every module logs the same shape
+ * of line. */
 #include "log.h"
 
 #include "err.h"
