@@ -408,44 +408,6 @@ void fiber_ready(struct fiber *f)
     }
 }
 
-/* What fiber_wait_io waits for. */
-struct io_wait {
-    struct fiber *f;
-    unsigned ready;
-    struct loop_io io;
-    struct loop_timer timer;
-};
-
-static void io_wait_ready(void *arg, unsigned ready)
-{
-    struct io_wait *w = arg;
-    w->ready |= ready;
-    fiber_ready(w->f);
-}
-
-static void io_wait_timeout(void *arg)
-{
-    struct io_wait *w = arg;
-    fiber_ready(w->f);
-}
-
-unsigned fiber_wait_io(int fd, unsigned want, int timeout_ms)
-{
-    struct fiber *f = current;
-    struct loop *l = f->loop;
-    struct io_wait w = {.f = f};
-    loop_io_start(l, &w.io, fd, want, io_wait_ready, &w);
-    if (timeout_ms >= 0)
-        loop_timer_start(l, &w.timer, timeout_ms, io_wait_timeout, &w);
-    /* Parks again after a wake-up meant for something else (a pending
-     * fiber_ready is kept for whoever parks next). */
-    while (w.ready == 0 && (timeout_ms < 0 || w.timer.heap_at != 0))
-        fiber_park();
-    loop_io_stop(l, &w.io);
-    loop_timer_stop(l, &w.timer);
-    return w.ready;
-}
-
 struct sleeper {
     struct fiber *f;
     bool over;

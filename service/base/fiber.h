@@ -8,14 +8,14 @@
  * no preemption: a fiber runs until it parks or ends.
  *
  * RULE: never hold a pthread mutex (or any lock another fiber of the same
- * thread may take) across a park, fiber_wait_io or a call that may park
- * (an adapter's query). The fiber that wants the lock next runs on the
- * same thread as the holder, so it would wait forever and the whole loop
- * with it. Take locks only around code that does not wait.
+ * thread may take) across a park, a wait on an fd (fiber_fd.h) or a call
+ * that may park (an adapter's query). The fiber that wants the lock next
+ * runs on the same thread as the holder, so it would wait forever and the
+ * whole loop with it. Take locks only around code that does not wait.
  *
  * Off a fiber (fiber_self() == NULL: the background jobs' threads, the
- * main thread, tests), code keeps its blocking I/O; fiber_park and
- * fiber_wait_io may be called only on a fiber. */
+ * main thread, tests), code keeps its blocking I/O; fiber_park and the
+ * waits of fiber_fd.h may be called only on a fiber. */
 #ifndef TICKETD_FIBER_H
 #define TICKETD_FIBER_H
 
@@ -36,10 +36,6 @@ void fiber_park(void);
 
 /* on f's loop thread: f runs again in this turn */
 void fiber_ready(struct fiber *f);
-
-/* Parks until fd is ready for want or timeout_ms passes (-1: none).
- * Returns the ready mask, 0 on timeout. Only on a fiber. */
-unsigned fiber_wait_io(int fd, unsigned want, int timeout_ms);
 
 /* On a fiber: parks it for ms (the loop serves others meanwhile). Off a
  * fiber: sleeps the thread. */

@@ -38,10 +38,10 @@ unsigned fiber_fd_wait(struct fiber_fd *ff, int fd, unsigned want, int timeout_m
     struct loop *l = loop_self();
     assert(f != NULL && l != NULL && ff->waiter == NULL);
     assert(ff->loop == NULL || (ff->loop == l && ff->io.fd == fd));
-    /* A wait watches what it wants, as fiber_wait_io does (a wait for
-     * writing alone must not wake at every turn the fd is readable); in
-     * between, reading stays watched, which the next wait nearly always
-     * wants: no epoll_ctl then. */
+    /* A wait watches what it wants (a wait for writing alone must not
+     * wake at every turn the fd is readable); in between, reading stays
+     * watched, which the next wait nearly always wants: no epoll_ctl
+     * then. */
     if (ff->loop == NULL) {
         loop_io_start(l, &ff->io, fd, want, fd_ready, ff);
         ff->loop = l;
@@ -62,6 +62,14 @@ unsigned fiber_fd_wait(struct fiber_fd *ff, int fd, unsigned want, int timeout_m
     if (ff->loop != NULL)
         loop_io_change(l, &ff->io, LOOP_READ);
     return ff->ready;
+}
+
+unsigned fiber_wait_io(int fd, unsigned want, int timeout_ms)
+{
+    struct fiber_fd once = {0};
+    unsigned ready = fiber_fd_wait(&once, fd, want, timeout_ms);
+    fiber_fd_forget(&once);
+    return ready;
 }
 
 void fiber_fd_forget(struct fiber_fd *ff)

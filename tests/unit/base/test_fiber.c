@@ -1,6 +1,7 @@
 /* test_fiber.c - fibers on a loop: one starts in the turn after it is
  * spawned, parks until readied and then goes on where it stopped, waits on
- * a pipe without holding up the loop, keeps its own slots, and gives its
+ * a pipe without holding up the loop (fiber_wait_io, fiber_fd.h), keeps its
+ * own slots, and gives its
  * stack back when it ends, and overflows its stack into its guard, not past
  * it. A watchdog timer of seconds fails a test
  * instead of hanging it; nothing depends on the clock otherwise. */
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include "fiber.h"
+#include "fiber_fd.h"
 #include "loop.h"
 #include "loop_watchdog.h"
 
