@@ -367,13 +367,21 @@ bool log_gather(bool on)
     return was;
 }
 
-/* Lines are assembled in a buffer of the thread's and written with one
- * write(2), so lines from different threads never interleave. */
-static void emit(char *line, size_t n, size_t cap)
+/* Ends the line of n bytes in line (cap bytes) with its newline, cutting
+ * it to fit; returns its length with the newline. */
+static size_t end_line(char *line, size_t n, size_t cap)
 {
     if (n >= cap - 1)
         n = cap - 2;
     line[n++] = '\n';
+    return n;
+}
+
+/* Lines are assembled in a buffer of the thread's and written with one
+ * write(2), so lines from different threads never interleave. */
+static void emit(char *line, size_t n, size_t cap)
+{
+    n = end_line(line, n, cap);
     log_gather_flush();
     out(line, n);
 }
@@ -434,9 +442,7 @@ void log_access(const char *request_id, const char *method, const char *route, i
         emit(line, n, sizeof line);
         return;
     }
-    if (n >= sizeof line - 1)
-        n = sizeof line - 2;
-    line[n++] = '\n';
+    n = end_line(line, n, sizeof line);
     if (gathered.len + n > GATHER_BYTES)
         log_gather_flush();
     memcpy(gathered.buf + gathered.len, line, n);

@@ -52,13 +52,20 @@
 
 static void mhd_drive(void *arg);
 
-static void mhd_arm_timer(struct http_loop *hl)
+/* Arms the timer for what MHD_get_timeout said: a timeout of ms (has), or
+ * none. */
+static void mhd_set_timer(struct http_loop *hl, bool has, MHD_UNSIGNED_LONG_LONG ms)
 {
-    MHD_UNSIGNED_LONG_LONG ms;
-    if (MHD_get_timeout(hl->daemon, &ms) == MHD_YES)
+    if (has)
         loop_timer_start(hl->loop, &hl->mhd_timer, ms > INT_MAX ? INT_MAX : (int)ms, mhd_drive, hl);
     else
         loop_timer_stop(hl->loop, &hl->mhd_timer);
+}
+
+static void mhd_arm_timer(struct http_loop *hl)
+{
+    MHD_UNSIGNED_LONG_LONG ms = 0;
+    mhd_set_timer(hl, MHD_get_timeout(hl->daemon, &ms) == MHD_YES, ms);
 }
 
 void http_mhd_run_soon(struct http_loop *hl)
@@ -84,10 +91,12 @@ static void mhd_drive(void *arg)
      * order, docs/speed.md). Running again here, at most MHD_RUNS_PER_TURN
      * times, keeps the loop's other events waiting for three runs at most,
      * each of which serves only what is ready. */
+    MHD_UNSIGNED_LONG_LONG ms = 0;
+    bool has = false;
     for (int run = 0; run < MHD_RUNS_PER_TURN; run++) {
         MHD_run(hl->daemon);
-        MHD_UNSIGNED_LONG_LONG ms;
-        if (MHD_get_timeout(hl->daemon, &ms) != MHD_YES || ms != 0)
+        has = MHD_get_timeout(hl->daemon, &ms) == MHD_YES;
+        if (!has || ms != 0)
             break;
     }
     int open = atomic_load(&hl->connections);
@@ -97,7 +106,8 @@ static void mhd_drive(void *arg)
         hl->was_full = false;
         http_mhd_run_soon(hl);
     }
-    mhd_arm_timer(hl);
+    /* The last run's timeout: nothing has run since it was asked. */
+    mhd_set_timer(hl, has, ms);
 }
 
 static void mhd_ready(void *arg, unsigned ready)
