@@ -614,7 +614,7 @@ to_ms() {
 }
 
 ROWS=()
-declare -A RPS P99 CPU_TD CPU_MY CPU_RD CSW_TD RCMD RTRIP
+declare -A RPS P99 CPU_TD CPU_MY CPU_RD CPU_LD CSW_TD RCMD RTRIP
 : >"${WORK}/rows.jsonl"
 
 num() { if [[ "$1" =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; then printf '%s' "$1"; else printf 'null'; fi; }
@@ -630,6 +630,7 @@ row() {
     P99[$1]=$7
     CPU_TD[$1]=$9
     CPU_MY[$1]=${10}
+    CPU_LD[$1]=${11}
     CPU_RD[$1]=${16:-}
     RCMD[$1]=${18:-}
     RTRIP[$1]=${19:-}
@@ -1288,6 +1289,37 @@ for t in "${TARGETS[@]}"; do
     [[ "${verdict}" == missed ]] && missed=$((missed + 1))
 done
 printf '\ntargets: %d met, %d missed\n' "${met}" "${missed}"
+# What each orders/s target over sqlbase asks of the machine: the orders/s
+# it names, and the cores those orders would keep busy at the row's own CPU
+# per order (ticketd, MariaDB, Redis and the load tool share the machine),
+# against the cores there are. A target that needs more cores than the
+# machine has can be met only by a cheaper order, not by less waiting.
+budget() {
+    local what=$1 key=$2 base=$3 want=$4
+    [[ -n "${RPS[${key}]:-}" && -n "${RPS[${base}]:-}" && -n "${CPU_TD[${key}]:-}" ]] || return 0
+    awk -v what="${what}" -v want="${want}" -v cores="$(nproc)" \
+        -v rps="${RPS[${key}]}" -v td="${CPU_TD[${key}]}" -v my="${CPU_MY[${key}]:-0}" \
+        -v rd="${CPU_RD[${key}]:-0}" -v ld="${CPU_LD[${key}]:-0}" \
+        -v srps="${RPS[${base}]}" -v smy="${CPU_MY[${base}]:-0}" -v sld="${CPU_LD[${base}]:-0}" 'BEGIN {
+        goal = want * srps
+        us = td + my + rd + ld
+        printf "%-36s %7.0f %7.0f %6.0f %5.2f %5.2f %5.2f %5.2f %6.0f %5.2f\n", what, goal, rps, us,
+            rps * us / 1e6, goal * us / 1e6, goal * (my + ld) / 1e6, cores / us * 1e6 / srps,
+            smy + sld, srps * (smy + sld) / 1e6
+    }'
+}
+if [[ -n "${C2}" && -n "${RPS["new@${C1}"]:-}" ]]; then
+    printf '
+what the orders/s targets over sqlbase ask of the machine (%s cores), at each row'"'"'s CPU per order (us: ticketd + MariaDB + Redis + load tool)
+' "$(nproc)"
+    printf '%-36s %7s %7s %6s %5s %5s %5s %5s %6s %5s\n' "row" "target" "made" "us" "cores" "cores" \
+        "db+ld" "reach" "sqlbase" "its"
+    printf '%-36s %7s %7s %6s %5s %5s %5s %5s %6s %5s\n' "" "ord/s" "ord/s" "/ord" "made" "target" \
+        "cores" "ratio" "us/ord" "cores"
+    budget "new orders, ${SESSIONS} sessions, c${C1}" "new@${C1}" "sql@${C1}" "${T_NEW_OVER_SQL_FIRST}"
+    budget "new orders, ${SESSIONS} sessions, c${C2}" "new@${C2}" "sql@${C2}" "${T_NEW_OVER_SQL}"
+    budget "new orders, hot session, c${C2}" "hot@${C2}" "sqlhot@${C2}" "${T_HOT_OVER_SQL}"
+fi
 for k in merged merge0; do
     [[ -n "${FLASH[${k}]:-}" ]] || continue
     printf '\nflash sale (%s), %s seats, %s buyers x %s copies, c%s: %s\n' "${k}" "${FLASH_SEATS}" \
