@@ -1313,9 +1313,9 @@ if [[ -n "${C2}" && -n "${RPS["new@${C1}"]:-}" ]]; then
 what the orders/s targets over sqlbase ask of the machine (%s cores), at each row'"'"'s CPU per order (us: ticketd + MariaDB + Redis + load tool)
 ' "$(nproc)"
     printf '%-36s %7s %7s %6s %5s %5s %5s %5s %6s %5s\n' "row" "target" "made" "us" "cores" "cores" \
-        "db+ld" "reach" "sqlbase" "its"
-    printf '%-36s %7s %7s %6s %5s %5s %5s %5s %6s %5s\n' "" "ord/s" "ord/s" "/ord" "made" "target" \
-        "cores" "ratio" "us/ord" "cores"
+        "db+ld" "reach" "sqlbase" "sqlbase"
+    printf '%-36s %7s %7s %6s %5s %5s %5s %5s %6s %5s\n' "" "ord/s" "ord/s" "/order" "made" "target" \
+        "target" "ratio" "us/tx" "cores"
     budget "new orders, ${SESSIONS} sessions, c${C1}" "new@${C1}" "sql@${C1}" "${T_NEW_OVER_SQL_FIRST}"
     budget "new orders, ${SESSIONS} sessions, c${C2}" "new@${C2}" "sql@${C2}" "${T_NEW_OVER_SQL}"
     budget "new orders, hot session, c${C2}" "hot@${C2}" "sqlhot@${C2}" "${T_HOT_OVER_SQL}"
