@@ -614,7 +614,7 @@ to_ms() {
 }
 
 ROWS=()
-declare -A RPS P99 CPU_TD CPU_MY CPU_RD CPU_LD CSW_TD RCMD RTRIP
+declare -A RPS P99 CPU_TD CPU_MY CPU_RD CPU_LD CSW_TD RCMD RTRIP ROW_LINE
 : >"${WORK}/rows.jsonl"
 
 num() { if [[ "$1" =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; then printf '%s' "$1"; else printf 'null'; fi; }
@@ -624,7 +624,8 @@ num() { if [[ "$1" =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; then printf '%s' "$1"; else prin
 #     [REDIS_COMMANDS_PER_ORDER REDIS_ROUND_TRIPS_PER_ORDER [EXTRA]]
 # EXTRA: a JSON object of more fields for the row's JSON (order rows).
 row() {
-    ROWS+=("$2|$3|$4|$5|$6|$7|$9|${10}|${11}|${12}|${13}|${14}|${15}|${16:-}|${17:-}")
+    ROWS+=("$1")
+    ROW_LINE[$1]="$2|$3|$4|$5|$6|$7|$9|${10}|${11}|${12}|${13}|${14}|${15}|${16:-}|${17:-}"
     CSW_TD[$1]=${17:-}
     RPS[$1]=$5
     P99[$1]=$7
@@ -973,54 +974,38 @@ for le in "${BATCH_LE[@]}"; do
 done
 
 declare -A BATCH=()
-if wanted new; then
-    for c in "${LEVELS[@]}"; do
-        load_row "new@${c}" "new orders, ${SESSIONS} sessions" "${c}" new-orders --sessions "${SESSIONS}"
-    done
-fi
-if wanted hot; then
-    for c in "${LEVELS[@]}"; do
-        load_row "hot@${c}" "new orders, one hot session" "${c}" hot-session
-    done
-fi
-# The same rows on the same build with TICKETD_MERGE=0 (--start only).
-if [[ -n "${OFF_URL}" ]] && wanted merge0; then
-    ROW_URL=${OFF_URL} ROW_PID=${OFF_PID}
-    if wanted new; then
-        for c in "${LEVELS[@]}"; do
-            load_row "newoff@${c}" "new, ${SESSIONS} sess, MERGE=0" "${c}" new-orders --sessions "${SESSIONS}"
-        done
+# The order rows, one connection count at a time: at each count, the rows
+# a target compares run one after another (merged, TICKETD_MERGE=0, token,
+# sqlbase), a minute apart at most. This VM's speed drifts within a run, by
+# a third between two rows minutes apart, and each row adds its orders to
+# the tables the next ones write to; run by kind, the rows a ratio divides
+# were run minutes and tens of thousands of orders apart. The table prints
+# them by kind all the same.
+for c in "${LEVELS[@]}"; do
+    wanted new && load_row "new@${c}" "new orders, ${SESSIONS} sessions" "${c}" new-orders --sessions "${SESSIONS}"
+    wanted hot && load_row "hot@${c}" "new orders, one hot session" "${c}" hot-session
+    # The same rows on the same build with TICKETD_MERGE=0 (--start only).
+    if [[ -n "${OFF_URL}" ]] && wanted merge0; then
+        ROW_URL=${OFF_URL} ROW_PID=${OFF_PID}
+        wanted new && load_row "newoff@${c}" "new, ${SESSIONS} sess, MERGE=0" "${c}" new-orders --sessions "${SESSIONS}"
+        wanted hot && load_row "hotoff@${c}" "new, hot, MERGE=0" "${c}" hot-session
+        ROW_URL=${URL} ROW_PID=${PID}
     fi
-    if wanted hot; then
-        for c in "${LEVELS[@]}"; do
-            load_row "hotoff@${c}" "new, hot, MERGE=0" "${c}" hot-session
-        done
-    fi
-    ROW_URL=${URL} ROW_PID=${PID}
-fi
-# New orders over many sessions with the order token required (--start
-# only): each order fetches its token first (POST /tokens), at the first
-# two counts, the rows the token target compares with "new".
-if [[ -n "${TOK_URL}" ]] && wanted token; then
-    ROW_URL=${TOK_URL} ROW_PID=${TOK_PID} ROW_TOKENS=1
-    for c in "${LEVELS[@]:0:2}"; do
+    # New orders over many sessions with the order token required (--start
+    # only): each order fetches its token first (POST /tokens), at the first
+    # two counts, the rows the token target compares with "new".
+    if [[ -n "${TOK_URL}" ]] && wanted token && [[ " ${LEVELS[*]:0:2} " == *" ${c} "* ]]; then
+        ROW_URL=${TOK_URL} ROW_PID=${TOK_PID} ROW_TOKENS=1
         load_row "newtok@${c}" "new, ${SESSIONS} sess, token" "${c}" new-orders --sessions "${SESSIONS}"
-    done
-    ROW_URL=${URL} ROW_PID=${PID} ROW_TOKENS=0
-fi
-
-if wanted sqlbase; then
-    for c in "${LEVELS[@]}"; do
+        ROW_URL=${URL} ROW_PID=${PID} ROW_TOKENS=0
+    fi
+    if wanted sqlbase; then
         sc=${c}
         [[ "${c}" == "${CONC}" ]] && sc=${CONNS}
         sql_row "sql@${c}" "sqlbase, ${SESSIONS} sessions" "${sc}" --sessions "${SESSIONS}"
-    done
-    for c in "${LEVELS[@]}"; do
-        sc=${c}
-        [[ "${c}" == "${CONC}" ]] && sc=${CONNS}
         sql_row "sqlhot@${c}" "sqlbase, one hot session" "${sc}" --hot
-    done
-fi
+    fi
+done
 
 # --- the flash sale ------------------------------------------------------------
 
@@ -1191,8 +1176,19 @@ printf '\n%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s  %s\n' "row" 
     "p99 ms" "ticketd" "mariadb" "redis" "load" "csw" "RSS MB" "seen" "note"
 printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s\n' "" "" "" "" "" "" "us/req" "us/req" "us/req" \
     "us/req" "/req" "max/after" "conns"
-for r in "${ROWS[@]}"; do
-    IFS='|' read -r name tool c rps p50 p99 td my ld rmax rafter peers note rd csw <<<"${r}"
+# The rows by kind, each kind by connection count, whatever order they ran
+# in; a kind not listed (the refusal storms) after them, as it ran.
+PRINTED=()
+for kind in livez replay new hot newoff hotoff newtok sql sqlhot; do
+    for k in "${ROWS[@]}"; do
+        [[ "${k%@*}" == "${kind}" ]] && PRINTED+=("${k}")
+    done
+done
+for k in "${ROWS[@]}"; do
+    [[ " ${PRINTED[*]} " == *" ${k} "* ]] || PRINTED+=("${k}")
+done
+for k in "${PRINTED[@]}"; do
+    IFS='|' read -r name tool c rps p50 p99 td my ld rmax rafter peers note rd csw <<<"${ROW_LINE[${k}]}"
     rss="-"
     [[ -n "${rmax}${rafter}" ]] && rss="$(mb "${rmax}")/$(mb "${rafter}")"
     printf '%-28s %-12s %5s %8s %8s %8s %8s %8s %8s %8s %6s %11s %5s  %s\n' "${name}" "${tool}" "${c}" "${rps}" \
