@@ -975,36 +975,44 @@ done
 
 declare -A BATCH=()
 # The order rows, one connection count at a time: at each count, the rows
-# a target compares run one after another (merged, TICKETD_MERGE=0, token,
-# sqlbase), a minute apart at most. This VM's speed drifts within a run, by
+# a target divides run next to each other (new orders, then with the
+# token, with TICKETD_MERGE=0 and as sqlbase; then the hot session, with
+# TICKETD_MERGE=0 and as sqlbase). This VM's speed drifts within a run, by
 # a third between two rows minutes apart, and each row adds its orders to
-# the tables the next ones write to; run by kind, the rows a ratio divides
-# were run minutes and tens of thousands of orders apart. The table prints
-# them by kind all the same.
+# the tables the next ones write to; run by kind, the two rows of a ratio
+# were minutes and tens of thousands of orders apart. The table still
+# prints them by kind.
+merge0_row() { # KEY NAME C SCENARIO...: a row on the TICKETD_MERGE=0 ticketd
+    [[ -n "${OFF_URL}" ]] && wanted merge0 || return 0
+    ROW_URL=${OFF_URL} ROW_PID=${OFF_PID}
+    load_row "$@"
+    ROW_URL=${URL} ROW_PID=${PID}
+}
+sql_at() { # KEY NAME C SQLBASE-ARGS...: a sqlbase row at the HTTP rows' count C
+    wanted sqlbase || return 0
+    local sc=$3
+    [[ "$3" == "${CONC}" ]] && sc=${CONNS}
+    sql_row "$1" "$2" "${sc}" "${@:4}"
+}
 for c in "${LEVELS[@]}"; do
-    wanted new && load_row "new@${c}" "new orders, ${SESSIONS} sessions" "${c}" new-orders --sessions "${SESSIONS}"
-    wanted hot && load_row "hot@${c}" "new orders, one hot session" "${c}" hot-session
-    # The same rows on the same build with TICKETD_MERGE=0 (--start only).
-    if [[ -n "${OFF_URL}" ]] && wanted merge0; then
-        ROW_URL=${OFF_URL} ROW_PID=${OFF_PID}
-        wanted new && load_row "newoff@${c}" "new, ${SESSIONS} sess, MERGE=0" "${c}" new-orders --sessions "${SESSIONS}"
-        wanted hot && load_row "hotoff@${c}" "new, hot, MERGE=0" "${c}" hot-session
-        ROW_URL=${URL} ROW_PID=${PID}
+    if wanted new; then
+        load_row "new@${c}" "new orders, ${SESSIONS} sessions" "${c}" new-orders --sessions "${SESSIONS}"
+        # With the order token required (--start only): each order fetches
+        # its token first (POST /tokens), at the first two counts, the rows
+        # the token target compares with "new".
+        if [[ -n "${TOK_URL}" ]] && wanted token && [[ " ${LEVELS[*]:0:2} " == *" ${c} "* ]]; then
+            ROW_URL=${TOK_URL} ROW_PID=${TOK_PID} ROW_TOKENS=1
+            load_row "newtok@${c}" "new, ${SESSIONS} sess, token" "${c}" new-orders --sessions "${SESSIONS}"
+            ROW_URL=${URL} ROW_PID=${PID} ROW_TOKENS=0
+        fi
+        merge0_row "newoff@${c}" "new, ${SESSIONS} sess, MERGE=0" "${c}" new-orders --sessions "${SESSIONS}"
     fi
-    # New orders over many sessions with the order token required (--start
-    # only): each order fetches its token first (POST /tokens), at the first
-    # two counts, the rows the token target compares with "new".
-    if [[ -n "${TOK_URL}" ]] && wanted token && [[ " ${LEVELS[*]:0:2} " == *" ${c} "* ]]; then
-        ROW_URL=${TOK_URL} ROW_PID=${TOK_PID} ROW_TOKENS=1
-        load_row "newtok@${c}" "new, ${SESSIONS} sess, token" "${c}" new-orders --sessions "${SESSIONS}"
-        ROW_URL=${URL} ROW_PID=${PID} ROW_TOKENS=0
+    sql_at "sql@${c}" "sqlbase, ${SESSIONS} sessions" "${c}" --sessions "${SESSIONS}"
+    if wanted hot; then
+        load_row "hot@${c}" "new orders, one hot session" "${c}" hot-session
+        merge0_row "hotoff@${c}" "new, hot, MERGE=0" "${c}" hot-session
     fi
-    if wanted sqlbase; then
-        sc=${c}
-        [[ "${c}" == "${CONC}" ]] && sc=${CONNS}
-        sql_row "sql@${c}" "sqlbase, ${SESSIONS} sessions" "${sc}" --sessions "${SESSIONS}"
-        sql_row "sqlhot@${c}" "sqlbase, one hot session" "${sc}" --hot
-    fi
+    sql_at "sqlhot@${c}" "sqlbase, one hot session" "${c}" --hot
 done
 
 # --- the flash sale ------------------------------------------------------------
