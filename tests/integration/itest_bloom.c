@@ -246,7 +246,13 @@ static void test_instance_without_redis_untrusts_the_filter(void **state)
     struct th_resp r = th_order(a, 5109, "cut-off", tok, session, 1);
     assert_int_equal(r.status, 201);
     th_resp_free(&r);
-    assert_int_equal(th_db_int("SELECT COUNT(*) FROM order_key_filter_misses"), 1);
+    /* The order left its row. B's job may already have found it and
+     * deleted it: its rounds go on while A answers, and each counts the
+     * rows it saw before it deletes them (bloom_job.c). So the row is
+     * read first, and B's count only when the row is gone. */
+    long long rows = th_db_int("SELECT COUNT(*) FROM order_key_filter_misses");
+    assert_true(rows == 1 ||
+                (rows == 0 && th_metric(b, "ticketd_bloom_misses_untrusted_total") >= 1));
     th_kill(a);
 
     th_wait_metric(b, "ticketd_bloom_misses_untrusted_total", 1, WAIT_MS);
