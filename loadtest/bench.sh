@@ -1313,9 +1313,7 @@ budget() {
     }'
 }
 if [[ -n "${C2}" && -n "${RPS["new@${C1}"]:-}" ]]; then
-    printf '
-what the orders/s targets over sqlbase ask of the machine (%s cores), at each row'"'"'s CPU per order (us: ticketd + MariaDB + Redis + load tool)
-' "$(nproc)"
+    printf '\nwhat the orders/s targets over sqlbase ask of the machine (%s cores), at each row'"'"'s CPU per order (us: ticketd + MariaDB + Redis + load tool)\n' "$(nproc)"
     printf '%-36s %7s %7s %6s %5s %5s %5s %5s %6s %5s\n' "row" "target" "made" "us" "cores" "cores" \
         "db+ld" "reach" "sqlbase" "sqlbase"
     printf '%-36s %7s %7s %6s %5s %5s %5s %5s %6s %5s\n' "" "ord/s" "ord/s" "/order" "made" "target" \
